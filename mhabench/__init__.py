@@ -1,0 +1,13 @@
+"""mhabench: an ablation and benchmarking lab for multi-head attention."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from mhabench.impls import available_implementations, build, register
+from mhabench.weights import AttentionWeights
+
+try:
+    __version__ = version("mhabench")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = ["AttentionWeights", "__version__", "available_implementations", "build", "register"]

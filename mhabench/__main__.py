@@ -1,0 +1,5 @@
+"""``python -m mhabench``."""
+
+from mhabench.cli import main
+
+main()

@@ -1,0 +1,125 @@
+"""Terminal output: the progress bar while running and the summary tables (rich)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+
+def human_bytes(n: float) -> str:
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def human_count(n: float) -> str:
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "-"
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f}"
+
+
+class RichProgress:
+    """The runner's ``Progress``: a bar with ETA and the (case, implementation) being measured."""
+
+    def __init__(self, console: Console) -> None:
+        self._bar = Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        )
+        self._task: Any = None
+
+    def __enter__(self) -> RichProgress:
+        self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.__exit__(*exc)
+
+    def start(self, total: int) -> None:
+        self._task = self._bar.add_task("measuring", total=total)
+
+    def advance(self, label: str) -> None:
+        self._bar.update(self._task, advance=1, description=label)
+
+
+def _value(row: pd.Series, column: str) -> Any:
+    """The cell, or None where the row has no value (a failed row has no latency)."""
+    value = row.get(column)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+SUMMARY_COLUMNS = ("case", "impl", "median ms (IQR)", "speedup", "peak mem", "FLOP/B", "TFLOP/s", "rel err", "status")
+
+
+def _summary_cells(row: pd.Series, baseline_ms: float | None) -> list[str]:
+    latency = _value(row, "latency_ms")
+    speedup = f"{baseline_ms / latency:.2f}×" if latency and baseline_ms else "-"
+    spread = f"{latency:.3f} ({row['latency_p75_ms'] - row['latency_p25_ms']:.3f})" if latency else "-"
+    status = "ok" if row["status"] == "ok" else f"[red]{row['status']}[/red] {row['error']}"
+    if _value(row, "noisy"):
+        status += " [yellow]noisy[/yellow]"
+    return [
+        str(row["impl"]),
+        spread,
+        speedup,
+        human_bytes(_value(row, "peak_memory_bytes")),
+        _fmt(_value(row, "arithmetic_intensity"), ".1f"),
+        _fmt(_value(row, "achieved_tflops"), ".3f"),
+        _fmt(_value(row, "max_rel_err"), ".1e"),
+        status,
+    ]
+
+
+def case_label(row: pd.Series) -> str:
+    """Short label of a case for narrow terminals: the shape, then the flags that are set."""
+    flags = " ".join(flag for flag in ("causal", "bias") if bool(row[flag]))
+    return f"n={row['seq_len']} h={row['heads']} d={row['d_model']} b={row['batch']} {row['dtype']} {flags}".strip()
+
+
+def summary_table(rows: pd.DataFrame, baseline: str = "naive") -> Table:
+    """Per case: each implementation's median latency (IQR), speedup vs ``baseline``, memory, intensity, error."""
+    table = Table(title=f"mhabench run (speedup vs {baseline})")
+    for header in SUMMARY_COLUMNS:
+        table.add_column(header, justify="left" if header in ("case", "impl", "status") else "right")
+    for case_id, group in rows.groupby("case_id", sort=False):
+        base = group.loc[group["impl"] == baseline, "latency_ms"].dropna()
+        baseline_ms = float(base.iloc[0]) if len(base) else None
+        for position, (_, row) in enumerate(group.iterrows()):
+            table.add_row(case_label(row) if position == 0 else "", *_summary_cells(row, baseline_ms))
+        table.add_section()
+    return table
+
+
+def plan_table(rows: pd.DataFrame) -> Table:
+    """``--dry-run``: the cases and their predicted cost, nothing run."""
+    table = Table(title="mhabench run --dry-run (predicted, nothing measured)")
+    for header in ("case", "impl", "FLOPs", "bytes moved", "FLOP/B", "predicted peak mem"):
+        table.add_column(header, justify="left" if header in ("case", "impl") else "right")
+    for _, row in rows.iterrows():
+        table.add_row(
+            str(row["case_id"]), str(row["impl"]), human_count(row["flops"]), human_bytes(row["bytes_moved"]),
+            f"{row['arithmetic_intensity']:.1f}", human_bytes(row["predicted_peak_bytes"]),
+        )  # fmt: skip
+    return table

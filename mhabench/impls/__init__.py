@@ -1,0 +1,21 @@
+"""Attention implementations. Importing this package registers every built-in one, in this order."""
+
+# isort: skip_file
+from mhabench.impls import naive, per_head, fused, torch_mha  # noqa: F401  (registration)
+from mhabench.impls.registry import (
+    ImplSpec,
+    available_implementations,
+    build,
+    core_implementations,
+    get_spec,
+    register,
+)
+
+__all__ = [
+    "ImplSpec",
+    "available_implementations",
+    "build",
+    "core_implementations",
+    "get_spec",
+    "register",
+]

@@ -1,0 +1,75 @@
+"""Shape bookkeeping and the textbook attention math that several implementations share."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from mhabench.errors import ConfigError
+from mhabench.weights import AttentionWeights
+
+
+def head_layout(weights: AttentionWeights, heads: int) -> tuple[int, int]:
+    """Return ``(head_dim, kv_heads)`` for ``weights`` split into ``heads`` query heads."""
+    d_model = weights.d_model
+    if heads < 1 or d_model % heads:
+        raise ConfigError(f"heads: d_model {d_model} is not divisible by heads {heads}")
+    head_dim = d_model // heads
+    kv_heads, remainder = divmod(weights.kv_dim, head_dim)
+    if remainder or kv_heads < 1 or heads % kv_heads:
+        raise ConfigError(
+            f"kv_heads: key/value width {weights.kv_dim} is not a divisor group of {heads} heads of size {head_dim}"
+        )
+    return head_dim, kv_heads
+
+
+class AttentionModule(nn.Module):
+    """Base for every implementation: holds the head layout and the split/merge reshapes."""
+
+    def __init__(self, weights: AttentionWeights, heads: int, causal: bool) -> None:
+        super().__init__()
+        self.head_dim, self.kv_heads = head_layout(weights, heads)
+        self.heads = heads
+        self.d_model = weights.d_model
+        self.causal = causal
+
+    @staticmethod
+    def split_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
+        """(b, n, n_heads·d_k) → (b, n_heads, n, d_k), a view."""
+        batch, seq_len, width = t.shape
+        return t.view(batch, seq_len, n_heads, width // n_heads).transpose(1, 2)
+
+    @staticmethod
+    def merge_heads(t: torch.Tensor) -> torch.Tensor:
+        """(b, h, n, d_k) → (b, n, h·d_k); copies, as every real implementation must."""
+        batch, heads, seq_len, head_dim = t.shape
+        return t.transpose(1, 2).reshape(batch, seq_len, heads * head_dim)
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """``x @ w + b`` in one fused GEMM when there is a bias."""
+    return x @ w if b is None else torch.addmm(b, x.flatten(0, -2), w).view(*x.shape[:-1], -1)
+
+
+def causal_mask(q_len: int, kv_len: int, device: torch.device) -> torch.Tensor:
+    """Boolean mask, True where query i may *not* see key j (keys after it, end-aligned)."""
+    offset = kv_len - q_len
+    return torch.ones(q_len, kv_len, dtype=torch.bool, device=device).triu(offset + 1)
+
+
+def materialized_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """The annotated-transformer attention: the full n×L score matrix exists in memory.
+
+    ``q`` is (…, n, d_k); ``k``/``v`` are (…, L, d_k) with the same leading dims.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
+    return scores.softmax(dim=-1) @ v
+
+
+def repeat_kv(t: torch.Tensor, groups: int) -> torch.Tensor:
+    """(b, kv_heads, L, d_k) → (b, kv_heads·groups, L, d_k) so each query head has its K/V."""
+    return t if groups == 1 else t.repeat_interleave(groups, dim=1)

@@ -1,0 +1,50 @@
+"""nanoGPT-style attention: one packed QKV GEMM, heads as a view, ``scaled_dot_product_attention``."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from mhabench.impls.base import AttentionModule
+from mhabench.impls.registry import register
+from mhabench.weights import AttentionWeights
+
+
+def pack_qkv(weights: AttentionWeights) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The (q_dim + 2·kv_dim, d_model) packed weight in ``F.linear`` layout, and its bias."""
+    w_qkv = torch.cat([weights.w_q, weights.w_k, weights.w_v], dim=1).t().contiguous()
+    if weights.b_q is None:
+        return w_qkv, None
+    return w_qkv, torch.cat([weights.b_q, weights.b_k, weights.b_v])
+
+
+@register(
+    "fused",
+    description="one packed QKV GEMM, view to heads, F.scaled_dot_product_attention (fastest backend), W_o",
+    traffic="fused",
+    core=True,
+)
+class FusedAttention(AttentionModule):
+    """The production layout: 3 projections in one GEMM and a fused (flash) attention kernel.
+
+    SDPA picks its backend; the runner records which one ran. Grouped-query K/V heads go
+    through SDPA's ``enable_gqa``.
+    """
+
+    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
+        super().__init__(weights, heads, causal)
+        self.w_qkv, self.b_qkv = pack_qkv(weights)
+        self.w_out = weights.w_o.t().contiguous()
+        self.b_out = weights.b_o
+        self.split_sizes = [weights.d_model, weights.kv_dim, weights.kv_dim]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = F.linear(x, self.w_qkv, self.b_qkv).split(self.split_sizes, dim=-1)
+        out = F.scaled_dot_product_attention(
+            self.split_heads(q, self.heads),
+            self.split_heads(k, self.kv_heads),
+            self.split_heads(v, self.kv_heads),
+            is_causal=self.causal,
+            enable_gqa=self.kv_heads != self.heads,
+        )
+        return F.linear(self.merge_heads(out), self.w_out, self.b_out)

@@ -1,0 +1,1 @@
+"""Measurement: timing, peak memory, the cost model and the device roofline."""

@@ -1,0 +1,93 @@
+"""Peak memory of one forward call.
+
+CUDA: the caching allocator's peak minus the baseline before the call.
+CPU: ``tracemalloc`` does not see torch tensors and RSS is noisy, so a ``TorchDispatchMode``
+tracks every tensor storage created during the call, frees it from the count when its last
+tensor dies (weakref finalizers), and reports the peak of live bytes. Kernel workspaces that never
+become tensors (e.g. inside the CPU flash-attention kernel) stay invisible; the method is recorded
+in the ``memory_method`` column.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+
+class LiveStorageTracker(TorchDispatchMode):
+    """Counts bytes of storages created under the mode; remembers the peak and the ops called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self.ops: set[str] = set()
+        self._tracked: set[int] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        self.ops.add(func.__name__.split(".")[0])
+        for leaf in tree_leaves(out):
+            if isinstance(leaf, torch.Tensor):
+                self._track(leaf.untyped_storage())
+        return out
+
+    def _track(self, storage: torch.UntypedStorage) -> None:
+        key = id(storage)
+        if key in self._tracked or storage.device.type == "meta":
+            return
+        self._tracked.add(key)
+        self.live_bytes += storage.nbytes()
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        weakref.finalize(storage, self._release, key, storage.nbytes())
+
+    def _release(self, key: int, nbytes: int) -> None:
+        self._tracked.discard(key)
+        self.live_bytes -= nbytes
+
+
+def peak_memory(fn: Callable[[], object], device: torch.device) -> tuple[int, str]:
+    """Return ``(peak_bytes, method)`` for one call of ``fn`` on ``device``."""
+    if device.type == "cuda":
+        return _cuda_peak(fn, device), "cuda_allocator"
+    tracker = LiveStorageTracker()
+    with tracker:
+        fn()
+    return tracker.peak_bytes, "dispatch_storage_tracker"
+
+
+def _cuda_peak(fn: Callable[[], object], device: torch.device) -> int:
+    torch.cuda.synchronize(device)
+    baseline = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - baseline
+
+
+def ops_called(fn: Callable[[], object]) -> set[str]:
+    """The aten op names ``fn`` dispatches (used to tell which SDPA backend really ran)."""
+    tracker = LiveStorageTracker()
+    with tracker:
+        fn()
+    return tracker.ops
+
+
+_SDPA_BACKENDS = {
+    "_scaled_dot_product_flash_attention": "flash",
+    "_scaled_dot_product_flash_attention_for_cpu": "flash",
+    "_scaled_dot_product_efficient_attention": "efficient",
+    "_scaled_dot_product_cudnn_attention": "cudnn",
+    "_scaled_dot_product_fused_attention_overrideable": "overrideable",
+    "_scaled_dot_product_attention_math": "math",
+}
+
+
+def sdpa_backend(ops: set[str]) -> str:
+    """Name of the SDPA backend among ``ops`` ("" when SDPA was not called)."""
+    return ",".join(sorted({name for op, name in _SDPA_BACKENDS.items() if op in ops}))

@@ -1,0 +1,91 @@
+"""Latency: medians over adaptive repetitions after warm-up, with the raw samples kept.
+
+``torch.utils.benchmark.Timer.blocked_autorange`` picks a block size (calls per sample) so timer
+overhead is negligible and synchronises CUDA; each sample is the mean per-call time of one block.
+We add rounds until ``min_samples`` samples exist (capped at ``max_run_time_s``), which gives
+``compare`` enough raw samples for its statistics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch.utils import benchmark
+
+from mhabench.config import TimingConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Latency:
+    """Per-call latency samples in milliseconds and their summary statistics."""
+
+    times_ms: tuple[float, ...]
+    calls_per_sample: int
+    noise_threshold: float
+
+    @property
+    def median_ms(self) -> float:
+        return float(np.median(self.times_ms))
+
+    @property
+    def mean_ms(self) -> float:
+        return float(np.mean(self.times_ms))
+
+    @property
+    def p25_ms(self) -> float:
+        return float(np.percentile(self.times_ms, 25))
+
+    @property
+    def p75_ms(self) -> float:
+        return float(np.percentile(self.times_ms, 75))
+
+    @property
+    def iqr_ms(self) -> float:
+        return self.p75_ms - self.p25_ms
+
+    @property
+    def noisy(self) -> bool:
+        """True when the interquartile range exceeds ``noise_threshold`` of the median."""
+        return self.iqr_ms / self.median_ms > self.noise_threshold
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def warm_up(fn: Callable[[], object], device: torch.device, runs: int) -> None:
+    """Untimed calls so caches, allocator pools and lazy initialisation are settled."""
+    for _ in range(runs):
+        fn()
+    synchronize(device)
+
+
+def measure_latency(fn: Callable[[], object], device: torch.device, timing: TimingConfig) -> Latency:
+    """Warm ``fn`` up, then time it with ``blocked_autorange`` on all of torch's threads.
+
+    If a round yields fewer than ``min_samples`` samples, further rounds sized for the missing
+    samples follow, until ``max_run_time_s`` of timed runs is spent.
+    """
+    warm_up(fn, device, timing.warmup_runs)
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    times_s: list[float] = []
+    round_s = timing.min_run_time_s
+    spent_s = 0.0
+    while True:
+        measurement = timer.blocked_autorange(min_run_time=round_s)
+        times_s.extend(measurement.times)
+        block_s = measurement.number_per_run * float(np.mean(measurement.times))
+        spent_s += block_s * len(measurement.times)
+        missing = timing.min_samples - len(times_s)
+        if missing <= 0 or spent_s >= timing.max_run_time_s:
+            break
+        round_s = min(missing * block_s * 1.1, timing.max_run_time_s - spent_s)
+    return Latency(
+        times_ms=tuple(t * 1e3 for t in times_s),
+        calls_per_sample=measurement.number_per_run,
+        noise_threshold=timing.noise_threshold,
+    )
