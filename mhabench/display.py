@@ -103,7 +103,7 @@ def summary_table(rows: pd.DataFrame, baseline: str = "naive") -> Table:
     table = Table(title=f"mhabench run (speedup vs {baseline})")
     for header in SUMMARY_COLUMNS:
         table.add_column(header, justify="left" if header in ("case", "impl", "status") else "right")
-    for case_id, group in rows.groupby("case_id", sort=False):
+    for _, group in rows.groupby("case_id", sort=False):
         base = group.loc[group["impl"] == baseline, "latency_ms"].dropna()
         baseline_ms = float(base.iloc[0]) if len(base) else None
         for position, (_, row) in enumerate(group.iterrows()):
