@@ -95,7 +95,7 @@ def _matmul_tflops(device: torch.device, dtype: torch.dtype, max_size: int, min_
     while True:
         a = torch.randn(size, size, device=device).to(dtype)
         b = torch.randn(size, size, device=device).to(dtype)
-        seconds = _best_seconds(functools.partial(torch.matmul, a, b), device, repeats=3)
+        seconds = _best_seconds(functools.partial(torch.matmul, a, b), device, repeats=5)
         if seconds >= min_call_s or size >= max_size:
             return 2 * size**3 / seconds / 1e12
         size *= 2
@@ -105,7 +105,7 @@ def _matmul_tflops(device: torch.device, dtype: torch.dtype, max_size: int, min_
 def measured_peaks(device: torch.device, dtype: torch.dtype) -> DevicePeaks:
     """Measure matmul FLOP/s and copy bandwidth once per process for (device, dtype)."""
     with torch.inference_mode():
-        tflops = _matmul_tflops(device, dtype, max_size=4096, min_call_s=0.05)
+        tflops = _matmul_tflops(device, dtype, max_size=4096, min_call_s=0.1)
         source = torch.empty(64 * 2**20, dtype=torch.uint8, device=device).fill_(1)  # 64 MiB
         target = torch.empty_like(source)
         copy_s = _best_seconds(lambda: target.copy_(source), device, repeats=10)
