@@ -21,7 +21,9 @@ def git_commit(cwd: Path | None = None) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
 
 
 def environment(device: torch.device) -> dict[str, Any]:
