@@ -14,8 +14,8 @@ from rich.table import Table
 
 import mhabench
 from mhabench import config as config_mod
-from mhabench import display, runner
-from mhabench.errors import MhabenchError
+from mhabench import display, plugins, runner
+from mhabench.errors import InputError, MhabenchError
 from mhabench.impls import get_spec
 from mhabench.impls.registry import available_implementations
 
@@ -66,11 +66,21 @@ def run(
     device: Annotated[str | None, typer.Option("--device", help="auto | cpu | cuda | cuda:N")] = None,
     impl: Annotated[list[str] | None, typer.Option("--impl", help="Implementation to run (repeatable).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List cases and predicted cost only.")] = False,
+    plugin: Annotated[
+        list[Path] | None,
+        typer.Option("--plugin", help="Python file that registers implementations; they join the run (repeatable)."),
+    ] = None,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     with user_errors():
+        added = [name for path in plugin or [] for name in plugins.load_plugin(path)]
         loaded = [config_mod.load_config(path) for path in configs] if configs else [config_mod.load_default_config()]
-        loaded = [config_mod.with_overrides(c, device=device, implementations=impl) for c in loaded]
+        loaded = [
+            config_mod.with_overrides(
+                c, device=device, implementations=impl or plugins.with_plugin_implementations(c.implementations, added)
+            )
+            for c in loaded
+        ]
         for config in loaded:
             if dry_run:
                 console.print(display.plan_table(runner.plan(config)))
@@ -92,6 +102,77 @@ def list_implementations() -> None:
         spec = get_spec(name)
         table.add_row(name, "yes" if spec.core else "", spec.description)
     console.print(table)
+
+
+def _fresh_console() -> Console:
+    """A console created now, so NO_COLOR / FORCE_COLOR set for this invocation are honoured."""
+    return Console(width=None if sys.stdout.isatty() else 160)
+
+
+@app.command()
+def compare(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run folder, run id, or latest (the base).")],
+    candidate_ref: Annotated[
+        str | None, typer.Argument(metavar="[CANDIDATE]", help="Second run: compare CANDIDATE against RUN.")
+    ] = None,
+    baseline: Annotated[str, typer.Option("--baseline", help="One run: speedups over this impl.")] = "naive",
+    threshold: Annotated[str, typer.Option("--threshold", help="Two runs: smallest change that counts.")] = "5%",
+    fail_on_regression: Annotated[
+        bool, typer.Option("--fail-on-regression", help="Exit 1 if a row is significantly slower.")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Compare runs from different device kinds.")] = False,
+    output: Annotated[Path | None, typer.Option("--output", help="Also write .csv, .json or .md.")] = None,
+    results_root: Annotated[Path, typer.Option("--results-root", help="Where run ids are looked up.")] = Path(
+        "results"
+    ),
+) -> None:
+    """One run: speedup of every impl over a baseline. Two runs: what got faster or slower, with statistics."""
+    from mhabench import compare as compare_mod
+    from mhabench import compare_view, results, stats
+
+    with user_errors():
+        if output is not None:
+            compare_mod.check_output_path(output)
+        if candidate_ref is None:
+            if fail_on_regression:
+                raise InputError("--fail-on-regression: needs two runs (RUN CANDIDATE)")
+            comparison = compare_mod.speedups(results.load_run(run_ref, results_root), baseline)
+        else:
+            limit = stats.parse_threshold(threshold)
+            base, candidate = results.load_run(run_ref, results_root), results.load_run(candidate_ref, results_root)
+            comparison = compare_mod.compare_runs(base, candidate, limit, force=force)
+        out = _fresh_console()
+        differences = compare_view.differences_text(comparison)
+        if differences is not None:
+            out.print(differences)
+        out.print(compare_view.compare_table(comparison))
+        if output is not None:
+            compare_mod.write_output(comparison, output)
+            out.print(f"written: {output}")
+        regressions = comparison.regressions
+        if fail_on_regression and len(regressions):
+            err_console.print(f"[bold red]regression:[/bold red] {len(regressions)} row(s) significantly slower")
+            raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run folder, run id, or latest.")],
+    report_format: Annotated[str, typer.Option("--format", help="html | md | both")] = "both",
+    out: Annotated[Path | None, typer.Option("--out", help="Folder for the report (default: the run folder).")] = None,
+    results_root: Annotated[Path, typer.Option("--results-root", help="Where run ids are looked up.")] = Path(
+        "results"
+    ),
+) -> None:
+    """Write report.md and a self-contained report.html (tables, plots) for a run."""
+    from mhabench import report as report_mod
+    from mhabench import results
+
+    with user_errors():
+        formats = report_mod.parse_formats(report_format)
+        run_data = results.load_run(run_ref, results_root)
+        for path in report_mod.write_report(run_data, out or run_data.path, formats):
+            _fresh_console().print(f"report: {path}", highlight=False, soft_wrap=True)
 
 
 def main() -> None:

@@ -16,9 +16,10 @@ from typing import Annotated, Any, Literal
 
 import torch
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from mhabench.errors import ConfigError, DeviceUnavailableError, UnknownImplementationError
+from mhabench import plugins
+from mhabench.errors import ConfigError, DeviceUnavailableError, PluginError, UnknownImplementationError
 from mhabench.impls import get_spec
 
 DtypeName = Literal["float32", "float16", "bfloat16"]
@@ -57,21 +58,46 @@ class ScenarioSpec(_Strict):
     seq_len: list[PositiveInt]
     d_model: list[PositiveInt]
     heads: list[PositiveInt]
+    kv_heads: list[PositiveInt] | None = Field(None, description="key/value heads (GQA); default = heads; 1 = MQA")
     causal: list[bool] = [False]
     bias: list[bool] = [False]
+    mode: list[Literal["forward", "train"]] = Field(["forward"], description="train = forward + backward")
+    phase: list[Literal["prefill", "decode"]] = Field(
+        ["prefill"], description="decode = one new token per sequence against a KV cache of seq_len tokens"
+    )
     seed: int = 0
 
-    @field_validator("batch", "seq_len", "d_model", "heads", "causal", "bias", mode="before")
+    @field_validator(
+        "batch", "seq_len", "d_model", "heads", "kv_heads", "causal", "bias", "mode", "phase", mode="before"
+    )
     @classmethod
     def _listify(cls, value: Any) -> Any:
-        return _as_list(value)
+        return value if value is None else _as_list(value)
 
-    @model_validator(mode="after")
-    def _heads_divide_d_model(self) -> ScenarioSpec:
-        for d_model, heads in itertools.product(self.d_model, self.heads):
-            if d_model % heads:
-                raise ValueError(f"d_model {d_model} is not divisible by heads {heads}")
-        return self
+    @field_validator("kv_heads")
+    @classmethod
+    def _kv_heads_divide_heads(cls, kv_heads: list[int] | None, info: ValidationInfo) -> list[int] | None:
+        """Each key/value head serves a whole group of query heads."""
+        for heads, n_kv in itertools.product(info.data.get("heads", []), kv_heads or []):
+            if heads % n_kv:
+                raise ValueError(f"heads {heads} is not divisible by kv_heads {n_kv}")
+        return kv_heads
+
+    @field_validator("phase")
+    @classmethod
+    def _decode_is_inference(cls, phase: list[str], info: ValidationInfo) -> list[str]:
+        if "decode" in phase and "train" in info.data.get("mode", []):
+            raise ValueError("decode cannot be combined with mode train (decode measures inference)")
+        return phase
+
+    @field_validator("heads")
+    @classmethod
+    def _heads_divide_d_model(cls, heads: list[int], info: ValidationInfo) -> list[int]:
+        """A field validator (not a model one) so the error's path ends in ``.heads``."""
+        for d_model, n_heads in itertools.product(info.data.get("d_model", []), heads):
+            if d_model % n_heads:
+                raise ValueError(f"d_model {d_model} is not divisible by heads {n_heads}")
+        return heads
 
 
 class RunConfig(_Strict):
@@ -110,19 +136,25 @@ class Case:
     bias: bool
     dtype: str
     seed: int
+    kv_heads: int | None = None
+    """Key/value heads; None (the default) means ``heads``, i.e. plain multi-head attention."""
+    mode: str = "forward"
+    phase: str = "prefill"
+
+    def __post_init__(self) -> None:
+        if self.kv_heads is None:
+            object.__setattr__(self, "kv_heads", self.heads)
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.heads
 
     @property
-    def kv_heads(self) -> int:
-        return self.heads
-
-    @property
     def case_id(self) -> str:
+        kv = f"-kv{self.kv_heads}" if self.kv_heads != self.heads else ""
         flags = "".join(f"-{flag}" for flag in ("causal", "bias") if getattr(self, flag))
-        return f"{self.scenario}/b{self.batch}-n{self.seq_len}-d{self.d_model}-h{self.heads}-{self.dtype}{flags}"
+        flags += "".join(f"-{value}" for value in (self.mode, self.phase) if value not in ("forward", "prefill"))
+        return f"{self.scenario}/b{self.batch}-n{self.seq_len}-d{self.d_model}-h{self.heads}{kv}-{self.dtype}{flags}"
 
 
 # --- loading -----------------------------------------------------------------------------------
@@ -176,8 +208,25 @@ def parse_config(data: Any, source: str) -> RunConfig:
         raise ConfigError(f"{source}: {_describe(first)}{more}") from None
     if config.name is None:
         config = config.model_copy(update={"name": Path(source).stem})
+    if config.implementations:
+        config = config.model_copy(update={"implementations": register_plugin_entries(config.implementations, source)})
     check_implementations(config.implementations or [], f"{source}: implementations")
     return config
+
+
+def register_plugin_entries(names: list[str], source: str) -> list[str]:
+    """Replace each ``file.py:Class`` entry by the name its class is registered under.
+
+    Plugin paths are relative to the config file's folder, so a config and its plugin travel together.
+    """
+    resolved = []
+    for index, name in enumerate(names):
+        try:
+            entry_is_class = plugins.is_class_entry(name)
+            resolved.append(plugins.register_class_entry(name, Path(source).parent) if entry_is_class else name)
+        except PluginError as exc:
+            raise PluginError(f"{source}: implementations[{index}]: {exc}") from None
+    return resolved
 
 
 def check_implementations(names: list[str], where: str) -> None:
@@ -249,10 +298,13 @@ def expand_cases(config: RunConfig, device: torch.device) -> list[Case]:
     dtypes = list(dict.fromkeys(resolve_dtype(d, device) for d in config.dtype))
     cases = []
     for spec in config.scenarios:
-        for dtype, batch, seq_len, d_model, heads, causal, bias in itertools.product(
-            dtypes, spec.batch, spec.seq_len, spec.d_model, spec.heads, spec.causal, spec.bias
-        ):
-            cases.append(Case(spec.name, batch, seq_len, d_model, heads, causal, bias, dtype, spec.seed))
+        for dtype, batch, seq_len, d_model, heads, kv_heads, causal, bias, mode, phase in itertools.product(
+            dtypes, spec.batch, spec.seq_len, spec.d_model, spec.heads, spec.kv_heads or [None],
+            spec.causal, spec.bias, spec.mode, spec.phase,
+        ):  # fmt: skip
+            cases.append(
+                Case(spec.name, batch, seq_len, d_model, heads, causal, bias, dtype, spec.seed, kv_heads, mode, phase)
+            )
     return cases
 
 

@@ -39,3 +39,11 @@ class RegistryError(MhabenchError):
     """Misuse of the implementation registry (duplicate name, bad plugin)."""
 
     exit_code = 2
+
+
+class UnsupportedError(MhabenchError):
+    """An implementation that cannot run this case (device, dtype, GQA, decode): an ``unsupported`` row."""
+
+
+class PluginError(InputError):
+    """A plugin file or ``file.py:Class`` entry that cannot be loaded (missing, broken, wrong signature)."""

@@ -30,14 +30,16 @@ SAMPLES_COLUMN = "times_ms"
 
 IDENTITY_COLUMNS = [
     "run_id", "scenario", "case_id", "impl", "device", "device_name", "dtype",
-    "batch", "seq_len", "d_model", "heads", "head_dim", "causal", "bias", "status", "error",
+    "batch", "seq_len", "d_model", "heads", "head_dim", "kv_heads", "mode", "phase", "causal", "bias",
+    "status", "error",
 ]  # fmt: skip
 METRIC_COLUMNS = [
     "max_abs_err", "max_rel_err", "sdpa_backend",
     "latency_ms", "latency_p25_ms", "latency_p75_ms", "latency_mean_ms", "samples",
-    "calls_per_sample", "noisy", "tokens_per_s",
+    "calls_per_sample", "noisy", "tokens_per_s", "compile_time_s",
     "peak_memory_bytes", "memory_method", "predicted_peak_bytes",
-    "flops", "useful_flops", "softmax_flops", "proj_flops", "attn_flops",
+    "params", "kv_cache_bytes",
+    "flops", "useful_flops", "softmax_flops", "proj_flops", "attn_flops", "backward_flops",
     "bytes_moved", "proj_bytes", "attn_bytes",
     "arithmetic_intensity", "proj_intensity", "attn_intensity",
     "achieved_tflops", "achieved_gbps",
@@ -48,7 +50,9 @@ COLUMNS = IDENTITY_COLUMNS + METRIC_COLUMNS
 """Every CSV column, in order. The Parquet file has these plus ``times_ms``."""
 
 # Columns that identify "the same measurement" across runs (compare matches on these).
-CASE_KEY = ["impl", "device", "dtype", "batch", "seq_len", "d_model", "heads", "causal", "bias"]
+CASE_KEY = [
+    "impl", "device", "dtype", "batch", "seq_len", "d_model", "heads", "kv_heads", "mode", "phase", "causal", "bias",
+]  # fmt: skip
 
 
 def sanitize_name(name: str) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,13 +20,15 @@ import torch
 
 from mhabench.config import DTYPES, Case, RunConfig, TimingConfig, expand_cases, resolve_device
 from mhabench.environment import environment
-from mhabench.impls import build, core_implementations, get_spec
+from mhabench.errors import UnsupportedError
+from mhabench.impls import core_implementations, get_spec
 from mhabench.impls.registry import ImplSpec
-from mhabench.measure.cost import Cost, Workload, estimate_cost
+from mhabench.measure.cost import Cost, estimate_cost
 from mhabench.measure.hardware import DevicePeaks, device_name, device_peaks
 from mhabench.measure.memory import LiveStorageTracker, peak_memory, sdpa_backend
-from mhabench.measure.timing import Latency, measure_latency
-from mhabench.reference import TOLERANCE, numerical_error, reference_attention
+from mhabench.measure.timing import Latency, measure_latency, synchronize
+from mhabench.modes import input_len, parameter_count, prepare, reference_fn, workload
+from mhabench.reference import TOLERANCE, numerical_error
 from mhabench.results import RunWriter, new_run_dir, rows_frame
 from mhabench.weights import AttentionWeights
 
@@ -49,19 +53,6 @@ def implementations_of(config: RunConfig) -> list[ImplSpec]:
     return [get_spec(name) for name in names]
 
 
-def workload(case: Case) -> Workload:
-    return Workload(
-        batch=case.batch,
-        seq_len=case.seq_len,
-        kv_len=case.seq_len,
-        d_model=case.d_model,
-        heads=case.heads,
-        kv_heads=case.kv_heads,
-        causal=case.causal,
-        element_bytes=DTYPES[case.dtype].itemsize,
-    )
-
-
 # --- one (case, implementation) ----------------------------------------------------------------
 
 
@@ -75,7 +66,7 @@ class CaseInputs:
 
     def reference_for(self, spec: ImplSpec, case: Case) -> torch.Tensor:
         """The float64 output ``spec`` must reproduce (cached per reference function)."""
-        fn = spec.reference or reference_attention
+        fn = reference_fn(spec, case)
         if id(fn) not in self.references:
             self.references[id(fn)] = fn(self.weights, self.x, case.heads, case.causal)
         return self.references[id(fn)]
@@ -88,7 +79,7 @@ def make_inputs(case: Case, device: torch.device) -> CaseInputs:
         kv_dim=case.kv_heads * case.head_dim,
     )  # fmt: skip
     generator = torch.Generator().manual_seed(case.seed + 1)
-    x = torch.randn(case.batch, case.seq_len, case.d_model, generator=generator, dtype=torch.float64)
+    x = torch.randn(case.batch, input_len(case), case.d_model, generator=generator, dtype=torch.float64)
     return CaseInputs(weights, x.to(dtype=dtype, device=device))
 
 
@@ -97,7 +88,8 @@ def identity_row(run_id: str, case: Case, impl: str, device: torch.device) -> di
         "run_id": run_id, "scenario": case.scenario, "case_id": case.case_id, "impl": impl,
         "device": str(device), "device_name": device_name(device), "dtype": case.dtype,
         "batch": case.batch, "seq_len": case.seq_len, "d_model": case.d_model, "heads": case.heads,
-        "head_dim": case.head_dim, "causal": case.causal, "bias": case.bias,
+        "head_dim": case.head_dim, "kv_heads": case.kv_heads, "mode": case.mode, "phase": case.phase,
+        "causal": case.causal, "bias": case.bias,
         "status": "ok", "error": "",
     }  # fmt: skip
 
@@ -109,6 +101,7 @@ def cost_columns(cost: Cost) -> dict[str, Any]:
         "bytes_moved": cost.bytes_moved, "proj_bytes": cost.proj_bytes, "attn_bytes": cost.attn_bytes,
         "arithmetic_intensity": cost.arithmetic_intensity, "proj_intensity": cost.proj_intensity,
         "attn_intensity": cost.attn_intensity, "predicted_peak_bytes": cost.predicted_peak_bytes,
+        "backward_flops": cost.backward_flops,
     }  # fmt: skip
 
 
@@ -121,7 +114,7 @@ def performance_columns(case: Case, cost: Cost, latency: Latency, peaks: DeviceP
         "latency_p75_ms": latency.p75_ms, "latency_mean_ms": latency.mean_ms,
         "samples": len(latency.times_ms), "calls_per_sample": latency.calls_per_sample,
         "noisy": latency.noisy, "times_ms": list(latency.times_ms),
-        "tokens_per_s": case.batch * case.seq_len / latency_s,
+        "tokens_per_s": workload(case).tokens / latency_s,
         "achieved_tflops": achieved_tflops, "achieved_gbps": cost.bytes_moved / latency_s / 1e9,
         "peak_tflops": peaks.peak_tflops, "peak_gbps": peaks.peak_gbps,
         "roofline_source": peaks.source, "roofline_bound": peaks.bound(cost.arithmetic_intensity),
@@ -145,14 +138,14 @@ def measure_impl(
     peaks: Callable[[], DevicePeaks], timing: TimingConfig, row: dict[str, Any],
 ) -> dict[str, Any]:  # fmt: skip
     """Check ``spec`` against its float64 reference, then measure memory, cost and latency."""
-    module = build(spec.name, inputs.weights, case.heads, case.causal)
-    call = lambda: module(inputs.x)  # noqa: E731
-    tracker = LiveStorageTracker()
-    with torch.no_grad(), tracker:  # no_grad, not inference_mode: composite ops decompose visibly
-        output = call()
+    module, step = prepare(spec, case, inputs.weights, inputs.x)  # forward, decode or train (mhabench.modes)
+    call = step.run
+    row.update(params=parameter_count(module), **step.columns)
+    output, tracker, row["compile_time_s"] = first_call(spec, call, device)
     max_abs_err, max_rel_err = numerical_error(output, inputs.reference_for(spec, case))
     del output
-    row.update(max_abs_err=max_abs_err, max_rel_err=max_rel_err, sdpa_backend=sdpa_backend(tracker.ops))
+    backend = sdpa_backend(tracker.ops) if tracker else ""
+    row.update(max_abs_err=max_abs_err, max_rel_err=max_rel_err, sdpa_backend=backend)
     cost = estimate_cost(spec.traffic, workload(case))
     row.update(cost_columns(cost))
     if max_rel_err > TOLERANCE[case.dtype]:
@@ -160,14 +153,50 @@ def measure_impl(
             status="mismatch", error=f"max_rel_err {max_rel_err:.3g} > {TOLERANCE[case.dtype]:g} vs float64 reference"
         )
         return row
-    with torch.no_grad():
-        row["peak_memory_bytes"], row["memory_method"] = (
-            (tracker.peak_bytes, "dispatch_storage_tracker") if device.type == "cpu" else peak_memory(call, device)
-        )
+    row["peak_memory_bytes"], row["memory_method"] = measure_memory(call, device, tracker)
     with torch.inference_mode():
         latency = measure_latency(call, device, timing)
     row.update(performance_columns(case, cost, latency, peaks()))
     return row
+
+
+# torch.compile runs a frame eagerly while any TorchDispatchMode is active, so on the CPU the storage
+# tracker would measure the eager module instead of the compiled graph: no number rather than a wrong one.
+COMPILED_CPU_MEMORY = "not measured (CPU: torch.compile runs eagerly under the dispatch-mode tracker)"
+
+
+def first_call(
+    spec: ImplSpec, call: Callable[[], torch.Tensor], device: torch.device
+) -> tuple[torch.Tensor, LiveStorageTracker | None, float]:
+    """The call whose output is checked: ``(output, tracker, compile_time_s)``.
+
+    Eager: under the storage tracker, which gives the CPU peak memory and the SDPA backend that ran.
+    Compiling: this call compiles, so it is timed (compile time never reaches the latency); it runs
+    under ``inference_mode`` like the timing loop, because another grad mode would compile a second
+    graph; and outside the tracker, under which torch.compile would not run the compiled graph.
+    """
+    if spec.compiles:
+        with torch.inference_mode():
+            start_s = time.perf_counter()
+            output = call()
+            synchronize(device)
+        return output, None, time.perf_counter() - start_s
+    tracker = LiveStorageTracker()
+    with torch.no_grad(), tracker:  # no_grad, not inference_mode: composite ops decompose visibly
+        output = call()
+    return output, tracker, math.nan
+
+
+def measure_memory(
+    call: Callable[[], torch.Tensor], device: torch.device, tracker: LiveStorageTracker | None
+) -> tuple[float, str]:
+    """``(peak_memory_bytes, memory_method)``; ``tracker`` is None for compiled modules."""
+    if device.type == "cuda":
+        with torch.inference_mode() if tracker is None else torch.no_grad():
+            return peak_memory(call, device)
+    if tracker is None:
+        return math.nan, COMPILED_CPU_MEMORY
+    return tracker.peak_bytes, "dispatch_storage_tracker"
 
 
 def run_case(
@@ -193,6 +222,8 @@ def run_case(
 
 
 def failure_row(row: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, UnsupportedError):  # cannot run on this device/dtype/shape: the reason, not a failure
+        return {**row, "status": "unsupported", "error": str(exc).strip().splitlines()[0]}
     return {**row, "status": "oom" if is_out_of_memory(exc) else "error", "error": one_line(exc)}
 
 

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from mhabench.impls.base import AttentionModule
+from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.registry import register
 from mhabench.weights import AttentionWeights
 
@@ -38,13 +39,24 @@ class FusedAttention(AttentionModule):
         self.b_out = weights.b_o
         self.split_sizes = [weights.d_model, weights.kv_dim, weights.kv_dim]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The packed QKV GEMM, split into heads: q (b, h, n, d_k), k and v (b, kv_heads, n, d_k)."""
         q, k, v = F.linear(x, self.w_qkv, self.b_qkv).split(self.split_sizes, dim=-1)
-        out = F.scaled_dot_product_attention(
-            self.split_heads(q, self.heads),
-            self.split_heads(k, self.kv_heads),
-            self.split_heads(v, self.kv_heads),
-            is_causal=self.causal,
-            enable_gqa=self.kv_heads != self.heads,
-        )
+        return self.split_heads(q, self.heads), self.split_heads(k, self.kv_heads), self.split_heads(v, self.kv_heads)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=self.kv_heads != self.heads)
         return F.linear(self.merge_heads(out), self.w_out, self.b_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attend(*self.project(x), self.causal)
+
+    def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of ``x`` (fills the decode cache)."""
+        _, k, v = self.project(x)
+        return k, v
+
+    def decode_step(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """One new token per sequence (b, 1, D): one packed GEMM, SDPA over the cache views, W_o."""
+        q, k, v = self.project(x)
+        return self.attend(q, *cache.append(k, v), causal=False)

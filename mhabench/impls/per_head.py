@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from mhabench.impls.base import AttentionModule, linear, materialized_attention
+from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.registry import register
 from mhabench.weights import AttentionWeights
 
@@ -47,9 +48,26 @@ class PerHeadAttention(AttentionModule):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         groups = self.heads // self.kv_heads
         head_outputs = []
-        for group, ((w_k, b_k), (w_v, b_v)) in enumerate(zip(self.k_heads, self.v_heads, strict=False)):
+        for group, ((w_k, b_k), (w_v, b_v)) in enumerate(zip(self.k_heads, self.v_heads, strict=True)):
             k, v = linear(x, w_k, b_k), linear(x, w_v, b_v)
             for w_q, b_q in self.q_heads[group * groups : (group + 1) * groups]:
                 q = linear(x, w_q, b_q)
                 head_outputs.append(materialized_attention(q, k, v, self.causal))
+        return linear(torch.cat(head_outputs, dim=-1), self.w_o, self.b_o)
+
+    def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values as (b, kv_heads, n, d_k), one thin GEMM per group each (decode cache layout)."""
+        k = torch.stack([linear(x, w, b) for w, b in self.k_heads], dim=1)
+        v = torch.stack([linear(x, w, b) for w, b in self.v_heads], dim=1)
+        return k, v
+
+    def decode_step(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """One new token per sequence (b, 1, D): the same per-head loop, over the cached keys/values."""
+        keys, values = cache.append(*self.project_kv(x))
+        groups = self.heads // self.kv_heads
+        head_outputs = []
+        for head, (w_q, b_q) in enumerate(self.q_heads):
+            q = linear(x, w_q, b_q)
+            group = head // groups
+            head_outputs.append(materialized_attention(q, keys[:, group], values[:, group], causal=False))
         return linear(torch.cat(head_outputs, dim=-1), self.w_o, self.b_o)

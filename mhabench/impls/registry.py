@@ -19,7 +19,7 @@ from mhabench.weights import AttentionWeights
 
 Factory = Callable[[AttentionWeights, int, bool], nn.Module]
 ReferenceFn = Callable[[AttentionWeights, torch.Tensor, int, bool], torch.Tensor]
-Traffic = Literal["materialized", "per_head", "fused"]
+Traffic = Literal["materialized", "per_head", "fused", "shared_qk", "unscaled", "additive", "full_dim_heads"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +33,8 @@ class ImplSpec:
     core: bool
     reference: ReferenceFn | None = None
     """float64 reference of the function this implementation computes; None = standard MHA."""
+    compiles: bool = False
+    """True when the first call triggers ``torch.compile``: the runner times it as ``compile_time_s``."""
 
 
 _REGISTRY: dict[str, ImplSpec] = {}
@@ -45,19 +47,21 @@ def register(
     traffic: Traffic = "fused",
     core: bool = False,
     reference: ReferenceFn | None = None,
+    compiles: bool = False,
 ) -> Callable[[Factory], Factory]:
     """Class/function decorator: register ``factory`` under ``name`` (duplicates are an error).
 
     ``traffic`` names the bytes-moved model in :mod:`mhabench.measure.cost` that describes the
     implementation; ``core`` puts it in the default set that a config without
     ``implementations:`` runs; ``reference`` is the float64 function an ablation that computes
-    something other than standard attention is checked against.
+    something other than standard attention is checked against; ``compiles`` marks a factory whose
+    module compiles on its first call.
     """
 
     def decorator(factory: Factory) -> Factory:
         if name in _REGISTRY:
             raise RegistryError(f"implementation {name!r} is already registered")
-        _REGISTRY[name] = ImplSpec(name, factory, description, traffic, core, reference)
+        _REGISTRY[name] = ImplSpec(name, factory, description, traffic, core, reference=reference, compiles=compiles)
         return factory
 
     return decorator

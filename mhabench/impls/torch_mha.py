@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mhabench.errors import ConfigError
+from mhabench.errors import UnsupportedError
 from mhabench.impls.base import AttentionModule, causal_mask
 from mhabench.impls.fused import pack_qkv
 from mhabench.impls.registry import register
@@ -24,7 +24,7 @@ class TorchMHA(AttentionModule):
     def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
         super().__init__(weights, heads, causal)
         if self.kv_heads != heads:
-            raise ConfigError("kv_heads: torch.nn.MultiheadAttention has no grouped-query mode")
+            raise UnsupportedError("torch_mha: nn.MultiheadAttention has no grouped-query mode (kv_heads < heads)")
         w = weights.w_q
         self.mha = nn.MultiheadAttention(
             self.d_model, heads, bias=weights.has_bias, batch_first=True, device=w.device, dtype=w.dtype

@@ -1,4 +1,4 @@
-"""The cost model: FLOPs and minimum bytes moved for one attention forward, per implementation.
+"""The cost model: FLOPs and minimum bytes moved for one attention call, per implementation.
 
 One place, documented in README ("Cost model"); formulas follow ../shared/reference/performance-model.md.
 
@@ -20,12 +20,38 @@ cache reuse between kernels; weights are read once per GEMM that uses them.
   K/V copied to every query head when grouped.
 - ``per_head``: h + 2·n_kv thin GEMMs each re-reading all of x; per-head materialized attention;
   the concat copy of the head outputs.
+
+Ablations (FLOPs differ from the standard layer, so each has its own FLOPs line):
+- ``shared_qk`` (W_K := W_Q): no K GEMM — projections 2·b·n·D·(2·D + n_kv·d_k); bytes as
+  ``materialized`` without the K GEMM.
+- ``unscaled``: ``materialized`` without the scale pass over the scores.
+- ``additive`` (vᵀ·tanh(q_i + k_j)): per score element d_k adds, d_k tanh and d_k multiply-adds
+  with v (4·d_k FLOPs, tanh counted as one op like softmax's exp) plus P·V (2·d_k): 6·b·h·n·L·d_k.
+  Bytes: the broadcast add writes the b·h·n·L·d_k intermediate, tanh reads and writes it, the
+  v-contraction reads it and writes the scores; then mask, softmax and P·V as ``materialized``.
+- ``full_dim_heads`` (h heads of width D): projections 8·b·n·h·D², attention 4·b·h·n·L·D; bytes as
+  ``fused`` with every width multiplied by h.
+
+Phases and modes are workload shapes, not separate models:
+- decode: n = 1 query per sequence against L = cache length + 1 keys. Weights are read once per
+  GEMM whatever the batch, so projection intensity ≈ 2·b/e; each query head reads its K/V cache,
+  so attention intensity ≈ 2·G/e (G = h / n_kv) independent of the batch (``fused``; ``naive``
+  copies K/V to every query head and loses the G).
+- train (forward + backward): backward FLOPs are 2× forward for the GEMMs and 2.5× for attention
+  (FlashAttention's and FlopCounterMode's convention for SDPA: the backward recomputes QKᵀ; a
+  materialized backward that keeps P executes 2×, so this counts its attention backward as
+  FLOP-for-FLOP comparable work, not as executed work). Backward bytes are 2× forward (each
+  backward kernel mirrors a forward one: dX and dW per GEMM, dP/dV per P·V, dQ/dK per QKᵀ) and
+  the softmax count triples likewise. The
+  predicted peak adds the saved activations (≈ the forward peak again) and the gradients of the
+  input and the weight matrices.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from mhabench.impls.additive import BLOCK_ELEMENTS
 from mhabench.impls.registry import Traffic
 
 SOFTMAX_FLOPS_PER_SCORE = 5
@@ -43,6 +69,7 @@ class Workload:
     kv_heads: int
     causal: bool
     element_bytes: int
+    train: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -73,7 +100,10 @@ class Workload:
 
 @dataclasses.dataclass(frozen=True)
 class Cost:
-    """Model figures for one forward call; ``proj_*`` are the four GEMMs, ``attn_*`` the rest."""
+    """Model figures for one call; ``proj_*`` are the four GEMMs, ``attn_*`` the rest.
+
+    In train mode every figure covers forward + backward; ``backward_flops`` is the backward share.
+    """
 
     proj_flops: int
     attn_flops: int
@@ -82,6 +112,7 @@ class Cost:
     proj_bytes: int
     attn_bytes: int
     predicted_peak_bytes: int
+    backward_flops: int = 0
 
     @property
     def flops(self) -> int:
@@ -109,23 +140,40 @@ def gemm_bytes(rows: int, inner: int, cols: int) -> int:
     return rows * inner + inner * cols + rows * cols
 
 
-def _flops(w: Workload) -> tuple[int, int, int, int]:
-    proj = 2 * w.tokens * w.d_model * (2 * w.d_model + 2 * w.kv_dim)
-    attn = 4 * w.score_elements * w.head_dim
+def _standard_flops(w: Workload) -> tuple[int, int]:
+    """``(projection, attention)`` FLOPs of standard multi-head attention."""
+    return 2 * w.tokens * w.d_model * (2 * w.d_model + 2 * w.kv_dim), 4 * w.score_elements * w.head_dim
+
+
+_ABLATION_FLOPS = {
+    "shared_qk": lambda w: (2 * w.tokens * w.d_model * (2 * w.d_model + w.kv_dim), 4 * w.score_elements * w.head_dim),
+    "additive": lambda w: (_standard_flops(w)[0], 6 * w.score_elements * w.head_dim),
+    "full_dim_heads": lambda w: (8 * w.tokens * w.heads * w.d_model**2, 4 * w.score_elements * w.d_model),
+}
+
+
+def _flops(traffic: Traffic, w: Workload) -> tuple[int, int, int, int]:
+    proj, attn = _ABLATION_FLOPS.get(traffic, _standard_flops)(w)
     softmax = SOFTMAX_FLOPS_PER_SCORE * w.score_elements
     useful = proj + round(attn * w.visible_fraction)
     return proj, attn, softmax, useful
 
 
-def _materialized_attn_elements(w: Workload) -> int:
+def _materialized_attn_elements(w: Workload, scale_pass: bool = True) -> int:
     """Elements moved by QKᵀ, the elementwise passes, softmax and P·V over every (batch, head).
 
     Every query head reads its K and V once, grouped or not: there is no cache reuse in the model.
     """
     q_and_out = 2 * w.tokens * w.d_model
     kv_reads = 2 * w.batch * w.heads * w.kv_len * w.head_dim
-    score_passes = 1 + 2 + 2 + 1 + (2 if w.causal else 0)  # QKᵀ write, scale, softmax, P·V read, mask
+    # QKᵀ write, scale, softmax, P·V read, mask
+    score_passes = 1 + (2 if scale_pass else 0) + 2 + 1 + (2 if w.causal else 0)
     return q_and_out + kv_reads + score_passes * w.score_elements
+
+
+def _kv_repeat_elements(w: Workload) -> int:
+    """repeat_interleave of K and V to every query head (GQA/MQA in the materialized layouts)."""
+    return 2 * w.batch * (w.kv_heads + w.heads) * w.kv_len * w.head_dim if w.kv_heads != w.heads else 0
 
 
 def _out_proj_elements(w: Workload) -> int:
@@ -145,9 +193,7 @@ def _materialized(w: Workload) -> tuple[int, int, int]:
     qkv_width = w.d_model + 2 * w.kv_dim
     proj = 3 * w.tokens * w.d_model + w.d_model * qkv_width + w.tokens * qkv_width
     proj += _out_proj_elements(w)
-    attn = _materialized_attn_elements(w)
-    if w.kv_heads != w.heads:  # repeat_interleave of K and V to every query head
-        attn += 2 * w.batch * (w.kv_heads + w.heads) * w.kv_len * w.head_dim
+    attn = _materialized_attn_elements(w) + _kv_repeat_elements(w)
     peak = w.tokens * qkv_width + 2 * w.score_elements + 3 * w.tokens * w.d_model
     return proj, attn, peak
 
@@ -163,15 +209,64 @@ def _per_head(w: Workload) -> tuple[int, int, int]:
     return proj, attn, peak
 
 
-_BYTES_MODELS = {"fused": _fused, "materialized": _materialized, "per_head": _per_head}
+def _shared_qk(w: Workload) -> tuple[int, int, int]:
+    qv_width = w.d_model + w.kv_dim
+    proj = 2 * w.tokens * w.d_model + w.d_model * qv_width + w.tokens * qv_width + _out_proj_elements(w)
+    peak = w.tokens * qv_width + 2 * w.score_elements + 3 * w.tokens * w.d_model
+    return proj, _materialized_attn_elements(w), peak
+
+
+def _unscaled(w: Workload) -> tuple[int, int, int]:
+    proj, _, peak = _materialized(w)
+    return proj, _materialized_attn_elements(w, scale_pass=False) + _kv_repeat_elements(w), peak
+
+
+def _additive(w: Workload) -> tuple[int, int, int]:
+    proj, _, _ = _materialized(w)
+    intermediate = w.score_elements * w.head_dim
+    q_and_out = 2 * w.tokens * w.d_model
+    kv_reads = 2 * w.batch * w.heads * w.kv_len * w.head_dim
+    # add write, tanh read + write, v-contraction read; then scores write, mask, softmax, P·V read
+    score_passes = 1 + (2 if w.causal else 0) + 2 + 1
+    attn = q_and_out + kv_reads + 4 * intermediate + score_passes * w.score_elements + _kv_repeat_elements(w)
+    peak = (w.d_model + 2 * w.kv_dim) * w.tokens + min(intermediate, BLOCK_ELEMENTS) + 2 * w.score_elements
+    return proj, attn, peak + 3 * w.tokens * w.d_model
+
+
+def _full_dim_heads(w: Workload) -> tuple[int, int, int]:
+    wide = w.heads * w.d_model
+    proj = gemm_bytes(w.tokens, w.d_model, 3 * wide) + 2 * w.tokens * wide + gemm_bytes(w.tokens, wide, w.d_model)
+    attn = 2 * w.tokens * wide + 2 * w.batch * w.heads * w.kv_len * w.d_model
+    peak = w.tokens * (3 * wide + 2 * wide + w.d_model)
+    return proj, attn, peak
+
+
+_BYTES_MODELS = {
+    "fused": _fused,
+    "materialized": _materialized,
+    "per_head": _per_head,
+    "shared_qk": _shared_qk,
+    "unscaled": _unscaled,
+    "additive": _additive,
+    "full_dim_heads": _full_dim_heads,
+}
+
+
+def weight_elements(traffic: Traffic, w: Workload) -> int:
+    """Elements of the weight matrices (no biases) an implementation with this model multiplies by."""
+    if traffic == "full_dim_heads":
+        return 4 * w.heads * w.d_model**2
+    k_width = 0 if traffic == "shared_qk" else w.kv_dim
+    extra = w.d_model if traffic == "additive" else 0  # the score vectors v
+    return w.d_model * (2 * w.d_model + k_width + w.kv_dim) + extra
 
 
 def estimate_cost(traffic: Traffic, w: Workload) -> Cost:
-    """FLOPs and bytes of one forward call of an implementation whose traffic model is ``traffic``."""
-    proj_flops, attn_flops, softmax_flops, useful_flops = _flops(w)
+    """FLOPs and bytes of one call (forward, or forward + backward when ``w.train``)."""
+    proj_flops, attn_flops, softmax_flops, useful_flops = _flops(traffic, w)
     proj_elements, attn_elements, peak_elements = _BYTES_MODELS[traffic](w)
     e = w.element_bytes
-    return Cost(
+    forward = Cost(
         proj_flops=proj_flops,
         attn_flops=attn_flops,
         softmax_flops=softmax_flops,
@@ -179,4 +274,23 @@ def estimate_cost(traffic: Traffic, w: Workload) -> Cost:
         proj_bytes=proj_elements * e,
         attn_bytes=attn_elements * e,
         predicted_peak_bytes=peak_elements * e,
+    )
+    return _with_backward(forward, traffic, w) if w.train else forward
+
+
+def _with_backward(forward: Cost, traffic: Traffic, w: Workload) -> Cost:
+    """Forward + backward: GEMMs 2×, attention 2.5× (FLOPs), every kernel's bytes 2× (see module doc)."""
+    backward_attn = 5 * forward.attn_flops // 2
+    backward_flops = 2 * forward.proj_flops + backward_attn
+    attn_useful = forward.useful_flops - forward.proj_flops
+    gradients = (w.tokens * w.d_model + weight_elements(traffic, w)) * w.element_bytes
+    return Cost(
+        proj_flops=3 * forward.proj_flops,
+        attn_flops=forward.attn_flops + backward_attn,
+        softmax_flops=3 * forward.softmax_flops,
+        useful_flops=3 * forward.proj_flops + 7 * attn_useful // 2,
+        proj_bytes=3 * forward.proj_bytes,
+        attn_bytes=3 * forward.attn_bytes,
+        predicted_peak_bytes=2 * forward.predicted_peak_bytes + gradients,
+        backward_flops=backward_flops,
     )

@@ -85,6 +85,9 @@ _SDPA_BACKENDS = {
     "_scaled_dot_product_cudnn_attention": "cudnn",
     "_scaled_dot_product_fused_attention_overrideable": "overrideable",
     "_scaled_dot_product_attention_math": "math",
+    # The math backend is a composite op: the dispatch mode sees only its decomposition, whose
+    # _safe_softmax (fully masked rows give 0, not NaN) no other attention path emits.
+    "_safe_softmax": "math",
 }
 
 

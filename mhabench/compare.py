@@ -1,0 +1,332 @@
+"""``mhabench compare``: speedups within one run, and regressions between two runs.
+
+Within one run every implementation is compared to a baseline case by case (ratio of medians with
+a bootstrap CI). Between two runs rows are matched on their case key; a row changes only when the
+ratio of medians is past the threshold AND the Mann-Whitney U test, Holm-corrected over every
+compared row, says it is significant (see ``mhabench.stats``). Before any number, the manifests
+are compared: results from different device kinds are refused unless forced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mhabench import results, stats
+from mhabench.display import case_label
+from mhabench.errors import InputError
+from mhabench.markdown import md_table
+
+# Identity columns that do not define "the same measurement": names, ids and outcomes.
+NOT_KEY = {"run_id", "scenario", "case_id", "device_name", "status", "error", "head_dim"}
+# Identity fields other features add to rows; matched on when both runs have them.
+EXTRA_KEY = ("kv_heads", "kv_len", "mode", "phase")
+ENVIRONMENT_FIELDS = (
+    "device_kind", "device_name", "cpu_model", "torch", "cuda", "cudnn", "threads", "mhabench_version",
+    "python", "git_commit",
+)  # fmt: skip
+OUTPUT_SUFFIXES = (".csv", ".json", ".md")
+
+
+class IncomparableRunsError(InputError):
+    """Two runs measured on different kinds of device: their numbers say nothing about each other."""
+
+
+class NoCommonRowsError(InputError):
+    """Two runs that share no case: there is nothing to compare."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """One manifest field that differs between the two runs."""
+
+    field: str
+    base: str
+    candidate: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """What ``compare`` found: one row per (case, implementation), plus the manifest differences."""
+
+    base_id: str
+    candidate_id: str | None  # None: within one run
+    rows: pd.DataFrame
+    differences: list[Difference]
+    threshold: float | None = None
+    baseline: str | None = None
+
+    @property
+    def regressions(self) -> pd.DataFrame:
+        """Rows significantly slower by more than the threshold (what ``--fail-on-regression`` gates on)."""
+        if "verdict" not in self.rows:
+            return self.rows.iloc[0:0]
+        return self.rows[self.rows["verdict"] == "slower"]
+
+
+def samples_of(row: pd.Series) -> list[float]:
+    """The raw latency samples of a row; a CSV-only run has just the median (one point, no CI)."""
+    times = row.get(results.SAMPLES_COLUMN)
+    if isinstance(times, list | tuple) and len(times):
+        return [float(t) for t in times]
+    latency = row.get("latency_ms")
+    return [float(latency)] if latency is not None and math.isfinite(float(latency)) else []
+
+
+def _is_ok(row: pd.Series) -> bool:
+    return row.get("status") == "ok" and bool(samples_of(row))
+
+
+# --- within one run ----------------------------------------------------------------------------
+
+
+def speedups(run: results.Run, baseline: str = "naive") -> Comparison:
+    """Per case: each implementation's speedup over ``baseline`` (with CI), memory ratio, intensity, winner."""
+    if baseline not in set(run.rows["impl"]):
+        known = ", ".join(sorted(set(run.rows["impl"])))
+        raise InputError(f"--baseline: {baseline!r} is not in run {run.run_id} (implementations: {known})")
+    return Comparison(run.run_id, None, speedup_rows(run.rows, baseline), [], baseline=baseline)
+
+
+def speedup_rows(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """The rows of ``speedups``: one per (case, implementation), in the run's order."""
+    out = [_case_speedups(group, baseline) for _, group in frame.groupby("case_id", sort=False)]
+    return pd.DataFrame([row for case in out for row in case])
+
+
+def _case_speedups(group: pd.DataFrame, baseline: str) -> list[dict[str, Any]]:
+    base_rows = group[group["impl"] == baseline]
+    base = base_rows.iloc[0] if len(base_rows) and _is_ok(base_rows.iloc[0]) else None
+    ok_latency = {r["impl"]: float(r["latency_ms"]) for _, r in group.iterrows() if _is_ok(r)}
+    winner = min(ok_latency, key=ok_latency.__getitem__) if ok_latency else None
+    rows = []
+    for _, row in group.iterrows():
+        ok = _is_ok(row)
+        estimate = stats.ratio_of_medians(samples_of(base), samples_of(row)) if ok and base is not None else None
+        base_memory = base.get("peak_memory_bytes") if base is not None else None
+        rows.append({
+            "scenario": row["scenario"], "case_id": row["case_id"], "case": case_label(row), "impl": row["impl"],
+            "latency_ms": row.get("latency_ms") if ok else math.nan,
+            "speedup": estimate.ratio if estimate else math.nan,
+            "speedup_ci_low": estimate.ci_low if estimate else math.nan,
+            "speedup_ci_high": estimate.ci_high if estimate else math.nan,
+            "peak_memory_bytes": row.get("peak_memory_bytes"),
+            "memory_ratio": _ratio(row.get("peak_memory_bytes"), base_memory) if ok else math.nan,
+            "arithmetic_intensity": row.get("arithmetic_intensity"),
+            "winner": row["impl"] == winner, "noisy": bool(row.get("noisy")) if ok else False,
+            "status": row["status"], "error": row.get("error") or "",
+        })  # fmt: skip
+    return rows
+
+
+def _ratio(numerator: Any, denominator: Any) -> float:
+    try:
+        value = float(numerator) / float(denominator)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return math.nan
+    return value if math.isfinite(value) else math.nan
+
+
+# --- two runs ----------------------------------------------------------------------------------
+
+
+def device_kind(run: results.Run) -> str:
+    kind = run.manifest.get("environment", {}).get("device_kind")
+    if kind:
+        return str(kind)
+    devices = sorted({str(d).split(":")[0] for d in run.rows["device"].dropna()})
+    return ",".join(devices) or "unknown"
+
+
+def manifest_differences(base: results.Run, candidate: results.Run) -> list[Difference]:
+    """Environment fields, dtypes and timing settings that differ between the two runs."""
+
+    def facts(run: results.Run) -> dict[str, str]:
+        env = run.manifest.get("environment", {})
+        values = {name: str(env.get(name)) for name in ENVIRONMENT_FIELDS}
+        values["device_kind"] = device_kind(run)
+        values["dtypes"] = ",".join(sorted({str(d) for d in run.rows["dtype"].dropna()}))
+        timing = run.manifest.get("config", {}).get("timing")
+        values["timing"] = json.dumps(timing, sort_keys=True) if timing is not None else "None"
+        return values
+
+    base_facts, candidate_facts = facts(base), facts(candidate)
+    return [
+        Difference(name, base_facts[name], candidate_facts[name])
+        for name in base_facts
+        if base_facts[name] != candidate_facts[name]
+    ]
+
+
+def match_key(base: pd.DataFrame, candidate: pd.DataFrame) -> list[str]:
+    """The case key both runs can be matched on: every known identity field present in both."""
+    known = [*results.CASE_KEY]
+    known += [c for c in [*results.IDENTITY_COLUMNS, *EXTRA_KEY] if c not in NOT_KEY and c not in known]
+    key = [c for c in known if c in base.columns and c in candidate.columns]
+    if base.duplicated(key).any() or candidate.duplicated(key).any():
+        key.append("scenario")  # the same shape measured by two scenarios of one run
+    return key
+
+
+def compare_runs(base: results.Run, candidate: results.Run, threshold: float, force: bool = False) -> Comparison:
+    """Match rows on the case key; ratio with CI, Holm-corrected Mann-Whitney p-value and a verdict per row."""
+    differences = manifest_differences(base, candidate)
+    base_kind, candidate_kind = device_kind(base), device_kind(candidate)
+    if base_kind != candidate_kind and not force:
+        raise IncomparableRunsError(
+            f"{base.run_id} ran on {base_kind}, {candidate.run_id} on {candidate_kind}: "
+            "different device kinds are not comparable (pass --force to compare anyway)"
+        )
+    key = match_key(base.rows, candidate.rows)
+    merged = pd.merge(
+        base.rows.drop_duplicates(key).assign(_order=lambda f: range(len(f))),
+        candidate.rows.drop_duplicates(key).assign(_order=lambda f: range(len(base.rows), len(base.rows) + len(f))),
+        on=key, how="outer", suffixes=("_base", "_cand"), indicator=True, sort=False,
+    )  # fmt: skip
+    merged = merged.sort_values(by="_order_base", key=lambda c: c.fillna(merged["_order_cand"]), kind="stable")
+    if not (merged["_merge"] == "both").any():
+        raise NoCommonRowsError(
+            f"{base.run_id} and {candidate.run_id} have no rows in common (matched on {', '.join(key)})"
+        )
+    rows = [_compare_row(row, key) for _, row in merged.iterrows()]
+    adjusted = stats.holm([r["p_value"] for r in rows])
+    for row, p_holm in zip(rows, adjusted, strict=True):
+        row["p_holm"] = p_holm
+        if row["verdict"] is None:
+            row["verdict"] = stats.verdict(row["ratio"], p_holm, threshold)
+    return Comparison(base.run_id, candidate.run_id, pd.DataFrame(rows), differences, threshold=threshold)
+
+
+def _side(row: pd.Series, key: list[str], suffix: str) -> pd.Series:
+    """One run's half of a merged row, with its original column names."""
+    values = {c: row[c] for c in key}
+    values.update({c[: -len(suffix)]: row[c] for c in row.index if c.endswith(suffix)})
+    return pd.Series(values)
+
+
+def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
+    presence = row["_merge"]
+    base, cand = _side(row, key, "_base"), _side(row, key, "_cand")
+    shown = base if presence != "right_only" else cand
+    out: dict[str, Any] = {c: row[c] for c in key}
+    out.update(
+        scenario=shown.get("scenario"), case=case_label(shown), impl=shown["impl"],
+        base_ms=math.nan, candidate_ms=math.nan, ratio=math.nan, ci_low=math.nan, ci_high=math.nan,
+        p_value=math.nan, verdict=None, note="",
+    )  # fmt: skip
+    if presence != "both":
+        out["verdict"] = "only in base" if presence == "left_only" else "only in candidate"
+        return out
+    failed = [(name, side) for name, side in (("base", base), ("candidate", cand)) if not _is_ok(side)]
+    if failed:
+        out["verdict"] = "not compared"
+        out["note"] = "; ".join(
+            f"{name} {side['status']}: {side.get('error') or 'no samples'}" for name, side in failed
+        )
+        return out
+    base_samples, cand_samples = samples_of(base), samples_of(cand)
+    estimate = stats.ratio_of_medians(cand_samples, base_samples)
+    out.update(
+        base_ms=float(base["latency_ms"]), candidate_ms=float(cand["latency_ms"]), ratio=estimate.ratio,
+        ci_low=estimate.ci_low, ci_high=estimate.ci_high, p_value=stats.mann_whitney_p(base_samples, cand_samples),
+    )  # fmt: skip
+    if min(len(base_samples), len(cand_samples)) < 2:
+        out["note"] = "fewer than 2 samples: no test"
+    return out
+
+
+# --- output files ------------------------------------------------------------------------------
+
+
+def check_output_path(path: Path) -> None:
+    """Refuse an unknown ``--output`` extension before any work is done."""
+    if path.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise InputError(f"--output: {path}: unknown extension {path.suffix!r} (use {', '.join(OUTPUT_SUFFIXES)})")
+
+
+def write_output(comparison: Comparison, path: Path) -> None:
+    """Write the comparison as CSV, JSON or Markdown, chosen by the file's extension."""
+    check_output_path(path)
+    suffix = path.suffix.lower()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if suffix == ".csv":
+            comparison.rows.to_csv(path, index=False)
+        elif suffix == ".json":
+            path.write_text(json.dumps(_as_json(comparison), indent=2, default=str) + "\n", encoding="utf-8")
+        else:
+            path.write_text(as_markdown(comparison), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"--output: {path}: cannot write ({exc.strerror or exc})") from None
+
+
+def _as_json(comparison: Comparison) -> dict[str, Any]:
+    records = json.loads(comparison.rows.to_json(orient="records"))  # NaN → null
+    return {
+        "base": comparison.base_id, "candidate": comparison.candidate_id,
+        "baseline": comparison.baseline, "threshold": comparison.threshold, "alpha": stats.ALPHA,
+        "confidence_level": stats.CONFIDENCE_LEVEL,
+        "differences": [dataclasses.asdict(d) for d in comparison.differences], "rows": records,
+    }  # fmt: skip
+
+
+def _num(value: Any, spec: str, suffix: str = "") -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "-"
+    return f"{number:{spec}}{suffix}" if math.isfinite(number) else "-"
+
+
+def _ci(low: Any, high: Any) -> str:
+    return f"[{_num(low, '.3f')}, {_num(high, '.3f')}]" if math.isfinite(float(low)) else "-"
+
+
+def markdown_rows(comparison: Comparison) -> tuple[list[str], list[list[str]], list[bool]]:
+    """Headers, cells and right-alignment of the comparison, as shown in Markdown and the terminal."""
+    frame = comparison.rows
+    if comparison.candidate_id is None:
+        headers = ["case", "impl", "median ms", f"speedup vs {comparison.baseline}", "95% CI", "mem ratio",
+                   "FLOP/B", "winner", "status"]  # fmt: skip
+        cells = [
+            [r["case"], r["impl"], _num(r["latency_ms"], ".3f"), _num(r["speedup"], ".2f", "×"),
+             _ci(r["speedup_ci_low"], r["speedup_ci_high"]), _num(r["memory_ratio"], ".2f", "×"),
+             _num(r["arithmetic_intensity"], ".1f"), "★" if r["winner"] else "",
+             _status_text(r)]
+            for _, r in frame.iterrows()
+        ]  # fmt: skip
+    else:
+        headers = ["case", "impl", "base ms", "cand ms", "ratio", "95% CI", "p (Holm)", "verdict", "note"]
+        cells = [
+            [r["case"], r["impl"], _num(r["base_ms"], ".3f"), _num(r["candidate_ms"], ".3f"),
+             _num(r["ratio"], ".3f"), _ci(r["ci_low"], r["ci_high"]), _num(r["p_holm"], ".2g"), r["verdict"],
+             r["note"]]
+            for _, r in frame.iterrows()
+        ]  # fmt: skip
+    right = [h not in ("case", "impl", "verdict", "note", "status", "winner") for h in headers]
+    return headers, cells, right
+
+
+def _status_text(row: pd.Series) -> str:
+    text = "ok" if row["status"] == "ok" else f"{row['status']}: {row['error']}"
+    return text + (" (noisy)" if row["noisy"] else "")
+
+
+def as_markdown(comparison: Comparison) -> str:
+    if comparison.candidate_id is None:
+        title = f"# mhabench compare: {comparison.base_id} (baseline {comparison.baseline})"
+    else:
+        title = f"# mhabench compare: {comparison.base_id} → {comparison.candidate_id}"
+    parts = [title, ""]
+    if comparison.threshold is not None:
+        parts += [f"Threshold {comparison.threshold:.1%}, significance α = {stats.ALPHA} after Holm correction.", ""]
+    if comparison.differences:
+        parts += ["Manifest differences:", ""]
+        parts += [f"- {d.field}: {d.base} → {d.candidate}" for d in comparison.differences] + [""]
+    headers, cells, right = markdown_rows(comparison)
+    return "\n".join([*parts, md_table(headers, cells, right), ""])

@@ -1,0 +1,94 @@
+"""Ablation ``full_dim_heads``: every head keeps all d_model dimensions (seeds 000 and 002).
+
+Seed 000 explains why each head works in d_k = d_model / h: the h heads together cost what one
+full-width head costs and the layer keeps 4·D² projection weights whatever h is. This ablation is
+the design that reduction avoids — h heads of width D each — so its projections have 4·h·D²
+weights and 8·b·n·h·D² FLOPs and its attention 4·b·h·n·L·D FLOPs (h× ``fused``; cost model
+``full_dim_heads``). It uses the ``fused`` layout (one packed QKV GEMM, SDPA, one W_o GEMM).
+
+Weights, derived deterministically from the shared set so no extra seed is needed: head i's
+(D, D) Q, K and V matrices are the shared W_Q, W_K, W_V with their columns rotated left by i·d_k
+(``torch.roll``), so head i's first d_k columns are exactly head i's slice of the reduced layer;
+head i's (D, D) block of the (h·D, D) output matrix is W_O with its rows rotated the same way,
+divided by √h so the sum over heads keeps the output at the reduced layer's scale. Biases rotate
+with their columns; b_O is shared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+
+from mhabench.errors import UnsupportedError
+from mhabench.impls.base import AttentionModule
+from mhabench.impls.registry import register
+from mhabench.weights import AttentionWeights
+
+
+@dataclasses.dataclass(frozen=True)
+class FullDimWeights:
+    """Packed weights of the full-width heads, applied as ``x @ w``.
+
+    ``w_qkv`` (D, 3·h·D) holds [Q heads | K heads | V heads]; ``w_o`` is (h·D, D).
+    """
+
+    w_qkv: torch.Tensor
+    b_qkv: torch.Tensor | None
+    w_o: torch.Tensor
+    b_o: torch.Tensor | None
+
+
+def _rotated(t: torch.Tensor, heads: int, dim: int) -> torch.Tensor:
+    """The h copies of ``t`` rotated by i·d_k along ``dim`` (i = 0 … h−1), concatenated along ``dim``."""
+    step = t.shape[dim] // heads
+    return torch.cat([torch.roll(t, shifts=-i * step, dims=dim) for i in range(heads)], dim=dim)
+
+
+def full_dim_weights(weights: AttentionWeights, heads: int) -> FullDimWeights:
+    """The h-times-wider weight set described in the module docstring."""
+    w_qkv = torch.cat([_rotated(m, heads, dim=1) for m in (weights.w_q, weights.w_k, weights.w_v)], dim=1)
+    w_o = _rotated(weights.w_o, heads, dim=0) / math.sqrt(heads)
+    b_qkv = None
+    if weights.b_q is not None:
+        b_qkv = torch.cat([_rotated(b, heads, dim=0) for b in (weights.b_q, weights.b_k, weights.b_v)])
+    return FullDimWeights(w_qkv, b_qkv, w_o, weights.b_o)
+
+
+def full_dim_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:
+    """float64 reference: explicit loop over the h full-width heads with einsum attention."""
+    w = full_dim_weights(weights.to(dtype=torch.float64, device="cpu"), heads)
+    x = x.to(dtype=torch.float64, device="cpu")
+    d_model = w.w_o.shape[1]
+    qkv = x @ w.w_qkv if w.b_qkv is None else x @ w.w_qkv + w.b_qkv
+    q, k, v = (t.unflatten(-1, (heads, d_model)) for t in qkv.chunk(3, dim=-1))  # (b, n, h, D)
+    scores = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(d_model)
+    if causal:
+        scores = scores.masked_fill(torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1), float("-inf"))
+    out = torch.einsum("bhij,bjhd->bihd", scores.softmax(dim=-1), v).flatten(2)
+    return out @ w.w_o if w.b_o is None else out @ w.w_o + w.b_o
+
+
+@register(
+    "full_dim_heads",
+    description="ablation: h heads of width d_model each (h× projection weights), packed GEMM + SDPA (seed 000)",
+    traffic="full_dim_heads",
+    reference=full_dim_reference,
+)
+class FullDimHeadsAttention(AttentionModule):
+    """Multi-head attention without the head-dimension reduction."""
+
+    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
+        super().__init__(weights, heads, causal)
+        if self.kv_heads != heads:
+            raise UnsupportedError("full_dim_heads: every head has its own full-width K/V; kv_heads must equal heads")
+        packed = full_dim_weights(weights, heads)
+        self.w_qkv, self.b_qkv = packed.w_qkv.t().contiguous(), packed.b_qkv
+        self.w_out, self.b_out = packed.w_o.t().contiguous(), packed.b_o
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = (self.split_heads(t, self.heads) for t in F.linear(x, self.w_qkv, self.b_qkv).chunk(3, dim=-1))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return F.linear(self.merge_heads(out), self.w_out, self.b_out)

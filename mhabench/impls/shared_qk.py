@@ -1,0 +1,70 @@
+"""Ablation ``shared_qk``: one matrix for queries and keys, W_K := W_Q (seed 004).
+
+Seed 004 asks why attention has separate W_Q and W_K. With one shared matrix the scores of a head
+are S = (X W)(X W)ᵀ / √d_k: symmetric and positive semi-definite, so S_ii = |q_i|² tends to be the
+largest entry of row i and every token mostly attends to itself. :func:`diagonal_argmax_share`
+measures that; the tests and docs/README_ablations.md report it next to ``naive``.
+
+Only one projection GEMM serves Q and K, so the layer has 3·D² weights and 6·b·n·D² projection
+FLOPs instead of 4·D² and 8·b·n·D² (cost model ``shared_qk``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from mhabench.errors import UnsupportedError
+from mhabench.impls.base import AttentionModule, causal_mask, linear
+from mhabench.impls.registry import register
+from mhabench.reference import reference_attention
+from mhabench.weights import AttentionWeights
+
+
+def shared_weights(weights: AttentionWeights) -> AttentionWeights:
+    """The shared weight set with W_K := W_Q (and b_K := b_Q): the function this ablation computes."""
+    return dataclasses.replace(weights, w_k=weights.w_q, b_k=weights.b_q)
+
+
+def shared_qk_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:
+    """float64 reference: standard attention on the weights with W_K replaced by W_Q."""
+    return reference_attention(shared_weights(weights), x, heads, causal)
+
+
+@register(
+    "shared_qk",
+    description="ablation: W_K := W_Q, one GEMM for queries and keys, symmetric QQᵀ scores (seed 004)",
+    traffic="shared_qk",
+    reference=shared_qk_reference,
+)
+class SharedQKAttention(AttentionModule):
+    """Materialized attention whose keys are its queries: scores = Q Qᵀ / √d_k."""
+
+    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
+        super().__init__(weights, heads, causal)
+        if self.kv_heads != heads:
+            raise UnsupportedError("shared_qk: keys are the queries, so kv_heads must equal heads (no GQA/MQA)")
+        self.w_q, self.b_q = weights.w_q, weights.b_q
+        self.w_v, self.b_v = weights.w_v, weights.b_v
+        self.w_o, self.b_o = weights.w_o, weights.b_o
+
+    def scores(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pre-softmax scores (b, h, n, n) and the queries (b, h, n, d_k) they came from."""
+        q = self.split_heads(linear(x, self.w_q, self.b_q), self.heads)
+        scores = q @ q.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if self.causal:
+            scores = scores.masked_fill(causal_mask(x.shape[1], x.shape[1], x.device), float("-inf"))
+        return scores, q
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores, _ = self.scores(x)
+        v = self.split_heads(linear(x, self.w_v, self.b_v), self.heads)
+        return linear(self.merge_heads(scores.softmax(dim=-1) @ v), self.w_o, self.b_o)
+
+
+def diagonal_argmax_share(scores: torch.Tensor) -> float:
+    """Share of score rows (over batch, heads and queries) whose largest entry is on the diagonal."""
+    rows = torch.arange(scores.shape[-1], device=scores.device)
+    return (scores.argmax(dim=-1) == rows).float().mean().item()

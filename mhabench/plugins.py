@@ -1,0 +1,103 @@
+"""User implementations from outside the package: ``--plugin file.py`` and ``file.py:Class`` config entries.
+
+A plugin file is imported under a unique module name; it may call ``@mhabench.register(...)``
+itself (``--plugin``), or expose a class taking ``(weights, heads, causal)`` that a config names as
+``"path/to/file.py:MyAttention"`` (registered under the class name, ``traffic="fused"``). Every
+problem is a one-line :class:`PluginError` naming the file — a user's typo is not a traceback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from mhabench.errors import PluginError, RegistryError
+from mhabench.impls.registry import available_implementations, core_implementations, get_spec, register
+
+# resolved plugin path → (module, names it registered): a file imported twice would register twice
+_LOADED: dict[Path, tuple[ModuleType, list[str]]] = {}
+
+
+def load_plugin(path: str | Path) -> list[str]:
+    """Import the plugin file at ``path``; return the implementation names it registered."""
+    return _import(Path(path))[1]
+
+
+def _import(path: Path) -> tuple[ModuleType, list[str]]:
+    resolved = path.expanduser().resolve()
+    if resolved in _LOADED:
+        return _LOADED[resolved]
+    if not resolved.is_file():
+        raise PluginError(f"{path}: no such plugin file")
+    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
+    module_name = f"mhabench_plugin_{re.sub(r'[^0-9A-Za-z_]', '_', resolved.stem)}_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, resolved)
+    if spec is None or spec.loader is None:
+        raise PluginError(f"{path}: not a Python file (a plugin is a .py file)")
+    module = importlib.util.module_from_spec(spec)
+    before = set(available_implementations())
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        sys.modules.pop(module_name, None)
+        raise PluginError(f"{path}: syntax error at line {exc.lineno}: {exc.msg}") from None
+    except (Exception, SystemExit) as exc:  # whatever the user's module raises while importing
+        sys.modules.pop(module_name, None)
+        detail = str(exc).strip().splitlines()
+        raise PluginError(f"{path}: importing it raised {type(exc).__name__}: {detail[0] if detail else ''}") from None
+    added = [name for name in available_implementations() if name not in before]
+    _LOADED[resolved] = (module, added)
+    return _LOADED[resolved]
+
+
+def is_class_entry(entry: str) -> bool:
+    """``"path/to/file.py:MyAttention"`` rather than a registered name."""
+    file_part, sep, attr = entry.rpartition(":")
+    return bool(sep) and file_part.endswith(".py") and bool(attr)
+
+
+def register_class_entry(entry: str, base_dir: Path) -> str:
+    """Load ``file.py:Class`` (relative to ``base_dir``), register the class, return its registry name."""
+    file_part, _, attr = entry.rpartition(":")
+    path = Path(file_part).expanduser()
+    module, _ = _import(path if path.is_absolute() else base_dir / path)
+    factory = getattr(module, attr, None)
+    if factory is None:
+        defined = sorted(name for name, value in vars(module).items() if inspect.isclass(value))
+        raise PluginError(f"{file_part}: no class {attr!r} in the plugin (classes defined: {', '.join(defined)})")
+    _check_signature(factory, f"{file_part}:{attr}")
+    existing = [name for name in available_implementations() if get_spec(name).factory is factory]
+    if existing:  # the file registered it itself, or the entry was already loaded
+        return existing[0]
+    try:
+        register(attr, description=f"plugin {file_part}:{attr}", traffic="fused")(factory)
+    except RegistryError as exc:
+        raise PluginError(f"{file_part}:{attr}: {exc}") from None
+    return attr
+
+
+def _check_signature(factory: object, where: str) -> None:
+    """The class must accept ``(weights, heads, causal)`` like every built-in implementation."""
+    if not callable(factory):
+        raise PluginError(f"{where}: is a {type(factory).__name__}, not a class taking (weights, heads, causal)")
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return  # a builtin without introspectable signature: let the first call tell
+    try:
+        signature.bind(object(), 1, False)
+    except TypeError:
+        raise PluginError(f"{where}: must take (weights, heads, causal), its signature is {signature}") from None
+
+
+def with_plugin_implementations(implementations: list[str] | None, added: list[str]) -> list[str] | None:
+    """A config's implementation list plus the ones ``--plugin`` files registered (None = unchanged)."""
+    if not added:
+        return implementations
+    return list(dict.fromkeys([*(implementations or core_implementations()), *added]))

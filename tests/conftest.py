@@ -1,0 +1,76 @@
+"""Shared fixtures: tiny timing, fixed roofline peaks, throwaway implementations, the CUDA marker."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from mhabench.config import TimingConfig
+from mhabench.impls import register
+from mhabench.impls.registry import _REGISTRY
+from mhabench.measure.hardware import DevicePeaks
+
+CORE_IMPLEMENTATIONS = ("naive", "per_head", "fused", "torch_mha")
+TINY_TIMING = {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 3, "warmup_runs": 1}
+FIXED_PEAKS = DevicePeaks(peak_tflops=1.0, peak_gbps=20.0, source="test-fixed")
+_unique = itertools.count()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``cuda`` need a GPU; without one they are skipped, never faked."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs CUDA (torch.cuda.is_available() is False)")
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def tiny_timing() -> TimingConfig:
+    """A few milliseconds per row: enough samples for statistics, nothing more."""
+    return TimingConfig(**TINY_TIMING)
+
+
+@pytest.fixture
+def tiny_config_data() -> dict[str, Any]:
+    """A one-case scenario (odd seq_len, causal, bias, batch 2) with tiny timing, as parsed YAML."""
+    return {
+        "name": "tiny",
+        "device": "cpu",
+        "timing": dict(TINY_TIMING),
+        "scenarios": [{"name": "t", "batch": 2, "seq_len": 9, "d_model": 16, "heads": 2, "causal": True, "bias": True}],
+    }
+
+
+@pytest.fixture
+def fixed_peaks(monkeypatch: pytest.MonkeyPatch) -> DevicePeaks:
+    """Skip the ~1-2 s hardware measurement: the runner sees fixed, clearly labelled peaks."""
+    monkeypatch.setattr("mhabench.runner.device_peaks", lambda device, dtype: FIXED_PEAKS)
+    return FIXED_PEAKS
+
+
+@pytest.fixture
+def temp_impl() -> Iterator[Callable[..., str]]:
+    """Register throwaway implementations under unique names; remove them from the registry afterwards."""
+    names: list[str] = []
+
+    def add(forward: Callable[[torch.Tensor], torch.Tensor], **options: Any) -> str:
+        name = f"test-impl-{next(_unique)}"
+
+        class Throwaway(nn.Module):
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return forward(x)
+
+        register(name, description="test only", **options)(lambda weights, heads, causal: Throwaway())
+        names.append(name)
+        return name
+
+    yield add
+    for name in names:
+        _REGISTRY.pop(name, None)

@@ -1,0 +1,111 @@
+"""Synthetic runs for the compare and report tests: rows written by the real RunWriter, made-up numbers.
+
+Timing real runs would make the statistics tests slow and their answers unknown; here the samples
+are drawn from known distributions, so each test knows what the verdict must be.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from mhabench.cli import app
+from mhabench.results import RunWriter
+
+ENVIRONMENT = {
+    "mhabench_version": "0.1.0", "git_commit": "abc", "python": "3.11", "platform": "test", "torch": "2.13.0",
+    "cuda": None, "cudnn": None, "device": "cpu", "device_kind": "cpu", "device_name": "Test CPU",
+    "cpu_model": "Test CPU", "threads": 2,
+}  # fmt: skip
+PEAK_TFLOPS, PEAK_GBPS = 0.5, 20.0
+HOSTILE = "<script>alert(1)</script>"
+
+
+def samples(median_ms: float, spread: float, count: int = 30, seed: int = 0) -> list[float]:
+    """``count`` latency samples around ``median_ms`` with relative standard deviation ``spread``."""
+    rng = np.random.default_rng(seed)
+    return [float(max(1e-3, v)) for v in rng.normal(median_ms, spread * median_ms, count)]
+
+
+def row(
+    impl: str, times_ms: list[float], *, seq_len: int = 128, heads: int = 4, d_model: int = 64,
+    scenario: str = "sweep", status: str = "ok", error: str = "", dtype: str = "float32", run_id: str = "run",
+) -> dict[str, Any]:  # fmt: skip
+    """One results row with consistent made-up metrics (memory and cost grow with seq_len)."""
+    case_id = f"{scenario}/b1-n{seq_len}-d{d_model}-h{heads}-{dtype}"
+    identity = {
+        "run_id": run_id, "scenario": scenario, "case_id": case_id, "impl": impl, "device": "cpu",
+        "device_name": "Test CPU", "dtype": dtype, "batch": 1, "seq_len": seq_len, "d_model": d_model,
+        "heads": heads, "head_dim": d_model // heads, "causal": False, "bias": False, "status": status, "error": error,
+    }  # fmt: skip
+    flops = 8.0 * seq_len * d_model**2 + 4.0 * seq_len**2 * d_model
+    bytes_moved = (4 * seq_len * d_model + (heads * seq_len**2 if impl == "naive" else 0)) * 4.0
+    if status != "ok":
+        return {**identity, "flops": flops, "bytes_moved": bytes_moved, "arithmetic_intensity": flops / bytes_moved}
+    median = float(np.median(times_ms))
+    p25, p75 = (float(v) for v in np.percentile(times_ms, [25, 75]))
+    achieved = flops / (median / 1e3) / 1e12
+    attainable = min(PEAK_TFLOPS, PEAK_GBPS * flops / bytes_moved / 1e3)
+    return {
+        **identity, "max_abs_err": 1e-7, "max_rel_err": 2e-7, "latency_ms": median, "latency_p25_ms": p25,
+        "latency_p75_ms": p75, "latency_mean_ms": float(np.mean(times_ms)), "samples": len(times_ms),
+        "calls_per_sample": 1, "noisy": (p75 - p25) / median > 0.1, "tokens_per_s": seq_len / (median / 1e3),
+        "peak_memory_bytes": bytes_moved * 2, "memory_method": "synthetic", "flops": flops, "useful_flops": flops,
+        "bytes_moved": bytes_moved, "arithmetic_intensity": flops / bytes_moved, "achieved_tflops": achieved,
+        "achieved_gbps": bytes_moved / (median / 1e3) / 1e9, "peak_tflops": PEAK_TFLOPS, "peak_gbps": PEAK_GBPS,
+        "roofline_source": "synthetic", "roofline_bound": "memory", "attainable_tflops": attainable,
+        "roofline_efficiency": achieved / attainable, "times_ms": list(times_ms),
+    }  # fmt: skip
+
+
+def write_run(root: Path, name: str, rows: list[dict[str, Any]], **environment: Any) -> Path:
+    """A run folder as ``mhabench run`` writes it; ``environment`` overrides manifest environment fields."""
+    run_dir = root / name
+    run_dir.mkdir(parents=True)
+    writer = RunWriter(run_dir)
+    for values in rows:
+        writer.append({**values, "run_id": name})
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).isoformat()
+    writer.write_manifest({
+        "run_id": name, "command": ["mhabench", "run"], "environment": {**ENVIRONMENT, **environment},
+        "config": {"name": name, "timing": {"min_run_time_s": 0.2}, "scenarios": [{"name": "sweep"}]},
+        "roofline": {"float32": {"peak_tflops": PEAK_TFLOPS, "peak_gbps": PEAK_GBPS, "source": "synthetic"}},
+        "started_at": now, "finished_at": now, "status": "complete",
+    })  # fmt: skip
+    return run_dir
+
+
+def sweep_rows() -> list[dict[str, Any]]:
+    """seq_len × heads at fixed d_model, three impls, one noisy row, one failure with a hostile error."""
+    rows = []
+    for seq_len in (64, 128, 256):
+        for heads in (2, 4):
+            for impl, scale in (("naive", 1.0), ("per_head", 0.8), ("fused", 0.4)):
+                spread = 0.3 if (impl, seq_len, heads) == ("per_head", 64, 2) else 0.01
+                times = samples(scale * seq_len / 32 * (1 + heads / 8), spread, count=12, seed=seq_len + heads)
+                rows.append(row(impl, times, seq_len=seq_len, heads=heads, scenario=HOSTILE))
+    rows.append(row("fused", [], seq_len=512, heads=4, scenario=HOSTILE, status="error", error=f"boom {HOSTILE}"))
+    return rows
+
+
+@pytest.fixture(scope="session")
+def sweep_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run folder of ``sweep_rows`` with its report (md + html) written by ``mhabench report``.
+
+    Built once per session even though two test modules import this fixture (each import is its
+    own fixture definition to pytest): the second finds the finished report under the base temp.
+    """
+    root = tmp_path_factory.getbasetemp() / "shared-sweep"
+    run_dir = root / "sweep"
+    if (run_dir / "report.html").is_file():
+        return run_dir
+    write_run(root, "sweep", sweep_rows())
+    result = CliRunner().invoke(app, ["report", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    assert f"report: {run_dir / 'report.html'}" in result.stdout
+    return run_dir

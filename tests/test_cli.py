@@ -1,0 +1,140 @@
+"""The command line through Typer's CliRunner (and ``python -m mhabench`` once, in a subprocess)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+from conftest import CORE_IMPLEMENTATIONS
+from typer.testing import CliRunner, Result
+
+import mhabench
+from mhabench.cli import app
+from mhabench.measure.hardware import DevicePeaks
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised when CUDA is missing")
+
+
+def invoke(*args: str | Path) -> Result:
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def write_config(tmp_path: Path, data: dict[str, Any], name: str = "tiny.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def assert_input_error(result: Result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    for fragment in fragments:
+        assert fragment in result.output
+
+
+def test_tiny_run_writes_three_files_and_prints_table(
+    tmp_path: Path, tiny_config_data: dict[str, Any], fixed_peaks: DevicePeaks
+) -> None:
+    config = write_config(tmp_path, {**tiny_config_data, "implementations": ["naive", "fused"]})
+    out = tmp_path / "out"
+    result = invoke("run", config, "--out", out)
+    assert result.exit_code == 0, result.output
+    (run_dir,) = out.iterdir()
+    assert {p.name for p in run_dir.iterdir()} == {"results.csv", "results.parquet", "manifest.json"}
+    assert f"results: {run_dir}" in result.output
+    assert "naive" in result.output and "fused" in result.output
+    assert "n=9 h=2 d=16 b=2" in result.output  # the case's row of the summary table
+    assert "1.00×" in result.output  # naive's speedup against itself
+
+
+def test_impl_flag_restricts_the_run(
+    tmp_path: Path, tiny_config_data: dict[str, Any], fixed_peaks: DevicePeaks
+) -> None:
+    config = write_config(tmp_path, tiny_config_data)
+    result = invoke("run", config, "--out", tmp_path / "out", "--impl", "fused", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "out").iterdir()
+    lines = (run_dir / "results.csv").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 and ",fused," in lines[1]
+
+
+def test_list_names_every_core_implementation() -> None:
+    result = invoke("list")
+    assert result.exit_code == 0
+    for name in CORE_IMPLEMENTATIONS:
+        assert name in result.output
+    assert "materialized" in result.output  # naive's one-line description
+
+
+def test_version() -> None:
+    result = invoke("--version")
+    assert result.exit_code == 0
+    assert result.output.strip() == f"mhabench {mhabench.__version__}"
+
+
+def test_bad_config_exits_2_naming_the_field(tmp_path: Path, tiny_config_data: dict[str, Any]) -> None:
+    bad = {**tiny_config_data, "scenarios": [{"seq_len": 8, "d_model": 500, "heads": 8}]}
+    result = invoke("run", write_config(tmp_path, bad), "--out", tmp_path / "out")
+    assert_input_error(result, "scenarios[0].heads", "d_model 500 is not divisible by heads 8")
+    assert not (tmp_path / "out").exists()
+
+
+def test_typo_exits_2_with_suggestion(tmp_path: Path, tiny_config_data: dict[str, Any]) -> None:
+    bad = {**tiny_config_data, "scenarios": [{"seq_len": 8, "d_model": 16, "heads": 2, "sead": 1}]}
+    assert_input_error(invoke("run", write_config(tmp_path, bad)), "scenarios[0].sead", "did you mean 'seed'?")
+
+
+def test_malformed_yaml_and_missing_file_exit_2(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("scenarios: [\n  {seq_len: 8,,\n", encoding="utf-8")
+    assert_input_error(invoke("run", broken, "--dry-run"), "invalid YAML at line")
+    assert_input_error(invoke("run", tmp_path / "absent.yaml"), "absent.yaml", "no such file")
+
+
+@no_cuda
+def test_device_cuda_without_cuda_exits_2(tmp_path: Path, tiny_config_data: dict[str, Any]) -> None:
+    result = invoke("run", write_config(tmp_path, tiny_config_data), "--device", "cuda", "--out", tmp_path / "out")
+    assert_input_error(result, "CUDA is not available")
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_device_flag_exits_2(tmp_path: Path, tiny_config_data: dict[str, Any]) -> None:
+    result = invoke("run", write_config(tmp_path, tiny_config_data), "--device", "tpu", "--dry-run")
+    assert_input_error(result, "--device", "'tpu'")
+
+
+def test_unknown_impl_exits_2_listing_known(tmp_path: Path, tiny_config_data: dict[str, Any]) -> None:
+    result = invoke("run", write_config(tmp_path, tiny_config_data), "--impl", "nope", "--out", tmp_path / "out")
+    assert_input_error(result, "--impl", "'nope'", *CORE_IMPLEMENTATIONS)
+    assert not (tmp_path / "out").exists()
+
+
+def test_dry_run_writes_nothing(tmp_path: Path, tiny_config_data: dict[str, Any]) -> None:
+    out = tmp_path / "out"
+    result = invoke("run", write_config(tmp_path, tiny_config_data), "--out", out, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert not out.exists()
+    assert "t/b2-n9-d16-h2" in result.output
+    for name in CORE_IMPLEMENTATIONS:
+        assert name in result.output
+
+
+def test_dry_run_without_config_plans_the_embedded_default(tmp_path: Path) -> None:
+    result = invoke("run", "--dry-run", "--out", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert "seq-sweep/" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_python_dash_m_works() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mhabench", "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"mhabench {mhabench.__version__}"

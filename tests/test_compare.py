@@ -1,0 +1,232 @@
+"""``mhabench compare``: statistics with known answers, Holm, verdicts, exit codes, comparability, outputs."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from synthetic_runs import row, samples, write_run
+from typer.testing import CliRunner
+
+from mhabench import compare, stats
+from mhabench.cli import app
+from mhabench.errors import InputError
+from mhabench.results import load_run
+
+cli = CliRunner()
+COLOUR_SGR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|9[0-7]|38;[25];[0-9;]+)(?:;[0-9;]*)?m")
+
+
+def two_runs(tmp_path: Path, factor: float, spread: float, **candidate_env: object) -> tuple[Path, Path]:
+    """Base and candidate with one fused row each: candidate median = ``factor`` × base median."""
+    base = write_run(tmp_path, "base", [row("fused", samples(10.0, spread, seed=1))])
+    candidate = write_run(tmp_path, "cand", [row("fused", samples(10.0 * factor, spread, seed=2))], **candidate_env)
+    return base, candidate
+
+
+def verdict_of(base: Path, candidate: Path, threshold: float = 0.05) -> pd.Series:
+    comparison = compare.compare_runs(load_run(base), load_run(candidate), threshold)
+    return comparison.rows.iloc[0]
+
+
+# --- statistics on synthetic samples -----------------------------------------------------------
+
+
+def test_identical_samples_are_the_same(tmp_path: Path) -> None:
+    base = write_run(tmp_path, "base", [row("fused", samples(10.0, 0.02, seed=1))])
+    candidate = write_run(tmp_path, "cand", [row("fused", samples(10.0, 0.02, seed=1))])
+    result = verdict_of(base, candidate)
+    assert result["verdict"] == "same"
+    assert result["ratio"] == pytest.approx(1.0)
+    assert result["ci_low"] <= 1.0 <= result["ci_high"]
+
+
+def test_tight_20_percent_shift_is_slower_and_significant(tmp_path: Path) -> None:
+    result = verdict_of(*two_runs(tmp_path, factor=1.2, spread=0.01))
+    assert result["verdict"] == "slower"
+    assert result["p_holm"] < 0.001
+    assert result["ci_low"] < 1.2 < result["ci_high"] and result["ci_low"] > 1.1
+
+
+def test_tight_20_percent_speedup_is_faster(tmp_path: Path) -> None:
+    assert verdict_of(*two_runs(tmp_path, factor=1 / 1.2, spread=0.01))["verdict"] == "faster"
+
+
+def test_noisy_20_percent_shift_is_undecided(tmp_path: Path) -> None:
+    base = write_run(tmp_path, "base", [row("fused", samples(10.0, 0.8, count=8, seed=1))])
+    candidate = write_run(tmp_path, "cand", [row("fused", samples(12.0, 0.8, count=8, seed=2))])
+    result = verdict_of(base, candidate)
+    assert abs(result["ratio"] - 1) > 0.05  # past the threshold...
+    assert result["p_holm"] >= stats.ALPHA  # ...but not significant
+    assert result["verdict"] == "~"
+
+
+def test_holm_on_known_p_values() -> None:
+    # sorted: 0.005·4 = 0.02, 0.01·3 = 0.03, 0.03·2 = 0.06, 0.04·1 = 0.04 → monotone 0.06
+    assert stats.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    adjusted = stats.holm([0.2, math.nan, 0.9])
+    assert adjusted[0] == pytest.approx(0.4) and math.isnan(adjusted[1]) and adjusted[2] == pytest.approx(0.9)
+    assert stats.holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
+
+
+def test_holm_correction_can_remove_significance(tmp_path: Path) -> None:
+    """A p-value significant alone is not significant among many tests; the adjusted p is what counts."""
+    p = 0.02
+    assert stats.verdict(1.5, p, 0.05) == "slower"
+    assert stats.verdict(1.5, stats.holm([p] * 5)[0], 0.05) == "~"
+
+
+def test_bootstrap_is_reproducible_and_degrades_without_samples() -> None:
+    first = stats.ratio_of_medians(samples(12, 0.05, seed=3), samples(10, 0.05, seed=4))
+    assert first == stats.ratio_of_medians(samples(12, 0.05, seed=3), samples(10, 0.05, seed=4))
+    single = stats.ratio_of_medians([12.0], [10.0])
+    assert single.ratio == pytest.approx(1.2) and math.isnan(single.ci_low) and math.isnan(single.ci_high)
+    assert math.isnan(stats.mann_whitney_p([1.0], [2.0, 3.0]))
+
+
+@pytest.mark.parametrize(("text", "value"), [("5%", 0.05), ("0.05", 0.05), ("12.5%", 0.125), (0.1, 0.1)])
+def test_threshold_accepts_percent_and_fraction(text: str | float, value: float) -> None:
+    assert stats.parse_threshold(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["five", "-3%", "nan"])
+def test_bad_threshold_is_an_input_error(text: str) -> None:
+    with pytest.raises(InputError, match="--threshold"):
+        stats.parse_threshold(text)
+
+
+# --- matching rows -----------------------------------------------------------------------------
+
+
+def test_unmatched_and_failed_rows_are_listed_not_compared(tmp_path: Path) -> None:
+    base = write_run(tmp_path, "base", [
+        row("naive", samples(10, 0.01)), row("fused", samples(5, 0.01)), row("per_head", samples(7, 0.01)),
+    ])  # fmt: skip
+    candidate = write_run(tmp_path, "cand", [
+        row("naive", samples(10, 0.01)), row("fused", [], status="oom", error="out of memory"),
+        row("torch_mha", samples(6, 0.01)),
+    ])  # fmt: skip
+    rows = compare.compare_runs(load_run(base), load_run(candidate), 0.05).rows.set_index("impl")
+    assert rows.loc["naive", "verdict"] == "same"
+    assert (
+        rows.loc["fused", "verdict"] == "not compared" and "candidate oom: out of memory" in rows.loc["fused", "note"]
+    )
+    assert rows.loc["per_head", "verdict"] == "only in base"
+    assert rows.loc["torch_mha", "verdict"] == "only in candidate"
+
+
+def test_match_key_uses_new_identity_columns_present_in_both() -> None:
+    frame = pd.DataFrame({c: [1] for c in [*compare.results.CASE_KEY, "scenario", "kv_heads", "mode"]})
+    assert {"kv_heads", "mode"} <= set(compare.match_key(frame, frame))
+    assert "mode" not in compare.match_key(frame, frame.drop(columns="mode"))
+
+
+def test_within_run_speedup_and_winner(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "one", [row("naive", samples(10, 0.01)), row("fused", samples(4, 0.01))])
+    rows = compare.speedups(load_run(run), "naive").rows.set_index("impl")
+    assert rows.loc["fused", "speedup"] == pytest.approx(2.5, rel=0.03)
+    assert rows.loc["fused", "speedup_ci_low"] < 2.5 < rows.loc["fused", "speedup_ci_high"]
+    assert bool(rows.loc["fused", "winner"]) and not bool(rows.loc["naive", "winner"])
+    assert rows.loc["naive", "memory_ratio"] == pytest.approx(1.0)
+
+
+# --- the command -------------------------------------------------------------------------------
+
+
+def test_fail_on_regression_exit_codes(tmp_path: Path) -> None:
+    slow_base, slow_cand = two_runs(tmp_path / "slow", factor=1.3, spread=0.01)
+    same_base, same_cand = two_runs(tmp_path / "same", factor=1.0, spread=0.01)
+    regressed = cli.invoke(app, ["compare", str(slow_base), str(slow_cand), "--fail-on-regression"])
+    assert regressed.exit_code == 1, regressed.output
+    assert "slower" in regressed.stdout and "regression" in regressed.stderr
+    assert cli.invoke(app, ["compare", str(slow_base), str(slow_cand)]).exit_code == 0
+    unchanged = cli.invoke(app, ["compare", str(same_base), str(same_cand), "--fail-on-regression"])
+    assert unchanged.exit_code == 0, unchanged.output
+    # a 30% slowdown is below a 50% threshold: not a regression
+    lenient = cli.invoke(app, ["compare", str(slow_base), str(slow_cand), "--threshold", "50%", "--fail-on-regression"])
+    assert lenient.exit_code == 0, lenient.output
+
+
+def test_comparability_differences_are_printed(tmp_path: Path) -> None:
+    base, candidate = two_runs(tmp_path, factor=1.0, spread=0.01, threads=8, torch="2.14.0")
+    result = cli.invoke(app, ["compare", str(base), str(candidate)])
+    assert result.exit_code == 0, result.output
+    assert "Runs differ in" in result.stdout and "threads: 2 → 8" in result.stdout and "torch: 2.13.0" in result.stdout
+
+
+def test_different_device_kinds_are_refused_unless_forced(tmp_path: Path) -> None:
+    base, candidate = two_runs(tmp_path, factor=1.0, spread=0.01, device_kind="cuda", device_name="NVIDIA H100")
+    refused = cli.invoke(app, ["compare", str(base), str(candidate)])
+    assert refused.exit_code == 2
+    assert "--force" in refused.stderr and "Traceback" not in refused.output
+    forced = cli.invoke(app, ["compare", str(base), str(candidate), "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert "device_kind: cpu → cuda" in forced.stdout
+
+
+def test_output_files_by_extension(tmp_path: Path) -> None:
+    base, candidate = two_runs(tmp_path, factor=1.3, spread=0.01, threads=4)
+    for suffix in ("csv", "json", "md"):
+        target = tmp_path / f"out.{suffix}"
+        result = cli.invoke(app, ["compare", str(base), str(candidate), "--output", str(target)])
+        assert result.exit_code == 0, result.output
+    assert pd.read_csv(tmp_path / "out.csv")["verdict"].tolist() == ["slower"]
+    data = json.loads((tmp_path / "out.json").read_text())
+    assert data["rows"][0]["verdict"] == "slower" and data["threshold"] == pytest.approx(0.05)
+    assert {"field": "threads", "base": "2", "candidate": "4"} in data["differences"]
+    markdown = (tmp_path / "out.md").read_text()
+    assert "| case | impl |" in markdown and "slower" in markdown and "threads: 2 → 4" in markdown
+
+
+def test_within_run_command_and_output(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "one", [row("naive", samples(10, 0.01)), row("fused", samples(4, 0.01))])
+    result = cli.invoke(app, ["compare", str(run), "--output", str(tmp_path / "s.md")])
+    assert result.exit_code == 0, result.output
+    assert "speedup vs naive" in result.stdout and "2.5" in result.stdout
+    assert "★" in (tmp_path / "s.md").read_text()
+
+
+def bad_input_cases(tmp_path: Path) -> list[list[str]]:
+    base, _ = two_runs(tmp_path, factor=1.0, spread=0.01)
+    other = write_run(tmp_path, "other", [row("fused", samples(10, 0.01), seq_len=4096)])
+    corrupt = write_run(tmp_path, "corrupt", [row("fused", samples(10, 0.01))])
+    (corrupt / "results.parquet").write_bytes(b"not parquet at all")
+    (tmp_path / "empty").mkdir()
+    return [
+        ["compare", str(tmp_path / "empty")],
+        ["compare", str(corrupt)],
+        ["compare", "no-such-run", "--results-root", str(tmp_path)],
+        ["compare", str(base), str(other)],
+        ["compare", str(base), "--baseline", "nope"],
+        ["compare", str(base), str(base), "--output", str(tmp_path / "x.txt")],
+        ["compare", str(base), str(base), "--threshold", "lots"],
+        ["compare", str(base), "--fail-on-regression"],
+    ]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    for args in bad_input_cases(tmp_path):
+        result = cli.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
+        assert "Traceback" not in result.output
+
+
+def test_latest_and_run_id_are_resolved(tmp_path: Path) -> None:
+    two_runs(tmp_path, factor=1.0, spread=0.01)
+    result = cli.invoke(app, ["compare", "base", "latest", "--results-root", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "base → " in result.stdout
+
+
+def test_colour_follows_no_color(tmp_path: Path) -> None:
+    base, candidate = two_runs(tmp_path, factor=1.3, spread=0.01)
+    coloured = cli.invoke(app, ["compare", str(base), str(candidate)], env={"FORCE_COLOR": "1", "NO_COLOR": None})
+    plain = cli.invoke(app, ["compare", str(base), str(candidate)], env={"FORCE_COLOR": "1", "NO_COLOR": "1"})
+    assert COLOUR_SGR.search(coloured.stdout), "the verdict should be coloured"
+    assert not COLOUR_SGR.search(plain.stdout), "NO_COLOR must remove every colour"
+    assert "slower" in plain.stdout

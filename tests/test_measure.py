@@ -1,0 +1,157 @@
+"""Peak memory (dispatch-mode storage tracker), SDPA backend detection, latency, roofline peaks."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from mhabench import AttentionWeights, build
+from mhabench.config import TimingConfig
+from mhabench.measure.hardware import DevicePeaks, datasheet_peaks, device_peaks
+from mhabench.measure.memory import LiveStorageTracker, ops_called, peak_memory, sdpa_backend
+from mhabench.measure.timing import Latency, measure_latency
+
+MiB = 2**20
+CPU = torch.device("cpu")
+
+
+def test_naive_shows_its_score_matrix_and_fused_does_not() -> None:
+    """b=1, h=8, n=2048, D=512 fp32: naive's 8×2048×2048 scores are 128 MiB per copy."""
+    weights = AttentionWeights.random(512)
+    x = torch.randn(1, 2048, 512)
+    peaks = {}
+    for name in ("naive", "fused"):
+        module = build(name, weights, 8)
+        with torch.no_grad():  # not inference_mode: it hides the decomposed ops from the dispatch mode
+            peaks[name], method = peak_memory(lambda module=module: module(x), CPU)
+        assert method == "dispatch_storage_tracker"
+    assert peaks["naive"] >= 128 * MiB
+    assert peaks["fused"] < 64 * MiB
+    # outputs at least: the (1, 2048, 512) fp32 result is 4 MiB
+    assert peaks["fused"] >= 4 * MiB
+
+
+def test_tracker_counts_live_bytes_not_total_allocations() -> None:
+    def sequential() -> torch.Tensor:
+        a = torch.ones(MiB // 4)  # 1 MiB
+        b = a + 1  # 2 MiB live
+        del a
+        c = b * 2  # still 2 MiB live: a is gone
+        del b
+        return c
+
+    def together() -> list[torch.Tensor]:
+        return [torch.ones(MiB // 4) for _ in range(3)]
+
+    assert peak_memory(sequential, CPU) == (2 * MiB, "dispatch_storage_tracker")
+    assert peak_memory(together, CPU)[0] == 3 * MiB
+
+
+def test_tracker_ignores_tensors_created_before_it() -> None:
+    existing = torch.ones(MiB)
+    tracker = LiveStorageTracker()
+    with tracker:
+        view = existing[:10].view(2, 5)  # a view shares a storage but still dispatches
+        existing.add_(1)
+    assert view.shape == (2, 5)
+    assert tracker.peak_bytes <= 4 * MiB  # at most the one storage seen by the view, never new memory
+
+
+@pytest.mark.parametrize(("name", "expected"), [("fused", "flash"), ("torch_mha", "flash"), ("naive", "")])
+def test_sdpa_backend_on_cpu(name: str, expected: str) -> None:
+    module = build(name, AttentionWeights.random(32), 4)
+    x = torch.randn(1, 16, 32)
+    with torch.no_grad():
+        assert sdpa_backend(ops_called(lambda: module(x))) == expected
+
+
+def test_sdpa_backend_sees_a_forced_math_backend() -> None:
+    module = build("fused", AttentionWeights.random(32), 4, causal=True)
+    x = torch.randn(1, 16, 32)
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
+        assert sdpa_backend(ops_called(lambda: module(x))) == "math"
+
+
+def test_sdpa_backend_names() -> None:
+    assert sdpa_backend(set()) == ""
+    assert sdpa_backend({"mm", "_scaled_dot_product_efficient_attention"}) == "efficient"
+    assert sdpa_backend({"_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention"}) == "cudnn,flash"
+
+
+def test_measure_latency_returns_enough_consistent_samples() -> None:
+    """blocked_autorange sizes blocks at ~10^4× the timer overhead (≥ ~10 ms), so the cap leaves room for 5."""
+    timing = TimingConfig(min_run_time_s=0.01, max_run_time_s=0.5, min_samples=5, warmup_runs=2)
+    calls = []
+    a = torch.randn(32, 32)
+
+    def fn() -> torch.Tensor:
+        calls.append(1)
+        return a @ a
+
+    latency = measure_latency(fn, CPU, timing)
+    assert len(latency.times_ms) >= timing.min_samples
+    assert all(t > 0 for t in latency.times_ms)
+    assert latency.p25_ms <= latency.median_ms <= latency.p75_ms
+    assert min(latency.times_ms) <= latency.mean_ms <= max(latency.times_ms)
+    assert latency.calls_per_sample >= 1
+    assert latency.noise_threshold == timing.noise_threshold
+    assert len(calls) >= timing.warmup_runs + len(latency.times_ms) * latency.calls_per_sample
+
+
+def test_measure_latency_stops_at_the_cap(tiny_timing: TimingConfig) -> None:
+    """min_samples is wanted within max_run_time_s: a slow call gets fewer samples, not a longer run."""
+    sleepy = TimingConfig(**{**tiny_timing.model_dump(), "min_samples": 50, "max_run_time_s": 0.03})
+    latency = measure_latency(lambda: time.sleep(0.005), CPU, sleepy)
+    assert 1 <= len(latency.times_ms) < 50
+    block_ms = [t * latency.calls_per_sample for t in latency.times_ms]
+    assert sum(block_ms) <= 1000 * sleepy.max_run_time_s + max(block_ms)  # overshoots by one block at most
+    assert latency.median_ms >= 5.0
+
+
+def test_latency_statistics_and_noisy_flag() -> None:
+    steady = Latency(times_ms=(1.0, 1.05, 1.1), calls_per_sample=1, noise_threshold=0.1)
+    assert steady.median_ms == pytest.approx(1.05)
+    assert (steady.p25_ms, steady.p75_ms) == (pytest.approx(1.025), pytest.approx(1.075))
+    assert steady.iqr_ms == pytest.approx(0.05)
+    assert not steady.noisy  # 0.05 / 1.05 ≈ 4.8 % ≤ 10 %
+    assert Latency(steady.times_ms, 1, noise_threshold=0.04).noisy
+    assert Latency((1.0, 1.0, 2.0, 2.0), 1, 0.1).noisy  # IQR 0.75 / median 1.5
+    assert not Latency((2.0, 2.0, 2.0), 1, 0.1).noisy
+
+
+def test_roofline_arithmetic() -> None:
+    peaks = DevicePeaks(peak_tflops=2.0, peak_gbps=100.0, source="test")
+    assert peaks.ridge_flops_per_byte == pytest.approx(20.0)
+    assert peaks.attainable_tflops(5.0) == pytest.approx(0.5)  # memory roof: 5 FLOP/B × 100 GB/s
+    assert peaks.attainable_tflops(1000.0) == pytest.approx(2.0)  # compute roof
+    assert (peaks.bound(5.0), peaks.bound(50.0)) == ("memory", "compute")
+
+
+def test_datasheet_table() -> None:
+    pcie = datasheet_peaks("NVIDIA H100 PCIe", torch.bfloat16)
+    sxm = datasheet_peaks("NVIDIA H100 80GB HBM3", torch.bfloat16)
+    assert (pcie.peak_tflops, pcie.peak_gbps, pcie.source) == (756.0, 2000.0, "datasheet:H100 PCIe")
+    assert (sxm.peak_tflops, sxm.source) == (989.0, "datasheet:H100")
+    assert datasheet_peaks("NVIDIA A100-SXM4-80GB", torch.float32).peak_tflops == 19.5
+    assert datasheet_peaks("Some CPU", torch.float32) is None
+
+
+def test_cpu_peaks_are_measured_never_looked_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    sentinel = DevicePeaks(1.0, 1.0, "measured")
+    monkeypatch.setattr("mhabench.measure.hardware.measured_peaks", lambda device, dtype: sentinel)
+    assert device_peaks(CPU, torch.float32) is sentinel
+
+
+@pytest.mark.cuda
+def test_fused_on_cuda_uses_the_allocator() -> None:
+    device = torch.device("cuda")
+    weights = AttentionWeights.random(256, dtype=torch.bfloat16, device=device)
+    module = build("fused", weights, 4)
+    x = torch.randn(2, 128, 256, dtype=torch.bfloat16, device=device)
+    with torch.no_grad():
+        peak_bytes, method = peak_memory(lambda: module(x), device)
+    assert method == "cuda_allocator"
+    assert peak_bytes >= x.numel() * x.element_size()

@@ -1,0 +1,163 @@
+"""Plugins: a user's file registers itself (``--plugin``) or is named as ``file.py:Class`` in a config."""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import TINY_TIMING
+from typer.testing import CliRunner
+
+from mhabench import AttentionWeights, build
+from mhabench.cli import app
+from mhabench.config import load_config
+from mhabench.errors import PluginError
+from mhabench.impls import available_implementations, get_spec
+from mhabench.impls.registry import _REGISTRY
+from mhabench.plugins import load_plugin
+from mhabench.reference import numerical_error, reference_attention
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "my_attention.py"
+
+CLASS_SOURCE = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class {cls}(nn.Module):
+    def __init__(self, weights, heads, causal=False):
+        super().__init__()
+        self.weights, self.heads, self.causal = weights, heads, causal
+
+    def forward(self, x):
+        w = self.weights
+        q, k, v = (F.linear(x, m.t(), b).unflatten(-1, (self.heads, -1)).transpose(1, 2)
+                   for m, b in ((w.w_q, w.b_q), (w.w_k, w.b_k), (w.w_v, w.b_v)))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal).transpose(1, 2).flatten(2)
+        return F.linear(out, w.w_o.t(), w.b_o)
+"""
+
+
+@pytest.fixture
+def registry_snapshot() -> Iterator[None]:
+    """Plugins register into the global registry; drop whatever a test added."""
+    before = set(available_implementations())
+    yield
+    for name in set(available_implementations()) - before:
+        _REGISTRY.pop(name, None)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def write_config(path: Path, implementations: list[str]) -> Path:
+    data = {
+        "device": "cpu", "implementations": implementations, "timing": dict(TINY_TIMING),
+        "scenarios": [{"batch": 1, "seq_len": 9, "d_model": 16, "heads": 2, "causal": True, "bias": True}],
+    }  # fmt: skip
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_plugin_file_registers_with_the_decorator(tmp_path: Path, registry_snapshot: None) -> None:
+    name = unique("mine_")
+    source = CLASS_SOURCE.format(cls="Mine") + f'\nmhabench.register("{name}", description="test plugin")(Mine)\n'
+    plugin = tmp_path / "mine.py"
+    plugin.write_text("import mhabench\n" + source, encoding="utf-8")
+    assert load_plugin(plugin) == [name]
+    assert load_plugin(plugin) == [name]  # a second load is the same module, not a duplicate registration
+    spec = get_spec(name)
+    assert spec.traffic == "fused" and not spec.core
+    weights = AttentionWeights.random(16, bias=True)
+    x = torch.randn(2, 9, 16)
+    with torch.no_grad():
+        out = build(name, weights, 2, True)(x)
+    assert numerical_error(out, reference_attention(weights, x, 2, True))[1] < 1e-3
+
+
+def test_run_with_plugin_option_adds_its_implementation(
+    tmp_path: Path, registry_snapshot: None, fixed_peaks: object
+) -> None:
+    name = unique("cli_")
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "import mhabench\n" + CLASS_SOURCE.format(cls="CliAttention")
+        + f'\nmhabench.register("{name}", description="cli plugin")(CliAttention)\n',
+        encoding="utf-8",
+    )  # fmt: skip
+    config = write_config(tmp_path / "cfg.yaml", ["naive"])
+    code, output = cli("run", str(config), "--plugin", str(plugin), "--out", str(tmp_path / "out"))
+    assert code == 0, output
+    (run_dir,) = (tmp_path / "out").iterdir()
+    csv = (run_dir / "results.csv").read_text(encoding="utf-8")
+    assert f",{name}," in csv and ",naive," in csv
+
+
+def test_config_class_entry_relative_to_the_config(tmp_path: Path, registry_snapshot: None) -> None:
+    cls = unique("Entry")
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "entry.py").write_text(CLASS_SOURCE.format(cls=cls), encoding="utf-8")
+    config = load_config(write_config(tmp_path / "cfg.yaml", ["naive", f"plugins/entry.py:{cls}"]))
+    assert config.implementations == ["naive", cls]
+    assert get_spec(cls).traffic == "fused"
+    assert load_config(tmp_path / "cfg.yaml").implementations == ["naive", cls]  # loading twice is fine
+
+
+def test_example_plugin_is_a_working_plugin(registry_snapshot: None) -> None:
+    assert load_plugin(EXAMPLE) == ["my_attention"]
+    weights = AttentionWeights.random(16)
+    x = torch.randn(1, 5, 16)
+    with torch.no_grad():
+        out = build("my_attention", weights, 4, False)(x)
+    assert numerical_error(out, reference_attention(weights, x, 4, False))[1] < 1e-3
+
+
+@pytest.mark.parametrize(
+    ("source", "entry", "message"),
+    [
+        (None, "missing.py:Nope", "missing.py: no such plugin file"),
+        ("def broken(:\n", "broken.py:Broken", "broken.py: syntax error at line 1"),
+        ("raise ValueError('boom')\n", "raises.py:X", "raises.py: importing it raised ValueError: boom"),
+        ("class Other:\n    pass\n", "noclass.py:Wanted", "noclass.py: no class 'Wanted' in the plugin"),
+        (
+            "class Wrong:\n    def __init__(self, x):\n        pass\n",
+            "wrong.py:Wrong",
+            "must take (weights, heads, causal)",
+        ),
+    ],
+    ids=["missing-file", "syntax-error", "import-raises", "missing-class", "wrong-signature"],
+)
+def test_bad_config_entry_exits_2_with_one_line(
+    tmp_path: Path, registry_snapshot: None, source: str | None, entry: str, message: str
+) -> None:
+    file_name = entry.split(":")[0]
+    if source is not None:
+        (tmp_path / file_name).write_text(source, encoding="utf-8")
+    config = write_config(tmp_path / "cfg.yaml", [entry])
+    code, output = cli("run", str(config), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert message in output and "implementations[0]" in output
+    assert "Traceback" not in output
+    with pytest.raises(PluginError):
+        load_config(config)
+
+
+def test_bad_plugin_option_exits_2(tmp_path: Path) -> None:
+    broken = tmp_path / "broken_option.py"
+    broken.write_text(textwrap.dedent("x = (\n"), encoding="utf-8")
+    for path, message in [(tmp_path / "absent.py", "absent.py: no such plugin file"), (broken, "syntax error")]:
+        code, output = cli("run", "--plugin", str(path), "--dry-run")
+        assert code == 2, output
+        assert message in output and "Traceback" not in output

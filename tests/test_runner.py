@@ -1,0 +1,209 @@
+"""The runner end to end on tiny configs: files on disk, per-row failures, incremental writing."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import torch
+from conftest import CORE_IMPLEMENTATIONS
+
+from mhabench import runner
+from mhabench.config import RunConfig, parse_config
+from mhabench.measure.hardware import DevicePeaks
+from mhabench.reference import TOLERANCE, reference_attention
+from mhabench.results import COLUMNS, load_run
+
+
+def tiny(data: dict[str, Any], **changes: Any) -> RunConfig:
+    return parse_config({**data, **changes}, "tiny.yaml")
+
+
+def csv_rows(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "results.csv", newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+class RecordingProgress:
+    def __init__(self) -> None:
+        self.total: int | None = None
+        self.labels: list[str] = []
+
+    def start(self, total: int) -> None:
+        self.total = total
+
+    def advance(self, label: str) -> None:
+        self.labels.append(label)
+
+
+def test_tiny_run_end_to_end_with_real_peak_measurement(tiny_config_data: dict[str, Any], tmp_path: Path) -> None:
+    """The one runner test that measures the CPU's roofline peaks for real (~1-2 s)."""
+    progress = RecordingProgress()
+    result = runner.run(tiny(tiny_config_data), tmp_path, progress=progress, argv=["mhabench", "run", "tiny.yaml"])
+
+    assert result.run_dir.parent == tmp_path
+    assert re.fullmatch(r"\d{8}T\d{6}Z-tiny", result.run_dir.name)
+    assert {p.name for p in result.run_dir.iterdir()} == {"results.csv", "results.parquet", "manifest.json"}
+    assert progress.total == len(CORE_IMPLEMENTATIONS)
+    assert len(progress.labels) == len(CORE_IMPLEMENTATIONS)
+
+    manifest = json.loads((result.run_dir / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["status"] == "complete"
+    assert manifest["run_id"] == result.run_dir.name
+    assert manifest["command"] == ["mhabench", "run", "tiny.yaml"]
+    assert manifest["finished_at"] >= manifest["started_at"]
+    assert manifest["implementations"] == list(CORE_IMPLEMENTATIONS)
+    env = manifest["environment"]
+    assert env["torch"] == torch.__version__
+    assert env["device"] == "cpu"
+    assert env["threads"] == torch.get_num_threads()
+    assert {"python", "mhabench_version", "git_commit", "cpu_model", "cuda"} <= set(env)
+    roofline = manifest["roofline"]["float32"]
+    assert roofline["source"] == "measured"
+    assert roofline["peak_tflops"] > 0 and roofline["peak_gbps"] > 0
+    assert RunConfig.model_validate(manifest["config"]) == tiny(tiny_config_data)
+
+    with open(result.run_dir / "results.csv", newline="", encoding="utf-8") as handle:
+        assert next(csv.reader(handle)) == COLUMNS
+    on_disk = csv_rows(result.run_dir)
+    assert [row["impl"] for row in on_disk] == list(CORE_IMPLEMENTATIONS)
+    assert {row["status"] for row in on_disk} == {"ok"}
+
+    frame = pd.read_parquet(result.run_dir / "results.parquet")
+    assert list(frame.columns) == [*COLUMNS, "times_ms"]
+    for row in frame.to_dict("records"):
+        assert row["status"] == "ok" and row["error"] == ""
+        assert row["case_id"] == "t/b2-n9-d16-h2-float32-causal-bias"
+        assert len(row["times_ms"]) == row["samples"] >= 1
+        assert row["latency_ms"] == pytest.approx(float(pd.Series(list(row["times_ms"])).median()))
+        assert row["latency_p25_ms"] <= row["latency_ms"] <= row["latency_p75_ms"]
+        assert row["max_rel_err"] < TOLERANCE["float32"]
+        assert row["tokens_per_s"] == pytest.approx(2 * 9 / (row["latency_ms"] / 1e3))
+        assert row["peak_memory_bytes"] > 0
+        assert row["memory_method"] == "dispatch_storage_tracker"
+        assert row["roofline_source"] == "measured"
+        assert row["arithmetic_intensity"] == pytest.approx(row["flops"] / row["bytes_moved"])
+        assert row["roofline_bound"] in {"memory", "compute"}
+        assert row["roofline_efficiency"] == pytest.approx(row["achieved_tflops"] / row["attainable_tflops"])
+    backends = dict(zip(frame["impl"], frame["sdpa_backend"], strict=True))
+    assert backends["naive"] == backends["per_head"] == ""
+    assert backends["fused"] == "flash"
+    pd.testing.assert_frame_equal(result.rows.drop(columns="times_ms"), frame.drop(columns="times_ms"))
+
+
+def test_every_case_and_implementation_gets_a_row(
+    tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks
+) -> None:
+    scenario = {"name": "s", "seq_len": [4, 5], "d_model": 8, "heads": [1, 2]}
+    config = tiny(tiny_config_data, scenarios=[scenario], implementations=["fused", "naive"])
+    rows = runner.run(config, tmp_path).rows
+    assert len(rows) == 2 * 2 * 2
+    assert list(rows["impl"]) == ["fused", "naive"] * 4
+    assert list(zip(rows["seq_len"], rows["heads"], strict=True))[::2] == [(4, 1), (4, 2), (5, 1), (5, 2)]
+    assert set(rows["status"]) == {"ok"}
+    assert set(rows["roofline_source"]) == {fixed_peaks.source}
+
+
+def test_raising_implementation_becomes_an_error_row(
+    tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks, temp_impl: Any
+) -> None:
+    def explode(x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("kernel exploded\nsecond line of detail")
+
+    broken = temp_impl(explode)
+    config = tiny(tiny_config_data, implementations=["naive", broken, "fused"])
+    result = runner.run(config, tmp_path)
+
+    on_disk = csv_rows(result.run_dir)
+    assert [(row["impl"], row["status"]) for row in on_disk] == [("naive", "ok"), (broken, "error"), ("fused", "ok")]
+    assert on_disk[1]["error"] == "RuntimeError: kernel exploded"
+    assert on_disk[1]["latency_ms"] == ""
+    assert float(on_disk[0]["latency_ms"]) > 0 and float(on_disk[2]["latency_ms"]) > 0
+    loaded = load_run(result.run_dir)
+    assert list(loaded.rows["status"]) == ["ok", "error", "ok"]
+    assert loaded.manifest["status"] == "complete"
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
+        RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: 1 TB"),
+        MemoryError(),
+    ],
+    ids=["torch-oom", "cpu-allocator", "memory-error"],
+)
+def test_out_of_memory_becomes_an_oom_row(
+    exc: BaseException, tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks, temp_impl: Any
+) -> None:
+    def no_memory(x: torch.Tensor) -> torch.Tensor:
+        raise exc
+
+    greedy = temp_impl(no_memory)
+    rows = runner.run(tiny(tiny_config_data, implementations=[greedy, "fused"]), tmp_path).rows
+    assert list(rows["status"]) == ["oom", "ok"]
+    assert rows["error"][0].startswith(type(exc).__name__)
+    assert "\n" not in rows["error"][0]
+
+
+def test_wrong_output_becomes_a_mismatch_row(
+    tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks, temp_impl: Any
+) -> None:
+    identity = temp_impl(lambda x: x.clone())
+    rows = runner.run(tiny(tiny_config_data, implementations=[identity, "naive"]), tmp_path).rows
+    mismatch = rows.iloc[0]
+    assert mismatch["status"] == "mismatch"
+    assert mismatch["error"].startswith("max_rel_err ")
+    assert mismatch["max_rel_err"] > TOLERANCE["float32"]
+    assert pd.isna(mismatch["latency_ms"])  # a wrong implementation is never timed
+    assert rows.iloc[1]["status"] == "ok"
+
+
+def test_implementation_with_its_own_reference_is_checked_against_it(
+    tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks, temp_impl: Any
+) -> None:
+    def doubled_reference(weights: Any, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:
+        return 2 * reference_attention(weights, x, heads, causal)
+
+    doubled = temp_impl(lambda x: 2 * x, reference=doubled_reference)  # wrong on purpose: x, not attention
+    right = temp_impl(lambda x: x, reference=lambda weights, x, heads, causal: x.double())
+    rows = runner.run(tiny(tiny_config_data, implementations=[doubled, right]), tmp_path).rows
+    assert list(rows["status"]) == ["mismatch", "ok"]
+
+
+def test_interrupted_run_keeps_finished_rows(
+    tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks
+) -> None:
+    class StopAfterFirstRow(RecordingProgress):
+        def advance(self, label: str) -> None:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(tiny(tiny_config_data), tmp_path, progress=StopAfterFirstRow())
+    (run_dir,) = tmp_path.iterdir()
+    assert [row["impl"] for row in csv_rows(run_dir)] == ["naive"]
+    loaded = load_run(run_dir)
+    assert list(loaded.rows["impl"]) == ["naive"]
+    assert loaded.manifest["status"] == "interrupted"
+    assert loaded.manifest["finished_at"] is not None
+
+
+def test_plan_predicts_without_running(tiny_config_data: dict[str, Any], tmp_path: Path) -> None:
+    frame = runner.plan(tiny(tiny_config_data))
+    assert list(frame["impl"]) == list(CORE_IMPLEMENTATIONS)
+    assert (frame["flops"] > 0).all() and (frame["predicted_peak_bytes"] > 0).all()
+    assert set(frame["run_id"]) == {"dry-run"}
+    assert not list(tmp_path.iterdir())
+
+
+def test_out_of_memory_classification_and_one_line_errors() -> None:
+    assert runner.is_out_of_memory(torch.OutOfMemoryError("x"))
+    assert not runner.is_out_of_memory(RuntimeError("shape mismatch"))
+    assert not runner.is_out_of_memory(ValueError("can't allocate memory"))
+    assert runner.one_line(ValueError("first\nsecond")) == "ValueError: first"
+    assert runner.one_line(KeyError()) == "KeyError"
