@@ -12,9 +12,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import torch
-import torch._dynamo
 from torch import nn
-from torch._dynamo.exc import BackendCompilerFailed
 
 from mhabench.errors import UnsupportedError
 from mhabench.impls.naive import NaiveAttention
@@ -26,15 +24,18 @@ F = TypeVar("F", bound=Callable[..., torch.Tensor])
 
 def compile_fresh(fn: F) -> F:
     """``torch.compile(fn, dynamic=False)`` after clearing Dynamo's caches; unsupported platforms raise."""
+    import torch._dynamo  # deferred, like every Dynamo import here: it costs seconds at `import mhabench`
+
     if not torch._dynamo.is_dynamo_supported():
         raise UnsupportedError(f"torch.compile is not supported on this platform (torch {torch.__version__})")
     torch._dynamo.reset()
     return torch.compile(fn, dynamic=False)
 
 
-def compile_failure(exc: BackendCompilerFailed, device: torch.device) -> UnsupportedError:
+def compile_failure(exc: Exception, device: torch.device) -> UnsupportedError:
     """The one-line reason a backend compile failed (no C++ compiler, no kernel for this dtype, …)."""
-    reason = str(exc.inner_exception).strip().splitlines() or [type(exc.inner_exception).__name__]
+    inner = getattr(exc, "inner_exception", exc)
+    reason = str(inner).strip().splitlines() or [type(inner).__name__]
     return UnsupportedError(f"torch.compile (inductor) failed on {device.type}: {reason[0]}")
 
 
@@ -46,6 +47,8 @@ class CompiledModule(nn.Module):
         self.compiled = compile_fresh(module)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch._dynamo.exc import BackendCompilerFailed
+
         try:
             return self.compiled(x)
         except BackendCompilerFailed as exc:

@@ -8,8 +8,6 @@ compiles and builds the block mask; the runner times it as ``compile_time_s``.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-from torch._dynamo.exc import BackendCompilerFailed
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
 from mhabench.impls.compiled import compile_failure, compile_fresh
@@ -50,8 +48,9 @@ class FlexAttention(FusedAttention):
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
         mask = self.block_mask(q.shape[-2], k.shape[-2], q.device) if causal else None
+        from torch._dynamo.exc import BackendCompilerFailed  # deferred: importing Dynamo costs seconds
+
         try:
-            out = self.flex(q, k, v, block_mask=mask, enable_gqa=self.kv_heads != self.heads)
+            return self.flex(q, k, v, block_mask=mask, enable_gqa=self.kv_heads != self.heads)
         except BackendCompilerFailed as exc:
             raise compile_failure(exc, q.device) from None
-        return F.linear(self.merge_heads(out), self.w_out, self.b_out)

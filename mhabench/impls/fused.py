@@ -45,11 +45,15 @@ class FusedAttention(AttentionModule):
         return self.split_heads(q, self.heads), self.split_heads(k, self.kv_heads), self.split_heads(v, self.kv_heads)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=self.kv_heads != self.heads)
-        return F.linear(self.merge_heads(out), self.w_out, self.b_out)
+        """The attention kernel alone, (b, h, n, d_k) → (b, h, n, d_k): what the SDPA and flex peers replace."""
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=self.kv_heads != self.heads)
+
+    def output(self, heads_out: torch.Tensor) -> torch.Tensor:
+        """Merge the heads and apply W_o."""
+        return F.linear(self.merge_heads(heads_out), self.w_out, self.b_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.attend(*self.project(x), self.causal)
+        return self.output(self.attend(*self.project(x), self.causal))
 
     def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values of ``x`` (fills the decode cache)."""
@@ -59,4 +63,4 @@ class FusedAttention(AttentionModule):
     def decode_step(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """One new token per sequence (b, 1, D): one packed GEMM, SDPA over the cache views, W_o."""
         q, k, v = self.project(x)
-        return self.attend(q, *cache.append(k, v), causal=False)
+        return self.output(self.attend(q, *cache.append(k, v), causal=False))
