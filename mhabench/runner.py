@@ -25,7 +25,7 @@ from mhabench.impls import core_implementations, get_spec
 from mhabench.impls.registry import ImplSpec
 from mhabench.measure.cost import Cost, estimate_cost
 from mhabench.measure.hardware import DevicePeaks, device_name, device_peaks
-from mhabench.measure.memory import LiveStorageTracker, peak_memory, sdpa_backend
+from mhabench.measure.memory import LiveStorageTracker, peak_memory, sdpa_backend, tracker_method
 from mhabench.measure.timing import Latency, measure_latency, synchronize
 from mhabench.modes import input_len, parameter_count, prepare, reference_fn, workload
 from mhabench.reference import TOLERANCE, numerical_error
@@ -196,7 +196,7 @@ def measure_memory(
             return peak_memory(call, device)
     if tracker is None:
         return math.nan, COMPILED_CPU_MEMORY
-    return tracker.peak_bytes, "dispatch_storage_tracker"
+    return tracker.peak_bytes, tracker_method(tracker.ops)
 
 
 def run_case(

@@ -58,7 +58,7 @@ def peak_memory(fn: Callable[[], object], device: torch.device) -> tuple[int, st
     tracker = LiveStorageTracker()
     with tracker:
         fn()
-    return tracker.peak_bytes, "dispatch_storage_tracker"
+    return tracker.peak_bytes, tracker_method(tracker.ops)
 
 
 def _cuda_peak(fn: Callable[[], object], device: torch.device) -> int:
@@ -88,7 +88,20 @@ _SDPA_BACKENDS = {
     # The math backend is a composite op: the dispatch mode sees only its decomposition, whose
     # _safe_softmax (fully masked rows give 0, not NaN) no other attention path emits.
     "_safe_softmax": "math",
+    # nn.MultiheadAttention's inference fast path: one fused op (projections + SDPA + W_o).
+    "_native_multi_head_attention": "native_mha",
 }
+
+# Ops that allocate their intermediates inside one kernel, where the dispatch mode cannot see them.
+OPAQUE_OPS = frozenset({"_native_multi_head_attention"})
+
+
+def tracker_method(ops: set[str]) -> str:
+    """``memory_method`` for the storage tracker, saying when an opaque op hid intermediates."""
+    opaque = sorted(ops & OPAQUE_OPS)
+    if not opaque:
+        return "dispatch_storage_tracker"
+    return f"dispatch_storage_tracker (outputs only inside {', '.join(opaque)})"
 
 
 def sdpa_backend(ops: set[str]) -> str:
