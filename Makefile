@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint clean
+.PHONY: setup browser run test lint clean
 
 setup: $(STAMP)
 
@@ -21,8 +21,15 @@ $(STAMP): pyproject.toml
 run: setup
 	$(BIN)/mhabench run
 
-test: setup
+test: setup browser
 	$(BIN)/python -m pytest -q
+
+# Headless Chromium (Debian's package) for tests/test_browser.py. Best effort: where apt-get is not
+# available or not allowed, that test skips and says why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 || \
+	  echo "chromium not installed: the browser test will be skipped"
 
 lint: setup
 	$(BIN)/ruff check mhabench tests
