@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from mhabench import results, stats
-from mhabench.display import case_label
+from mhabench.display import case_label, format_number
 from mhabench.errors import InputError
 from mhabench.markdown import md_table
 
@@ -275,16 +275,8 @@ def _as_json(comparison: Comparison) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _num(value: Any, spec: str, suffix: str = "") -> str:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "-"
-    return f"{number:{spec}}{suffix}" if math.isfinite(number) else "-"
-
-
 def _ci(low: Any, high: Any) -> str:
-    return f"[{_num(low, '.3f')}, {_num(high, '.3f')}]" if math.isfinite(float(low)) else "-"
+    return f"[{format_number(low, '.3f')}, {format_number(high, '.3f')}]" if math.isfinite(float(low)) else "-"
 
 
 def markdown_rows(comparison: Comparison) -> tuple[list[str], list[list[str]], list[bool]]:
@@ -294,18 +286,18 @@ def markdown_rows(comparison: Comparison) -> tuple[list[str], list[list[str]], l
         headers = ["case", "impl", "median ms", f"speedup vs {comparison.baseline}", "95% CI", "mem ratio",
                    "FLOP/B", "winner", "status"]  # fmt: skip
         cells = [
-            [r["case"], r["impl"], _num(r["latency_ms"], ".3f"), _num(r["speedup"], ".2f", "×"),
-             _ci(r["speedup_ci_low"], r["speedup_ci_high"]), _num(r["memory_ratio"], ".2f", "×"),
-             _num(r["arithmetic_intensity"], ".1f"), "★" if r["winner"] else "",
+            [r["case"], r["impl"], format_number(r["latency_ms"], ".3f"), format_number(r["speedup"], ".2f", "×"),
+             _ci(r["speedup_ci_low"], r["speedup_ci_high"]), format_number(r["memory_ratio"], ".2f", "×"),
+             format_number(r["arithmetic_intensity"], ".1f"), "★" if r["winner"] else "",
              _status_text(r)]
             for _, r in frame.iterrows()
         ]  # fmt: skip
     else:
         headers = ["case", "impl", "base ms", "cand ms", "ratio", "95% CI", "p (Holm)", "verdict", "note"]
         cells = [
-            [r["case"], r["impl"], _num(r["base_ms"], ".3f"), _num(r["candidate_ms"], ".3f"),
-             _num(r["ratio"], ".3f"), _ci(r["ci_low"], r["ci_high"]), _num(r["p_holm"], ".2g"), r["verdict"],
-             r["note"]]
+            [r["case"], r["impl"], format_number(r["base_ms"], ".3f"), format_number(r["candidate_ms"], ".3f"),
+             format_number(r["ratio"], ".3f"), _ci(r["ci_low"], r["ci_high"]), format_number(r["p_holm"], ".2g"),
+             r["verdict"], r["note"]]
             for _, r in frame.iterrows()
         ]  # fmt: skip
     right = [h not in ("case", "impl", "verdict", "note", "status", "winner") for h in headers]

@@ -66,8 +66,13 @@ def _value(row: pd.Series, column: str) -> Any:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
-def _fmt(value: Any, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+def format_number(value: Any, spec: str, suffix: str = "") -> str:
+    """``value`` formatted with ``spec``, or "-" where there is no finite number (failed rows, NaN, None)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "-"
+    return f"{number:{spec}}{suffix}" if math.isfinite(number) else "-"
 
 
 SUMMARY_COLUMNS = ("case", "impl", "median ms (IQR)", "speedup", "peak mem", "FLOP/B", "TFLOP/s", "rel err", "status")
@@ -85,9 +90,9 @@ def _summary_cells(row: pd.Series, baseline_ms: float | None) -> list[str]:
         spread,
         speedup,
         human_bytes(_value(row, "peak_memory_bytes")),
-        _fmt(_value(row, "arithmetic_intensity"), ".1f"),
-        _fmt(_value(row, "achieved_tflops"), ".3f"),
-        _fmt(_value(row, "max_rel_err"), ".1e"),
+        format_number(_value(row, "arithmetic_intensity"), ".1f"),
+        format_number(_value(row, "achieved_tflops"), ".3f"),
+        format_number(_value(row, "max_rel_err"), ".1e"),
         status,
     ]
 

@@ -14,13 +14,12 @@ import html
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import yaml
 
 from mhabench.compare import speedup_rows
-from mhabench.display import case_label, human_bytes, human_count
+from mhabench.display import case_label, format_number, human_bytes, human_count
 from mhabench.errors import InputError
 from mhabench.markdown import md_cell, md_table
 from mhabench.plots import Plot, all_plots
@@ -105,14 +104,6 @@ def _plots(rows: pd.DataFrame) -> list[Block]:
     return blocks
 
 
-def _num(value: Any, spec: str, suffix: str = "") -> str:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "-"
-    return f"{number:{spec}}{suffix}" if math.isfinite(number) else "-"
-
-
 RESULT_HEADERS = ("case", "impl", "median ms ± IQR", f"speedup vs {BASELINE}", "peak mem", "FLOPs", "bytes",
                   "FLOP/B", "TFLOP/s", "roofline eff.", "max rel err", "noisy", "status")  # fmt: skip
 
@@ -127,11 +118,12 @@ def _result_cells(row: pd.Series, speedup: pd.Series | None) -> list[str]:
         speed = f"{speedup['speedup']:.2f}×{interval}"
     return [
         case_label(row), str(row["impl"]),
-        f"{_num(row['latency_ms'], '.3f')} ± {_num(iqr, '.3f')}" if ok else "-", speed,
+        f"{format_number(row['latency_ms'], '.3f')} ± {format_number(iqr, '.3f')}" if ok else "-", speed,
         human_bytes(row["peak_memory_bytes"]) if ok else "-", human_count(row["flops"]),
-        human_bytes(row["bytes_moved"]), _num(row["arithmetic_intensity"], ".1f"),
-        _num(row["achieved_tflops"], ".4f") if ok else "-", _num(row["roofline_efficiency"], ".1%") if ok else "-",
-        _num(row["max_rel_err"], ".1e"), "⚠ noisy" if ok and bool(row["noisy"]) else "",
+        human_bytes(row["bytes_moved"]), format_number(row["arithmetic_intensity"], ".1f"),
+        format_number(row["achieved_tflops"], ".4f") if ok else "-",
+        format_number(row["roofline_efficiency"], ".1%") if ok else "-",
+        format_number(row["max_rel_err"], ".1e"), "⚠ noisy" if ok and bool(row["noisy"]) else "",
         "ok" if ok else f"{row['status']}: {row['error']}",
     ]  # fmt: skip
 
@@ -186,8 +178,11 @@ def _roofline_table(run: Run) -> list[Block]:
     if not peaks:
         return []
     headers = ("dtype", "peak TFLOP/s", "peak GB/s", "source")
-    cells = [[str(dtype), _num(p.get("peak_tflops"), ".4g"), _num(p.get("peak_gbps"), ".4g"), str(p.get("source"))]
-             for dtype, p in peaks.items()]  # fmt: skip
+    cells = [
+        [str(dtype), format_number(p.get("peak_tflops"), ".4g"), format_number(p.get("peak_gbps"), ".4g"),
+         str(p.get("source"))]
+        for dtype, p in peaks.items()
+    ]  # fmt: skip
     return [TableBlock(headers, cells, [False, True, True, False])]
 
 
