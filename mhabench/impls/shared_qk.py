@@ -3,7 +3,7 @@
 Seed 004 asks why attention has separate W_Q and W_K. With one shared matrix the scores of a head
 are S = (X W)(X W)ᵀ / √d_k: symmetric and positive semi-definite, so S_ii = |q_i|² tends to be the
 largest entry of row i and every token mostly attends to itself. :func:`diagonal_argmax_share`
-measures that; the tests and docs/README_ablations.md report it next to ``naive``.
+measures that; the tests and README.md ("Shared vs separate W_Q / W_K") report it next to ``naive``.
 
 Only one projection GEMM serves Q and K, so the layer has 3·D² weights and 6·b·n·D² projection
 FLOPs instead of 4·D² and 8·b·n·D² (cost model ``shared_qk``).
