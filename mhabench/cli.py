@@ -34,9 +34,9 @@ def user_errors() -> Iterator[None]:
     """Turn mhabench's typed errors into one line on stderr and their exit code (2 input, 1 failure)."""
     try:
         yield
-    except MhabenchError as exc:
+    except (MhabenchError, OSError) as exc:  # OSError: e.g. a full disk mid-run; finished rows stay on disk
         err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(exc.exit_code) from None
+        raise typer.Exit(exc.exit_code if isinstance(exc, MhabenchError) else 1) from None
     except KeyboardInterrupt:
         err_console.print("interrupted: every finished row is already on disk")
         raise typer.Exit(130) from None

@@ -179,7 +179,7 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
 def _describe(error: dict[str, Any]) -> str:
     loc = tuple(error["loc"])
     # list-valued fields report the list index last; name the field, not the element
-    field_loc = loc[:-1] if loc and isinstance(loc[-1], int) and len(loc) > 2 else loc
+    field_loc = loc[:-1] if len(loc) > 1 and isinstance(loc[-1], int) and loc[-2] != "scenarios" else loc
     where = _format_loc(field_loc) or "(top level)"
     if error["type"] == "extra_forbidden":
         known = list(_model_for(loc).model_fields)

@@ -31,6 +31,10 @@ class RunNotFoundError(InputError):
     """A run id or folder that does not hold an mhabench run."""
 
 
+class OutputFolderError(InputError):
+    """The output folder given with ``--out`` cannot hold a new run."""
+
+
 class ResultsCorruptError(InputError):
     """A run folder whose files cannot be read back."""
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from mhabench.errors import ResultsCorruptError, RunNotFoundError
+from mhabench.errors import OutputFolderError, ResultsCorruptError, RunNotFoundError
 
 CSV_NAME = "results.csv"
 PARQUET_NAME = "results.parquet"
@@ -64,15 +64,18 @@ def sanitize_name(name: str) -> str:
 def new_run_dir(out_root: Path, name: str, now: dt.datetime) -> Path:
     """Create ``out_root/<UTC timestamp>-<name>`` (suffixed if it already exists)."""
     base = f"{now.astimezone(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{sanitize_name(name)}"
-    out_root.mkdir(parents=True, exist_ok=True)
-    for attempt in range(1000):
-        run_dir = out_root / (base if attempt == 0 else f"{base}-{attempt}")
-        try:
-            run_dir.mkdir()
-            return run_dir
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"too many runs named {base} in {out_root}")
+    try:
+        out_root.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1000):
+            run_dir = out_root / (base if attempt == 0 else f"{base}-{attempt}")
+            try:
+                run_dir.mkdir()
+                return run_dir
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        raise OutputFolderError(f"--out: cannot create a run folder in {out_root} ({exc.strerror})") from None
+    raise OutputFolderError(f"--out: too many runs named {base} in {out_root}")
 
 
 class RunWriter:

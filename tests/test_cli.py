@@ -138,3 +138,14 @@ def test_python_dash_m_works() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"mhabench {mhabench.__version__}"
+
+
+def test_an_output_folder_that_cannot_be_created_is_one_line_exit_2(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    config = tmp_path / "c.yaml"
+    config.write_text("scenarios:\n  - {seq_len: 8, d_model: 16, heads: 2}\n")
+    result = CliRunner().invoke(app, ["run", str(config), "--out", str(blocker / "sub")])
+    assert result.exit_code == 2
+    assert "--out: cannot create a run folder" in result.output
+    assert "Traceback" not in result.output
