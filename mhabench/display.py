@@ -78,41 +78,54 @@ def format_number(value: Any, spec: str, suffix: str = "") -> str:
 SUMMARY_COLUMNS = ("case", "impl", "median ms (IQR)", "speedup", "peak mem", "FLOP/B", "TFLOP/s", "rel err", "status")
 
 
-def _summary_cells(row: pd.Series, baseline_ms: float | None) -> list[str]:
+def _summary_cells(row: pd.Series, baseline_ms: float | None, with_compile: bool) -> list[str]:
     latency = _value(row, "latency_ms")
     speedup = f"{baseline_ms / latency:.2f}×" if latency and baseline_ms else "-"
     spread = f"{latency:.3f} ({row['latency_p75_ms'] - row['latency_p25_ms']:.3f})" if latency else "-"
     status = "ok" if row["status"] == "ok" else f"[red]{row['status']}[/red] {row['error']}"
     if _value(row, "noisy"):
         status += " [yellow]noisy[/yellow]"
-    return [
+    cells = [
         str(row["impl"]),
         spread,
         speedup,
         human_bytes(_value(row, "peak_memory_bytes")),
-        format_number(_value(row, "arithmetic_intensity"), ".1f"),
-        format_number(_value(row, "achieved_tflops"), ".3f"),
-        format_number(_value(row, "max_rel_err"), ".1e"),
-        status,
+        format_number(row.get("arithmetic_intensity"), ".1f"),
+        format_number(row.get("achieved_tflops"), ".3f"),
+        format_number(row.get("max_rel_err"), ".1e"),
     ]
+    return [*cells, format_number(row.get("compile_time_s"), ".1f"), status] if with_compile else [*cells, status]
 
 
 def case_label(row: pd.Series) -> str:
-    """Short label of a case for narrow terminals: the shape, then the flags that are set."""
-    flags = " ".join(flag for flag in ("causal", "bias") if bool(row[flag]))
-    return f"n={row['seq_len']} h={row['heads']} d={row['d_model']} b={row['batch']} {row['dtype']} {flags}".strip()
+    """Short label of a case for narrow terminals: the shape, then what differs from the defaults."""
+    kv_heads = row.get("kv_heads")
+    extras = [f"kv={kv_heads}" if _value(row, "kv_heads") is not None and kv_heads != row["heads"] else ""]
+    extras += [flag for flag in ("causal", "bias") if bool(row[flag])]
+    extras += [str(row.get(field)) for field, default in (("mode", "forward"), ("phase", "prefill"))
+               if row.get(field, default) != default]  # fmt: skip
+    shape = f"n={row['seq_len']} h={row['heads']} d={row['d_model']} b={row['batch']} {row['dtype']}"
+    return " ".join([shape, *(extra for extra in extras if extra)])
 
 
 def summary_table(rows: pd.DataFrame, baseline: str = "naive") -> Table:
-    """Per case: each implementation's median latency (IQR), speedup vs ``baseline``, memory, intensity, error."""
+    """Per case: each implementation's median latency (IQR), speedup vs ``baseline``, memory, intensity, error.
+
+    A "compile s" column appears when an implementation compiled on its first call.
+    """
+    with_compile = "compile_time_s" in rows and bool(rows["compile_time_s"].notna().any())
+    headers = list(SUMMARY_COLUMNS)
+    if with_compile:
+        headers.insert(-1, "compile s")
     table = Table(title=f"mhabench run (speedup vs {baseline})")
-    for header in SUMMARY_COLUMNS:
+    for header in headers:
         table.add_column(header, justify="left" if header in ("case", "impl", "status") else "right")
     for _, group in rows.groupby("case_id", sort=False):
         base = group.loc[group["impl"] == baseline, "latency_ms"].dropna()
         baseline_ms = float(base.iloc[0]) if len(base) else None
         for position, (_, row) in enumerate(group.iterrows()):
-            table.add_row(case_label(row) if position == 0 else "", *_summary_cells(row, baseline_ms))
+            label = case_label(row) if position == 0 else ""
+            table.add_row(label, *_summary_cells(row, baseline_ms, with_compile))
         table.add_section()
     return table
 

@@ -164,3 +164,34 @@ def test_an_opaque_fused_op_is_named_in_the_memory_method() -> None:
         backend = sdpa_backend(ops_called(lambda: module(x)))
     assert method == "dispatch_storage_tracker (outputs only inside _native_multi_head_attention)"
     assert backend == "native_mha"
+
+
+def test_views_and_in_place_writes_of_existing_tensors_allocate_nothing() -> None:
+    """Weights and caches that exist before the call must not enter its peak through a view of them."""
+    MiB = 2**20
+    weight = torch.randn(MiB // 4)  # 1 MiB, allocated before the call
+    cache = torch.zeros(MiB // 4)
+
+    def views_only() -> torch.Tensor:
+        cache[:8].copy_(weight[:8])  # in-place write into an existing tensor
+        return weight.view(512, -1).t()[:, :4]
+
+    assert peak_memory(views_only, CPU)[0] == 0
+    assert peak_memory(lambda: weight.view(512, -1).t().contiguous(), CPU)[0] == MiB  # a real copy counts
+
+
+def test_decode_step_peak_excludes_the_preallocated_cache() -> None:
+    """One decode step's peak is the new token's activations, not the KV cache filled before it."""
+    from mhabench.config import expand_cases, parse_config
+    from mhabench.impls import get_spec
+    from mhabench.modes import prepare
+    from mhabench.runner import make_inputs
+
+    config = parse_config({"scenarios": [{"seq_len": 256, "d_model": 64, "heads": 4, "phase": "decode"}]}, "x.yaml")
+    case = expand_cases(config, CPU)[0]
+    inputs = make_inputs(case, CPU)
+    _, step = prepare(get_spec("fused"), case, inputs.weights, inputs.x)
+    with torch.no_grad():
+        peak_bytes, _ = peak_memory(step.run, CPU)
+    assert step.columns["kv_cache_bytes"] == 2 * 257 * 64 * 4
+    assert 0 < peak_bytes < step.columns["kv_cache_bytes"] / 4

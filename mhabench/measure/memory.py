@@ -3,7 +3,9 @@
 CUDA: the caching allocator's peak minus the baseline before the call.
 CPU: ``tracemalloc`` does not see torch tensors and RSS is noisy, so a ``TorchDispatchMode``
 tracks every tensor storage created during the call, frees it from the count when its last
-tensor dies (weakref finalizers), and reports the peak of live bytes. Kernel workspaces that never
+tensor dies (weakref finalizers), and reports the peak of live bytes. An op output that shares its
+storage with one of the op's inputs (a view, a transpose, an in-place write) allocated nothing and
+is not counted: weights and caches that existed before the call never enter the figure. Kernel workspaces that never
 become tensors (e.g. inside the CPU flash-attention kernel) stay invisible; the method is recorded
 in the ``memory_method`` column.
 """
@@ -30,10 +32,12 @@ class LiveStorageTracker(TorchDispatchMode):
         self._tracked: set[int] = set()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
         self.ops.add(func.__name__.split(".")[0])
+        input_storages = {_storage_ptr(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
         for leaf in tree_leaves(out):
-            if isinstance(leaf, torch.Tensor):
+            if isinstance(leaf, torch.Tensor) and _storage_ptr(leaf) not in input_storages:
                 self._track(leaf.untyped_storage())
         return out
 
@@ -49,6 +53,10 @@ class LiveStorageTracker(TorchDispatchMode):
     def _release(self, key: int, nbytes: int) -> None:
         self._tracked.discard(key)
         self.live_bytes -= nbytes
+
+
+def _storage_ptr(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
 
 
 def peak_memory(fn: Callable[[], object], device: torch.device) -> tuple[int, str]:
