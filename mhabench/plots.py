@@ -149,28 +149,32 @@ def _series_plot(
     return fig
 
 
-def latency_vs_seq_len(rows: pd.DataFrame, styles: dict[str, tuple[str, str]]) -> Plot:
-    title = "Latency vs sequence length (log-log)"
-    ok = ok_rows(rows)
-    fig = _series_plot(ok, "seq_len", [("latency", "median latency (ms)", lambda g: g["latency_ms"])], styles)
+def _vs_seq_len(
+    name: str, title: str, rows: pd.DataFrame, ylabel: str, metric: Callable[[pd.Series], pd.Series],
+    styles: dict[str, tuple[str, str]], reason: str,
+) -> Plot:  # fmt: skip
+    """One metric against seq_len (log-log); ``reason`` says why the plot is skipped when it cannot be drawn."""
+    fig = _series_plot(rows, "seq_len", [(name, ylabel, metric)], styles)
     if fig is None:
-        return Plot("latency_vs_seq_len", title, None, "needs at least two seq_len values for one implementation")
-    _titled(fig, title, constant_label(ok, ("seq_len",)))
-    return Plot("latency_vs_seq_len", title, render(fig))
+        return Plot(name, title, None, reason)
+    _titled(fig, title, constant_label(rows, ("seq_len",)))
+    return Plot(name, title, render(fig))
+
+
+def latency_vs_seq_len(rows: pd.DataFrame, styles: dict[str, tuple[str, str]]) -> Plot:
+    return _vs_seq_len(
+        "latency_vs_seq_len", "Latency vs sequence length (log-log)", ok_rows(rows), "median latency (ms)",
+        lambda g: g["latency_ms"], styles, "needs at least two seq_len values for one implementation",
+    )  # fmt: skip
 
 
 def memory_vs_seq_len(rows: pd.DataFrame, styles: dict[str, tuple[str, str]]) -> Plot:
-    title = "Peak memory vs sequence length"
     ok = ok_rows(rows)
     ok = ok[ok["peak_memory_bytes"].notna() & (ok["peak_memory_bytes"].astype(float) > 0)]
-    fig = _series_plot(
-        ok, "seq_len", [("memory", "peak memory (MiB)", lambda g: g["peak_memory_bytes"].astype(float) / MIB)],
-        styles,
+    return _vs_seq_len(
+        "memory_vs_seq_len", "Peak memory vs sequence length", ok, "peak memory (MiB)",
+        lambda g: g["peak_memory_bytes"].astype(float) / MIB, styles, "needs peak memory at two or more seq_len values",
     )  # fmt: skip
-    if fig is None:
-        return Plot("memory_vs_seq_len", title, None, "needs peak memory at two or more seq_len values")
-    _titled(fig, title, constant_label(ok, ("seq_len",)))
-    return Plot("memory_vs_seq_len", title, render(fig))
 
 
 def vs_heads(rows: pd.DataFrame, styles: dict[str, tuple[str, str]]) -> Plot:
