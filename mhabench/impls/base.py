@@ -59,15 +59,27 @@ def causal_mask(q_len: int, kv_len: int, device: torch.device) -> torch.Tensor:
     return torch.ones(q_len, kv_len, dtype=torch.bool, device=device).triu(offset + 1)
 
 
-def materialized_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+def attention_probabilities(q: torch.Tensor, k: torch.Tensor, causal: bool, scaled: bool = True) -> torch.Tensor:
+    """softmax(QKᵀ/√d_k + mask), materialized: (…, n, d_k) × (…, L, d_k) → (…, n, L).
+
+    ``scaled=False`` leaves out the 1/√d_k pass entirely (the ``unscaled`` ablation).
+    """
+    scores = q @ k.transpose(-2, -1)
+    if scaled:
+        scores = scores / math.sqrt(q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
+    return scores.softmax(dim=-1)
+
+
+def materialized_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scaled: bool = True
+) -> torch.Tensor:
     """The annotated-transformer attention: the full n×L score matrix exists in memory.
 
     ``q`` is (…, n, d_k); ``k``/``v`` are (…, L, d_k) with the same leading dims.
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if causal:
-        scores = scores.masked_fill(causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
-    return scores.softmax(dim=-1) @ v
+    return attention_probabilities(q, k, causal, scaled) @ v
 
 
 def repeat_kv(t: torch.Tensor, groups: int) -> torch.Tensor:

@@ -19,6 +19,8 @@ from mhabench.weights import AttentionWeights
 class NaiveAttention(AttentionModule):
     """The annotated-transformer version; the reference point every speedup is measured against."""
 
+    scaled = True  # divide the scores by √d_k (the ``unscaled`` ablation turns this off)
+
     def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
         super().__init__(weights, heads, causal)
         self.weights = weights
@@ -30,13 +32,15 @@ class NaiveAttention(AttentionModule):
         v = self.split_heads(linear(x, w.w_v, w.b_v), self.kv_heads)
         return k, v
 
+    def project_q(self, x: torch.Tensor) -> torch.Tensor:
+        """Queries of ``x`` as (b, heads, n, d_k)."""
+        return self.split_heads(linear(x, self.weights.w_q, self.weights.b_q), self.heads)
+
     def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
         """Q projection of ``x``, materialized attention over ``k``/``v`` (K/V copied per query head), W_o."""
-        w = self.weights
-        q = self.split_heads(linear(x, w.w_q, w.b_q), self.heads)
         groups = self.heads // self.kv_heads
-        out = materialized_attention(q, repeat_kv(k, groups), repeat_kv(v, groups), causal)
-        return linear(self.merge_heads(out), w.w_o, w.b_o)
+        out = materialized_attention(self.project_q(x), repeat_kv(k, groups), repeat_kv(v, groups), causal, self.scaled)
+        return linear(self.merge_heads(out), self.weights.w_o, self.weights.b_o)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.attend(x, *self.project_kv(x), self.causal)

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import torch
 
-from mhabench.impls.base import AttentionModule, causal_mask, linear, repeat_kv
+from mhabench.errors import UnsupportedError
+from mhabench.impls.base import attention_probabilities, repeat_kv
+from mhabench.impls.kv_cache import KVCache
+from mhabench.impls.naive import NaiveAttention
 from mhabench.impls.registry import register
 from mhabench.reference import reference_attention
 from mhabench.weights import AttentionWeights
@@ -28,27 +31,20 @@ def unscaled_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, c
     traffic="unscaled",
     reference=unscaled_reference,
 )
-class UnscaledAttention(AttentionModule):
+class UnscaledAttention(NaiveAttention):
     """``naive`` with the scale factor left out; grouped K/V heads are copied to their queries."""
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
-        super().__init__(weights, heads, causal)
-        self.weights = weights
+    scaled = False
 
     def probabilities(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Attention probabilities (b, h, n, n) and the values (b, h, n, d_k) they weight."""
-        w, groups = self.weights, self.heads // self.kv_heads
-        q = self.split_heads(linear(x, w.w_q, w.b_q), self.heads)
-        k = repeat_kv(self.split_heads(linear(x, w.w_k, w.b_k), self.kv_heads), groups)
-        v = repeat_kv(self.split_heads(linear(x, w.w_v, w.b_v), self.kv_heads), groups)
-        scores = q @ k.transpose(-2, -1)
-        if self.causal:
-            scores = scores.masked_fill(causal_mask(x.shape[1], x.shape[1], x.device), float("-inf"))
-        return scores.softmax(dim=-1), v
+        groups = self.heads // self.kv_heads
+        k, v = (repeat_kv(t, groups) for t in self.project_kv(x))
+        return attention_probabilities(self.project_q(x), k, self.causal, scaled=False), v
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        probs, v = self.probabilities(x)
-        return linear(self.merge_heads(probs @ v), self.weights.w_o, self.weights.b_o)
+    def decode_step(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Decode is checked against the scaled float64 decode reference, which this function is not."""
+        raise UnsupportedError("phase decode: unscaled has no float64 decode reference of its own")
 
 
 def softmax_saturation(probs: torch.Tensor) -> tuple[float, float]:
