@@ -2,7 +2,8 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from mhabench.impls import available_implementations, build, register
+from mhabench.impls import Capabilities, available_implementations, build, register
+from mhabench.measure import cost
 from mhabench.weights import AttentionWeights
 
 try:
@@ -10,4 +11,4 @@ try:
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["AttentionWeights", "__version__", "available_implementations", "build", "register"]
+__all__ = ["AttentionWeights", "Capabilities", "__version__", "available_implementations", "build", "cost", "register"]

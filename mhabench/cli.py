@@ -14,10 +14,13 @@ from rich.table import Table
 
 import mhabench
 from mhabench import config as config_mod
-from mhabench import display, plugins, runner
+from mhabench import display, plugins, runner, schema
 from mhabench.errors import InputError, MhabenchError
 from mhabench.impls import get_spec
 from mhabench.impls.registry import available_implementations
+from mhabench.results import rows_frame
+from mhabench.speedup import DEFAULT_BASELINE
+from mhabench.table import to_rich
 
 app = typer.Typer(
     add_completion=False,
@@ -70,6 +73,7 @@ def run(
         list[Path] | None,
         typer.Option("--plugin", help="Python file that registers implementations; they join the run (repeatable)."),
     ] = None,
+    baseline: Annotated[str, typer.Option("--baseline", help="Summary speedups over this impl.")] = DEFAULT_BASELINE,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     with user_errors():
@@ -83,11 +87,11 @@ def run(
         ]
         for config in loaded:
             if dry_run:
-                console.print(display.plan_table(runner.plan(config)))
+                console.print(to_rich(display.plan_table(rows_frame(runner.plan(config)))))
                 continue
             with display.RichProgress(console) as progress:
                 result = runner.run(config, out, progress=progress, argv=sys.argv)
-            console.print(display.summary_table(result.rows))
+            console.print(to_rich(display.results_table(result.frame, baseline)))
             console.print(f"results: {result.run_dir}")
 
 
@@ -95,12 +99,27 @@ def run(
 def list_implementations() -> None:
     """The registered implementations, one line each."""
     table = Table(show_header=True)
-    table.add_column("implementation")
-    table.add_column("default")
-    table.add_column("what it does")
+    for header in ("implementation", "default", "cost model", "what it does"):
+        table.add_column(header)
     for name in available_implementations():
         spec = get_spec(name)
-        table.add_row(name, "yes" if spec.core else "", spec.description)
+        table.add_row(name, "yes" if spec.core else "", spec.cost.name if spec.cost else "-", spec.description)
+    console.print(table)
+
+
+@app.command()
+def columns(
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print docs/columns.md (the column reference).")] = False,
+) -> None:
+    """Every result column: unit, role (key / measured / modelled / derived) and meaning."""
+    if markdown:
+        typer.echo(schema.reference_markdown())
+        return
+    table = Table(show_header=True)
+    for header in ("column", "unit", "role", "description"):
+        table.add_column(header)
+    for info in schema.columns_info():
+        table.add_row(info.name, info.unit, info.role, info.description)
     console.print(table)
 
 
@@ -115,7 +134,7 @@ def compare(
     candidate_ref: Annotated[
         str | None, typer.Argument(metavar="[CANDIDATE]", help="Second run: compare CANDIDATE against RUN.")
     ] = None,
-    baseline: Annotated[str, typer.Option("--baseline", help="One run: speedups over this impl.")] = "naive",
+    baseline: Annotated[str, typer.Option("--baseline", help="One run: speedups over this impl.")] = DEFAULT_BASELINE,
     threshold: Annotated[str, typer.Option("--threshold", help="Two runs: smallest change that counts.")] = "5%",
     fail_on_regression: Annotated[
         bool, typer.Option("--fail-on-regression", help="Exit 1 if a row is significantly slower.")
@@ -159,6 +178,7 @@ def compare(
 def report(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run folder, run id, or latest.")],
     report_format: Annotated[str, typer.Option("--format", help="html | md | both")] = "both",
+    baseline: Annotated[str, typer.Option("--baseline", help="Speedups over this impl.")] = DEFAULT_BASELINE,
     out: Annotated[Path | None, typer.Option("--out", help="Folder for the report (default: the run folder).")] = None,
     results_root: Annotated[Path, typer.Option("--results-root", help="Where run ids are looked up.")] = Path(
         "results"
@@ -171,7 +191,7 @@ def report(
     with user_errors():
         formats = report_mod.parse_formats(report_format)
         run_data = results.load_run(run_ref, results_root)
-        for path in report_mod.write_report(run_data, out or run_data.path, formats):
+        for path in report_mod.write_report(run_data, out or run_data.path, formats, baseline):
             _fresh_console().print(f"report: {path}", highlight=False, soft_wrap=True)
 
 

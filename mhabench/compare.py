@@ -17,15 +17,13 @@ from typing import Any
 
 import pandas as pd
 
-from mhabench import results, stats
-from mhabench.display import case_label, format_number
+from mhabench import results, stats, table
+from mhabench.display import status_text
 from mhabench.errors import InputError
-from mhabench.markdown import md_table
+from mhabench.schema import CASE_KEY
+from mhabench.speedup import DEFAULT_BASELINE, is_ok, samples_of, speedup_rows
+from mhabench.table import TableModel, case_label, format_number
 
-# Identity columns that do not define "the same measurement": names, ids and outcomes.
-NOT_KEY = {"run_id", "scenario", "case_id", "device_name", "status", "error", "head_dim"}
-# Identity fields other features add to rows; matched on when both runs have them.
-EXTRA_KEY = ("kv_heads", "kv_len", "mode", "phase")
 ENVIRONMENT_FIELDS = (
     "device_kind", "device_name", "cpu_model", "torch", "cuda", "cudnn", "threads", "mhabench_version",
     "python", "git_commit",
@@ -69,67 +67,12 @@ class Comparison:
         return self.rows[self.rows["verdict"] == "slower"]
 
 
-def samples_of(row: pd.Series) -> list[float]:
-    """The raw latency samples of a row; a CSV-only run has just the median (one point, no CI)."""
-    times = row.get(results.SAMPLES_COLUMN)
-    if isinstance(times, list | tuple) and len(times):
-        return [float(t) for t in times]
-    latency = row.get("latency_ms")
-    return [float(latency)] if latency is not None and math.isfinite(float(latency)) else []
-
-
-def _is_ok(row: pd.Series) -> bool:
-    return row.get("status") == "ok" and bool(samples_of(row))
-
-
-# --- within one run ----------------------------------------------------------------------------
-
-
-def speedups(run: results.Run, baseline: str = "naive") -> Comparison:
+def speedups(run: results.Run, baseline: str = DEFAULT_BASELINE) -> Comparison:
     """Per case: each implementation's speedup over ``baseline`` (with CI), memory ratio, intensity, winner."""
     if baseline not in set(run.rows["impl"]):
         known = ", ".join(sorted(set(run.rows["impl"])))
         raise InputError(f"--baseline: {baseline!r} is not in run {run.run_id} (implementations: {known})")
     return Comparison(run.run_id, None, speedup_rows(run.rows, baseline), [], baseline=baseline)
-
-
-def speedup_rows(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    """The rows of ``speedups``: one per (case, implementation), in the run's order."""
-    out = [_case_speedups(group, baseline) for _, group in frame.groupby("case_id", sort=False)]
-    return pd.DataFrame([row for case in out for row in case])
-
-
-def _case_speedups(group: pd.DataFrame, baseline: str) -> list[dict[str, Any]]:
-    base_rows = group[group["impl"] == baseline]
-    base = base_rows.iloc[0] if len(base_rows) and _is_ok(base_rows.iloc[0]) else None
-    ok_latency = {r["impl"]: float(r["latency_ms"]) for _, r in group.iterrows() if _is_ok(r)}
-    winner = min(ok_latency, key=ok_latency.__getitem__) if ok_latency else None
-    rows = []
-    for _, row in group.iterrows():
-        ok = _is_ok(row)
-        estimate = stats.ratio_of_medians(samples_of(base), samples_of(row)) if ok and base is not None else None
-        base_memory = base.get("peak_memory_bytes") if base is not None else None
-        rows.append({
-            "scenario": row["scenario"], "case_id": row["case_id"], "case": case_label(row), "impl": row["impl"],
-            "latency_ms": row.get("latency_ms") if ok else math.nan,
-            "speedup": estimate.ratio if estimate else math.nan,
-            "speedup_ci_low": estimate.ci_low if estimate else math.nan,
-            "speedup_ci_high": estimate.ci_high if estimate else math.nan,
-            "peak_memory_bytes": row.get("peak_memory_bytes"),
-            "memory_ratio": _ratio(row.get("peak_memory_bytes"), base_memory) if ok else math.nan,
-            "arithmetic_intensity": row.get("arithmetic_intensity"),
-            "winner": row["impl"] == winner, "noisy": bool(row.get("noisy")) if ok else False,
-            "status": row["status"], "error": row.get("error") or "",
-        })  # fmt: skip
-    return rows
-
-
-def _ratio(numerator: Any, denominator: Any) -> float:
-    try:
-        value = float(numerator) / float(denominator)
-    except (TypeError, ValueError, ZeroDivisionError):
-        return math.nan
-    return value if math.isfinite(value) else math.nan
 
 
 # --- two runs ----------------------------------------------------------------------------------
@@ -164,10 +107,8 @@ def manifest_differences(base: results.Run, candidate: results.Run) -> list[Diff
 
 
 def match_key(base: pd.DataFrame, candidate: pd.DataFrame) -> list[str]:
-    """The case key both runs can be matched on: every known identity field present in both."""
-    known = [*results.CASE_KEY]
-    known += [c for c in [*results.IDENTITY_COLUMNS, *EXTRA_KEY] if c not in NOT_KEY and c not in known]
-    key = [c for c in known if c in base.columns and c in candidate.columns]
+    """The case key both runs can be matched on: the schema's key columns present in both."""
+    key = [c for c in CASE_KEY if c in base.columns and c in candidate.columns]
     if base.duplicated(key).any() or candidate.duplicated(key).any():
         key.append("scenario")  # the same shape measured by two scenarios of one run
     return key
@@ -222,7 +163,7 @@ def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
     if presence != "both":
         out["verdict"] = "only in base" if presence == "left_only" else "only in candidate"
         return out
-    failed = [(name, side) for name, side in (("base", base), ("candidate", cand)) if not _is_ok(side)]
+    failed = [(name, side) for name, side in (("base", base), ("candidate", cand)) if not is_ok(side)]
     if failed:
         out["verdict"] = "not compared"
         out["note"] = "; ".join(
@@ -256,7 +197,7 @@ def write_output(comparison: Comparison, path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if suffix == ".csv":
-            comparison.rows.to_csv(path, index=False)
+            path.write_text(table.to_csv(comparison_table(comparison)), encoding="utf-8")
         elif suffix == ".json":
             path.write_text(json.dumps(_as_json(comparison), indent=2, default=str) + "\n", encoding="utf-8")
         else:
@@ -266,7 +207,7 @@ def write_output(comparison: Comparison, path: Path) -> None:
 
 
 def _as_json(comparison: Comparison) -> dict[str, Any]:
-    records = json.loads(comparison.rows.to_json(orient="records"))  # NaN → null
+    records = table.to_json_records(comparison_table(comparison))
     return {
         "base": comparison.base_id, "candidate": comparison.candidate_id,
         "baseline": comparison.baseline, "threshold": comparison.threshold, "alpha": stats.ALPHA,
@@ -279,8 +220,14 @@ def _ci(low: Any, high: Any) -> str:
     return f"[{format_number(low, '.3f')}, {format_number(high, '.3f')}]" if math.isfinite(float(low)) else "-"
 
 
-def markdown_rows(comparison: Comparison) -> tuple[list[str], list[list[str]], list[bool]]:
-    """Headers, cells and right-alignment of the comparison, as shown in Markdown and the terminal."""
+def _verdict_style(verdict: str) -> str:
+    return {"~": "maybe", "only in base": "only", "only in candidate": "only", "not compared": "failed"}.get(
+        verdict, verdict
+    )
+
+
+def comparison_table(comparison: Comparison) -> TableModel:
+    """The comparison as the shared table model (terminal, Markdown, CSV and JSON render it)."""
     frame = comparison.rows
     if comparison.candidate_id is None:
         headers = ["case", "impl", "median ms", f"speedup vs {comparison.baseline}", "95% CI", "mem ratio",
@@ -288,10 +235,11 @@ def markdown_rows(comparison: Comparison) -> tuple[list[str], list[list[str]], l
         cells = [
             [r["case"], r["impl"], format_number(r["latency_ms"], ".3f"), format_number(r["speedup"], ".2f", "×"),
              _ci(r["speedup_ci_low"], r["speedup_ci_high"]), format_number(r["memory_ratio"], ".2f", "×"),
-             format_number(r["arithmetic_intensity"], ".1f"), "★" if r["winner"] else "",
-             _status_text(r)]
+             format_number(r["arithmetic_intensity"], ".1f"), "★" if r["winner"] else "", status_text(r)]
             for _, r in frame.iterrows()
         ]  # fmt: skip
+        styles = ["failed" if r["status"] != "ok" else "winner" if r["winner"] else "" for _, r in frame.iterrows()]
+        title = f"{comparison.base_id}: speedup vs {comparison.baseline} (ratio of medians, 95% bootstrap CI)"
     else:
         headers = ["case", "impl", "base ms", "cand ms", "ratio", "95% CI", "p (Holm)", "verdict", "note"]
         cells = [
@@ -300,13 +248,13 @@ def markdown_rows(comparison: Comparison) -> tuple[list[str], list[list[str]], l
              r["verdict"], r["note"]]
             for _, r in frame.iterrows()
         ]  # fmt: skip
-    right = [h not in ("case", "impl", "verdict", "note", "status", "winner") for h in headers]
-    return headers, cells, right
-
-
-def _status_text(row: pd.Series) -> str:
-    text = "ok" if row["status"] == "ok" else f"{row['status']}: {row['error']}"
-    return text + (" (noisy)" if row["noisy"] else "")
+        styles = [_verdict_style(str(r["verdict"])) for _, r in frame.iterrows()]
+        title = (
+            f"{comparison.base_id} → {comparison.candidate_id}: candidate/base median "
+            f"(threshold {comparison.threshold:.1%}, Holm-corrected α = {stats.ALPHA})"
+        )
+    numeric = [h not in ("case", "impl", "verdict", "note", "status", "winner") for h in headers]
+    return TableModel(title, headers, cells, numeric, styles, list(frame["case"]), frame)
 
 
 def as_markdown(comparison: Comparison) -> str:
@@ -320,5 +268,4 @@ def as_markdown(comparison: Comparison) -> str:
     if comparison.differences:
         parts += ["Manifest differences:", ""]
         parts += [f"- {d.field}: {d.base} → {d.candidate}" for d in comparison.differences] + [""]
-    headers, cells, right = markdown_rows(comparison)
-    return "\n".join([*parts, md_table(headers, cells, right), ""])
+    return "\n".join([*parts, table.to_markdown(comparison_table(comparison)), ""])

@@ -8,18 +8,28 @@ product of its lists, one :class:`Case` per combination.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
+import math
+import re
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import torch
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from mhabench import plugins
-from mhabench.errors import ConfigError, DeviceUnavailableError, PluginError, UnknownImplementationError
+from mhabench.errors import (
+    ConfigError,
+    DeviceUnavailableError,
+    PluginError,
+    UnknownImplementationError,
+    describe_validation_error,
+    quote,
+    shorten,
+)
+from mhabench.guard import check_document_size
 from mhabench.impls import get_spec
 
 DtypeName = Literal["float32", "float16", "bfloat16"]
@@ -28,8 +38,22 @@ DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
 }
-PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+# Upper bounds a data-centre GPU could still need; beyond them a value is a typo, and every stored
+# value then fits in int64 (so a Parquet column can never overflow).
+SeqLen = Annotated[int, Field(gt=0, le=1_048_576, strict=True)]
+ModelWidth = Annotated[int, Field(gt=0, le=65_536, strict=True)]
+BatchSize = Annotated[int, Field(gt=0, le=65_536, strict=True)]
+HeadCount = Annotated[int, Field(gt=0, le=1024, strict=True)]
+Seconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
+INT64_MAX = 2**63 - 1
+DEFAULT_MAX_ROWS = 10_000
+MAX_ROWS_LIMIT = 100_000_000
 DEFAULT_CONFIG_NAME = "default.yaml"
+IsolationMode = Literal["inprocess", "process"]
+SWEEP_FIELDS = (
+    "batch", "seq_len", "d_model", "heads", "kv_heads", "causal", "bias", "mode", "phase", "tensor_parallel",
+)  # fmt: skip
+"""The scenario fields that may be lists, in the order a sweep nests them."""
 
 
 class _Strict(BaseModel):
@@ -39,14 +63,27 @@ class _Strict(BaseModel):
 class TimingConfig(_Strict):
     """How long and how often to time each (case, implementation)."""
 
-    min_run_time_s: float = Field(0.2, gt=0, description="minimum total timed run per row")
-    max_run_time_s: float = Field(3.0, gt=0, description="cap on the timed run per row")
-    min_samples: PositiveInt = Field(10, description="samples wanted for statistics (within the cap)")
-    warmup_runs: int = Field(2, ge=0, description="untimed calls before timing")
-    noise_threshold: float = Field(0.1, gt=0, description="IQR / median above which a row is noisy")
+    min_run_time_s: Seconds = Field(0.2, description="minimum total timed run per row")
+    max_run_time_s: Seconds = Field(3.0, description="cap on the timed run per row")
+    min_samples: int = Field(10, gt=0, le=1_000_000, strict=True, description="samples wanted (within the cap)")
+    warmup_runs: int = Field(2, ge=0, le=1_000_000, description="untimed calls before timing; the minimum when timed")
+    noise_threshold: float = Field(0.1, gt=0, allow_inf_nan=False, description="IQR / median above which it is noisy")
+    warmup_max_s: float = Field(
+        1.0, ge=0, le=3600, allow_inf_nan=False, description="cap on the time spent warming up one implementation"
+    )
+    flush_l2: bool = Field(
+        True,
+        description="CUDA: overwrite a buffer larger than L2 before each timed call, so no call finds a warm cache",
+    )
+    cuda_graphs: bool = Field(
+        False, description="CUDA only: capture the call once and replay it, removing kernel-launch overhead"
+    )
 
 
 def _as_list(value: Any) -> Any:
+    """A scalar is a one-value sweep; an empty list would silently drop its scenario, so it is refused."""
+    if value == []:
+        raise ValueError("an empty list sweeps nothing; give at least one value")
     return value if isinstance(value, list) else [value]
 
 
@@ -54,22 +91,23 @@ class ScenarioSpec(_Strict):
     """One scenario; list-valued fields sweep."""
 
     name: str = "scenario"
-    batch: list[PositiveInt] = [1]
-    seq_len: list[PositiveInt]
-    d_model: list[PositiveInt]
-    heads: list[PositiveInt]
-    kv_heads: list[PositiveInt] | None = Field(None, description="key/value heads (GQA); default = heads; 1 = MQA")
+    batch: list[BatchSize] = [1]
+    seq_len: list[SeqLen]
+    d_model: list[ModelWidth]
+    heads: list[HeadCount]
+    kv_heads: list[HeadCount] | None = Field(None, description="key/value heads (GQA); default = heads; 1 = MQA")
     causal: list[bool] = [False]
     bias: list[bool] = [False]
     mode: list[Literal["forward", "train"]] = Field(["forward"], description="train = forward + backward")
     phase: list[Literal["prefill", "decode"]] = Field(
         ["prefill"], description="decode = one new token per sequence against a KV cache of seq_len tokens"
     )
-    seed: int = 0
-
-    @field_validator(
-        "batch", "seq_len", "d_model", "heads", "kv_heads", "causal", "bias", "mode", "phase", mode="before"
+    seed: int = Field(0, ge=-INT64_MAX - 1, le=INT64_MAX, description="weights and input are generated from it")
+    tensor_parallel: list[HeadCount] = Field(
+        [1], description="ranks that split the heads (Megatron-style); heads and kv_heads must be divisible by it"
     )
+
+    @field_validator(*SWEEP_FIELDS, mode="before")
     @classmethod
     def _listify(cls, value: Any) -> Any:
         return value if value is None else _as_list(value)
@@ -99,6 +137,16 @@ class ScenarioSpec(_Strict):
                 raise ValueError(f"d_model {d_model} is not divisible by heads {n_heads}")
         return heads
 
+    @field_validator("tensor_parallel")
+    @classmethod
+    def _heads_split_evenly(cls, sizes: list[int], info: ValidationInfo) -> list[int]:
+        """Every rank holds whole query heads and whole key/value heads."""
+        for field in ("heads", "kv_heads"):
+            for count, size in itertools.product(info.data.get(field) or [], sizes):
+                if count % size:
+                    raise ValueError(f"{field} {count} is not divisible by tensor_parallel {size}")
+        return sizes
+
 
 class RunConfig(_Strict):
     """A whole scenario file."""
@@ -109,6 +157,21 @@ class RunConfig(_Strict):
     implementations: list[str] | None = None
     timing: TimingConfig = TimingConfig()
     scenarios: list[ScenarioSpec] = Field(min_length=1)
+    threads: int | None = Field(None, ge=1, le=4096, strict=True, description="torch threads; None = all")
+    allocator: Literal["steady", "system"] = Field(
+        "steady",
+        description="CPU allocator policy: steady fixes glibc's mmap/trim thresholds so buffers are reused "
+        "(as a long-running server sees them); system keeps glibc's dynamic behaviour",
+    )
+    isolation: IsolationMode = Field(
+        "inprocess", description="process runs each case in a child process, so a hang or crash loses one case"
+    )
+    case_timeout_s: float = Field(
+        600.0, gt=0, le=604_800, allow_inf_nan=False, description="isolation process: a case is killed after this"
+    )
+    max_rows: int = Field(
+        DEFAULT_MAX_ROWS, ge=1, le=MAX_ROWS_LIMIT, strict=True, description="most cases × implementations a run runs"
+    )
 
     @field_validator("dtype", mode="before")
     @classmethod
@@ -118,9 +181,9 @@ class RunConfig(_Strict):
     @field_validator("device")
     @classmethod
     def _device_syntax(cls, value: str) -> str:
-        if value in ("auto", "cpu", "cuda") or (value.startswith("cuda:") and value[5:].isdigit()):
+        if value in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:[0-9]{1,4}", value):
             return value
-        raise ValueError(f"device must be auto, cpu, cuda or cuda:N, not {value!r}")
+        raise ValueError(f"device must be auto, cpu, cuda or cuda:N, not {quote(value)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +203,8 @@ class Case:
     """Key/value heads; None (the default) means ``heads``, i.e. plain multi-head attention."""
     mode: str = "forward"
     phase: str = "prefill"
+    tensor_parallel: int = 1
+    """Ranks the heads are split across; 1 = one device."""
 
     def __post_init__(self) -> None:
         if self.kv_heads is None:
@@ -152,6 +217,7 @@ class Case:
     @property
     def case_id(self) -> str:
         kv = f"-kv{self.kv_heads}" if self.kv_heads != self.heads else ""
+        kv += f"-tp{self.tensor_parallel}" if self.tensor_parallel > 1 else ""
         flags = "".join(f"-{flag}" for flag in ("causal", "bias") if getattr(self, flag))
         flags += "".join(f"-{value}" for value in (self.mode, self.phase) if value not in ("forward", "prefill"))
         return f"{self.scenario}/b{self.batch}-n{self.seq_len}-d{self.d_model}-h{self.heads}{kv}-{self.dtype}{flags}"
@@ -160,38 +226,13 @@ class Case:
 # --- loading -----------------------------------------------------------------------------------
 
 
-def _model_for(loc: tuple[Any, ...]) -> type[BaseModel]:
-    """The pydantic model that owns the field at ``loc`` (for "did you mean" suggestions)."""
+def _known_fields(loc: tuple[Any, ...]) -> list[str]:
+    """The fields of the model that owns ``loc`` (for "did you mean" suggestions)."""
     if loc and loc[0] == "timing":
-        return TimingConfig
+        return list(TimingConfig.model_fields)
     if loc and loc[0] == "scenarios" and len(loc) > 2:
-        return ScenarioSpec
-    return RunConfig
-
-
-def _format_loc(loc: tuple[Any, ...]) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
-    return text
-
-
-def _describe(error: dict[str, Any]) -> str:
-    loc = tuple(error["loc"])
-    # list-valued fields report the list index last; name the field, not the element
-    field_loc = loc[:-1] if len(loc) > 1 and isinstance(loc[-1], int) and loc[-2] != "scenarios" else loc
-    where = _format_loc(field_loc) or "(top level)"
-    if error["type"] == "extra_forbidden":
-        known = list(_model_for(loc).model_fields)
-        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else f"; known fields: {', '.join(known)}"
-        return f"{where}: unknown field{hint}"
-    message = error["msg"].removeprefix("Value error, ")
-    if error["type"] == "missing":
-        return f"{where}: required field is missing"
-    if error["type"] == "value_error":
-        return f"{where}: {message}"
-    return f"{where}: {message} (got {error.get('input')!r})"
+        return list(ScenarioSpec.model_fields)
+    return list(RunConfig.model_fields)
 
 
 def parse_config(data: Any, source: str) -> RunConfig:
@@ -200,12 +241,11 @@ def parse_config(data: Any, source: str) -> RunConfig:
         raise ConfigError(f"{source}: the file is empty")
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of fields, got a {type(data).__name__}")
+    check_document_size(data, source)
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ConfigError(f"{source}: {_describe(first)}{more}") from None
+        raise ConfigError(f"{source}: {describe_validation_error(exc, _known_fields)}") from None
     if config.name is None:
         config = config.model_copy(update={"name": Path(source).stem})
     if config.implementations:
@@ -235,7 +275,7 @@ def check_implementations(names: list[str], where: str) -> None:
         try:
             get_spec(name)
         except UnknownImplementationError as exc:
-            raise UnknownImplementationError(f"{where}: {exc}") from None
+            raise UnknownImplementationError(f"{where}: {str(exc).replace(repr(name), quote(name))}") from None
 
 
 def load_config(path: str | Path) -> RunConfig:
@@ -253,7 +293,11 @@ def load_config(path: str | Path) -> RunConfig:
         mark = getattr(exc, "problem_mark", None)
         line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "malformed YAML"
-        raise ConfigError(f"{path}: invalid YAML{line}: {problem}") from None
+        raise ConfigError(f"{path}: invalid YAML{line}: {shorten(str(problem), 200)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal with more than 4300 digits
+        raise ConfigError(f"{path}: invalid YAML: {shorten(str(exc), 120)}") from None
     return parse_config(data, str(path))
 
 
@@ -293,23 +337,37 @@ def resolve_dtype(requested: str, device: torch.device) -> str:
     return requested
 
 
+def _dtypes(config: RunConfig, device: torch.device) -> list[str]:
+    return list(dict.fromkeys(resolve_dtype(d, device) for d in config.dtype))
+
+
+def _axes(spec: ScenarioSpec) -> list[list[Any]]:
+    return [getattr(spec, field) or [None] for field in SWEEP_FIELDS]  # kv_heads None → one "same as heads"
+
+
+def count_cases(config: RunConfig, device: torch.device) -> int:
+    """How many cases :func:`expand_cases` would return, without building them (a sweep may be huge)."""
+    return len(_dtypes(config, device)) * sum(math.prod(map(len, _axes(spec))) for spec in config.scenarios)
+
+
 def expand_cases(config: RunConfig, device: torch.device) -> list[Case]:
-    """Every case of every scenario, in file order, each sweep in cartesian-product order."""
-    dtypes = list(dict.fromkeys(resolve_dtype(d, device) for d in config.dtype))
+    """Every case of every scenario, in file order, each sweep in cartesian-product order (dtype outermost)."""
     cases = []
     for spec in config.scenarios:
-        for dtype, batch, seq_len, d_model, heads, kv_heads, causal, bias, mode, phase in itertools.product(
-            dtypes, spec.batch, spec.seq_len, spec.d_model, spec.heads, spec.kv_heads or [None],
-            spec.causal, spec.bias, spec.mode, spec.phase,
-        ):  # fmt: skip
-            cases.append(
-                Case(spec.name, batch, seq_len, d_model, heads, causal, bias, dtype, spec.seed, kv_heads, mode, phase)
-            )
+        for dtype, values in itertools.product(_dtypes(config, device), itertools.product(*_axes(spec))):
+            fields = dict(zip(SWEEP_FIELDS, values, strict=True))
+            cases.append(Case(scenario=spec.name, dtype=dtype, seed=spec.seed, **fields))
     return cases
 
 
-def with_overrides(config: RunConfig, device: str | None = None, implementations: list[str] | None = None) -> RunConfig:
-    """The config with command-line ``--device`` / ``--impl`` taking precedence over the file."""
+def with_overrides(
+    config: RunConfig,
+    device: str | None = None,
+    implementations: list[str] | None = None,
+    max_rows: int | None = None,
+    isolation: str | None = None,
+) -> RunConfig:
+    """The config with command-line ``--device`` / ``--impl`` / ``--max-rows`` / ``--isolation`` taking precedence."""
     update: dict[str, Any] = {}
     if device is not None:
         try:
@@ -320,4 +378,14 @@ def with_overrides(config: RunConfig, device: str | None = None, implementations
     if implementations:
         check_implementations(implementations, "--impl")
         update["implementations"] = implementations
+    if max_rows is not None:
+        if isinstance(max_rows, bool) or not 1 <= max_rows <= MAX_ROWS_LIMIT:
+            raise ConfigError(f"--max-rows: must be between 1 and {MAX_ROWS_LIMIT:,} (got {quote(max_rows)})")
+        update["max_rows"] = max_rows
+    if isolation is not None:
+        if isolation not in get_args(IsolationMode):
+            raise ConfigError(
+                f"--isolation: must be one of {', '.join(get_args(IsolationMode))} (got {quote(isolation)})"
+            )
+        update["isolation"] = isolation
     return config.model_copy(update=update)

@@ -1,8 +1,14 @@
-"""What a run ran on, for the manifest: versions, device, CPU, threads, git commit."""
+"""What a run ran on, for the manifest: versions, device, CPU, threads, git commit, GPU state.
+
+On CUDA the manifest also records what changes a GPU's numbers without changing its name: driver,
+clocks, power limit and MIG mode (from ``nvidia-smi``, when it is there and answers in time), which
+SDPA backends are enabled, and whether fp32 matmuls may use TF32 (a 7× difference in the fp32 roof).
+"""
 
 from __future__ import annotations
 
 import platform
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -11,6 +17,18 @@ import torch
 
 import mhabench
 from mhabench.measure.hardware import cpu_model, device_name
+
+NVIDIA_SMI_TIMEOUT_S = 10
+# nvidia-smi --query-gpu fields → manifest keys
+NVIDIA_SMI_FIELDS = {
+    "driver_version": "driver_version",
+    "clocks.sm": "sm_clock_mhz",
+    "clocks.max.sm": "sm_clock_max_mhz",
+    "clocks.mem": "memory_clock_mhz",
+    "power.limit": "power_limit_w",
+    "mig.mode.current": "mig_mode",
+    "pstate": "pstate",
+}
 
 
 def git_commit(cwd: Path | None = None) -> str | None:
@@ -26,6 +44,92 @@ def git_commit(cwd: Path | None = None) -> str | None:
     return done.stdout.strip() or None
 
 
+def canonical_device(device: str | torch.device) -> str:
+    """One spelling per physical device: ``auto``, ``cuda`` and ``cuda:0`` on GPU 0 all give "cuda:0".
+
+    ``auto`` is CUDA when available; a CUDA device without an index is the current device. So
+    ``compare`` matches runs made with ``auto`` and with ``--device cuda:0``.
+    """
+    if str(device) == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    if device.type != "cuda":
+        return device.type
+    index = device.index
+    if index is None:
+        index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    return f"cuda:{index}"
+
+
+def auto_dtype(device: torch.device) -> str:
+    """``dtype: auto``: float32 on the CPU; bfloat16 on Ampere (8.0) and later GPUs; float16 before.
+
+    Pre-Ampere GPUs have no bf16 tensor cores: torch emulates bf16 there, far below the fp16 rate.
+    """
+    if device.type != "cuda":
+        return "float32"
+    major, _ = torch.cuda.get_device_capability(device)
+    return "bfloat16" if major >= 8 else "float16"
+
+
+def _smi_value(text: str) -> str | float | None:
+    text = text.strip()
+    if text in ("", "[N/A]", "N/A", "[Not Supported]"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def nvidia_smi(device: torch.device) -> dict[str, Any]:
+    """Driver, clocks, power limit and MIG mode of ``device`` from nvidia-smi ({} when unavailable)."""
+    executable = shutil.which("nvidia-smi")
+    if executable is None or device.type != "cuda":
+        return {}
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    target = f"GPU-{uuid}" if uuid is not None else str(device.index or 0)
+    command = [executable, f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}", "--format=csv,noheader,nounits", "-i", target]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return {}
+    values = [_smi_value(part) for part in lines[0].split(",")]
+    return dict(zip(NVIDIA_SMI_FIELDS.values(), values, strict=False))
+
+
+def math_settings() -> dict[str, Any]:
+    """Backend switches that change what a kernel computes or how fast (recorded on every device)."""
+    cuda = torch.backends.cuda
+    sdpa = {
+        "flash": cuda.flash_sdp_enabled(),
+        "efficient": cuda.mem_efficient_sdp_enabled(),
+        "math": cuda.math_sdp_enabled(),
+        "cudnn": getattr(cuda, "cudnn_sdp_enabled", lambda: None)(),
+    }
+    return {
+        "sdpa_enabled": sdpa,
+        "allow_tf32": bool(cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+
+
+def cuda_details(device: torch.device) -> dict[str, Any]:
+    """Compute capability, SMs, memory and L2 of ``device``, plus what nvidia-smi says about it."""
+    props = torch.cuda.get_device_properties(device)
+    return {
+        "compute_capability": f"{props.major}.{props.minor}",
+        "multiprocessors": props.multi_processor_count,
+        "total_memory_bytes": props.total_memory,
+        "l2_cache_bytes": getattr(props, "L2_cache_size", None),
+        **nvidia_smi(device),
+    }
+
+
 def environment(device: torch.device) -> dict[str, Any]:
     cuda = torch.cuda.is_available()
     return {
@@ -36,9 +140,11 @@ def environment(device: torch.device) -> dict[str, Any]:
         "torch": torch.__version__,
         "cuda": torch.version.cuda if cuda else None,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
-        "device": str(device),
+        "device": canonical_device(device),
         "device_kind": device.type,
         "device_name": device_name(device),
         "cpu_model": cpu_model(),
         "threads": torch.get_num_threads(),
+        **math_settings(),
+        **(cuda_details(device) if device.type == "cuda" else {}),
     }

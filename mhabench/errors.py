@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
+import re
+import reprlib
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
 
 class MhabenchError(Exception):
     """Base class: a failure the user should see as one line, never as a traceback."""
@@ -51,3 +59,74 @@ class UnsupportedError(MhabenchError):
 
 class PluginError(InputError):
     """A plugin file or ``file.py:Class`` entry that cannot be loaded (missing, broken, wrong signature)."""
+
+
+QUOTE_LIMIT = 80
+"""Longest quoted value in an error: long enough to recognise, short enough to keep the message one line."""
+
+
+def shorten(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters with "…", so a 25 MB value cannot become a 25 MB error line."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """A short ``repr`` of a user value for an error message.
+
+    ``reprlib`` stops at a few items and levels, so quoting an alias-bomb list costs microseconds,
+    and a newline inside a string is escaped, so the message stays on one line.
+    """
+    try:
+        text = repr(value[: limit + 1]) if isinstance(value, str) else _SHORT_REPR.repr(value)
+    except ValueError:  # an int too long for str() (Python ≥ 3.11 caps int → str at 4300 digits)
+        text = f"an integer of {value.bit_length() if isinstance(value, int) else '?'} bits"
+    return shorten(text, limit)
+
+
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxlist, _SHORT_REPR.maxtuple, _SHORT_REPR.maxdict = 3, 6, 6, 4
+_SHORT_REPR.maxstring, _SHORT_REPR.maxother, _SHORT_REPR.maxlong = QUOTE_LIMIT, QUOTE_LIMIT, QUOTE_LIMIT
+
+
+def describe_validation_error(exc: ValidationError, known_fields: Callable[[tuple[Any, ...]], list[str]]) -> str:
+    """One line for a pydantic error: the field's path, what is wrong, the value (cut short), how many more.
+
+    An unknown key is reported first: a typo (``hedas``) also makes its intended field missing, and
+    the typo is the news. ``known_fields(loc)`` lists the fields beside ``loc`` for "did you mean".
+    """
+    errors = exc.errors()
+    first = next((error for error in errors if error["type"] == "extra_forbidden"), errors[0])
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{_describe(first, known_fields)}{more}"
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    """``scenarios[0].heads``; a key that is not a plain name is quoted, so it cannot break the line."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            name = str(part) if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,60}", str(part)) else quote(part, 40)
+            text += f".{name}" if text else name
+    return text
+
+
+def _describe(error: Any, known_fields: Callable[[tuple[Any, ...]], list[str]]) -> str:
+    loc = tuple(error["loc"])
+    # list-valued fields report the list index last; name the field, not the element
+    field_loc = loc[:-1] if len(loc) > 1 and isinstance(loc[-1], int) and loc[-2] != "scenarios" else loc
+    where = _format_loc(field_loc) or "(top level)"
+    if error["type"] == "extra_forbidden":
+        known = known_fields(loc)
+        close = difflib.get_close_matches(str(loc[-1])[:60], known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; known fields: {', '.join(known)}"
+        return f"{where}: unknown field{hint}"
+    if error["type"] == "invalid_key":
+        return f"{_format_loc(loc[:-1]) or '(top level)'}: key {quote(loc[-1])} is not a field name"
+    if error["type"] == "missing":
+        return f"{where}: required field is missing"
+    message = shorten(error["msg"].removeprefix("Value error, "), 300)
+    if error["type"] == "value_error":
+        return f"{where}: {message}"
+    return f"{where}: {message} (got {quote(error.get('input'))})"

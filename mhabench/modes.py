@@ -4,12 +4,12 @@
 - ``phase: decode``: one new token per sequence against a KV cache holding ``seq_len`` tokens.
   The cache is filled (and allocated with room for the new token) before timing; the timed step
   projects the new token, writes its K/V into the preallocated slot and attends over the cache.
-  Only implementations with ``project_kv`` and ``decode_step`` (naive, per_head, fused) can decode;
-  the others get an ``unsupported`` row. Checked against the last row of causal attention over the
-  seq_len + 1 tokens.
-- ``mode: train``: forward + backward, with the input and every weight tensor the module holds
-  requiring grad; gradients come from ``torch.autograd.grad`` so each call allocates them afresh
-  and the peak memory includes them. The step turns autograd on itself (leaving any
+  Implementations whose capabilities include ``decode`` have ``project_kv`` and ``decode_step``
+  (:class:`Decoder`); the runner gives the others an ``unsupported`` row before building them.
+  Checked against the last row of causal attention over the seq_len + 1 tokens.
+- ``mode: train``: forward + backward, with the input and the module's parameters requiring grad;
+  gradients come from ``torch.autograd.grad`` so each call allocates them afresh and the peak
+  memory includes them. The step turns autograd on itself (leaving any
   ``no_grad``/``inference_mode`` the runner wraps around calls), so the runner needs no mode logic.
 
 The runner stays mode-agnostic: it asks :func:`prepare` for a :class:`Step` and calls ``step.run``
@@ -19,14 +19,13 @@ wherever it called the module before.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
+from typing import Protocol
 
 import torch
 from torch import nn
 
 from mhabench.config import DTYPES, Case
-from mhabench.errors import UnsupportedError
 from mhabench.impls import build
 from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.registry import ImplSpec, ReferenceFn
@@ -34,7 +33,13 @@ from mhabench.measure.cost import Workload
 from mhabench.reference import decode_reference, reference_attention
 from mhabench.weights import AttentionWeights
 
-DECODE_IMPLEMENTATIONS_HINT = "decode needs project_kv and decode_step (naive, per_head, fused have them)"
+
+class Decoder(Protocol):
+    """What ``Capabilities(decode=True)`` promises the module has."""
+
+    def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def decode_step(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,8 +48,8 @@ class Step:
 
     run: Callable[[], torch.Tensor]
     """Does the work and returns the attention output (detached) that is checked."""
-    columns: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Extra row columns this mode knows before timing (e.g. ``kv_cache_bytes``)."""
+    kv_cache_bytes: int | None = None
+    """Bytes of the decode KV cache (None outside ``phase: decode``)."""
 
 
 def workload(case: Case) -> Workload:
@@ -86,19 +91,17 @@ def prepare(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tens
 
 
 def _decode(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tensor) -> tuple[nn.Module, Step]:
-    module = build(spec.name, weights, case.heads, case.causal)
-    if not (hasattr(module, "project_kv") and hasattr(module, "decode_step")):
-        raise UnsupportedError(f"phase decode: {spec.name} has no KV-cache decode step; {DECODE_IMPLEMENTATIONS_HINT}")
+    module: Decoder = build(spec.name, weights, case.heads, case.causal)  # type: ignore[assignment]
     prefix, new_token = x[:, :-1], x[:, -1:]
     with torch.no_grad():
         cache = KVCache.prefill(*module.project_kv(prefix))
-    return module, Step(run=lambda: module.decode_step(new_token, cache), columns={"kv_cache_bytes": cache.nbytes})
+    return module, Step(run=lambda: module.decode_step(new_token, cache), kv_cache_bytes=cache.nbytes)  # type: ignore[return-value]
 
 
 def _train(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tensor) -> tuple[nn.Module, Step]:
-    """Forward + backward w.r.t. the input and the module's own weight tensors (its layout: packed for fused)."""
-    module = build(spec.name, _detached(weights), case.heads, case.causal)
-    leaves = [x.detach().requires_grad_(), *(t.requires_grad_() for t in weight_tensors(module))]
+    """Forward + backward w.r.t. the input and the module's own parameters (its layout: packed for fused)."""
+    module = build(spec.name, weights, case.heads, case.causal)
+    leaves = [x.detach().requires_grad_(), *(p.requires_grad_() for p in module.parameters())]
     generator = torch.Generator().manual_seed(case.seed + 2)
     grad_output = torch.randn(x.shape, generator=generator, dtype=torch.float64).to(dtype=x.dtype, device=x.device)
 
@@ -111,41 +114,6 @@ def _train(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tenso
     return module, Step(run=run)
 
 
-def _detached(weights: AttentionWeights) -> AttentionWeights:
-    """The same numbers in new tensor objects, so marking a module's weights trainable stays local to it."""
-    return dataclasses.replace(
-        weights,
-        **{f.name: t.detach() for f in dataclasses.fields(weights) if (t := getattr(weights, f.name)) is not None},
-    )
-
-
-def weight_tensors(module: nn.Module) -> list[torch.Tensor]:
-    """Every distinct floating-point tensor ``module`` holds: parameters and plain tensor attributes.
-
-    Implementations keep weights as plain attributes (lists of per-head blocks, packed matrices,
-    an :class:`AttentionWeights`) rather than ``nn.Parameter``; this finds them all, once each.
-    """
-    found: dict[int, torch.Tensor] = {id(p): p for p in module.parameters()}
-    for sub in module.modules():
-        for name, value in vars(sub).items():
-            if not name.startswith("_"):
-                for tensor in _tensors_in(value):
-                    found.setdefault(id(tensor), tensor)
-    return list(found.values())
-
-
-def _tensors_in(value: object) -> Iterator[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        if value.is_floating_point():
-            yield value
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _tensors_in(item)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for field in dataclasses.fields(value):
-            yield from _tensors_in(getattr(value, field.name))
-
-
 def parameter_count(module: nn.Module) -> int:
-    """Scalars in the weights the module holds (what seed 001 compares between layouts)."""
-    return sum(t.numel() for t in weight_tensors(module))
+    """Scalars in the module's own weights: packed or per-head layouts of one weight set count the same."""
+    return sum(p.numel() for p in module.parameters())

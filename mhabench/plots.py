@@ -19,10 +19,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from mhabench.compare import speedup_rows
+from mhabench.schema import SHAPE_FIELDS, label
+from mhabench.speedup import DEFAULT_BASELINE, speedup_rows
 
 # Fields that make two rows different measurements (besides the implementation).
-SHAPE_FIELDS = ("batch", "seq_len", "d_model", "heads", "kv_heads", "causal", "bias", "dtype", "mode", "phase")
+PLOT_FIELDS = (*SHAPE_FIELDS, "dtype")
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 DPI = 110
@@ -71,12 +72,12 @@ def impl_styles(rows: pd.DataFrame) -> dict[str, tuple[str, str]]:
 
 
 def fields_present(rows: pd.DataFrame, exclude: Sequence[str]) -> list[str]:
-    return [f for f in SHAPE_FIELDS if f in rows.columns and f not in exclude]
+    return [f for f in PLOT_FIELDS if f in rows.columns and f not in exclude]
 
 
 def field_text(field: str, value: object) -> str:
     """``n=512``, ``causal`` / ``no causal``, ``float32``: one shape field, short enough for a legend."""
-    short = {"batch": "b", "seq_len": "n", "d_model": "d", "heads": "h", "kv_heads": "kv"}
+    short = {name: label(name) for name in ("batch", "seq_len", "d_model", "heads", "kv_heads")}
     if isinstance(value, bool | np.bool_):
         return field if value else f"no {field}"
     return str(value) if field == "dtype" else f"{short.get(field, field)}={value}"
@@ -226,7 +227,7 @@ def roofline(rows: pd.DataFrame, styles: dict[str, tuple[str, str]]) -> Plot:
     return Plot("roofline", title, render(fig))
 
 
-def speedup_bars(rows: pd.DataFrame, styles: dict[str, tuple[str, str]], baseline: str = "naive") -> Plot:
+def speedup_bars(rows: pd.DataFrame, styles: dict[str, tuple[str, str]], baseline: str = DEFAULT_BASELINE) -> Plot:
     """Per case, each implementation's speedup over the baseline, with its bootstrap CI as error bars."""
     title = f"Speedup over {baseline}"
     if baseline not in set(rows["impl"]):
@@ -265,13 +266,13 @@ def _case_tick(rows: pd.DataFrame, case_id: str) -> str:
     return label or str(first["scenario"])
 
 
-def all_plots(rows: pd.DataFrame) -> list[Plot]:
+def all_plots(rows: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> list[Plot]:
     """Every plot of a report, in the order they appear."""
     styles = impl_styles(rows)
     return [
         latency_vs_seq_len(rows, styles),
         memory_vs_seq_len(rows, styles),
         roofline(rows, styles),
-        speedup_bars(rows, styles),
+        speedup_bars(rows, styles, baseline),
         vs_heads(rows, styles),
     ]

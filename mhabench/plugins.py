@@ -2,7 +2,8 @@
 
 A plugin file is imported under a unique module name; it may call ``@mhabench.register(...)``
 itself (``--plugin``), or expose a class taking ``(weights, heads, causal)`` that a config names as
-``"path/to/file.py:MyAttention"`` (registered under the class name, ``traffic="fused"``). Every
+``"path/to/file.py:MyAttention"`` (registered under the class name with no cost model, so its
+modelled columns stay empty rather than borrowing another layout's figures). Every
 problem is a one-line :class:`PluginError` naming the file — a user's typo is not a traceback.
 """
 
@@ -76,7 +77,7 @@ def register_class_entry(entry: str, base_dir: Path) -> str:
     if existing:  # the file registered it itself, or the entry was already loaded
         return existing[0]
     try:
-        register(attr, description=f"plugin {file_part}:{attr}", traffic="fused")(factory)
+        register(attr, description=f"plugin {file_part}:{attr}", cost=None)(factory)
     except RegistryError as exc:
         raise PluginError(f"{file_part}:{attr}: {exc}") from None
     return attr

@@ -11,23 +11,23 @@ from __future__ import annotations
 import base64
 import dataclasses
 import html
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from mhabench.compare import speedup_rows
-from mhabench.display import case_label, format_number, human_bytes, human_count
+from mhabench import table
+from mhabench.display import results_table
 from mhabench.errors import InputError
-from mhabench.markdown import md_cell, md_table
+from mhabench.markdown import md_cell
 from mhabench.plots import Plot, all_plots
 from mhabench.results import Run
+from mhabench.speedup import DEFAULT_BASELINE
+from mhabench.table import TableModel, case_label, format_number
 
 FORMATS = {"html": ("html",), "md": ("md",), "both": ("md", "html")}
 PLOTS_DIR = "report_plots"
-BASELINE = "naive"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,19 +42,11 @@ class Paragraph:
 
 
 @dataclasses.dataclass(frozen=True)
-class TableBlock:
-    headers: Sequence[str]
-    rows: Sequence[Sequence[str]]
-    right: Sequence[bool]
-    row_classes: Sequence[str] = ()  # "failed" | "noisy" | "" per row, for HTML highlighting
-
-
-@dataclasses.dataclass(frozen=True)
 class Code:
     text: str
 
 
-Block = Heading | Paragraph | TableBlock | Plot | Code
+Block = Heading | Paragraph | TableModel | Plot | Code
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
@@ -66,21 +58,21 @@ def parse_formats(text: str) -> tuple[str, ...]:
 # --- content -----------------------------------------------------------------------------------
 
 
-def build(run: Run) -> list[Block]:
+def build(run: Run, baseline: str = DEFAULT_BASELINE) -> list[Block]:
     """The whole report, top to bottom: summary, plots, per-scenario tables, failures, environment, config."""
     rows = run.rows
     return [
         Heading(f"mhabench report: {run.run_id}", 1),
         Paragraph(_summary_sentence(run)),
         Heading("Plots"),
-        *_plots(rows),
-        *_scenario_sections(rows),
+        *_plots(rows, baseline),
+        *_scenario_sections(rows, baseline),
         *_failures(rows),
         Heading("Environment"),
         _environment_table(run),
         *_roofline_table(run),
         Heading("Configuration"),
-        Paragraph("Command: " + " ".join(str(a) for a in run.manifest.get("command", [])) or "(unknown)"),
+        Paragraph("Command: " + " ".join(str(a) for a in run.manifest.get("command", []))),
         Code(yaml.safe_dump(run.manifest.get("config", {}), sort_keys=False).rstrip()),
     ]
 
@@ -97,63 +89,24 @@ def _summary_sentence(run: Run) -> str:
     )
 
 
-def _plots(rows: pd.DataFrame) -> list[Block]:
+def _plots(rows: pd.DataFrame, baseline: str) -> list[Block]:
     blocks: list[Block] = []
-    for plot in all_plots(rows):
+    for plot in all_plots(rows, baseline):
         blocks.append(plot if plot.png else Paragraph(f"Plot skipped, {plot.title.lower()}: {plot.reason}."))
     return blocks
 
 
-RESULT_HEADERS = ("case", "impl", "median ms ± IQR", f"speedup vs {BASELINE}", "peak mem", "FLOPs", "bytes",
-                  "FLOP/B", "TFLOP/s", "roofline eff.", "max rel err", "noisy", "status")  # fmt: skip
-
-
-def _result_cells(row: pd.Series, speedup: pd.Series | None) -> list[str]:
-    ok = row["status"] == "ok"
-    iqr = float(row["latency_p75_ms"]) - float(row["latency_p25_ms"]) if ok else math.nan
-    speed = "-"
-    if speedup is not None and math.isfinite(speedup["speedup"]):
-        low, high = speedup["speedup_ci_low"], speedup["speedup_ci_high"]
-        interval = f" [{low:.2f}–{high:.2f}]" if math.isfinite(low) else ""
-        speed = f"{speedup['speedup']:.2f}×{interval}"
-    return [
-        case_label(row), str(row["impl"]),
-        f"{format_number(row['latency_ms'], '.3f')} ± {format_number(iqr, '.3f')}" if ok else "-", speed,
-        human_bytes(row["peak_memory_bytes"]) if ok else "-", human_count(row["flops"]),
-        human_bytes(row["bytes_moved"]), format_number(row["arithmetic_intensity"], ".1f"),
-        format_number(row["achieved_tflops"], ".4f") if ok else "-",
-        format_number(row["roofline_efficiency"], ".1%") if ok else "-",
-        format_number(row["max_rel_err"], ".1e"), "⚠ noisy" if ok and bool(row["noisy"]) else "",
-        "ok" if ok else f"{row['status']}: {row['error']}",
-    ]  # fmt: skip
-
-
-def _scenario_sections(rows: pd.DataFrame) -> list[Block]:
-    has_baseline = BASELINE in set(rows["impl"])
-    speed = speedup_rows(rows, BASELINE).set_index(["case_id", "impl"]) if has_baseline else None
+def _scenario_sections(rows: pd.DataFrame, baseline: str) -> list[Block]:
     blocks: list[Block] = [Heading("Results")]
-    if not has_baseline:
-        blocks.append(Paragraph(f"No {BASELINE} rows in this run: speedups are not shown."))
+    if baseline not in set(rows["impl"]):
+        blocks.append(Paragraph(f"No {baseline} rows in this run: speedups are not shown."))
     for scenario, group in rows.groupby("scenario", sort=False):
-        cells, classes = [], []
-        for _, row in group.iterrows():
-            key = (row["case_id"], row["impl"])
-            cells.append(_result_cells(row, speed.loc[key] if speed is not None and key in speed.index else None))
-            classes.append("failed" if row["status"] != "ok" else "noisy" if bool(row["noisy"]) else "")
-        noisy = classes.count("noisy")
-        blocks += [
-            Heading(f"Scenario {scenario}", 3),
-            TableBlock(RESULT_HEADERS, cells, _right(RESULT_HEADERS), classes),
-        ]
+        table = results_table(group, baseline, title=f"Scenario {scenario}")
+        blocks += [Heading(f"Scenario {scenario}", 3), table]
+        noisy = list(group["noisy"].fillna(False).astype(bool) & (group["status"] == "ok")).count(True)
         if noisy:
-            blocks.append(
-                Paragraph(f"{noisy} row(s) marked ⚠ noisy: IQR above the run's noise threshold of the median.")
-            )
+            blocks.append(Paragraph(f"{noisy} row(s) marked noisy: IQR above the run's noise threshold of the median."))
     return blocks
-
-
-def _right(headers: Sequence[str]) -> list[bool]:
-    return [h not in ("case", "impl", "noisy", "status", "field", "value", "scenario", "error") for h in headers]
 
 
 def _failures(rows: pd.DataFrame) -> list[Block]:
@@ -163,14 +116,14 @@ def _failures(rows: pd.DataFrame) -> list[Block]:
     headers = ("scenario", "case", "impl", "status", "error")
     cells = [[str(r["scenario"]), case_label(r), str(r["impl"]), str(r["status"]), str(r["error"])]
              for _, r in failed.iterrows()]  # fmt: skip
-    return [Heading("Failed rows"), TableBlock(headers, cells, [False] * 5, ["failed"] * len(cells))]
+    return [Heading("Failed rows"), TableModel("Failed rows", headers, cells, [False] * 5, ["failed"] * len(cells))]
 
 
-def _environment_table(run: Run) -> TableBlock:
+def _environment_table(run: Run) -> TableModel:
     facts = {"run id": run.run_id, "status": run.manifest.get("status"),
              "started": run.manifest.get("started_at"), "finished": run.manifest.get("finished_at"),
              **run.manifest.get("environment", {})}  # fmt: skip
-    return TableBlock(("field", "value"), [[k, str(v)] for k, v in facts.items()], [False, False])
+    return TableModel("Environment", ("field", "value"), [[k, str(v)] for k, v in facts.items()], [False, False])
 
 
 def _roofline_table(run: Run) -> list[Block]:
@@ -183,7 +136,7 @@ def _roofline_table(run: Run) -> list[Block]:
          str(p.get("source"))]
         for dtype, p in peaks.items()
     ]  # fmt: skip
-    return [TableBlock(headers, cells, [False, True, True, False])]
+    return [TableModel("Roofline", headers, cells, [False, True, True, False])]
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -196,8 +149,8 @@ def to_markdown(blocks: Sequence[Block]) -> str:
             parts.append(f"{'#' * block.level} {md_cell(block.text)}")
         elif isinstance(block, Paragraph):
             parts.append(md_cell(block.text))
-        elif isinstance(block, TableBlock):
-            parts.append(md_table(block.headers, block.rows, block.right))
+        elif isinstance(block, TableModel):
+            parts.append(table.to_markdown(block))
         elif isinstance(block, Plot):
             parts.append(f"![{md_cell(block.title)}]({PLOTS_DIR}/{block.name}.png)")
         else:
@@ -219,23 +172,10 @@ table { border-collapse: collapse; margin: .4rem 0 1rem; font-size: 12.5px; }
 th, td { border: 1px solid #dfe3ea; padding: 3px 8px; vertical-align: top; }
 th { background: #f1f4f9; text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums;
   white-space: nowrap; }
-tr.noisy td { background: #fff8e1; } tr.failed td { background: #fdecea; }
+tr.noisy td { background: #fff8e1; } tr.failed td { background: #fdecea; } tr.winner td { font-weight: 600; }
 pre { background: #f6f8fa; border: 1px solid #e3e7ef; padding: .8rem; overflow-x: auto; font-size: 12.5px; }
 p.skipped { color: #8a5a00; }
 """
-
-
-def _html_table(block: TableBlock) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in block.headers)
-    body = []
-    classes = list(block.row_classes) or [""] * len(block.rows)
-    for row, row_class in zip(block.rows, classes, strict=True):
-        cells = "".join(
-            f'<td class="num">{html.escape(v)}</td>' if right else f"<td>{html.escape(v)}</td>"
-            for v, right in zip(row, block.right, strict=True)
-        )
-        body.append(f'<tr class="{html.escape(row_class)}">{cells}</tr>' if row_class else f"<tr>{cells}</tr>")
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def _html_block(block: Block) -> str:
@@ -244,8 +184,8 @@ def _html_block(block: Block) -> str:
     if isinstance(block, Paragraph):
         css = ' class="skipped"' if block.text.startswith("Plot skipped") else ""
         return f"<p{css}>{html.escape(block.text)}</p>"
-    if isinstance(block, TableBlock):
-        return _html_table(block)
+    if isinstance(block, TableModel):
+        return table.to_html(block)
     if isinstance(block, Plot):
         data = base64.b64encode(block.png or b"").decode("ascii")
         title = html.escape(block.title)
@@ -285,9 +225,9 @@ def _in_plot_run(blocks: Sequence[Block], index: int) -> bool:
 # --- files -------------------------------------------------------------------------------------
 
 
-def write_report(run: Run, out_dir: Path, formats: Sequence[str]) -> list[Path]:
+def write_report(run: Run, out_dir: Path, formats: Sequence[str], baseline: str = DEFAULT_BASELINE) -> list[Path]:
     """Write the report files into ``out_dir``; return their paths (report.md first when both)."""
-    blocks = build(run)
+    blocks = build(run, baseline)
     written = []
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

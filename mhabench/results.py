@@ -2,9 +2,10 @@
 
 ``results/<run_id>/`` holds
 - ``results.csv``: one row per (case, implementation), appended as soon as the row exists;
-- ``results.parquet``: the same rows plus ``times_ms`` (raw per-call latency samples), rewritten
-  after every row so it is never behind the CSV;
-- ``manifest.json``: environment, resolved config, roofline peaks, start and end time.
+- ``results.parquet``: the same rows plus ``times_ms`` (raw per-call latency samples);
+- ``manifest.json``: ``format_version``, environment, resolved config, roofline peaks, start and end.
+
+The columns are :mod:`mhabench.schema`'s.
 
 ``load_run`` reads a run back; ``resolve_run`` turns ``latest``, a run id or a path into a folder.
 """
@@ -22,37 +23,11 @@ from typing import Any
 import pandas as pd
 
 from mhabench.errors import OutputFolderError, ResultsCorruptError, RunNotFoundError
+from mhabench.schema import COLUMNS, FORMAT_VERSION, IDENTITY_COLUMNS, SAMPLES_COLUMN, ResultRow
 
 CSV_NAME = "results.csv"
 PARQUET_NAME = "results.parquet"
 MANIFEST_NAME = "manifest.json"
-SAMPLES_COLUMN = "times_ms"
-
-IDENTITY_COLUMNS = [
-    "run_id", "scenario", "case_id", "impl", "device", "device_name", "dtype",
-    "batch", "seq_len", "d_model", "heads", "head_dim", "kv_heads", "mode", "phase", "causal", "bias",
-    "status", "error",
-]  # fmt: skip
-METRIC_COLUMNS = [
-    "max_abs_err", "max_rel_err", "sdpa_backend",
-    "latency_ms", "latency_p25_ms", "latency_p75_ms", "latency_mean_ms", "samples",
-    "calls_per_sample", "noisy", "tokens_per_s", "compile_time_s",
-    "peak_memory_bytes", "memory_method", "predicted_peak_bytes",
-    "params", "kv_cache_bytes",
-    "flops", "useful_flops", "softmax_flops", "proj_flops", "attn_flops", "backward_flops",
-    "bytes_moved", "proj_bytes", "attn_bytes",
-    "arithmetic_intensity", "proj_intensity", "attn_intensity",
-    "achieved_tflops", "achieved_gbps",
-    "peak_tflops", "peak_gbps", "roofline_source", "roofline_bound", "attainable_tflops",
-    "roofline_efficiency",
-]  # fmt: skip
-COLUMNS = IDENTITY_COLUMNS + METRIC_COLUMNS
-"""Every CSV column, in order. The Parquet file has these plus ``times_ms``."""
-
-# Columns that identify "the same measurement" across runs (compare matches on these).
-CASE_KEY = [
-    "impl", "device", "dtype", "batch", "seq_len", "d_model", "heads", "kv_heads", "mode", "phase", "causal", "bias",
-]  # fmt: skip
 
 
 def sanitize_name(name: str) -> str:
@@ -79,11 +54,17 @@ def new_run_dir(out_root: Path, name: str, now: dt.datetime) -> Path:
 
 
 class RunWriter:
-    """Writes a run's rows incrementally, so a crash keeps every finished row on disk."""
+    """Writes a run's rows as they arrive, so a crash keeps every finished row on disk.
+
+    The CSV gets each row appended at once. The Parquet file (which also holds the raw samples) is
+    rewritten after rows 1, 2, 4, 8, … and on :meth:`close`: linear total work however long the
+    run, and a killed run's Parquet is at most half behind its CSV (``load_run`` then reads the CSV
+    and takes the samples the Parquet file has).
+    """
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[ResultRow] = []
         with open(run_dir / CSV_NAME, "w", newline="", encoding="utf-8") as handle:
             csv.writer(handle).writerow(COLUMNS)
 
@@ -91,17 +72,21 @@ class RunWriter:
     def run_id(self) -> str:
         return self.run_dir.name
 
-    def append(self, row: dict[str, Any]) -> None:
-        """Add one row: append it to the CSV, then rewrite the Parquet file."""
-        unknown = set(row) - set(COLUMNS) - {SAMPLES_COLUMN}
-        if unknown:
-            raise ValueError(f"row has columns the format does not define: {sorted(unknown)}")
+    def append(self, row: ResultRow) -> None:
+        """Add one row: append it to the CSV; rewrite the Parquet file when the count is a power of two."""
         self.rows.append(row)
         with open(self.run_dir / CSV_NAME, "a", newline="", encoding="utf-8") as handle:
-            csv.DictWriter(handle, COLUMNS, extrasaction="ignore").writerow(row)
-        frame = rows_frame(self.rows)
+            csv.DictWriter(handle, COLUMNS, extrasaction="ignore").writerow(row.record())
+        if len(self.rows) & (len(self.rows) - 1) == 0:
+            self._write_parquet()
+
+    def close(self) -> None:
+        """Bring the Parquet file level with the CSV."""
+        self._write_parquet()
+
+    def _write_parquet(self) -> None:
         tmp = self.run_dir / (PARQUET_NAME + ".tmp")
-        frame.to_parquet(tmp, index=False)
+        rows_frame(self.rows).to_parquet(tmp, index=False)
         tmp.replace(self.run_dir / PARQUET_NAME)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
@@ -110,9 +95,9 @@ class RunWriter:
         tmp.replace(self.run_dir / MANIFEST_NAME)
 
 
-def rows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Rows as a DataFrame with every column of the format, in order."""
-    frame = pd.DataFrame(rows, columns=[*COLUMNS, SAMPLES_COLUMN])
+def rows_frame(rows: list[ResultRow]) -> pd.DataFrame:
+    """Rows as a DataFrame with every column of the format, in order (``times_ms`` last)."""
+    frame = pd.DataFrame([row.record() for row in rows], columns=[*COLUMNS, SAMPLES_COLUMN])
     frame[SAMPLES_COLUMN] = frame[SAMPLES_COLUMN].apply(lambda v: list(v) if isinstance(v, list | tuple) else [])
     return frame
 
@@ -128,6 +113,10 @@ class Run:
     @property
     def run_id(self) -> str:
         return str(self.manifest.get("run_id", self.path.name))
+
+    def result_rows(self) -> list[ResultRow]:
+        """The rows as typed :class:`ResultRow` objects."""
+        return [ResultRow.from_record(record) for record in self.rows.to_dict("records")]
 
 
 def is_run_dir(path: Path) -> bool:
@@ -159,20 +148,48 @@ def load_run(path: str | Path, results_root: Path = Path("results")) -> Run:
             raise ValueError("manifest is not a JSON object")
     except (OSError, ValueError) as exc:
         raise ResultsCorruptError(f"{run_dir / MANIFEST_NAME}: cannot read the manifest ({exc})") from None
+    version = manifest.get("format_version", 1)  # runs written before the schema had no version: format 1
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ResultsCorruptError(
+            f"{run_dir}: written in result format version {version!r}; this mhabench reads versions 1 to "
+            f"{FORMAT_VERSION} (upgrade mhabench)"
+        )
     return Run(run_dir, manifest, _read_rows(run_dir))
 
 
-def _read_rows(run_dir: Path) -> pd.DataFrame:
-    parquet = run_dir / PARQUET_NAME
-    source = parquet if parquet.is_file() else run_dir / CSV_NAME
+def _read(source: Path) -> pd.DataFrame:
     try:
-        frame = pd.read_parquet(parquet) if source == parquet else pd.read_csv(source)
+        frame = (
+            pd.read_parquet(source)
+            if source.suffix == ".parquet"
+            else pd.read_csv(source, keep_default_na=False, na_values=[""])
+        )
     except Exception as exc:  # pyarrow and pandas raise many types for a damaged file
         raise ResultsCorruptError(f"{source}: cannot read the results ({type(exc).__name__}: {exc})") from None
     missing = [c for c in IDENTITY_COLUMNS if c not in frame.columns]
     if missing:
         raise ResultsCorruptError(f"{source}: not mhabench results (missing columns {missing})")
-    if SAMPLES_COLUMN not in frame.columns:
-        frame[SAMPLES_COLUMN] = [[] for _ in range(len(frame))]
+    return frame
+
+
+def _read_rows(run_dir: Path) -> pd.DataFrame:
+    """The Parquet file when it has every row; else the CSV, with the samples the Parquet file has."""
+    parquet, csv_path = run_dir / PARQUET_NAME, run_dir / CSV_NAME
+    frame = _read(parquet) if parquet.is_file() else None
+    if csv_path.is_file() and (frame is None or len(frame) < _csv_rows(csv_path)):
+        samples = (
+            {}
+            if frame is None
+            else dict(zip(zip(frame["case_id"], frame["impl"], strict=True), frame[SAMPLES_COLUMN], strict=True))
+        )
+        frame = _read(csv_path)
+        frame[SAMPLES_COLUMN] = [samples.get(key) for key in zip(frame["case_id"], frame["impl"], strict=True)]
+    assert frame is not None  # is_run_dir guarantees one of the two files
+    frame["error"] = frame["error"].fillna("").astype(str)
     frame[SAMPLES_COLUMN] = frame[SAMPLES_COLUMN].apply(lambda v: [float(x) for x in v] if v is not None else [])
     return frame
+
+
+def _csv_rows(path: Path) -> int:
+    with open(path, encoding="utf-8") as handle:
+        return max(0, sum(1 for _ in csv.reader(handle)) - 1)

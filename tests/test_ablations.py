@@ -16,7 +16,8 @@ from mhabench.errors import UnsupportedError
 from mhabench.impls import get_spec
 from mhabench.impls.shared_qk import diagonal_argmax_share
 from mhabench.impls.unscaled import softmax_saturation
-from mhabench.measure.cost import Workload, estimate_cost
+from mhabench.measure import cost as cost_model
+from mhabench.measure.cost import Workload
 from mhabench.modes import parameter_count
 from mhabench.reference import TOLERANCE, numerical_error, reference_attention
 
@@ -139,7 +140,7 @@ def _counted_flops(name: str, weights: AttentionWeights, heads: int, x: torch.Te
 @pytest.mark.parametrize("name", ["shared_qk", "unscaled", "full_dim_heads"])
 def test_matmul_flops_equal_flop_counter(name: str) -> None:
     weights, x = AttentionWeights.random(D_MODEL), _inputs()
-    cost = estimate_cost(get_spec(name).traffic, _workload())
+    cost = get_spec(name).cost(_workload())
     assert _counted_flops(name, weights, HEADS, x) == cost.flops
 
 
@@ -147,21 +148,21 @@ def test_additive_flops_are_the_counted_matmuls_plus_add_and_tanh() -> None:
     """The counter sees the v-contraction and P·V (4·d_k per score); add and tanh (2·d_k) it does not."""
     weights, x = AttentionWeights.random(D_MODEL), _inputs()
     w = _workload()
-    cost = estimate_cost("additive", w)
+    cost = get_spec("additive").cost(w)
     assert cost.attn_flops == 6 * w.score_elements * w.head_dim
     assert _counted_flops("additive", weights, HEADS, x) == cost.flops - 2 * w.score_elements * w.head_dim
 
 
 def test_ablation_costs_relative_to_the_standard_layer() -> None:
     w = _workload(seq_len=64)
-    standard = estimate_cost("materialized", w)
-    assert estimate_cost("shared_qk", w).proj_flops * 4 == standard.proj_flops * 3
-    assert estimate_cost("unscaled", w).attn_bytes == standard.attn_bytes - 2 * w.score_elements * 4
-    additive = estimate_cost("additive", w)
+    standard = cost_model.MATERIALIZED(w)
+    assert cost_model.SHARED_QK(w).proj_flops * 4 == standard.proj_flops * 3
+    assert cost_model.UNSCALED(w).attn_bytes == standard.attn_bytes - 2 * w.score_elements * 4
+    additive = get_spec("additive").cost(w)
     # the n·L·d_k intermediate is written, read and written by tanh, read by the v-contraction; no scale pass
     intermediate = w.score_elements * w.head_dim
     assert additive.attn_bytes == standard.attn_bytes + (4 * intermediate - 2 * w.score_elements) * 4
-    full = estimate_cost("full_dim_heads", w)
+    full = cost_model.FULL_DIM_HEADS(w)
     assert full.proj_flops == HEADS * standard.proj_flops
     assert full.attn_flops == HEADS * standard.attn_flops
 

@@ -12,7 +12,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from mhabench import AttentionWeights, build
 from mhabench.impls import get_spec
-from mhabench.measure.cost import SOFTMAX_FLOPS_PER_SCORE, Workload, estimate_cost, gemm_bytes
+from mhabench.measure import cost as cost_model
+from mhabench.measure.cost import SOFTMAX_FLOPS_PER_SCORE, Workload, gemm_bytes
 
 SDPA_USERS = {"fused", "torch_mha"}
 
@@ -42,14 +43,14 @@ def counted_flops(name: str, w: Workload, bias: bool, math_sdpa: bool) -> int:
 def test_flops_equal_flop_counter(name: str, bias: bool, causal: bool) -> None:
     """Cross-check: fused and torch_mha run under the math SDPA backend, which FlopCounterMode counts."""
     w = workload(2, 12, 32, 4, causal)
-    cost = estimate_cost(get_spec(name).traffic, w)
+    cost = get_spec(name).cost(w)
     assert counted_flops(name, w, bias, math_sdpa=name in SDPA_USERS) == cost.flops
 
 
 @pytest.mark.parametrize("name", ["naive", "per_head", "fused"])
 def test_grouped_query_flops_equal_flop_counter(name: str) -> None:
     w = workload(2, 12, 32, 4, causal=True, kv_heads=2)
-    cost = estimate_cost(get_spec(name).traffic, w)
+    cost = get_spec(name).cost(w)
     assert counted_flops(name, w, bias=True, math_sdpa=True) == cost.flops
     assert cost.proj_flops == 2 * w.tokens * w.d_model * (2 * w.d_model + 2 * w.kv_dim)
 
@@ -60,12 +61,12 @@ def test_flop_counter_misses_the_cpu_flash_kernel(name: str) -> None:
     so the default path counts the projections only. If this starts failing, torch now counts it
     and the math-backend workaround above is no longer needed."""
     w = workload(1, 16, 32, 4)
-    assert counted_flops(name, w, bias=False, math_sdpa=False) == estimate_cost("fused", w).proj_flops
+    assert counted_flops(name, w, bias=False, math_sdpa=False) == cost_model.FUSED(w).proj_flops
 
 
 def test_flops_formula_spot_check() -> None:
     b, n, d, h = 2, 64, 128, 4
-    cost = estimate_cost("fused", workload(b, n, d, h))
+    cost = cost_model.FUSED(workload(b, n, d, h))
     assert cost.proj_flops == 8 * b * n * d**2
     assert cost.attn_flops == 4 * b * n**2 * d
     assert cost.flops == 8 * b * n * d**2 + 4 * b * n**2 * d
@@ -73,10 +74,10 @@ def test_flops_formula_spot_check() -> None:
     assert cost.useful_flops == cost.flops
 
 
-@pytest.mark.parametrize("traffic", ["materialized", "per_head", "fused"])
-def test_flops_do_not_depend_on_layout_or_dtype(traffic: str) -> None:
-    reference = estimate_cost("fused", workload(2, 32, 64, 4))
-    cost = estimate_cost(traffic, workload(2, 32, 64, 4, e=2))
+@pytest.mark.parametrize("model", [cost_model.MATERIALIZED, cost_model.PER_HEAD, cost_model.FUSED])
+def test_flops_do_not_depend_on_layout_or_dtype(model: cost_model.CostModel) -> None:
+    reference = cost_model.FUSED(workload(2, 32, 64, 4))
+    cost = model(workload(2, 32, 64, 4, e=2))
     assert (cost.flops, cost.softmax_flops, cost.useful_flops) == (
         reference.flops,
         reference.softmax_flops,
@@ -87,7 +88,7 @@ def test_flops_do_not_depend_on_layout_or_dtype(traffic: str) -> None:
 def test_fused_bytes_spot_check() -> None:
     """Packed QKV GEMM e·(4·b·n·D + 3·D²); fused attention reads Q, K, V and writes O once."""
     b, n, d, h, e = 2, 64, 128, 4, 2
-    cost = estimate_cost("fused", workload(b, n, d, h, e=e))
+    cost = cost_model.FUSED(workload(b, n, d, h, e=e))
     qkv_gemm = 4 * b * n * d + 3 * d * d
     merge_and_out_proj = 2 * b * n * d + gemm_bytes(b * n, d, d)
     assert cost.proj_bytes == e * (qkv_gemm + merge_and_out_proj)
@@ -97,8 +98,8 @@ def test_fused_bytes_spot_check() -> None:
 
 def test_naive_bytes_count_every_pass_over_the_scores() -> None:
     b, n, d, h, e = 1, 256, 64, 4, 4
-    plain = estimate_cost("materialized", workload(b, n, d, h, e=e))
-    masked = estimate_cost("materialized", workload(b, n, d, h, causal=True, e=e))
+    plain = cost_model.MATERIALIZED(workload(b, n, d, h, e=e))
+    masked = cost_model.MATERIALIZED(workload(b, n, d, h, causal=True, e=e))
     scores = b * h * n * n
     assert masked.attn_bytes - plain.attn_bytes == 2 * scores * e  # the mask: one read and one write
     assert plain.attn_bytes >= 6 * scores * e
@@ -112,46 +113,46 @@ def test_materialized_and_per_head_move_more_bytes_than_fused(
     b: int, n: int, d: int, h: int, causal: bool, kv_heads: int | None
 ) -> None:
     w = workload(b, n, d, h, causal, kv_heads)
-    fused = estimate_cost("fused", w).bytes_moved
-    assert estimate_cost("materialized", w).bytes_moved > fused
-    assert estimate_cost("per_head", w).bytes_moved > fused
+    fused = cost_model.FUSED(w).bytes_moved
+    assert cost_model.MATERIALIZED(w).bytes_moved > fused
+    assert cost_model.PER_HEAD(w).bytes_moved > fused
 
 
 def test_per_head_rereads_input_for_every_thin_gemm() -> None:
     w = workload(1, 128, 256, 8)
-    extra = estimate_cost("per_head", w).proj_bytes - estimate_cost("materialized", w).proj_bytes
+    extra = cost_model.PER_HEAD(w).proj_bytes - cost_model.MATERIALIZED(w).proj_bytes
     assert extra == (w.heads + 2 * w.kv_heads - 3) * w.tokens * w.d_model * w.element_bytes
 
 
 def test_naive_bytes_grow_quadratically_fused_linearly() -> None:
-    def attn_bytes(traffic: str, n: int) -> int:
-        return estimate_cost(traffic, workload(1, n, 512, 8)).attn_bytes
+    def attn_bytes(model: cost_model.CostModel, n: int) -> int:
+        return model(workload(1, n, 512, 8)).attn_bytes
 
-    assert attn_bytes("materialized", 4096) / attn_bytes("materialized", 2048) > 3.5
-    assert attn_bytes("fused", 4096) / attn_bytes("fused", 2048) == pytest.approx(2.0)
+    assert attn_bytes(cost_model.MATERIALIZED, 4096) / attn_bytes(cost_model.MATERIALIZED, 2048) > 3.5
+    assert attn_bytes(cost_model.FUSED, 4096) / attn_bytes(cost_model.FUSED, 2048) == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 1024])
 def test_causal_useful_flops_are_about_half_the_attention(n: int) -> None:
-    cost = estimate_cost("fused", workload(2, n, 64, 4, causal=True))
+    cost = cost_model.FUSED(workload(2, n, 64, 4, causal=True))
     useful_attention = cost.useful_flops - cost.proj_flops
     assert useful_attention / cost.attn_flops == pytest.approx((n + 1) / (2 * n))
-    assert cost.flops == estimate_cost("fused", workload(2, n, 64, 4)).flops  # executed work is unchanged
+    assert cost.flops == cost_model.FUSED(workload(2, n, 64, 4)).flops  # executed work is unchanged
 
 
 def test_intensity_is_flops_over_bytes() -> None:
-    for traffic in ("materialized", "per_head", "fused"):
-        cost = estimate_cost(traffic, workload(2, 100, 96, 3, causal=True))
+    for model in (cost_model.MATERIALIZED, cost_model.PER_HEAD, cost_model.FUSED):
+        cost = model(workload(2, 100, 96, 3, causal=True))
         assert cost.arithmetic_intensity == pytest.approx(cost.flops / cost.bytes_moved)
         assert cost.proj_intensity == pytest.approx(cost.proj_flops / cost.proj_bytes)
         assert cost.attn_intensity == pytest.approx(cost.attn_flops / cost.attn_bytes)
-    half = estimate_cost("fused", workload(2, 100, 96, 3, e=2))
-    full = estimate_cost("fused", workload(2, 100, 96, 3, e=4))
+    half = cost_model.FUSED(workload(2, 100, 96, 3, e=2))
+    full = cost_model.FUSED(workload(2, 100, 96, 3, e=4))
     assert half.arithmetic_intensity == pytest.approx(2 * full.arithmetic_intensity)
 
 
 def test_predicted_peak_of_naive_holds_the_score_matrix() -> None:
     w = workload(1, 2048, 512, 8)
-    naive = estimate_cost("materialized", w).predicted_peak_bytes
-    fused = estimate_cost("fused", w).predicted_peak_bytes
+    naive = cost_model.MATERIALIZED(w).predicted_peak_bytes
+    fused = cost_model.FUSED(w).predicted_peak_bytes
     assert naive >= w.score_elements * 4 > fused

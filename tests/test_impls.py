@@ -170,8 +170,8 @@ def test_unknown_name_lists_known_ones() -> None:
 
 
 def test_specs_describe_each_core_implementation() -> None:
-    traffic = {name: get_spec(name).traffic for name in CORE}
-    assert traffic == {"naive": "materialized", "per_head": "per_head", "fused": "fused", "torch_mha": "fused"}
+    models = {name: get_spec(name).cost.name for name in CORE}
+    assert models == {"naive": "materialized", "per_head": "per_head", "fused": "fused", "torch_mha": "fused"}
     assert all(get_spec(name).description and get_spec(name).core for name in CORE)
 
 

@@ -16,8 +16,9 @@ from mhabench.config import Case, expand_cases, parse_config
 from mhabench.errors import ConfigError
 from mhabench.impls import get_spec
 from mhabench.impls.kv_cache import KVCache
-from mhabench.measure.cost import Workload, estimate_cost
-from mhabench.modes import prepare, weight_tensors, workload
+from mhabench.measure import cost as cost_model
+from mhabench.measure.cost import Workload
+from mhabench.modes import parameter_count, prepare, workload
 from mhabench.reference import decode_reference, numerical_error
 from mhabench.runner import run
 
@@ -70,7 +71,7 @@ def test_decode_step_matches_last_row_of_causal_attention(name: str, kv_heads: i
 
 def _decode_cost(batch: int, kv_heads: int = 8, cache_len: int = 4096) -> Any:
     heads, d_model, e = 32, 4096, 2
-    return estimate_cost("fused", Workload(batch, 1, cache_len + 1, d_model, heads, kv_heads, False, e))
+    return cost_model.FUSED(Workload(batch, 1, cache_len + 1, d_model, heads, kv_heads, False, e))
 
 
 def test_decode_attention_intensity_is_flat_in_batch_projections_rise() -> None:
@@ -144,16 +145,17 @@ def test_train_step_differentiates_the_modules_own_tensors() -> None:
     weights, x = AttentionWeights.random(D_MODEL, bias=True), torch.randn(1, 5, D_MODEL)
     module, step = prepare(get_spec("per_head"), case, weights, x)
     step.run()
-    tensors = weight_tensors(module)
+    tensors = list(module.parameters())
     assert len(tensors) == 3 * HEADS * 2 + 2 and all(t.requires_grad for t in tensors)
+    assert parameter_count(module) == weights.parameter_count()  # 3h blocks hold the same scalars as 4 matrices
     assert not weights.w_q.requires_grad, "the shared weights stay untouched"
 
 
 def test_backward_flops_follow_the_convention_and_the_counter() -> None:
     """GEMMs 2×, attention 2.5× forward; naive keeps P, so the counter sees 2× for its attention."""
     w = Workload(2, 6, 6, D_MODEL, HEADS, HEADS, False, 4, train=True)
-    forward = estimate_cost("materialized", dataclasses.replace(w, train=False))
-    cost = estimate_cost("materialized", w)
+    forward = cost_model.MATERIALIZED(dataclasses.replace(w, train=False))
+    cost = cost_model.MATERIALIZED(w)
     assert cost.backward_flops == 2 * forward.proj_flops + 5 * forward.attn_flops // 2
     assert cost.flops == forward.flops + cost.backward_flops
     assert cost.bytes_moved == 3 * forward.bytes_moved
@@ -177,7 +179,7 @@ def test_tiny_decode_and_train_run(tmp_path: Path, tiny_config_data: dict[str, A
         {"name": "dec", "batch": 2, "seq_len": 9, "d_model": 16, "heads": 4, "kv_heads": 2, "phase": "decode"},
         {"name": "tr", "batch": 1, "seq_len": 5, "d_model": 16, "heads": 2, "mode": "train"},
     ]
-    rows = run(parse_config(tiny_config_data, "tiny.yaml"), tmp_path).rows.set_index(["scenario", "impl"])
+    rows = run(parse_config(tiny_config_data, "tiny.yaml"), tmp_path).frame.set_index(["scenario", "impl"])
     for impl in ("naive", "fused"):
         decode, train = rows.loc[("dec", impl)], rows.loc[("tr", impl)]
         assert decode.status == "ok" and train.status == "ok", (decode.error, train.error)

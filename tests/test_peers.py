@@ -23,7 +23,7 @@ from mhabench import AttentionWeights, build, runner
 from mhabench.config import Case, TimingConfig, parse_config
 from mhabench.errors import UnsupportedError
 from mhabench.impls import core_implementations, get_spec
-from mhabench.measure.cost import estimate_cost
+from mhabench.measure import cost as cost_model
 from mhabench.measure.timing import measure_latency
 from mhabench.reference import TOLERANCE, numerical_error, reference_attention
 
@@ -103,7 +103,7 @@ def test_sdpa_math_flops_match_cost_model() -> None:
     weights, x = inputs(2, 7, 16, True)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         build("sdpa_math", weights, 4, True)(x)
-    assert counter.get_total_flops() == estimate_cost(get_spec("sdpa_math").traffic, runner.workload(case)).flops
+    assert counter.get_total_flops() == get_spec("sdpa_math").cost(runner.workload(case)).flops
 
 
 # --- torch.compile of naive (one compile for the whole module) ------------------------------------
@@ -147,7 +147,7 @@ def test_compiled_flops_under_flop_counter(compiled_case: dict) -> None:
     with torch.no_grad(), warnings.catch_warnings(), FlopCounterMode(display=False) as counter:
         warnings.simplefilter("ignore")  # torch warns that FlopCounterMode's module hooks fire twice
         compiled_case["module"](compiled_case["x"])
-    assert counter.get_total_flops() == estimate_cost(get_spec("compiled").traffic, runner.workload(case)).flops
+    assert counter.get_total_flops() == get_spec("compiled").cost(runner.workload(case)).flops
 
 
 # --- every peer through the runner ----------------------------------------------------------------
@@ -165,7 +165,7 @@ def peer_rows(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pd.DataFrame
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("mhabench.runner.device_peaks", lambda device, dtype: FIXED_PEAKS)
         result = runner.run(config, Path(tmp_path_factory.mktemp("peers")))
-    yield result.rows.set_index("impl")
+    yield result.frame.set_index("impl")
 
 
 def test_every_peer_has_a_row(peer_rows: pd.DataFrame) -> None:

@@ -19,6 +19,7 @@ from mhabench.config import load_config
 from mhabench.errors import PluginError
 from mhabench.impls import available_implementations, get_spec
 from mhabench.impls.registry import _REGISTRY
+from mhabench.measure import cost as cost_model
 from mhabench.plugins import load_plugin
 from mhabench.reference import numerical_error, reference_attention
 
@@ -79,7 +80,7 @@ def test_plugin_file_registers_with_the_decorator(tmp_path: Path, registry_snaps
     assert load_plugin(plugin) == [name]
     assert load_plugin(plugin) == [name]  # a second load is the same module, not a duplicate registration
     spec = get_spec(name)
-    assert spec.traffic == "fused" and not spec.core
+    assert spec.cost is cost_model.FUSED and not spec.core
     weights = AttentionWeights.random(16, bias=True)
     x = torch.randn(2, 9, 16)
     with torch.no_grad():
@@ -111,7 +112,7 @@ def test_config_class_entry_relative_to_the_config(tmp_path: Path, registry_snap
     (tmp_path / "plugins" / "entry.py").write_text(CLASS_SOURCE.format(cls=cls), encoding="utf-8")
     config = load_config(write_config(tmp_path / "cfg.yaml", ["naive", f"plugins/entry.py:{cls}"]))
     assert config.implementations == ["naive", cls]
-    assert get_spec(cls).traffic == "fused"
+    assert get_spec(cls).cost is None  # a bare class declares no cost model: no borrowed figures
     assert load_config(tmp_path / "cfg.yaml").implementations == ["naive", cls]  # loading twice is fine
 
 

@@ -98,7 +98,7 @@ def test_tiny_run_end_to_end_with_real_peak_measurement(tiny_config_data: dict[s
     backends = dict(zip(frame["impl"], frame["sdpa_backend"], strict=True))
     assert backends["naive"] == backends["per_head"] == ""
     assert backends["fused"] == "flash"
-    pd.testing.assert_frame_equal(result.rows.drop(columns="times_ms"), frame.drop(columns="times_ms"))
+    pd.testing.assert_frame_equal(result.frame.drop(columns="times_ms"), frame.drop(columns="times_ms"))
 
 
 def test_every_case_and_implementation_gets_a_row(
@@ -106,7 +106,7 @@ def test_every_case_and_implementation_gets_a_row(
 ) -> None:
     scenario = {"name": "s", "seq_len": [4, 5], "d_model": 8, "heads": [1, 2]}
     config = tiny(tiny_config_data, scenarios=[scenario], implementations=["fused", "naive"])
-    rows = runner.run(config, tmp_path).rows
+    rows = runner.run(config, tmp_path).frame
     assert len(rows) == 2 * 2 * 2
     assert list(rows["impl"]) == ["fused", "naive"] * 4
     assert list(zip(rows["seq_len"], rows["heads"], strict=True))[::2] == [(4, 1), (4, 2), (5, 1), (5, 2)]
@@ -150,7 +150,7 @@ def test_out_of_memory_becomes_an_oom_row(
         raise exc
 
     greedy = temp_impl(no_memory)
-    rows = runner.run(tiny(tiny_config_data, implementations=[greedy, "fused"]), tmp_path).rows
+    rows = runner.run(tiny(tiny_config_data, implementations=[greedy, "fused"]), tmp_path).frame
     assert list(rows["status"]) == ["oom", "ok"]
     assert rows["error"][0].startswith(type(exc).__name__)
     assert "\n" not in rows["error"][0]
@@ -160,7 +160,7 @@ def test_wrong_output_becomes_a_mismatch_row(
     tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks, temp_impl: Any
 ) -> None:
     identity = temp_impl(lambda x: x.clone())
-    rows = runner.run(tiny(tiny_config_data, implementations=[identity, "naive"]), tmp_path).rows
+    rows = runner.run(tiny(tiny_config_data, implementations=[identity, "naive"]), tmp_path).frame
     mismatch = rows.iloc[0]
     assert mismatch["status"] == "mismatch"
     assert mismatch["error"].startswith("max_rel_err ")
@@ -177,7 +177,7 @@ def test_implementation_with_its_own_reference_is_checked_against_it(
 
     doubled = temp_impl(lambda x: 2 * x, reference=doubled_reference)  # wrong on purpose: x, not attention
     right = temp_impl(lambda x: x, reference=lambda weights, x, heads, causal: x.double())
-    rows = runner.run(tiny(tiny_config_data, implementations=[doubled, right]), tmp_path).rows
+    rows = runner.run(tiny(tiny_config_data, implementations=[doubled, right]), tmp_path).frame
     assert list(rows["status"]) == ["mismatch", "ok"]
 
 

@@ -17,18 +17,30 @@ from torch import nn
 import mhabench
 
 
-@mhabench.register("my_attention", description="example plugin: einsum projections + SDPA", traffic="fused")
+def frozen(t: torch.Tensor | None) -> nn.Parameter | None:
+    """Weights as frozen parameters: the parameter count comes from the module; mode: train turns grad on."""
+    return None if t is None else nn.Parameter(t, requires_grad=False)
+
+
+@mhabench.register(
+    "my_attention",
+    description="example plugin: einsum projections + SDPA",
+    cost=mhabench.cost.FUSED,  # the model that prices it; None leaves the modelled columns empty
+    capabilities=mhabench.Capabilities(grouped_kv=False),  # what it cannot run becomes an 'unsupported' row
+)
 class MyAttention(nn.Module):
     def __init__(self, weights: mhabench.AttentionWeights, heads: int, causal: bool = False) -> None:
         super().__init__()
-        self.weights, self.heads, self.causal = weights, heads, causal
+        self.heads, self.causal = heads, causal
+        w = weights
+        self.w_q, self.w_k, self.w_v, self.w_o = (frozen(t) for t in (w.w_q, w.w_k, w.w_v, w.w_o))
+        self.b_q, self.b_k, self.b_v, self.b_o = (frozen(t) for t in (w.b_q, w.b_k, w.b_v, w.b_o))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.weights
-
         def heads_of(t: torch.Tensor) -> torch.Tensor:  # (b, n, D) → (b, h, n, d_k)
             return t.unflatten(-1, (self.heads, -1)).transpose(1, 2)
 
-        q, k, v = (heads_of(F.linear(x, m.t(), b)) for m, b in ((w.w_q, w.b_q), (w.w_k, w.b_k), (w.w_v, w.b_v)))
+        projections = ((self.w_q, self.b_q), (self.w_k, self.b_k), (self.w_v, self.b_v))
+        q, k, v = (heads_of(F.linear(x, m.t(), b)) for m, b in projections)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal).transpose(1, 2).flatten(2)
-        return F.linear(out, w.w_o.t(), w.b_o)
+        return F.linear(out, self.w_o.t(), self.b_o)

@@ -5,6 +5,7 @@ from mhabench.impls import naive, per_head, fused, torch_mha  # noqa: F401  (reg
 from mhabench.impls import shared_qk, unscaled, additive, full_dim_heads  # noqa: F401  (ablations)
 from mhabench.impls import sdpa, compiled, flex  # noqa: F401  (peers)
 from mhabench.impls.registry import (
+    Capabilities,
     ImplSpec,
     available_implementations,
     build,
@@ -14,6 +15,7 @@ from mhabench.impls.registry import (
 )
 
 __all__ = [
+    "Capabilities",
     "ImplSpec",
     "available_implementations",
     "build",

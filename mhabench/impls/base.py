@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -25,8 +26,17 @@ def head_layout(weights: AttentionWeights, heads: int) -> tuple[int, int]:
     return head_dim, kv_heads
 
 
+def frozen(tensor: torch.Tensor | None) -> nn.Parameter | None:
+    """A weight the module owns but does not train by default (``mode: train`` turns grad on)."""
+    return None if tensor is None else nn.Parameter(tensor, requires_grad=False)
+
+
 class AttentionModule(nn.Module):
-    """Base for every implementation: holds the head layout and the split/merge reshapes."""
+    """Base for every implementation: holds the head layout and the split/merge reshapes.
+
+    Weights are frozen ``nn.Parameter``s, so ``parameters()`` is the module's weight set: its
+    parameter count, and what ``mode: train`` differentiates.
+    """
 
     def __init__(self, weights: AttentionWeights, heads: int, causal: bool) -> None:
         super().__init__()
@@ -34,6 +44,11 @@ class AttentionModule(nn.Module):
         self.heads = heads
         self.d_model = weights.d_model
         self.causal = causal
+
+    def hold(self, weights: AttentionWeights) -> None:
+        """Keep the four projections as they are: ``w_q``/``w_k``/``w_v``/``w_o`` and their biases."""
+        for field in dataclasses.fields(weights):
+            setattr(self, field.name, frozen(getattr(weights, field.name)))
 
     @staticmethod
     def split_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:

@@ -17,6 +17,7 @@ from torch import nn
 from mhabench.errors import UnsupportedError
 from mhabench.impls.naive import NaiveAttention
 from mhabench.impls.registry import register
+from mhabench.measure import cost
 from mhabench.weights import AttentionWeights
 
 F = TypeVar("F", bound=Callable[..., torch.Tensor])
@@ -58,7 +59,7 @@ class CompiledModule(nn.Module):
 @register(
     "compiled",
     description="torch.compile(naive) with inductor; first-call compile time in compile_time_s",
-    traffic="materialized",
+    cost=cost.MATERIALIZED,
     compiles=True,
 )
 def compiled_naive(weights: AttentionWeights, heads: int, causal: bool = False) -> nn.Module:

@@ -12,7 +12,8 @@ from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex
 
 from mhabench.impls.compiled import compile_failure, compile_fresh
 from mhabench.impls.fused import FusedAttention
-from mhabench.impls.registry import register
+from mhabench.impls.registry import Capabilities, register
+from mhabench.measure import cost
 from mhabench.weights import AttentionWeights
 
 
@@ -29,7 +30,8 @@ def causal_block_mask(q_len: int, kv_len: int, device: torch.device) -> BlockMas
 @register(
     "flex",
     description="packed QKV GEMM, torch.compile(flex_attention) (causal via block mask), W_o",
-    traffic="fused",
+    cost=cost.FUSED,
+    capabilities=Capabilities(decode=True),
     compiles=True,
 )
 class FlexAttention(FusedAttention):

@@ -22,9 +22,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from mhabench.errors import UnsupportedError
-from mhabench.impls.base import AttentionModule
-from mhabench.impls.registry import register
+from mhabench.impls.base import AttentionModule, frozen
+from mhabench.impls.registry import Capabilities, register
+from mhabench.measure import cost
 from mhabench.weights import AttentionWeights
 
 
@@ -73,8 +73,9 @@ def full_dim_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, c
 
 @register(
     "full_dim_heads",
-    description="ablation: h heads of width d_model each (h× projection weights), packed GEMM + SDPA (seed 000)",
-    traffic="full_dim_heads",
+    description="ablation: h heads of width d_model each (h× projection weights), packed GEMM + SDPA",
+    cost=cost.FULL_DIM_HEADS,
+    capabilities=Capabilities(grouped_kv=False),
     reference=full_dim_reference,
 )
 class FullDimHeadsAttention(AttentionModule):
@@ -82,11 +83,9 @@ class FullDimHeadsAttention(AttentionModule):
 
     def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
         super().__init__(weights, heads, causal)
-        if self.kv_heads != heads:
-            raise UnsupportedError("full_dim_heads: every head has its own full-width K/V; kv_heads must equal heads")
         packed = full_dim_weights(weights, heads)
-        self.w_qkv, self.b_qkv = packed.w_qkv.t().contiguous(), packed.b_qkv
-        self.w_out, self.b_out = packed.w_o.t().contiguous(), packed.b_o
+        self.w_qkv, self.b_qkv = frozen(packed.w_qkv.t().contiguous()), frozen(packed.b_qkv)
+        self.w_out, self.b_out = frozen(packed.w_o.t().contiguous()), frozen(packed.b_o)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = (self.split_heads(t, self.heads) for t in F.linear(x, self.w_qkv, self.b_qkv).chunk(3, dim=-1))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from mhabench.impls.base import AttentionModule
+from mhabench.impls.base import AttentionModule, frozen
 from mhabench.impls.kv_cache import KVCache
-from mhabench.impls.registry import register
+from mhabench.impls.registry import Capabilities, register
+from mhabench.measure import cost
 from mhabench.weights import AttentionWeights
 
 
@@ -22,7 +23,8 @@ def pack_qkv(weights: AttentionWeights) -> tuple[torch.Tensor, torch.Tensor | No
 @register(
     "fused",
     description="one packed QKV GEMM, view to heads, F.scaled_dot_product_attention (fastest backend), W_o",
-    traffic="fused",
+    cost=cost.FUSED,
+    capabilities=Capabilities(decode=True),
     core=True,
 )
 class FusedAttention(AttentionModule):
@@ -34,9 +36,9 @@ class FusedAttention(AttentionModule):
 
     def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
         super().__init__(weights, heads, causal)
-        self.w_qkv, self.b_qkv = pack_qkv(weights)
-        self.w_out = weights.w_o.t().contiguous()
-        self.b_out = weights.b_o
+        w_qkv, b_qkv = pack_qkv(weights)
+        self.w_qkv, self.b_qkv = frozen(w_qkv), frozen(b_qkv)
+        self.w_out, self.b_out = frozen(weights.w_o.t().contiguous()), frozen(weights.b_o)
         self.split_sizes = [weights.d_model, weights.kv_dim, weights.kv_dim]
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

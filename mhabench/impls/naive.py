@@ -6,14 +6,16 @@ import torch
 
 from mhabench.impls.base import AttentionModule, linear, materialized_attention, repeat_kv
 from mhabench.impls.kv_cache import KVCache
-from mhabench.impls.registry import register
+from mhabench.impls.registry import Capabilities, register
+from mhabench.measure import cost
 from mhabench.weights import AttentionWeights
 
 
 @register(
     "naive",
     description="Q/K/V GEMMs, explicit softmax(QKᵀ/√d_k)·V with the n×n scores materialized, W_o",
-    traffic="materialized",
+    cost=cost.MATERIALIZED,
+    capabilities=Capabilities(decode=True),
     core=True,
 )
 class NaiveAttention(AttentionModule):
@@ -23,24 +25,23 @@ class NaiveAttention(AttentionModule):
 
     def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
         super().__init__(weights, heads, causal)
-        self.weights = weights
+        self.hold(weights)
 
     def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values of ``x`` as (b, kv_heads, n, d_k); also fills the decode cache."""
-        w = self.weights
-        k = self.split_heads(linear(x, w.w_k, w.b_k), self.kv_heads)
-        v = self.split_heads(linear(x, w.w_v, w.b_v), self.kv_heads)
+        k = self.split_heads(linear(x, self.w_k, self.b_k), self.kv_heads)
+        v = self.split_heads(linear(x, self.w_v, self.b_v), self.kv_heads)
         return k, v
 
     def project_q(self, x: torch.Tensor) -> torch.Tensor:
         """Queries of ``x`` as (b, heads, n, d_k)."""
-        return self.split_heads(linear(x, self.weights.w_q, self.weights.b_q), self.heads)
+        return self.split_heads(linear(x, self.w_q, self.b_q), self.heads)
 
     def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
         """Q projection of ``x``, materialized attention over ``k``/``v`` (K/V copied per query head), W_o."""
         groups = self.heads // self.kv_heads
         out = materialized_attention(self.project_q(x), repeat_kv(k, groups), repeat_kv(v, groups), causal, self.scaled)
-        return linear(self.merge_heads(out), self.weights.w_o, self.weights.b_o)
+        return linear(self.merge_heads(out), self.w_o, self.b_o)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.attend(x, *self.project_kv(x), self.causal)

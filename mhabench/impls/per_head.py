@@ -1,33 +1,40 @@
-"""One small projection matrix per head and a Python loop over heads (seed 001's "3h matrices")."""
+"""One small projection matrix per head and a Python loop over heads: the "3h small matrices" layout."""
 
 from __future__ import annotations
 
 import torch
+from torch import nn
 
-from mhabench.impls.base import AttentionModule, linear, materialized_attention
+from mhabench.impls.base import AttentionModule, frozen, linear, materialized_attention
 from mhabench.impls.kv_cache import KVCache
-from mhabench.impls.registry import register
+from mhabench.impls.registry import Capabilities, register
+from mhabench.measure import cost
 from mhabench.weights import AttentionWeights
 
 
-def _column_blocks(
-    w: torch.Tensor, b: torch.Tensor | None, n_blocks: int
-) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
-    """Contiguous copies of the ``n_blocks`` column slices of ``w`` (and of ``b``)."""
-    width = w.shape[1] // n_blocks
-    return [
-        (
-            w[:, i * width : (i + 1) * width].contiguous(),
-            None if b is None else b[i * width : (i + 1) * width].contiguous(),
-        )
-        for i in range(n_blocks)
-    ]
+class HeadBlocks(nn.Module):
+    """The ``n_blocks`` column slices of one projection, each a contiguous frozen (d_model, d_k) matrix."""
+
+    def __init__(self, w: torch.Tensor, b: torch.Tensor | None, n_blocks: int) -> None:
+        super().__init__()
+        self.weights = nn.ParameterList([frozen(block.contiguous()) for block in w.chunk(n_blocks, dim=1)])
+        self.biases = None if b is None else nn.ParameterList([frozen(part.clone()) for part in b.chunk(n_blocks)])
+
+    def __len__(self) -> int:
+        return len(self.weights)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return self.weights[index], None if self.biases is None else self.biases[index]
+
+    def blocks(self) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        return [self[i] for i in range(len(self))]
 
 
 @register(
     "per_head",
     description="h separate (d_model, d_k) Q/K/V matrices, Python loop over heads, concat, W_o",
-    traffic="per_head",
+    cost=cost.PER_HEAD,
+    capabilities=Capabilities(decode=True),
     core=True,
 )
 class PerHeadAttention(AttentionModule):
@@ -40,25 +47,26 @@ class PerHeadAttention(AttentionModule):
 
     def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
         super().__init__(weights, heads, causal)
-        self.q_heads = _column_blocks(weights.w_q, weights.b_q, heads)
-        self.k_heads = _column_blocks(weights.w_k, weights.b_k, self.kv_heads)
-        self.v_heads = _column_blocks(weights.w_v, weights.b_v, self.kv_heads)
-        self.w_o, self.b_o = weights.w_o, weights.b_o
+        self.q_heads = HeadBlocks(weights.w_q, weights.b_q, heads)
+        self.k_heads = HeadBlocks(weights.w_k, weights.b_k, self.kv_heads)
+        self.v_heads = HeadBlocks(weights.w_v, weights.b_v, self.kv_heads)
+        self.w_o, self.b_o = frozen(weights.w_o), frozen(weights.b_o)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         groups = self.heads // self.kv_heads
         head_outputs = []
-        for group, ((w_k, b_k), (w_v, b_v)) in enumerate(zip(self.k_heads, self.v_heads, strict=True)):
+        kv_blocks = zip(self.k_heads.blocks(), self.v_heads.blocks(), strict=True)
+        for group, ((w_k, b_k), (w_v, b_v)) in enumerate(kv_blocks):
             k, v = linear(x, w_k, b_k), linear(x, w_v, b_v)
-            for w_q, b_q in self.q_heads[group * groups : (group + 1) * groups]:
+            for w_q, b_q in self.q_heads.blocks()[group * groups : (group + 1) * groups]:
                 q = linear(x, w_q, b_q)
                 head_outputs.append(materialized_attention(q, k, v, self.causal))
         return linear(torch.cat(head_outputs, dim=-1), self.w_o, self.b_o)
 
     def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values as (b, kv_heads, n, d_k), one thin GEMM per group each (decode cache layout)."""
-        k = torch.stack([linear(x, w, b) for w, b in self.k_heads], dim=1)
-        v = torch.stack([linear(x, w, b) for w, b in self.v_heads], dim=1)
+        k = torch.stack([linear(x, w, b) for w, b in self.k_heads.blocks()], dim=1)
+        v = torch.stack([linear(x, w, b) for w, b in self.v_heads.blocks()], dim=1)
         return k, v
 
     def decode_step(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
@@ -66,7 +74,7 @@ class PerHeadAttention(AttentionModule):
         keys, values = cache.append(*self.project_kv(x))
         groups = self.heads // self.kv_heads
         head_outputs = []
-        for head, (w_q, b_q) in enumerate(self.q_heads):
+        for head, (w_q, b_q) in enumerate(self.q_heads.blocks()):
             q = linear(x, w_q, b_q)
             group = head // groups
             head_outputs.append(materialized_attention(q, keys[:, group], values[:, group], causal=False))

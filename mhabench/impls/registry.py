@@ -1,25 +1,60 @@
 """The one registry of attention implementations, filled by the ``@register`` decorator.
 
 Modelled on tritonbench's decorator-registered backends: an implementation is a factory
-``(weights, heads, causal) -> nn.Module`` plus the facts the runner needs about it (which
-bytes-moved model describes it, whether it is in the default set).
+``(weights, heads, causal) -> nn.Module`` plus what the runner needs to know before it builds one:
+the cost model that prices a workload (:class:`mhabench.measure.cost.CostModel`) and the
+:class:`Capabilities` it has. The runner asks :meth:`Capabilities.unsupported_reason` up front, so a
+case an implementation cannot run becomes an ``unsupported`` row without building anything.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Callable
-from typing import Literal
 
 import torch
 from torch import nn
 
 from mhabench.errors import RegistryError, UnknownImplementationError
+from mhabench.measure.cost import CostModel
 from mhabench.weights import AttentionWeights
 
 Factory = Callable[[AttentionWeights, int, bool], nn.Module]
 ReferenceFn = Callable[[AttentionWeights, torch.Tensor, int, bool], torch.Tensor]
-Traffic = Literal["materialized", "per_head", "fused", "shared_qk", "unscaled", "additive", "full_dim_heads"]
+
+ALL_DEVICES = frozenset({"cpu", "cuda"})
+ALL_DTYPES = frozenset({"float32", "float16", "bfloat16"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What an implementation can run. Anything outside it becomes an ``unsupported`` row with the reason."""
+
+    grouped_kv: bool = True
+    """kv_heads < heads (grouped-query / multi-query attention)."""
+    decode: bool = False
+    """``phase: decode``: the module has ``project_kv(x)`` and ``decode_step(x, cache)``."""
+    train: bool = True
+    """``mode: train`` (forward + backward)."""
+    devices: frozenset[str] = ALL_DEVICES
+    dtypes: frozenset[str] = ALL_DTYPES
+    requires: tuple[str, ...] = ()
+    """Importable packages it needs (an optional peer such as ``flash_attn``)."""
+
+    def unsupported_reason(self, name: str, *, kv_heads: int, heads: int, phase: str, mode: str,
+                           device_type: str, dtype: str) -> str | None:  # fmt: skip
+        """Why ``name`` cannot run this case, or None when it can."""
+        missing = [package for package in self.requires if importlib.util.find_spec(package) is None]
+        checks = [
+            (bool(missing), f"{', '.join(missing)} not installed"),
+            (device_type not in self.devices, f"runs on {'/'.join(sorted(self.devices))} only, not {device_type}"),
+            (dtype not in self.dtypes, f"no {dtype} support (dtypes: {', '.join(sorted(self.dtypes))})"),
+            (kv_heads != heads and not self.grouped_kv, f"no grouped K/V heads (kv_heads {kv_heads} < heads {heads})"),
+            (phase == "decode" and not self.decode, "no KV-cache decode step"),
+            (mode == "train" and not self.train, "no backward pass"),
+        ]
+        return next((f"{name}: {reason}" for failed, reason in checks if failed), None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +64,9 @@ class ImplSpec:
     name: str
     factory: Factory
     description: str
-    traffic: Traffic
+    cost: CostModel | None
+    """Prices a workload; None for a plugin that declared none (its modelled columns stay empty)."""
+    capabilities: Capabilities
     core: bool
     reference: ReferenceFn | None = None
     """float64 reference of the function this implementation computes; None = standard MHA."""
@@ -44,24 +81,25 @@ def register(
     name: str,
     *,
     description: str,
-    traffic: Traffic = "fused",
+    cost: CostModel | None = None,
+    capabilities: Capabilities = Capabilities(),
     core: bool = False,
     reference: ReferenceFn | None = None,
     compiles: bool = False,
 ) -> Callable[[Factory], Factory]:
     """Class/function decorator: register ``factory`` under ``name`` (duplicates are an error).
 
-    ``traffic`` names the bytes-moved model in :mod:`mhabench.measure.cost` that describes the
-    implementation; ``core`` puts it in the default set that a config without
-    ``implementations:`` runs; ``reference`` is the float64 function an ablation that computes
-    something other than standard attention is checked against; ``compiles`` marks a factory whose
-    module compiles on its first call.
+    ``cost`` prices a workload (a :class:`CostModel` from :mod:`mhabench.measure.cost`, or None
+    when unknown); ``capabilities`` says what it can run; ``core`` puts it in the default set that a
+    config without ``implementations:`` runs; ``reference`` is the float64 function an ablation that
+    computes something other than standard attention is checked against; ``compiles`` marks a
+    factory whose module compiles on its first call.
     """
 
     def decorator(factory: Factory) -> Factory:
         if name in _REGISTRY:
             raise RegistryError(f"implementation {name!r} is already registered")
-        _REGISTRY[name] = ImplSpec(name, factory, description, traffic, core, reference=reference, compiles=compiles)
+        _REGISTRY[name] = ImplSpec(name, factory, description, cost, capabilities, core, reference, compiles)
         return factory
 
     return decorator

@@ -3,7 +3,9 @@
 ``fused`` lets torch pick the backend; these four pin it with ``torch.nn.attention.sdpa_kernel``
 so the backends can be compared on the same weights and shapes. A backend torch has no kernel for
 on this device/dtype/shape (efficient and cuDNN on the CPU, flash for some head sizes on CUDA)
-raises :class:`UnsupportedError`, which the runner records as an ``unsupported`` row.
+raises :class:`UnsupportedError`, which the runner records as an ``unsupported`` row. torch words
+this differently per device ("No viable backend…" on the CPU, "No available kernel.  Aborting
+execution." on CUDA, after warnings that name the reason); :mod:`mhabench.failures` knows both.
 """
 
 from __future__ import annotations
@@ -14,12 +16,11 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from mhabench.errors import UnsupportedError
+from mhabench.failures import is_no_kernel
 from mhabench.impls.fused import FusedAttention
-from mhabench.impls.registry import Traffic, register
+from mhabench.impls.registry import Capabilities, register
+from mhabench.measure import cost
 from mhabench.weights import AttentionWeights
-
-# torch's message when the forced backend rejects the inputs (no kernel for this device/dtype/shape)
-_NO_KERNEL = "No viable backend for scaled_dot_product_attention"
 
 
 class ForcedBackendAttention(FusedAttention):
@@ -34,7 +35,7 @@ class ForcedBackendAttention(FusedAttention):
             with sdpa_kernel(self.backend):
                 return super().attend(q, k, v, causal)
         except RuntimeError as exc:
-            if _NO_KERNEL not in str(exc):
+            if not is_no_kernel(exc):
                 raise
             raise UnsupportedError(
                 f"torch {torch.__version__} has no {self.backend.name} SDPA kernel for "
@@ -43,13 +44,30 @@ class ForcedBackendAttention(FusedAttention):
 
 
 # (name, backend, what it is, bytes model): the math backend writes and re-reads the n×L scores like naive
-_BACKENDS: list[tuple[str, SDPBackend, str, Traffic]] = [
-    ("sdpa_math", SDPBackend.MATH, "the math backend (plain aten ops, scores materialized)", "materialized"),
-    ("sdpa_flash", SDPBackend.FLASH_ATTENTION, "the flash-attention backend", "fused"),
-    ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION, "the memory-efficient backend", "fused"),
-    ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION, "the cuDNN backend", "fused"),
+_BACKENDS: list[tuple[str, SDPBackend, str, cost.CostModel]] = [
+    ("sdpa_math", SDPBackend.MATH, "the math backend (plain aten ops, scores materialized)", cost.MATERIALIZED),
+    ("sdpa_flash", SDPBackend.FLASH_ATTENTION, "the flash-attention backend", cost.FUSED),
+    ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION, "the memory-efficient backend", cost.FUSED),
+    ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION, "the cuDNN backend", cost.FUSED),
 ]
-for _name, _backend, _what, _traffic in _BACKENDS:
-    register(_name, description=f"fused with SDPA forced to {_what}", traffic=_traffic)(
-        functools.partial(ForcedBackendAttention, backend=_backend)
-    )
+for _name, _backend, _what, _cost in _BACKENDS:
+    register(
+        _name, description=f"fused with SDPA forced to {_what}", cost=_cost, capabilities=Capabilities(decode=True)
+    )(functools.partial(ForcedBackendAttention, backend=_backend))
+
+# Kernels that, under a causal mask, skip the key blocks a query block cannot see: their time covers
+# about half the n² attention FLOPs, so their throughput is only meaningful on ``useful_flops``.
+MASK_SKIPPING_SDPA_BACKENDS = frozenset({"flash", "efficient", "cudnn"})
+MASK_SKIPPING_IMPLEMENTATIONS = frozenset({"flex", "flash_attn", "xformers"})
+
+
+def kernel_skips_masked_work(sdpa_backend: str, impl_name: str) -> bool:
+    """True when the attention kernel that ran does not compute fully masked (causal) blocks.
+
+    ``sdpa_backend`` is the row's comma-joined backend column ("" when SDPA was not called). The
+    math backend and every materialized layout compute the whole n×L score matrix and mask it after.
+    """
+    if impl_name in MASK_SKIPPING_IMPLEMENTATIONS:
+        return True
+    backends = {name for name in sdpa_backend.split(",") if name}
+    return bool(backends) and backends <= MASK_SKIPPING_SDPA_BACKENDS

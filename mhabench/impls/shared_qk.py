@@ -1,9 +1,8 @@
-"""Ablation ``shared_qk``: one matrix for queries and keys, W_K := W_Q (seed 004).
+"""Ablation ``shared_qk``: one matrix for queries and keys, W_K := W_Q.
 
-Seed 004 asks why attention has separate W_Q and W_K. With one shared matrix the scores of a head
-are S = (X W)(X W)ᵀ / √d_k: symmetric and positive semi-definite, so S_ii = |q_i|² tends to be the
-largest entry of row i and every token mostly attends to itself. :func:`diagonal_argmax_share`
-measures that; the tests and README.md ("Shared vs separate W_Q / W_K") report it next to ``naive``.
+Why does attention have separate W_Q and W_K? With one shared matrix the scores of a head are
+S = (X W)(X W)ᵀ / √d_k: symmetric and positive semi-definite. That bounds S_ij by √(S_ii·S_jj); it
+does not make the diagonal win every row, but it favours it. ``mhabench probe`` measures how often.
 
 Only one projection GEMM serves Q and K, so the layer has 3·D² weights and 6·b·n·D² projection
 FLOPs instead of 4·D² and 8·b·n·D² (cost model ``shared_qk``).
@@ -16,9 +15,9 @@ import math
 
 import torch
 
-from mhabench.errors import UnsupportedError
 from mhabench.impls.base import AttentionModule, causal_mask, linear
-from mhabench.impls.registry import register
+from mhabench.impls.registry import Capabilities, register
+from mhabench.measure import cost
 from mhabench.reference import reference_attention
 from mhabench.weights import AttentionWeights
 
@@ -35,8 +34,9 @@ def shared_qk_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, 
 
 @register(
     "shared_qk",
-    description="ablation: W_K := W_Q, one GEMM for queries and keys, symmetric QQᵀ scores (seed 004)",
-    traffic="shared_qk",
+    description="ablation: W_K := W_Q, one GEMM for queries and keys, symmetric QQᵀ scores",
+    cost=cost.SHARED_QK,
+    capabilities=Capabilities(grouped_kv=False),
     reference=shared_qk_reference,
 )
 class SharedQKAttention(AttentionModule):
@@ -44,11 +44,8 @@ class SharedQKAttention(AttentionModule):
 
     def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
         super().__init__(weights, heads, causal)
-        if self.kv_heads != heads:
-            raise UnsupportedError("shared_qk: keys are the queries, so kv_heads must equal heads (no GQA/MQA)")
-        self.w_q, self.b_q = weights.w_q, weights.b_q
-        self.w_v, self.b_v = weights.w_v, weights.b_v
-        self.w_o, self.b_o = weights.w_o, weights.b_o
+        self.hold(shared_weights(weights))
+        del self.w_k, self.b_k  # the keys are the queries: no K projection
 
     def scores(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Pre-softmax scores (b, h, n, n) and the queries (b, h, n, d_k) they came from."""

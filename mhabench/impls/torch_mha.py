@@ -5,17 +5,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mhabench.errors import UnsupportedError
 from mhabench.impls.base import AttentionModule, causal_mask
 from mhabench.impls.fused import pack_qkv
-from mhabench.impls.registry import register
+from mhabench.impls.registry import Capabilities, register
+from mhabench.measure import cost
 from mhabench.weights import AttentionWeights
 
 
 @register(
     "torch_mha",
     description="torch.nn.MultiheadAttention (batch_first, need_weights=False) on the same weights",
-    traffic="fused",
+    cost=cost.FUSED,
+    capabilities=Capabilities(grouped_kv=False),
     core=True,
 )
 class TorchMHA(AttentionModule):
@@ -23,8 +24,6 @@ class TorchMHA(AttentionModule):
 
     def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
         super().__init__(weights, heads, causal)
-        if self.kv_heads != heads:
-            raise UnsupportedError("torch_mha: nn.MultiheadAttention has no grouped-query mode (kv_heads < heads)")
         w = weights.w_q
         self.mha = nn.MultiheadAttention(
             self.d_model, heads, bias=weights.has_bias, batch_first=True, device=w.device, dtype=w.dtype
@@ -36,6 +35,7 @@ class TorchMHA(AttentionModule):
             if b_qkv is not None:
                 self.mha.in_proj_bias.copy_(b_qkv)
                 self.mha.out_proj.bias.copy_(weights.b_o)
+        self.mha.requires_grad_(False)
         self.eval()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,10 +1,10 @@
-"""Ablation ``unscaled``: dot-product attention without the 1/√d_k factor (seed 004).
+"""Ablation ``unscaled``: dot-product attention without the 1/√d_k factor (Vaswani et al. 2017, §3.2.1).
 
-Seed 004's argument: with unit-variance query and key entries Var(q·k) = d_k, so unscaled scores
+The argument: with unit-variance query and key entries Var(q·k) = d_k, so unscaled scores
 grow like √d_k and the softmax saturates (one key takes almost all the probability, gradients
-vanish) as heads get wider; dividing by √d_k restores variance 1. :func:`softmax_saturation`
-measures it on real projections. Same FLOPs as ``naive``; the bytes model (``unscaled``) is the
-``materialized`` one without the elementwise scale pass over the scores.
+vanish) as heads get wider; dividing by √d_k restores variance 1. ``mhabench probe`` measures it.
+Same FLOPs as ``naive``; the bytes model (``unscaled``) is the ``materialized`` one without the
+elementwise scale pass over the scores.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from mhabench.errors import UnsupportedError
 from mhabench.impls.base import attention_probabilities, repeat_kv
 from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.naive import NaiveAttention
-from mhabench.impls.registry import register
+from mhabench.impls.registry import Capabilities, register
+from mhabench.measure import cost
 from mhabench.reference import reference_attention
 from mhabench.weights import AttentionWeights
 
@@ -27,8 +28,9 @@ def unscaled_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, c
 
 @register(
     "unscaled",
-    description="ablation: materialized softmax(QKᵀ)·V without the 1/√d_k scale (seed 004: saturation)",
-    traffic="unscaled",
+    description="ablation: materialized softmax(QKᵀ)·V without the 1/√d_k scale (softmax saturation)",
+    cost=cost.UNSCALED,
+    capabilities=Capabilities(decode=True),
     reference=unscaled_reference,
 )
 class UnscaledAttention(NaiveAttention):

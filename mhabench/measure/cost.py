@@ -1,6 +1,6 @@
 """The cost model: FLOPs and minimum bytes moved for one attention call, per implementation.
 
-One place, documented in README ("Cost model"); formulas follow ../shared/reference/performance-model.md.
+One place, documented in docs/cost-model.md; the formulas follow the checked performance model the project grew from.
 
 Symbols: b batch, n query tokens, L key/value length (= n in prefill), D d_model, h heads,
 n_kv key/value heads, d_k head dim, e bytes per element. A multiply-add counts as 2 FLOPs.
@@ -50,9 +50,7 @@ Phases and modes are workload shapes, not separate models:
 from __future__ import annotations
 
 import dataclasses
-
-from mhabench.impls.additive import BLOCK_ELEMENTS
-from mhabench.impls.registry import Traffic
+from collections.abc import Callable
 
 SOFTMAX_FLOPS_PER_SCORE = 5
 
@@ -145,18 +143,19 @@ def _standard_flops(w: Workload) -> tuple[int, int]:
     return 2 * w.tokens * w.d_model * (2 * w.d_model + 2 * w.kv_dim), 4 * w.score_elements * w.head_dim
 
 
-_ABLATION_FLOPS = {
-    "shared_qk": lambda w: (2 * w.tokens * w.d_model * (2 * w.d_model + w.kv_dim), 4 * w.score_elements * w.head_dim),
-    "additive": lambda w: (_standard_flops(w)[0], 6 * w.score_elements * w.head_dim),
-    "full_dim_heads": lambda w: (8 * w.tokens * w.heads * w.d_model**2, 4 * w.score_elements * w.d_model),
-}
+def _shared_qk_flops(w: Workload) -> tuple[int, int]:
+    """No K GEMM: the queries serve as keys."""
+    return 2 * w.tokens * w.d_model * (2 * w.d_model + w.kv_dim), 4 * w.score_elements * w.head_dim
 
 
-def _flops(traffic: Traffic, w: Workload) -> tuple[int, int, int, int]:
-    proj, attn = _ABLATION_FLOPS.get(traffic, _standard_flops)(w)
-    softmax = SOFTMAX_FLOPS_PER_SCORE * w.score_elements
-    useful = proj + round(attn * w.visible_fraction)
-    return proj, attn, softmax, useful
+def _additive_flops(w: Workload) -> tuple[int, int]:
+    """Per score element: d_k adds, d_k tanh, d_k multiply-adds with v; then P·V."""
+    return _standard_flops(w)[0], 6 * w.score_elements * w.head_dim
+
+
+def _full_dim_heads_flops(w: Workload) -> tuple[int, int]:
+    """h heads each of width D."""
+    return 8 * w.tokens * w.heads * w.d_model**2, 4 * w.score_elements * w.d_model
 
 
 def _materialized_attn_elements(w: Workload, scale_pass: bool = True) -> int:
@@ -221,7 +220,7 @@ def _unscaled(w: Workload) -> tuple[int, int, int]:
     return proj, _materialized_attn_elements(w, scale_pass=False) + _kv_repeat_elements(w), peak
 
 
-def _additive(w: Workload) -> tuple[int, int, int]:
+def _additive(w: Workload, block_elements: int) -> tuple[int, int, int]:
     proj, _, _ = _materialized(w)
     intermediate = w.score_elements * w.head_dim
     q_and_out = 2 * w.tokens * w.d_model
@@ -229,7 +228,7 @@ def _additive(w: Workload) -> tuple[int, int, int]:
     # add write, tanh read + write, v-contraction read; then scores write, mask, softmax, P·V read
     score_passes = 1 + (2 if w.causal else 0) + 2 + 1
     attn = q_and_out + kv_reads + 4 * intermediate + score_passes * w.score_elements + _kv_repeat_elements(w)
-    peak = (w.d_model + 2 * w.kv_dim) * w.tokens + min(intermediate, BLOCK_ELEMENTS) + 2 * w.score_elements
+    peak = (w.d_model + 2 * w.kv_dim) * w.tokens + min(intermediate, block_elements) + 2 * w.score_elements
     return proj, attn, peak + 3 * w.tokens * w.d_model
 
 
@@ -241,49 +240,68 @@ def _full_dim_heads(w: Workload) -> tuple[int, int, int]:
     return proj, attn, peak
 
 
-_BYTES_MODELS = {
-    "fused": _fused,
-    "materialized": _materialized,
-    "per_head": _per_head,
-    "shared_qk": _shared_qk,
-    "unscaled": _unscaled,
-    "additive": _additive,
-    "full_dim_heads": _full_dim_heads,
-}
+def _standard_weights(w: Workload) -> int:
+    """Elements of W_Q, W_K, W_V and W_O (no biases)."""
+    return w.d_model * (2 * w.d_model + 2 * w.kv_dim)
 
 
-def weight_elements(traffic: Traffic, w: Workload) -> int:
-    """Elements of the weight matrices (no biases) an implementation with this model multiplies by."""
-    if traffic == "full_dim_heads":
-        return 4 * w.heads * w.d_model**2
-    k_width = 0 if traffic == "shared_qk" else w.kv_dim
-    extra = w.d_model if traffic == "additive" else 0  # the score vectors v
-    return w.d_model * (2 * w.d_model + k_width + w.kv_dim) + extra
+@dataclasses.dataclass(frozen=True)
+class CostModel:
+    """Prices one call of an implementation: ``model(workload) -> Cost``.
+
+    Built from three building blocks: ``flops`` gives (projection, attention) FLOPs, ``elements``
+    (projection, attention, predicted peak) elements moved, ``weights`` the weight-matrix elements
+    (their gradients count towards the train-mode peak). A registry entry carries one of these.
+    """
+
+    name: str
+    elements: Callable[[Workload], tuple[int, int, int]]
+    flops: Callable[[Workload], tuple[int, int]] = _standard_flops
+    weights: Callable[[Workload], int] = _standard_weights
+
+    def __call__(self, w: Workload) -> Cost:
+        """FLOPs and bytes of one call (forward, or forward + backward when ``w.train``)."""
+        proj_flops, attn_flops = self.flops(w)
+        proj_elements, attn_elements, peak_elements = self.elements(w)
+        e = w.element_bytes
+        forward = Cost(
+            proj_flops=proj_flops,
+            attn_flops=attn_flops,
+            softmax_flops=SOFTMAX_FLOPS_PER_SCORE * w.score_elements,
+            useful_flops=proj_flops + round(attn_flops * w.visible_fraction),
+            proj_bytes=proj_elements * e,
+            attn_bytes=attn_elements * e,
+            predicted_peak_bytes=peak_elements * e,
+        )
+        return _with_backward(forward, self.weights(w), w) if w.train else forward
 
 
-def estimate_cost(traffic: Traffic, w: Workload) -> Cost:
-    """FLOPs and bytes of one call (forward, or forward + backward when ``w.train``)."""
-    proj_flops, attn_flops, softmax_flops, useful_flops = _flops(traffic, w)
-    proj_elements, attn_elements, peak_elements = _BYTES_MODELS[traffic](w)
-    e = w.element_bytes
-    forward = Cost(
-        proj_flops=proj_flops,
-        attn_flops=attn_flops,
-        softmax_flops=softmax_flops,
-        useful_flops=useful_flops,
-        proj_bytes=proj_elements * e,
-        attn_bytes=attn_elements * e,
-        predicted_peak_bytes=peak_elements * e,
+FUSED = CostModel("fused", _fused)
+MATERIALIZED = CostModel("materialized", _materialized)
+PER_HEAD = CostModel("per_head", _per_head)
+UNSCALED = CostModel("unscaled", _unscaled)
+SHARED_QK = CostModel("shared_qk", _shared_qk, _shared_qk_flops, lambda w: w.d_model * (2 * w.d_model + w.kv_dim))
+FULL_DIM_HEADS = CostModel(
+    "full_dim_heads", _full_dim_heads, _full_dim_heads_flops, lambda w: 4 * w.heads * w.d_model**2
+)
+
+
+def additive_model(block_elements: int) -> CostModel:
+    """The additive ablation builds its tanh intermediate in blocks of at most ``block_elements``."""
+    return CostModel(
+        "additive",
+        lambda w: _additive(w, block_elements),
+        _additive_flops,
+        lambda w: _standard_weights(w) + w.d_model,  # plus the score vectors v
     )
-    return _with_backward(forward, traffic, w) if w.train else forward
 
 
-def _with_backward(forward: Cost, traffic: Traffic, w: Workload) -> Cost:
+def _with_backward(forward: Cost, weight_elements: int, w: Workload) -> Cost:
     """Forward + backward: GEMMs 2×, attention 2.5× (FLOPs), every kernel's bytes 2× (see module doc)."""
     backward_attn = 5 * forward.attn_flops // 2
     backward_flops = 2 * forward.proj_flops + backward_attn
     attn_useful = forward.useful_flops - forward.proj_flops
-    gradients = (w.tokens * w.d_model + weight_elements(traffic, w)) * w.element_bytes
+    gradients = (w.tokens * w.d_model + weight_elements) * w.element_bytes
     return Cost(
         proj_flops=3 * forward.proj_flops,
         attn_flops=forward.attn_flops + backward_attn,

@@ -1,27 +1,72 @@
 """Device peaks for the roofline: a datasheet table for known GPUs, a measurement otherwise.
 
-GPU figures are dense peaks from ../shared/reference/performance-model.md (sparse datasheet numbers
-are 2× these). CPUs have no datasheet figure we can trust, so we measure: a large matmul for
-FLOP/s and a large copy for bandwidth, best of a few repetitions, labelled ``measured``.
+A GPU is matched by its exact model, not by a fragment: "H100 NVL", "H100 PCIe" and the SXM part
+have different peaks, "GH200" is not an "H200", and an A100's bandwidth depends on its memory size
+and form factor. Names are matched as whole words (so "H200" does not match inside "GH200") and the
+longest matching pattern wins (so "H200 NVL" beats "H200").
+
+A MIG slice (a name containing "MIG", a ``MIG-`` device in ``CUDA_VISIBLE_DEVICES``, or fewer
+multiprocessors than the whole chip has) gets no datasheet figure: it owns a fraction of the chip's
+compute and memory bandwidth that the datasheet does not state, so its peaks are measured.
+
+fp32 matmuls run on the TF32 tensor cores when ``torch.backends.cuda.matmul.allow_tf32`` is on (or
+``torch.get_float32_matmul_precision()`` is not "highest"), which moves the fp32 roof by about 7×;
+the choice is read when the peaks are looked up and written into ``source``.
+
+CPUs and unknown GPUs are measured: a large matmul for FLOP/s and a copy much larger than the
+last-level cache for bandwidth, labelled ``measured``. On CUDA both are timed with CUDA events over
+several calls (see :mod:`mhabench.measure.cuda_timing`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import platform
+import re
+import statistics
 import time
 from collections.abc import Callable
 
 import torch
 
-# name fragment → (bf16/fp16 tensor TFLOP/s, fp32 TFLOP/s without tensor cores, TB/s)
-GPU_PEAKS: dict[str, tuple[float, float, float]] = {
-    "H100 PCIe": (756.0, 51.0, 2.0),
-    "H100": (989.0, 67.0, 3.35),  # SXM; after "H100 PCIe" so PCIe matches first
-    "H200": (989.0, 67.0, 4.8),
-    "A100": (312.0, 19.5, 2.04),
-}
+
+@dataclasses.dataclass(frozen=True)
+class GpuDatasheet:
+    """Dense (no sparsity) peaks of one GPU model, and the names it reports itself under."""
+
+    model: str
+    patterns: tuple[str, ...]
+    tensor_tflops: float
+    """bf16/fp16 on tensor cores."""
+    tf32_tflops: float
+    """fp32 matmuls on the TF32 tensor cores."""
+    fp32_tflops: float
+    """fp32 without tensor cores."""
+    memory_tbps: float
+    multiprocessors: int
+    """SMs of the whole chip: a device reporting fewer is a partition of it."""
+
+
+# Figures: vendor datasheet (NVIDIA's H100, H200, GH200, A100, L40S and HGX B200 datasheets), dense
+# rates, i.e. half the "with sparsity" figures; B200 per GPU = the HGX B200 8-GPU totals / 8.
+# Patterns are upper case with "-" and "_" read as spaces: how torch / nvidia-smi name the part.
+GPU_DATASHEETS: tuple[GpuDatasheet, ...] = (
+    GpuDatasheet("H100 SXM", ("H100 80GB HBM3", "H100 SXM", "H100 SXM5"), 989.0, 495.0, 67.0, 3.35, 132),
+    GpuDatasheet("H100 PCIe", ("H100 PCIE",), 756.0, 378.0, 51.0, 2.0, 114),
+    GpuDatasheet("H100 NVL", ("H100 NVL",), 835.0, 418.0, 60.0, 3.9, 132),
+    GpuDatasheet("H200 SXM", ("H200", "H200 SXM", "H200 141GB HBM3E"), 989.0, 495.0, 67.0, 4.8, 132),
+    GpuDatasheet("H200 NVL", ("H200 NVL",), 835.0, 418.0, 60.0, 4.8, 132),
+    GpuDatasheet("GH200 96GB", ("GH200", "GH200 480GB"), 989.0, 495.0, 67.0, 4.0, 132),
+    GpuDatasheet("GH200 144GB", ("GH200 144G HBM3E", "GH200 144GB HBM3E"), 989.0, 495.0, 67.0, 4.9, 132),
+    GpuDatasheet("A100 SXM 40GB", ("A100 SXM4 40GB", "A100 SXM 40GB"), 312.0, 156.0, 19.5, 1.555, 108),
+    GpuDatasheet("A100 SXM 80GB", ("A100 SXM4 80GB", "A100 SXM 80GB"), 312.0, 156.0, 19.5, 2.039, 108),
+    GpuDatasheet("A100 PCIe 40GB", ("A100 PCIE 40GB", "A100 PCIE"), 312.0, 156.0, 19.5, 1.555, 108),
+    GpuDatasheet("A100 PCIe 80GB", ("A100 80GB PCIE", "A100 PCIE 80GB"), 312.0, 156.0, 19.5, 1.935, 108),
+    GpuDatasheet("L40S", ("L40S",), 362.0, 183.0, 91.6, 0.864, 142),
+    GpuDatasheet("B200", ("B200",), 2250.0, 1125.0, 75.0, 8.0, 148),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,29 +108,73 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def datasheet_peaks(name: str, dtype: torch.dtype) -> DevicePeaks | None:
-    """The table's figures for a GPU whose name contains a known fragment."""
-    for fragment, (tensor_tflops, fp32_tflops, tbps) in GPU_PEAKS.items():
-        if fragment in name:
-            tflops = fp32_tflops if dtype == torch.float32 else tensor_tflops
-            return DevicePeaks(tflops, tbps * 1e3, f"datasheet:{fragment}")
+def _normalized(name: str) -> str:
+    return " ".join(re.sub(r"[-_]", " ", name).upper().split())
+
+
+def _matches(pattern: str, name: str) -> bool:
+    """``pattern`` occurs in ``name`` as whole words (no letter or digit glued to either end)."""
+    return re.search(rf"(?<![A-Z0-9]){re.escape(pattern)}(?![A-Z0-9])", name) is not None
+
+
+def match_datasheet(name: str) -> GpuDatasheet | None:
+    """The table entry whose longest whole-word pattern occurs in ``name``; None for an unknown GPU."""
+    normalized = _normalized(name)
+    found = [(len(p), sheet) for sheet in GPU_DATASHEETS for p in sheet.patterns if _matches(p, normalized)]
+    return max(found, key=lambda pair: pair[0])[1] if found else None
+
+
+def tf32_enabled() -> bool:
+    """True when fp32 matmuls may run on TF32 tensor cores (the fp32 roof is then the TF32 one)."""
+    return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
+
+
+FP32_MODES = {True: "fp32 via TF32 tensor cores", False: "fp32 without TF32"}
+
+
+def fp32_matmul_mode() -> str:
+    """What the fp32 roof assumes, for ``source`` and the manifest."""
+    return FP32_MODES[tf32_enabled()]
+
+
+def sheet_peaks(sheet: GpuDatasheet, dtype: torch.dtype, tf32: bool | None = None) -> DevicePeaks:
+    """``sheet``'s roof for ``dtype``; ``tf32`` (default: torch's current setting) picks the fp32 one."""
+    source = f"datasheet:{sheet.model}"
+    if dtype != torch.float32:
+        return DevicePeaks(sheet.tensor_tflops, sheet.memory_tbps * 1e3, source)
+    use_tf32 = tf32_enabled() if tf32 is None else tf32
+    tflops = sheet.tf32_tflops if use_tf32 else sheet.fp32_tflops
+    return DevicePeaks(tflops, sheet.memory_tbps * 1e3, f"{source} ({FP32_MODES[use_tf32]})")
+
+
+def datasheet_peaks(name: str, dtype: torch.dtype, tf32: bool | None = None) -> DevicePeaks | None:
+    """The table's figures for the GPU called ``name`` (None when unknown)."""
+    sheet = match_datasheet(name)
+    return None if sheet is None else sheet_peaks(sheet, dtype, tf32)
+
+
+def mig_reason(name: str, multiprocessors: int, sheet: GpuDatasheet | None) -> str | None:
+    """Why this device is a MIG slice (so whole-GPU peaks do not apply), or None for a whole GPU."""
+    if "MIG" in _normalized(name).split():
+        return f"MIG slice ({name})"
+    if "MIG-" in os.environ.get("CUDA_VISIBLE_DEVICES", ""):
+        return "MIG slice (CUDA_VISIBLE_DEVICES names a MIG device)"
+    if sheet is not None and 0 < multiprocessors < sheet.multiprocessors:
+        return f"MIG slice or partition: {multiprocessors} of the {sheet.model}'s {sheet.multiprocessors} SMs"
     return None
 
 
-def _best_seconds(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
+def _best_seconds(fn: Callable[[], object], repeats: int) -> float:
+    """Best host-timed call on the CPU (nothing asynchronous to wait for)."""
     best = float("inf")
     for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
         start = time.perf_counter()
         fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
         best = min(best, time.perf_counter() - start)
     return best
 
 
-def _matmul_tflops(device: torch.device, dtype: torch.dtype, max_size: int, min_call_s: float) -> float:
+def _cpu_matmul_tflops(dtype: torch.dtype, max_size: int, min_call_s: float) -> float:
     """Best matmul throughput, growing the square size until one call takes ``min_call_s``.
 
     Growing keeps the measurement to a few seconds even where a dtype is emulated
@@ -93,30 +182,81 @@ def _matmul_tflops(device: torch.device, dtype: torch.dtype, max_size: int, min_
     """
     size = 256
     while True:
-        a = torch.randn(size, size, device=device).to(dtype)
-        b = torch.randn(size, size, device=device).to(dtype)
-        seconds = _best_seconds(functools.partial(torch.matmul, a, b), device, repeats=5)
+        a = torch.randn(size, size).to(dtype)
+        b = torch.randn(size, size).to(dtype)
+        seconds = _best_seconds(functools.partial(torch.matmul, a, b), repeats=5)
         if seconds >= min_call_s or size >= max_size:
             return 2 * size**3 / seconds / 1e12
         size *= 2
+
+
+def _cpu_peaks(dtype: torch.dtype) -> DevicePeaks:
+    tflops = _cpu_matmul_tflops(dtype, max_size=4096, min_call_s=0.1)
+    source = torch.empty(64 * 2**20, dtype=torch.uint8).fill_(1)  # 64 MiB
+    target = torch.empty_like(source)
+    copy_s = _best_seconds(lambda: target.copy_(source), repeats=10)
+    return DevicePeaks(tflops, 2 * source.numel() / copy_s / 1e9, "measured")
+
+
+# CUDA measurement sizes: an 8192³ matmul keeps an H100's tensor cores busy for > 1 ms; the copy is at
+# least COPY_L2_MULTIPLE × L2 (and COPY_MIN_BYTES) so it streams from HBM, not from the L2.
+CUDA_MATMUL_SIZE = 8192
+COPY_L2_MULTIPLE = 16
+COPY_MIN_BYTES = 1 << 30
+MEASURE_CALLS = 10
+
+
+def cuda_copy_bytes(l2_bytes: int, free_bytes: int) -> int:
+    """Bytes per copy buffer: far larger than L2, and both buffers within a quarter of free memory."""
+    return min(max(COPY_L2_MULTIPLE * l2_bytes, COPY_MIN_BYTES), free_bytes // 8)
+
+
+def _cuda_matmul_tflops(device: torch.device, dtype: torch.dtype) -> float:
+    from mhabench.measure.cuda_timing import cuda_event_times_ms  # deferred: that module imports this one
+
+    a = torch.randn(CUDA_MATMUL_SIZE, CUDA_MATMUL_SIZE, device=device, dtype=dtype)
+    b = torch.randn(CUDA_MATMUL_SIZE, CUDA_MATMUL_SIZE, device=device, dtype=dtype)
+    times = cuda_event_times_ms(lambda: torch.matmul(a, b), device, MEASURE_CALLS, flush_l2=True, cuda_graphs=False)
+    return 2 * CUDA_MATMUL_SIZE**3 / (statistics.median(times.device_ms) / 1e3) / 1e12
+
+
+def _cuda_copy_gbps(device: torch.device, nbytes: int) -> float:
+    """Bytes read plus bytes written per second by a device-to-device copy of ``nbytes``."""
+    from mhabench.measure.cuda_timing import cuda_event_times_ms
+
+    source = torch.ones(nbytes, dtype=torch.uint8, device=device)
+    target = torch.empty_like(source)
+    times = cuda_event_times_ms(lambda: target.copy_(source), device, MEASURE_CALLS, flush_l2=False, cuda_graphs=False)
+    return 2 * nbytes / (statistics.median(times.device_ms) / 1e3) / 1e9
+
+
+def _cuda_peaks(device: torch.device, dtype: torch.dtype) -> DevicePeaks:
+    from mhabench.measure.cuda_timing import l2_cache_bytes
+
+    tflops = _cuda_matmul_tflops(device, dtype)
+    nbytes = cuda_copy_bytes(l2_cache_bytes(device), torch.cuda.mem_get_info(device)[0])
+    gbps = _cuda_copy_gbps(device, nbytes)
+    mode = f", {fp32_matmul_mode()}" if dtype == torch.float32 else ""
+    where = f"CUDA events, median of {MEASURE_CALLS}: {CUDA_MATMUL_SIZE}³ matmul, {nbytes >> 20} MiB copy{mode}"
+    return DevicePeaks(tflops, gbps, f"measured ({where})")
 
 
 @functools.cache
 def measured_peaks(device: torch.device, dtype: torch.dtype) -> DevicePeaks:
     """Measure matmul FLOP/s and copy bandwidth once per process for (device, dtype)."""
     with torch.inference_mode():
-        tflops = _matmul_tflops(device, dtype, max_size=4096, min_call_s=0.1)
-        source = torch.empty(64 * 2**20, dtype=torch.uint8, device=device).fill_(1)  # 64 MiB
-        target = torch.empty_like(source)
-        copy_s = _best_seconds(lambda: target.copy_(source), device, repeats=10)
-    gbps = 2 * source.numel() / copy_s / 1e9
-    return DevicePeaks(tflops, gbps, "measured")
+        return _cuda_peaks(device, dtype) if device.type == "cuda" else _cpu_peaks(dtype)
 
 
 def device_peaks(device: torch.device, dtype: torch.dtype) -> DevicePeaks:
-    """Datasheet figures for a known GPU, otherwise a measurement on this machine."""
-    if device.type == "cuda":
-        known = datasheet_peaks(device_name(device), dtype)
-        if known is not None:
-            return known
-    return measured_peaks(device, dtype)
+    """Datasheet figures for a known whole GPU, otherwise a measurement on this machine."""
+    if device.type != "cuda":
+        return measured_peaks(device, dtype)
+    name = device_name(device)
+    sheet = match_datasheet(name)
+    mig = mig_reason(name, torch.cuda.get_device_properties(device).multi_processor_count, sheet)
+    if sheet is not None and mig is None:
+        return sheet_peaks(sheet, dtype)
+    measured = measured_peaks(device, dtype)
+    why = mig if mig is not None else f"no datasheet entry for {name!r}"
+    return dataclasses.replace(measured, source=f"{measured.source}; {why}")

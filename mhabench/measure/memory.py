@@ -13,7 +13,6 @@ in the ``memory_method`` column.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -29,12 +28,14 @@ class LiveStorageTracker(TorchDispatchMode):
         self.live_bytes = 0
         self.peak_bytes = 0
         self.ops: set[str] = set()
+        self.op_calls = 0
         self._tracked: set[int] = set()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         self.ops.add(func.__name__.split(".")[0])
+        self.op_calls += 1
         input_storages = {_storage_ptr(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
         for leaf in tree_leaves(out):
             if isinstance(leaf, torch.Tensor) and _storage_ptr(leaf) not in input_storages:
@@ -57,33 +58,6 @@ class LiveStorageTracker(TorchDispatchMode):
 
 def _storage_ptr(tensor: torch.Tensor) -> int:
     return tensor.untyped_storage().data_ptr()
-
-
-def peak_memory(fn: Callable[[], object], device: torch.device) -> tuple[int, str]:
-    """Return ``(peak_bytes, method)`` for one call of ``fn`` on ``device``."""
-    if device.type == "cuda":
-        return _cuda_peak(fn, device), "cuda_allocator"
-    tracker = LiveStorageTracker()
-    with tracker:
-        fn()
-    return tracker.peak_bytes, tracker_method(tracker.ops)
-
-
-def _cuda_peak(fn: Callable[[], object], device: torch.device) -> int:
-    torch.cuda.synchronize(device)
-    baseline = torch.cuda.memory_allocated(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    fn()
-    torch.cuda.synchronize(device)
-    return torch.cuda.max_memory_allocated(device) - baseline
-
-
-def ops_called(fn: Callable[[], object]) -> set[str]:
-    """The aten op names ``fn`` dispatches (used to tell which SDPA backend really ran)."""
-    tracker = LiveStorageTracker()
-    with tracker:
-        fn()
-    return tracker.ops
 
 
 _SDPA_BACKENDS = {

@@ -8,7 +8,7 @@ We add rounds until ``min_samples`` samples exist (capped at ``max_run_time_s``)
 
 from __future__ import annotations
 
-import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -16,40 +16,7 @@ import torch
 from torch.utils import benchmark
 
 from mhabench.config import TimingConfig
-
-
-@dataclasses.dataclass(frozen=True)
-class Latency:
-    """Per-call latency samples in milliseconds and their summary statistics."""
-
-    times_ms: tuple[float, ...]
-    calls_per_sample: int
-    noise_threshold: float
-
-    @property
-    def median_ms(self) -> float:
-        return float(np.median(self.times_ms))
-
-    @property
-    def mean_ms(self) -> float:
-        return float(np.mean(self.times_ms))
-
-    @property
-    def p25_ms(self) -> float:
-        return float(np.percentile(self.times_ms, 25))
-
-    @property
-    def p75_ms(self) -> float:
-        return float(np.percentile(self.times_ms, 75))
-
-    @property
-    def iqr_ms(self) -> float:
-        return self.p75_ms - self.p25_ms
-
-    @property
-    def noisy(self) -> bool:
-        """True when the interquartile range exceeds ``noise_threshold`` of the median."""
-        return self.iqr_ms / self.median_ms > self.noise_threshold
+from mhabench.schema import LatencyStats
 
 
 def synchronize(device: torch.device) -> None:
@@ -64,7 +31,9 @@ def warm_up(fn: Callable[[], object], device: torch.device, runs: int) -> None:
     synchronize(device)
 
 
-def measure_latency(fn: Callable[[], object], device: torch.device, timing: TimingConfig) -> Latency:
+def measure_latency(
+    fn: Callable[[], object], device: torch.device, timing: TimingConfig, compile_time_s: float = math.nan
+) -> LatencyStats:
     """Warm ``fn`` up, then time it with ``blocked_autorange`` on all of torch's threads.
 
     If a round yields fewer than ``min_samples`` samples, further rounds sized for the missing
@@ -84,8 +53,6 @@ def measure_latency(fn: Callable[[], object], device: torch.device, timing: Timi
         if missing <= 0 or spent_s >= timing.max_run_time_s:
             break
         round_s = min(missing * block_s * 1.1, timing.max_run_time_s - spent_s)
-    return Latency(
-        times_ms=tuple(t * 1e3 for t in times_s),
-        calls_per_sample=measurement.number_per_run,
-        noise_threshold=timing.noise_threshold,
+    return LatencyStats.from_samples(
+        tuple(t * 1e3 for t in times_s), measurement.number_per_run, timing.noise_threshold, compile_time_s
     )

@@ -1,0 +1,1 @@
+"""Beyond one device: tensor-parallel attention over ``torch.distributed`` (launched by ``torchrun``)."""

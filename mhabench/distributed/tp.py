@@ -1,0 +1,342 @@
+"""Megatron-style tensor-parallel attention: whole heads per rank, one all-reduce per layer.
+
+With T ranks, rank r holds query heads ``[r·h/T, (r+1)·h/T)``: its columns of ``W_q`` (column
+parallel, so no communication is needed to project) and the matching rows of ``W_o`` (row
+parallel: each rank's ``heads_out @ W_o[rows]`` is a partial sum of the full output). One
+all-reduce adds the partial sums; ``W_o``'s bias is added after it, so exactly once.
+
+Key/value heads follow their query heads. When ``kv_heads >= T`` each rank holds
+``kv_heads / T`` of them. When ``kv_heads < T`` (grouped-query or multi-query attention on many
+ranks) a K/V head cannot be split without splitting a head, so it is **replicated**: the
+``T / kv_heads`` ranks that serve its query group each hold a full copy of it and compute it
+again. That replication is real work and real memory on every rank, and it is what the results show.
+
+The layers are built from the same :class:`~mhabench.weights.AttentionWeights` as every other
+implementation and checked against the float64 reference of the whole layer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from mhabench.distributed.launch import check_divisible
+from mhabench.impls.base import AttentionModule, frozen, linear, materialized_attention, repeat_kv
+from mhabench.impls.fused import pack_qkv
+from mhabench.weights import AttentionWeights
+
+# --- which ranks split a layer -----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class TPGroup:
+    """The ranks one tensor-parallel layer is split over, seen from one of them.
+
+    ``group`` is None when ``size`` is 1: a layer on one rank needs no communication.
+    """
+
+    size: int
+    rank: int
+    group: dist.ProcessGroup | None = None
+
+
+SINGLE_RANK = TPGroup(size=1, rank=0)
+
+
+def tensor_parallel_groups(sizes: Sequence[int]) -> dict[int, TPGroup | None]:
+    """One group per tensor-parallel degree of a sweep, made of the first ``size`` ranks.
+
+    Every rank must call this with the same ``sizes`` (``new_group`` is collective). The value is
+    None on ranks outside that degree's group: they skip those cases. Without a process group only
+    degree 1 exists (:func:`~mhabench.distributed.launch.check_launch` refuses the others first).
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        if max(sizes, default=1) > 1:
+            raise ValueError(f"tensor_parallel {max(sizes)} needs a process group (init_distributed first)")
+        return {1: SINGLE_RANK}
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    groups: dict[int, TPGroup | None] = {}
+    for size in sorted(set(sizes)):
+        if size == 1:
+            groups[size] = SINGLE_RANK if rank == 0 else None
+            continue
+        group = dist.group.WORLD if size == world_size else dist.new_group(list(range(size)))
+        groups[size] = TPGroup(size, rank, group) if rank < size else None
+    return groups
+
+
+_ACTIVE_GROUP: contextvars.ContextVar[TPGroup] = contextvars.ContextVar("tensor_parallel_group", default=SINGLE_RANK)
+
+
+@contextlib.contextmanager
+def using_group(tp: TPGroup) -> Iterator[None]:
+    """Layers built inside split over ``tp``: how the registry's ``(weights, heads, causal)`` factory learns it."""
+    token = _ACTIVE_GROUP.set(tp)
+    try:
+        yield
+    finally:
+        _ACTIVE_GROUP.reset(token)
+
+
+# --- this rank's slice of the weights ----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadSlice:
+    """Column ranges of this rank's heads: ``q`` in ``W_q`` (and rows of ``W_o``), ``kv`` in ``W_k``/``W_v``."""
+
+    q: slice
+    kv: slice
+
+
+def head_slice(heads: int, kv_heads: int, head_dim: int, rank: int, size: int) -> HeadSlice:
+    """Rank ``rank`` of ``size`` gets ``heads/size`` whole query heads and the K/V heads they read."""
+    q_heads = heads // size
+    q_start = rank * q_heads * head_dim
+    if kv_heads >= size:
+        kv_local = kv_heads // size
+        kv_start = rank * kv_local * head_dim
+    else:  # replicated: ranks [j·size/kv_heads, (j+1)·size/kv_heads) all hold K/V head j
+        kv_local = 1
+        kv_start = (rank // (size // kv_heads)) * head_dim
+    return HeadSlice(slice(q_start, q_start + q_heads * head_dim), slice(kv_start, kv_start + kv_local * head_dim))
+
+
+def _part(tensor: torch.Tensor | None, index: tuple[slice, ...]) -> torch.Tensor | None:
+    """A copy of the slice, so a rank keeps only its own part of the weights in memory."""
+    return None if tensor is None else tensor[index].clone()
+
+
+def shard_weights(weights: AttentionWeights, heads: int, kv_heads: int, rank: int, size: int) -> AttentionWeights:
+    """Rank ``rank``'s weights: ``W_q``/``W_k``/``W_v`` columns and ``W_o`` rows of its heads.
+
+    ``b_o`` is left out: it belongs after the all-reduce, which the layer adds once.
+    """
+    cols = head_slice(heads, kv_heads, weights.d_model // heads, rank, size)
+    every = slice(None)
+    return AttentionWeights(
+        w_q=_part(weights.w_q, (every, cols.q)),
+        w_k=_part(weights.w_k, (every, cols.kv)),
+        w_v=_part(weights.w_v, (every, cols.kv)),
+        w_o=_part(weights.w_o, (cols.q, every)),
+        b_q=_part(weights.b_q, (cols.q,)),
+        b_k=_part(weights.b_k, (cols.kv,)),
+        b_v=_part(weights.b_v, (cols.kv,)),
+    )
+
+
+# --- the layers --------------------------------------------------------------------------------
+
+
+class TensorParallelAttention(AttentionModule):
+    """What both variants share: the group, the local head counts, and the output all-reduce.
+
+    ``tp`` defaults to the group set by :func:`using_group` (one rank when none is set).
+    """
+
+    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False, tp: TPGroup | None = None) -> None:
+        super().__init__(weights, heads, causal)
+        self.tp = tp or _ACTIVE_GROUP.get()
+        check_divisible(heads, self.kv_heads, self.tp.size)
+        self.local_heads = heads // self.tp.size
+        self.local_kv_heads = max(1, self.kv_heads // self.tp.size)
+        self.b_out = frozen(weights.b_o)
+
+    def shard(self, weights: AttentionWeights) -> AttentionWeights:
+        """This rank's slice of ``weights`` (see :func:`shard_weights`)."""
+        return shard_weights(weights, self.heads, self.kv_heads, self.tp.rank, self.tp.size)
+
+    def reduce(self, partial: torch.Tensor) -> torch.Tensor:
+        """Sum the ranks' partial outputs (one all-reduce), then add ``W_o``'s bias once."""
+        out = all_reduce_sum(partial, self.tp)
+        return out if self.b_out is None else out + self.b_out
+
+
+class TensorParallelFused(TensorParallelAttention):
+    """``tp_fused``: this rank's heads as one packed QKV GEMM and SDPA, a partial W_o, one all-reduce."""
+
+    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False, tp: TPGroup | None = None) -> None:
+        super().__init__(weights, heads, causal, tp)
+        local = self.shard(weights)
+        w_qkv, b_qkv = pack_qkv(local)
+        self.w_qkv, self.b_qkv = frozen(w_qkv), frozen(b_qkv)
+        self.w_out = frozen(local.w_o.t().contiguous())
+        self.split_sizes = [local.w_q.shape[1], local.kv_dim, local.kv_dim]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = F.linear(x, self.w_qkv, self.b_qkv).split(self.split_sizes, dim=-1)
+        q = self.split_heads(q, self.local_heads)
+        k, v = self.split_heads(k, self.local_kv_heads), self.split_heads(v, self.local_kv_heads)
+        grouped = self.local_kv_heads != self.local_heads
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal, enable_gqa=grouped)
+        return self.reduce(F.linear(self.merge_heads(out), self.w_out))
+
+
+class TensorParallelNaive(TensorParallelAttention):
+    """``tp_naive``: this rank's heads as three GEMMs and a materialized softmax, a partial W_o, one all-reduce."""
+
+    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False, tp: TPGroup | None = None) -> None:
+        super().__init__(weights, heads, causal, tp)
+        local = self.shard(weights)
+        self.w_q, self.w_k, self.w_v, self.w_o = (frozen(t) for t in (local.w_q, local.w_k, local.w_v, local.w_o))
+        self.b_q, self.b_k, self.b_v = (frozen(t) for t in (local.b_q, local.b_k, local.b_v))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = self.split_heads(linear(x, self.w_q, self.b_q), self.local_heads)
+        k = self.split_heads(linear(x, self.w_k, self.b_k), self.local_kv_heads)
+        v = self.split_heads(linear(x, self.w_v, self.b_v), self.local_kv_heads)
+        groups = self.local_heads // self.local_kv_heads
+        out = materialized_attention(q, repeat_kv(k, groups), repeat_kv(v, groups), self.causal)
+        return self.reduce(self.merge_heads(out) @ self.w_o)
+
+
+# --- communication: what the all-reduce costs ---------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CommStats:
+    """All-reduce time and volume of one layer call, and the bus bandwidth they imply.
+
+    ``bus_bandwidth_gbps`` follows the convention of NCCL's performance notes: algorithm bandwidth
+    is bytes / time, and for an all-reduce the bus bandwidth multiplies it by 2·(T−1)/T — the
+    share of the data each link carries in a ring all-reduce — so the figure can be held against
+    the link's rated speed whatever T is. NaN when nothing was communicated.
+    """
+
+    comm_ms: float
+    allreduce_bytes: int
+    bus_bandwidth_gbps: float
+
+
+def bus_bandwidth_gbps(allreduce_bytes: int, comm_ms: float, world_size: int) -> float:
+    """Ring all-reduce bus bandwidth, 2·(T−1)/T · bytes / time, in GB/s (NaN without traffic)."""
+    if world_size < 2 or allreduce_bytes == 0 or comm_ms <= 0:
+        return math.nan
+    return 2 * (world_size - 1) / world_size * allreduce_bytes / (comm_ms / 1e3) / 1e9
+
+
+class CommTracker:
+    """Context manager: times and counts every all-reduce the tensor-parallel layers issue inside it.
+
+    Each all-reduce is timed on the host around a synchronous collective; on CUDA the stream is
+    synchronized before (so queued compute is not billed to communication) and after (so the
+    transfer has finished). Those synchronizations slow the tracked calls down, so the runner
+    measures communication in calls of its own, never inside the latency loop. The host time
+    includes waiting for the slowest rank to arrive: load imbalance is part of what a layer pays.
+    """
+
+    def __init__(self) -> None:
+        self.times_ms: list[float] = []
+        self.allreduce_bytes = 0
+        self._token: contextvars.Token[CommTracker | None] | None = None
+
+    def __enter__(self) -> CommTracker:
+        self._token = _ACTIVE_TRACKER.set(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _ACTIVE_TRACKER.reset(self._token)
+
+    def record(self, elapsed_ms: float, nbytes: int) -> None:
+        self.times_ms.append(elapsed_ms)
+        self.allreduce_bytes += nbytes
+
+    def stats(self, world_size: int) -> CommStats:
+        """Totals over everything tracked so far."""
+        comm_ms = sum(self.times_ms)
+        return CommStats(comm_ms, self.allreduce_bytes, bus_bandwidth_gbps(self.allreduce_bytes, comm_ms, world_size))
+
+
+_ACTIVE_TRACKER: contextvars.ContextVar[CommTracker | None] = contextvars.ContextVar("comm_tracker", default=None)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def all_reduce_sum(tensor: torch.Tensor, tp: TPGroup) -> torch.Tensor:
+    """Sum ``tensor`` over ``tp`` in place (nothing to do on one rank), reporting to an active tracker."""
+    if tp.group is None:
+        return tensor
+    tracker = _ACTIVE_TRACKER.get()
+    if tracker is None:
+        dist.all_reduce(tensor, group=tp.group)
+        return tensor
+    _synchronize(tensor.device)
+    start_s = time.perf_counter()
+    dist.all_reduce(tensor, group=tp.group)
+    _synchronize(tensor.device)
+    tracker.record((time.perf_counter() - start_s) * 1e3, tensor.numel() * tensor.element_size())
+    return tensor
+
+
+def measure_comm(call: Callable[[], object], tp: TPGroup, calls: int = 5) -> CommStats:
+    """Communication of one layer call: the median over ``calls`` tracked calls (same count on every rank)."""
+    per_call = []
+    for _ in range(calls):
+        with CommTracker() as tracker:
+            call()
+        per_call.append(tracker.stats(tp.size))
+    comm_ms = statistics.median(s.comm_ms for s in per_call)
+    nbytes = per_call[-1].allreduce_bytes
+    return CommStats(comm_ms, nbytes, bus_bandwidth_gbps(nbytes, comm_ms, tp.size))
+
+
+# --- measuring in lockstep -------------------------------------------------------------------------
+
+
+def _agree_max(value: int, tp: TPGroup) -> int:
+    """The largest ``value`` over the ranks of ``tp`` (a CPU tensor: gloo carries it on every backend)."""
+    if tp.group is None:
+        return value
+    tensor = torch.tensor([value], dtype=torch.int64)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=tp.group)
+    return int(tensor.item())
+
+
+def _timed_s(call: Callable[[], object], device: torch.device, calls: int) -> float:
+    _synchronize(device)
+    start_s = time.perf_counter()
+    for _ in range(calls):
+        call()
+    _synchronize(device)
+    return time.perf_counter() - start_s
+
+
+def lockstep_times_ms(
+    call: Callable[[], object], device: torch.device, tp: TPGroup, *,
+    warmup_runs: int, min_samples: int, min_run_time_s: float,
+) -> tuple[list[float], int]:  # fmt: skip
+    """Per-call latency samples and calls per sample, with every rank making the same calls.
+
+    An adaptive timer lets each rank choose its own number of calls, and a collective layer
+    deadlocks as soon as two ranks disagree. Here one probe call sizes a block of about
+    ``min_run_time_s / min_samples``, the ranks agree on the largest block, and each times
+    ``min_samples`` blocks.
+    """
+    for _ in range(warmup_runs):
+        call()
+    probe_s = max(_timed_s(call, device, 1), 1e-9)
+    calls_per_sample = _agree_max(max(1, math.ceil(min_run_time_s / min_samples / probe_s)), tp)
+    samples_ms = [_timed_s(call, device, calls_per_sample) / calls_per_sample * 1e3 for _ in range(min_samples)]
+    return samples_ms, calls_per_sample
+
+
+def gather_peak_bytes(local_peak_bytes: int, tp: TPGroup) -> list[int]:
+    """Every rank's peak memory of one call, in rank order (each rank measures its own)."""
+    if tp.group is None:
+        return [local_peak_bytes]
+    gathered = [torch.zeros(1, dtype=torch.int64) for _ in range(tp.size)]
+    dist.all_gather(gathered, torch.tensor([local_peak_bytes], dtype=torch.int64), group=tp.group)
+    return [int(t.item()) for t in gathered]

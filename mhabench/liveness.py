@@ -1,0 +1,86 @@
+"""Is a run that says ``running`` still running? Process id, host and a heartbeat in the manifest.
+
+A run killed by ``kill -9``, a power cut or the OOM killer never gets to write "interrupted": its
+manifest says ``running`` forever. Readers (compare, report, ``--resume``) therefore ask
+:func:`effective_status`, which checks the recorded process on this host, and trusts the heartbeat's
+age for a run recorded on another host (a shared results folder).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+STALE_AFTER_S = 1800.0
+"""A heartbeat older than this (from another host) means the run is gone. The writer refreshes it
+after every row, so it must exceed the longest row: ``max_run_time_s`` plus warm-up and the check,
+or ``case_timeout_s`` (600 s by default) when cases run isolated."""
+PROC = Path("/proc")
+
+
+def liveness_fields() -> dict[str, Any]:
+    """The manifest's liveness record: ``pid``, ``host``, ``pid_started`` (ticks since boot) and ``heartbeat``.
+
+    ``pid_started`` tells a reused process id from the run's own process (Linux only; else None).
+    """
+    pid = os.getpid()
+    return {"pid": pid, "host": socket.gethostname(), "pid_started": _start_ticks(pid), **heartbeat()}
+
+
+def heartbeat(now: dt.datetime | None = None) -> dict[str, str]:
+    """``{"heartbeat": ISO-8601 UTC time}``: merge it into the manifest after every row."""
+    return {"heartbeat": (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")}
+
+
+def effective_status(manifest: dict[str, Any], now: dt.datetime | None = None) -> str:
+    """The manifest's ``status``, except ``running`` becomes ``interrupted`` when its process is gone.
+
+    Same host: the recorded pid no longer exists, or exists but started at another time (a reused
+    pid). Another host: the heartbeat is older than :data:`STALE_AFTER_S`. A manifest without
+    liveness fields (written before they existed) cannot be judged and keeps its status.
+    """
+    status = str(manifest.get("status", ""))
+    if status != "running":
+        return status
+    if manifest.get("host") == socket.gethostname() and type(manifest.get("pid")) is int:
+        return "running" if _same_process_alive(manifest["pid"], manifest.get("pid_started")) else "interrupted"
+    age_s = _heartbeat_age_s(manifest.get("heartbeat"), now or dt.datetime.now(dt.timezone.utc))
+    return "interrupted" if age_s is not None and age_s > STALE_AFTER_S else "running"
+
+
+def _same_process_alive(pid: int, started: Any) -> bool:
+    if pid <= 0:  # os.kill(0 or negative) would signal a whole process group
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: existence check only
+    except (ProcessLookupError, OverflowError):  # gone, or a pid no process can have
+        return False
+    except PermissionError:  # exists, owned by another user
+        pass
+    return started is None or _start_ticks(pid) in (None, started)
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (field 22 of /proc/PID/stat); None without /proc."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    # the command name (field 2) is in parentheses and may itself contain spaces or ")"
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _heartbeat_age_s(heartbeat_text: Any, now: dt.datetime) -> float | None:
+    try:
+        beat = dt.datetime.fromisoformat(str(heartbeat_text))
+    except ValueError:
+        return None
+    return (_as_utc(now) - _as_utc(beat)).total_seconds()
+
+
+def _as_utc(moment: dt.datetime) -> dt.datetime:
+    """A naive time is taken as UTC (the heartbeat is always written in UTC)."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)

@@ -1,0 +1,98 @@
+"""Measurements as context managers that return value objects (optimum-benchmark's tracker pattern).
+
+``with Tracker(...) as t: call()`` then ``t.result()``. A new measurement is one tracker here and
+one field in :mod:`mhabench.schema`; the runner composes them around the checked call.
+
+- :class:`DispatchTracker`: the aten ops one call dispatched (which SDPA backend ran) and, on the
+  CPU, the peak of live tensor storage (:class:`mhabench.measure.memory.LiveStorageTracker`).
+- :class:`CudaMemoryTracker`: the caching allocator's peak above what was allocated before.
+- :class:`Stopwatch`: wall time of the enclosed block, device work included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import torch
+
+from mhabench.measure.memory import LiveStorageTracker, sdpa_backend, tracker_method
+from mhabench.schema import Dispatch
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+
+@dataclasses.dataclass(frozen=True)
+class PeakMemory:
+    """Peak bytes of one call and how they were obtained (NaN: not measurable for this call)."""
+
+    peak_bytes: float
+    method: str
+
+
+class DispatchTracker:
+    """Ops dispatched by the enclosed calls, and the CPU peak of the storages they created."""
+
+    def __init__(self) -> None:
+        self._storage = LiveStorageTracker()
+
+    def __enter__(self) -> Self:
+        self._storage.__enter__()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._storage.__exit__(kind, exc, tb)
+
+    @property
+    def ops(self) -> set[str]:
+        return self._storage.ops
+
+    def result(self) -> Dispatch:
+        return Dispatch(sdpa_backend=sdpa_backend(self._storage.ops), ops_per_call=self._storage.op_calls)
+
+    def cpu_memory(self) -> PeakMemory:
+        return PeakMemory(self._storage.peak_bytes, tracker_method(self._storage.ops))
+
+
+class CudaMemoryTracker:
+    """The CUDA caching allocator's peak during the block, minus what was allocated on entry."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._baseline = 0
+        self._peak = math.nan
+
+    def __enter__(self) -> Self:
+        torch.cuda.synchronize(self.device)
+        self._baseline = torch.cuda.memory_allocated(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        torch.cuda.synchronize(self.device)
+        self._peak = torch.cuda.max_memory_allocated(self.device) - self._baseline
+
+    def result(self) -> PeakMemory:
+        return PeakMemory(self._peak, "cuda_allocator")
+
+
+class Stopwatch:
+    """Seconds spent in the block, synchronizing ``device`` at the end so GPU work counts."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._start_s = 0.0
+        self.seconds = math.nan
+
+    def __enter__(self) -> Self:
+        self._start_s = time.perf_counter()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.seconds = time.perf_counter() - self._start_s

@@ -1,0 +1,157 @@
+"""Probe files: the scenario fields of ``mhabench run`` plus ``claims:``, ``samples:`` and ``weights:``.
+
+A probe scenario is a :class:`mhabench.config.ScenarioSpec` (same fields, same sweeps, same
+checks) that also lists the claims to test. Probes measure bidirectional prefill attention on one
+device, so the fields that only matter to timing (``mode``, ``phase``, ``causal``,
+``tensor_parallel``, …) must keep their defaults; anything else is one line naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from mhabench.config import ScenarioSpec
+from mhabench.errors import ConfigError, describe_validation_error, shorten
+from mhabench.guard import check_document_size
+
+ClaimGroup = Literal["var_qk", "saturation", "rank", "diagonal", "jl", "equivalence", "trained"]
+PROBE_FIELDS = frozenset({"name", "batch", "seq_len", "d_model", "heads", "kv_heads", "bias", "seed"})
+"""The ScenarioSpec fields a probe uses; every other one must keep its default."""
+
+
+class WeightsFile(BaseModel):
+    """Pretrained attention weights in a ``.safetensors`` file; the defaults name GPT-2 small's tensors.
+
+    ``{layer}`` in a key is the layer index. ``qkv`` is (D, 3·D) and ``out`` (D, D), both applied as
+    ``x @ w`` (GPT-2's Conv1D layout). Tokens come from ``embeddings`` (+ ``positions``), normalised by
+    the layer's ``norm`` (``<norm>.weight`` / ``<norm>.bias``) when given; null drops an optional key.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: Path
+    layers: list[int] | None = Field(None, description="layer indices; default: every layer in the file")
+    qkv: str = "h.{layer}.attn.c_attn.weight"
+    qkv_bias: str | None = "h.{layer}.attn.c_attn.bias"
+    out: str = "h.{layer}.attn.c_proj.weight"
+    out_bias: str | None = "h.{layer}.attn.c_proj.bias"
+    embeddings: str = "wte.weight"
+    positions: str | None = "wpe.weight"
+    norm: str | None = "h.{layer}.ln_1"
+
+
+class ProbeScenario(ScenarioSpec):
+    """One scenario of a probe file; list-valued fields sweep as in ``mhabench run``."""
+
+    claims: list[ClaimGroup] = Field(min_length=1, description="claim groups to test on every case")
+    samples: int = Field(8, ge=1, le=10_000, strict=True, description="independent input draws per case")
+    weights: WeightsFile | None = Field(None, description="pretrained weights; default: seeded random ones")
+
+    @model_validator(mode="after")
+    def _only_probe_fields(self) -> ProbeScenario:
+        """Timing-only fields cannot change a probe; a non-default value would be silently ignored."""
+        for name in sorted(self.model_fields_set - PROBE_FIELDS - {"claims", "samples", "weights"}):
+            if getattr(self, name) != ScenarioSpec.model_fields[name].get_default(call_default_factory=True):
+                raise ValueError(f"{name}: a probe measures bidirectional prefill attention; leave {name} out")
+        if self.weights is not None and {"bias", "kv_heads"} & self.model_fields_set:
+            raise ValueError("bias and kv_heads come from the weights file; leave them out")
+        return self
+
+
+class ProbeConfig(BaseModel):
+    """A whole probe file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    scenarios: list[ProbeScenario] = Field(min_length=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeCase:
+    """One point of a probe sweep."""
+
+    scenario: str
+    batch: int
+    seq_len: int
+    d_model: int
+    heads: int
+    kv_heads: int
+    bias: bool
+    seed: int
+    samples: int
+    claims: tuple[str, ...]
+    weights: WeightsFile | None = None
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+    @property
+    def trained(self) -> bool:
+        return self.weights is not None
+
+    @property
+    def case_id(self) -> str:
+        kv = f"-kv{self.kv_heads}" if self.kv_heads != self.heads else ""
+        source = f"-{self.weights.path.stem}" if self.weights else "-bias" if self.bias else ""
+        return f"{self.scenario}/b{self.batch}-n{self.seq_len}-d{self.d_model}-h{self.heads}{kv}{source}"
+
+
+def expand(spec: ProbeScenario) -> list[ProbeCase]:
+    """Every case of one scenario, in cartesian-product order."""
+    return [
+        ProbeCase(spec.name, batch, seq_len, d_model, heads, kv_heads or heads, bias, spec.seed, spec.samples,
+                  tuple(dict.fromkeys(spec.claims)), spec.weights)
+        for batch, seq_len, d_model, heads, kv_heads, bias in itertools.product(
+            spec.batch, spec.seq_len, spec.d_model, spec.heads, spec.kv_heads or [None], spec.bias
+        )
+    ]  # fmt: skip
+
+
+def _known_fields(loc: tuple[Any, ...]) -> list[str]:
+    """Fields beside ``loc``, for "did you mean"."""
+    model: type[BaseModel] = ProbeConfig
+    if len(loc) > 2 and loc[0] == "scenarios":
+        model = WeightsFile if len(loc) > 3 and loc[2] == "weights" else ProbeScenario
+    return list(model.model_fields)
+
+
+def parse_probe_config(data: Any, source: str) -> ProbeConfig:
+    """Validate parsed YAML; a weights path is relative to the file's folder, like a plugin's."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of fields, got {'nothing' if data is None else type(data).__name__}")
+    check_document_size(data, source)
+    try:
+        config = ProbeConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {describe_validation_error(exc, _known_fields)}") from None
+    for spec in config.scenarios:
+        if spec.weights is not None:
+            spec.weights.path = Path(source).parent / spec.weights.path
+    return config if config.name else config.model_copy(update={"name": Path(source).stem})
+
+
+def load_probe_config(path: Path) -> ProbeConfig:
+    """Read one probe file with ``yaml.safe_load``; every problem is a one-line :class:`ConfigError`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the file ({shorten(str(exc), 120)})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}: invalid YAML{line}: {shorten(str(getattr(exc, 'problem', exc)), 200)}") from None
+    except (RecursionError, ValueError) as exc:
+        raise ConfigError(f"{path}: invalid YAML: {shorten(str(exc) or 'nested too deeply', 120)}") from None
+    return parse_probe_config(data, str(path))

@@ -1,0 +1,295 @@
+"""The result schema: one typed row per (case, implementation), composed of value objects.
+
+Every column is a dataclass field whose metadata says its unit, its role and what it means:
+
+- ``key``: identifies the measurement; ``compare`` matches two runs on these.
+- ``identity``: names and shapes that follow from the key (ids, device name, head_dim).
+- ``outcome``: status and the one-line error.
+- ``measured``: observed while the implementation ran on this machine.
+- ``modelled``: from the implementation's cost model, never observed.
+- ``derived``: arithmetic on measured and modelled columns (achieved TFLOP/s, roofline).
+
+``COLUMNS`` (the CSV header), ``CASE_KEY``, ``SHAPE_FIELDS``, table labels and docs/columns.md
+(``mhabench columns --markdown``) are all derived from these classes, so a new metric is one field
+here plus the tracker that measures it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Literal
+
+import numpy as np
+
+FORMAT_VERSION = 2
+"""On-disk format of a run (manifest ``format_version``). 1: the unversioned format before this schema."""
+
+Role = Literal["key", "identity", "outcome", "measured", "modelled", "derived"]
+ROLES: dict[str, str] = {
+    "key": "identifies the measurement (compare matches runs on these)",
+    "identity": "names and shapes that follow from the key",
+    "outcome": "what happened",
+    "measured": "observed on this machine during the run",
+    "modelled": "from the implementation's cost model, not observed",
+    "derived": "computed from measured and modelled columns",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnInfo:
+    """What a column means: its name, unit, role, one-line description and short table label."""
+
+    name: str
+    unit: str
+    role: Role
+    description: str
+    label: str
+    in_csv: bool = True
+
+
+def column(description: str, *, role: Role, unit: str = "", label: str = "", in_csv: bool = True) -> Any:
+    """A schema field (default None: a value object may leave a column empty, e.g. no bias in decode)."""
+    return dataclasses.field(
+        default=None,
+        metadata={"unit": unit, "role": role, "description": description, "label": label, "in_csv": in_csv},
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseIdentity:
+    """Which measurement this is: run, scenario, implementation, device and the full shape."""
+
+    run_id: str = column("run folder name (UTC start time and config name)", role="identity", label="run")
+    scenario: str = column("scenario name from the config", role="identity", label="scenario")
+    case_id: str = column("scenario/shape string, unique within a run (docs/configs.md)", role="identity", label="case")
+    impl: str = column("implementation name (mhabench list)", role="key", label="impl")
+    device: str = column("torch device the case ran on", role="key", label="device")
+    device_name: str = column("GPU or CPU model name", role="identity", label="device name")
+    dtype: str = column("element type of weights and activations", role="key", label="dtype")
+    batch: int = column("sequences per call", role="key", unit="sequences", label="b")
+    seq_len: int = column("tokens per sequence (decode: cached tokens)", role="key", unit="tokens", label="n")
+    d_model: int = column("model width", role="key", unit="elements", label="d")
+    heads: int = column("query heads", role="key", label="h")
+    head_dim: int = column("d_model / heads", role="identity", unit="elements", label="d_k")
+    kv_heads: int = column("key/value heads (< heads: grouped-query attention)", role="key", label="kv")
+    mode: str = column("forward | train (forward + backward)", role="key", label="mode")
+    phase: str = column("prefill | decode (one new token against a KV cache)", role="key", label="phase")
+    causal: bool = column("causal mask applied", role="key", label="causal")
+    bias: bool = column("projections have biases", role="key", label="bias")
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """``ok``, or why there are no measurements: mismatch, unsupported, oom, error."""
+
+    status: str = column("ok | mismatch | unsupported | oom | error", role="outcome", label="status")
+    error: str = column("one-line reason when status is not ok", role="outcome", label="error")
+
+
+@dataclasses.dataclass(frozen=True)
+class Correctness:
+    """Agreement with the float64 reference, measured on the checked call."""
+
+    max_abs_err: float = column("max |out − reference|", role="measured", label="max abs err")
+    max_rel_err: float = column("max |out − reference| / max |reference|", role="measured", label="rel err")
+
+
+@dataclasses.dataclass(frozen=True)
+class Dispatch:
+    """What the checked call dispatched."""
+
+    sdpa_backend: str = column("SDPA backend(s) seen in the dispatched ops", role="measured", label="sdpa")
+    ops_per_call: int = column(
+        "aten ops dispatched by one call (host overhead: the per-head loop's cost)", role="measured", label="ops/call"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class LatencyStats:
+    """Per-call latency: medians over adaptive repetitions after warm-up, with their spread."""
+
+    latency_ms: float = column("median per-call latency", role="measured", unit="ms", label="median ms")
+    latency_p25_ms: float = column("25th percentile of the samples", role="measured", unit="ms", label="p25 ms")
+    latency_p75_ms: float = column("75th percentile of the samples", role="measured", unit="ms", label="p75 ms")
+    latency_mean_ms: float = column("mean of the samples", role="measured", unit="ms", label="mean ms")
+    samples: int = column("timed samples (each the mean of one block of calls)", role="measured", label="samples")
+    calls_per_sample: int = column("calls per timed block", role="measured", label="calls/sample")
+    noisy: bool = column("IQR / median above the config's noise_threshold", role="derived", label="noisy")
+    compile_time_s: float = column("first-call time of a compiling implementation", role="measured", unit="s",
+                                   label="compile s")  # fmt: skip
+    times_ms: tuple[float, ...] = column("raw per-call samples (Parquet only)", role="measured", unit="ms",
+                                         label="samples ms", in_csv=False)  # fmt: skip
+
+    @classmethod
+    def from_samples(
+        cls, times_ms: tuple[float, ...], calls_per_sample: int, noise_threshold: float, compile_time_s: float
+    ) -> LatencyStats:
+        """Summary statistics of ``times_ms`` (medians and quartiles: latency is skewed)."""
+        median = float(np.median(times_ms))
+        p25, p75 = (float(v) for v in np.percentile(times_ms, [25, 75]))
+        return cls(
+            latency_ms=median, latency_p25_ms=p25, latency_p75_ms=p75, latency_mean_ms=float(np.mean(times_ms)),
+            samples=len(times_ms), calls_per_sample=calls_per_sample, noisy=(p75 - p25) / median > noise_threshold,
+            compile_time_s=compile_time_s, times_ms=tuple(times_ms),
+        )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    """Memory of one call and of the module, measured."""
+
+    peak_memory_bytes: float = column("peak bytes allocated during one call, above the inputs", role="measured",
+                                      unit="bytes", label="peak mem")  # fmt: skip
+    memory_method: str = column("how peak_memory_bytes was measured", role="measured", label="memory method")
+    params: int = column("scalars in the module's weights", role="measured", unit="elements", label="params")
+    kv_cache_bytes: float = column("decode KV cache size", role="measured", unit="bytes", label="KV cache")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelledCost:
+    """The implementation's cost model for this workload (docs/cost-model.md)."""
+
+    flops: int = column("executed FLOPs per call (projections + attention)", role="modelled", unit="FLOP",
+                        label="FLOPs")  # fmt: skip
+    useful_flops: int = column("FLOPs on visible (query, key) pairs only", role="modelled", unit="FLOP",
+                               label="useful FLOPs")  # fmt: skip
+    softmax_flops: int = column("softmax work, 5 per score (not in flops)", role="modelled", unit="FLOP",
+                                label="softmax FLOPs")  # fmt: skip
+    proj_flops: int = column("the four projection GEMMs", role="modelled", unit="FLOP", label="proj FLOPs")
+    attn_flops: int = column("QKᵀ and P·V", role="modelled", unit="FLOP", label="attn FLOPs")
+    backward_flops: int = column("backward share of flops (train)", role="modelled", unit="FLOP",
+                                 label="backward FLOPs")  # fmt: skip
+    bytes_moved: int = column("minimum main-memory traffic per call", role="modelled", unit="bytes", label="bytes")
+    proj_bytes: int = column("traffic of the projections", role="modelled", unit="bytes", label="proj bytes")
+    attn_bytes: int = column("traffic of attention", role="modelled", unit="bytes", label="attn bytes")
+    arithmetic_intensity: float = column("flops / bytes_moved", role="modelled", unit="FLOP/byte", label="FLOP/B")
+    proj_intensity: float = column("proj_flops / proj_bytes", role="modelled", unit="FLOP/byte", label="proj FLOP/B")
+    attn_intensity: float = column("attn_flops / attn_bytes", role="modelled", unit="FLOP/byte", label="attn FLOP/B")
+    predicted_peak_bytes: int = column("predicted peak memory of one call", role="modelled", unit="bytes",
+                                       label="predicted mem")  # fmt: skip
+
+    @classmethod
+    def from_cost(cls, cost: Any) -> ModelledCost:
+        """Every field of this class read off a :class:`mhabench.measure.cost.Cost` (properties included)."""
+        return cls(**{f.name: getattr(cost, f.name) for f in dataclasses.fields(cls)})
+
+
+@dataclasses.dataclass(frozen=True)
+class Roofline:
+    """Throughput from the measured latency and the modelled cost, placed on the device's roofline."""
+
+    tokens_per_s: float = column("query tokens per second", role="derived", unit="tokens/s", label="tokens/s")
+    achieved_tflops: float = column("flops / latency", role="derived", unit="TFLOP/s", label="TFLOP/s")
+    achieved_gbps: float = column("bytes_moved / latency", role="derived", unit="GB/s", label="GB/s")
+    peak_tflops: float = column("compute roof for this dtype", role="measured", unit="TFLOP/s", label="peak TFLOP/s")
+    peak_gbps: float = column("memory-bandwidth roof", role="measured", unit="GB/s", label="peak GB/s")
+    roofline_source: str = column("datasheet or measured (how the roofs were obtained)", role="identity",
+                                  label="roofline source")  # fmt: skip
+    roofline_bound: str = column("compute or memory: which roof limits this intensity", role="derived", label="bound")
+    attainable_tflops: float = column("min(peak, intensity × bandwidth)", role="derived", unit="TFLOP/s",
+                                      label="attainable TFLOP/s")  # fmt: skip
+    roofline_efficiency: float = column("achieved / attainable", role="derived", unit="ratio", label="roofline eff.")
+
+
+GROUPS: tuple[tuple[str, type], ...] = (
+    ("case", CaseIdentity), ("outcome", Outcome), ("correctness", Correctness), ("dispatch", Dispatch),
+    ("latency", LatencyStats), ("memory", Memory), ("cost", ModelledCost), ("roofline", Roofline),
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultRow:
+    """One (case, implementation): identity and outcome always; the rest only where it was obtained.
+
+    A failure row is identity + outcome. A ``mismatch`` also carries the correctness that proved it
+    and the modelled cost; an ``ok`` row carries every group it measured.
+    """
+
+    case: CaseIdentity
+    outcome: Outcome
+    correctness: Correctness | None = None
+    dispatch: Dispatch | None = None
+    latency: LatencyStats | None = None
+    memory: Memory | None = None
+    cost: ModelledCost | None = None
+    roofline: Roofline | None = None
+
+    def record(self) -> dict[str, Any]:
+        """Flat ``{column: value}`` over every column (None where a group is missing)."""
+        flat: dict[str, Any] = {}
+        for attribute, group in GROUPS:
+            value = getattr(self, attribute)
+            for field in dataclasses.fields(group):
+                flat[field.name] = None if value is None else getattr(value, field.name)
+        return flat
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> ResultRow:
+        """The inverse of :meth:`record`; a group whose columns are all empty is None."""
+        groups: dict[str, Any] = {}
+        for attribute, group in GROUPS:
+            values = {f.name: _clean(record.get(f.name)) for f in dataclasses.fields(group)}
+            present = any(v is not None for v in values.values())
+            groups[attribute] = group(**values) if present or attribute in ("case", "outcome") else None
+        return cls(**groups)
+
+    @property
+    def status(self) -> str:
+        return self.outcome.status
+
+
+def _clean(value: Any) -> Any:
+    """NaN/None from pandas become None; numpy scalars become Python ones."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, np.ndarray | list):
+        return tuple(float(v) for v in value)
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def columns_info() -> list[ColumnInfo]:
+    """Every column of the schema, in row order."""
+    return [
+        ColumnInfo(f.name, f.metadata["unit"], f.metadata["role"], f.metadata["description"],
+                   f.metadata["label"] or f.name, f.metadata["in_csv"])
+        for _, group in GROUPS
+        for f in dataclasses.fields(group)
+    ]  # fmt: skip
+
+
+INFO: dict[str, ColumnInfo] = {info.name: info for info in columns_info()}
+COLUMNS: list[str] = [info.name for info in columns_info() if info.in_csv]
+"""Every CSV column, in order. The Parquet file also has ``times_ms``."""
+SAMPLES_COLUMN = "times_ms"
+IDENTITY_COLUMNS: list[str] = [f.name for f in dataclasses.fields(CaseIdentity)] + ["status", "error"]
+CASE_KEY: list[str] = [info.name for info in columns_info() if info.role == "key"]
+"""Columns that identify the same measurement across runs (compare matches on these)."""
+SHAPE_FIELDS: list[str] = [name for name in CASE_KEY if name not in ("impl", "device", "dtype")]
+"""The sweep fields of a case (what plots and labels vary over)."""
+
+
+def label(name: str) -> str:
+    """Short table header of a column."""
+    return INFO[name].label if name in INFO else name
+
+
+def reference_markdown() -> str:
+    """docs/columns.md: every column with its unit, role and description, generated from this module."""
+    lines = [
+        "# Result columns",
+        "",
+        "Generated from `mhabench/schema.py` by `mhabench columns --markdown > docs/columns.md`; a test fails",
+        "when this file and the schema differ. `results.csv` has every column below except `times_ms`,",
+        f"which only `results.parquet` holds. Format version {FORMAT_VERSION}.",
+        "",
+        "Roles: " + "; ".join(f"**{role}**: {text}" for role, text in ROLES.items()) + ".",
+        "",
+    ]
+    for attribute, group in GROUPS:
+        lines += [f"## {attribute}", "", (group.__doc__ or "").strip().splitlines()[0], ""]
+        lines += ["| column | unit | role | description |", "|:---|:---|:---|:---|"]
+        lines += [f"| `{f.name}` | {f.metadata['unit'] or '–'} | {f.metadata['role']} | {f.metadata['description']} |"
+                  for f in dataclasses.fields(group)]  # fmt: skip
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,145 @@
+"""One table model, rendered to the terminal (rich), Markdown, HTML, CSV and JSON.
+
+The run summary, ``compare`` and ``report`` each build a :class:`TableModel` once (formatted cells
+for people, the raw records for machines) and hand it to whichever renderer the output needs, so
+the three views can never disagree about what a row says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import io
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+from rich.table import Table
+
+from mhabench.markdown import md_table
+
+# Row style → how the terminal shows it; HTML uses the style name as the row's class.
+RICH_STYLES = {
+    "failed": "red",
+    "winner": "bold green",
+    "noisy": "yellow",
+    "faster": "bold green",
+    "slower": "bold red",
+    "same": "dim",
+    "maybe": "yellow",
+    "only": "magenta",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TableModel:
+    """Headers, formatted cells, per-row style and group starts, plus the raw records behind them."""
+
+    title: str
+    headers: Sequence[str]
+    cells: Sequence[Sequence[str]]
+    numeric: Sequence[bool]
+    """Right-align this column (numbers)."""
+    styles: Sequence[str] = ()
+    """One style name per row (keys of RICH_STYLES, or "")."""
+    groups: Sequence[Any] = ()
+    """One group value per row; the terminal draws a line where it changes (e.g. the case)."""
+    records: pd.DataFrame | None = None
+    """The unformatted values, for CSV and JSON."""
+
+    def style(self, index: int) -> str:
+        return self.styles[index] if self.styles else ""
+
+
+def to_rich(table: TableModel) -> Table:
+    out = Table(title=table.title)
+    for header, numeric in zip(table.headers, table.numeric, strict=True):
+        out.add_column(header, justify="right" if numeric else "left", overflow="fold")
+    for index, cells in enumerate(table.cells):
+        same_group = index and table.groups and table.groups[index] == table.groups[index - 1]
+        if index and table.groups and not same_group:
+            out.add_section()
+        shown = ["", *cells[1:]] if same_group else cells  # the group's label once, on its first row
+        out.add_row(*shown, style=RICH_STYLES.get(table.style(index)))
+    return out
+
+
+def to_markdown(table: TableModel) -> str:
+    return md_table(table.headers, table.cells, table.numeric)
+
+
+def to_html(table: TableModel) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in table.headers)
+    body = []
+    for index, cells in enumerate(table.cells):
+        tds = "".join(
+            f'<td class="num">{html.escape(v)}</td>' if numeric else f"<td>{html.escape(v)}</td>"
+            for v, numeric in zip(cells, table.numeric, strict=True)
+        )
+        style = table.style(index)
+        body.append(f'<tr class="{html.escape(style)}">{tds}</tr>' if style else f"<tr>{tds}</tr>")
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def _records(table: TableModel) -> pd.DataFrame:
+    if table.records is not None:
+        return table.records
+    return pd.DataFrame([list(cells) for cells in table.cells], columns=list(table.headers))
+
+
+def to_csv(table: TableModel) -> str:
+    buffer = io.StringIO()
+    _records(table).to_csv(buffer, index=False)
+    return buffer.getvalue()
+
+
+def to_json_records(table: TableModel) -> list[dict[str, Any]]:
+    """Raw records with NaN as null (JSON has no NaN)."""
+    return json.loads(_records(table).to_json(orient="records"))
+
+
+def format_number(value: Any, spec: str, suffix: str = "") -> str:
+    """``value`` formatted with ``spec``, or "-" where there is no finite number (failed rows, NaN, None)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "-"
+    return f"{number:{spec}}{suffix}" if math.isfinite(number) else "-"
+
+
+def human_bytes(n: float) -> str:
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def human_count(n: float) -> str:
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "-"
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f}"
+
+
+def case_label(row: pd.Series) -> str:
+    """Short label of a case for narrow terminals: the shape, then what differs from the defaults."""
+    kv_heads = row.get("kv_heads")
+    extras = [f"kv={kv_heads}" if _value(row, "kv_heads") is not None and kv_heads != row["heads"] else ""]
+    extras += [flag for flag in ("causal", "bias") if bool(row[flag])]
+    extras += [str(row.get(field)) for field, default in (("mode", "forward"), ("phase", "prefill"))
+               if row.get(field, default) != default]  # fmt: skip
+    shape = f"n={row['seq_len']} h={row['heads']} d={row['d_model']} b={row['batch']} {row['dtype']}"
+    return " ".join([shape, *(extra for extra in extras if extra)])
+
+
+def _value(row: pd.Series, column: str) -> Any:
+    """The cell, or None where the row has no value (a failed row has no latency)."""
+    value = row.get(column)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value

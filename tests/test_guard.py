@@ -1,0 +1,161 @@
+"""Refusing work that cannot fit: memory availability, the fits() verdict, row limits, alias bombs."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from mhabench import guard
+from mhabench.errors import ConfigError, InputError
+
+CPU = torch.device("cpu")
+CUDA = torch.device("cuda")
+BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
+)
+
+
+@pytest.fixture
+def available(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Bytes available per device type, as ``fits`` will see them."""
+    by_type = {"cpu": 21_900_000_000, "cuda": 80_000_000_000}
+    monkeypatch.setattr(guard, "available_bytes", lambda device: by_type[device.type])
+    return by_type
+
+
+@pytest.mark.parametrize(
+    ("n_bytes", "text"),
+    [(0, "0 B"), (999, "999 B"), (1500, "1.5 kB"), (57_600_000_000, "57.6 GB"), (3.2e15, "3200.0 TB")],
+)
+def test_format_bytes_uses_decimal_units(n_bytes: float, text: str) -> None:
+    assert guard.format_bytes(n_bytes) == text
+
+
+def test_case_above_available_names_both_figures(available: dict[str, int]) -> None:
+    assert guard.fits(57_600_000_000, 1_000_000, CPU) == "predicted 57.6 GB > available 21.9 GB"
+
+
+def test_reference_that_cannot_fit_is_named_as_the_reference(available: dict[str, int]) -> None:
+    reason = guard.fits(1_000_000, 57_600_000_000, CPU)
+    assert reason == "float64 reference needs 57.6 GB > available 21.9 GB"
+    # both too big: the reference runs first, so it is the one named
+    assert guard.fits(60_000_000_000, 57_600_000_000, CPU) == reason
+
+
+def test_fitting_case_passes_and_safety_margin_is_said(available: dict[str, int]) -> None:
+    assert guard.fits(19_000_000_000, 19_000_000_000, CPU) is None
+    assert guard.fits(21_000_000_000, 0, CPU) == "predicted 21.0 GB > 90% of available 21.9 GB"
+    assert guard.fits(21_000_000_000, 0, CPU, safety=1.0) is None
+
+
+def test_reference_is_checked_on_its_own_device(available: dict[str, int]) -> None:
+    """On a GPU run the reference needs host RAM, the implementation device memory."""
+    assert guard.fits(50_000_000_000, 10_000_000_000, CUDA) is None
+    assert guard.fits(50_000_000_000, 30_000_000_000, CUDA).startswith("float64 reference needs 30.0 GB")
+    assert guard.fits(50_000_000_000, 30_000_000_000, CUDA, reference_device=CUDA) is None
+    assert guard.fits(90_000_000_000, 0, CUDA) == "predicted 90.0 GB > available 80.0 GB"
+
+
+def test_unknown_availability_means_no_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unknown(device: torch.device) -> int:
+        raise OSError("no idea")
+
+    monkeypatch.setattr(guard, "available_bytes", unknown)
+    assert guard.fits(10**15, 10**15, CPU) is None
+
+
+def fake_system(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, meminfo: str | None, cgroup: dict[str, str]) -> None:
+    tmp_path.mkdir(exist_ok=True)
+    if meminfo is not None:
+        (tmp_path / "meminfo").write_text(meminfo, encoding="ascii")
+    for name, text in cgroup.items():
+        (tmp_path / "cgroup" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "cgroup" / name).write_text(text, encoding="ascii")
+    monkeypatch.setattr(guard, "MEMINFO", tmp_path / "meminfo")
+    monkeypatch.setattr(guard, "CGROUP", tmp_path / "cgroup")
+
+
+MEMINFO = "MemTotal:       24684092 kB\nMemFree:  100 kB\nMemAvailable:   1000 kB\n"
+
+
+def test_cpu_availability_reads_memavailable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake_system(monkeypatch, tmp_path, MEMINFO, {})
+    assert guard.available_bytes(CPU) == 1_024_000
+
+
+def test_cgroup_v2_limit_caps_the_host_figure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    cgroup = {"memory.max": "600000\n", "memory.current": "500000\n", "memory.stat": "anon 1\ninactive_file 100000\n"}
+    fake_system(monkeypatch, tmp_path, MEMINFO, cgroup)
+    assert guard.available_bytes(CPU) == 600_000 - 500_000 + 100_000
+
+
+def test_cgroup_without_limit_is_ignored(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake_system(monkeypatch, tmp_path, MEMINFO, {"memory.max": "max\n", "memory.current": "5\n", "memory.stat": ""})
+    assert guard.available_bytes(CPU) == 1_024_000
+    v1 = {
+        "memory/memory.limit_in_bytes": "9223372036854771712\n",
+        "memory/memory.usage_in_bytes": "5\n",
+        "memory/memory.stat": "total_inactive_file 0\n",
+    }
+    fake_system(monkeypatch, tmp_path / "v1", MEMINFO, v1)
+    assert guard.available_bytes(CPU) == 1_024_000
+
+
+def test_without_proc_falls_back_to_sysconf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake_system(monkeypatch, tmp_path, None, {})
+    monkeypatch.setattr(guard.os, "sysconf", {"SC_AVPHYS_PAGES": 3, "SC_PAGE_SIZE": 4096}.__getitem__)
+    assert guard.available_bytes(CPU) == 3 * 4096
+
+
+def test_cuda_availability_counts_the_caching_allocators_free_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (10_000, 80_000))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device: 5_000)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: 3_000)
+    assert guard.available_bytes(CUDA) == 12_000
+
+
+def test_this_machine_reports_a_plausible_figure() -> None:
+    assert 0 < guard.available_bytes(CPU) < 2**50
+
+
+def test_row_limit_says_the_count_and_the_flag() -> None:
+    with pytest.raises(ConfigError) as caught:
+        guard.check_row_count(179_200, 4, 10_000)
+    message = str(caught.value)
+    assert isinstance(caught.value, InputError) and "\n" not in message
+    assert "179,200 cases × 4 implementations = 716,800 rows" in message
+    assert "--max-rows 716800" in message
+    guard.check_row_count(2_500, 4, 10_000)  # exactly at the limit: allowed
+
+
+def test_alias_bomb_is_refused_fast_with_a_short_message() -> None:
+    data = yaml.safe_load(BILLION_LAUGHS)
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"^x\.yaml: the document expands to more than 100,000 values") as caught:
+        guard.check_document_size(data, "x.yaml")
+    assert time.perf_counter() - start < 1.0
+    assert len(str(caught.value)) < 200
+
+
+def test_shared_values_are_counted_as_if_copied_out() -> None:
+    inner = list(range(10))  # 11 values with its list
+    data = {"k": [inner] * 10}  # dict 1 + key 1 + list 1 + 10 × 11
+    guard.check_document_size(data, "x.yaml", limit=113)
+    with pytest.raises(ConfigError, match="more than 112 values"):
+        guard.check_document_size(data, "x.yaml", limit=112)
+
+
+def test_self_referencing_alias_is_refused() -> None:
+    with pytest.raises(ConfigError, match="refers to the value that contains it"):
+        guard.check_document_size(yaml.safe_load("a: &a [1, *a]\n"), "x.yaml")
+
+
+def test_deep_nesting_does_not_overflow_the_stack() -> None:
+    data: list[object] = []
+    for _ in range(50_000):
+        data = [data]
+    guard.check_document_size(data, "x.yaml")  # 50,001 values: under the limit, and no RecursionError

@@ -1,0 +1,58 @@
+"""The result schema is the one source of the columns, the compare key and the column reference."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from mhabench import schema
+from mhabench.cli import app
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "columns.md"
+
+
+def test_every_column_has_a_unit_role_and_description() -> None:
+    for info in schema.columns_info():
+        assert info.role in schema.ROLES, info.name
+        assert info.description and info.label, info.name
+        if info.name.endswith("_ms"):
+            assert info.unit == "ms", info.name
+        if info.name.endswith("_bytes"):
+            assert info.unit == "bytes", info.name
+
+
+def test_columns_and_key_are_derived_from_the_fields() -> None:
+    fields = [f.name for _, group in schema.GROUPS for f in dataclasses.fields(group)]
+    assert schema.COLUMNS == [name for name in fields if name != schema.SAMPLES_COLUMN]
+    assert len(set(fields)) == len(fields), "a column name is defined twice"
+    assert schema.CASE_KEY[:3] == ["impl", "device", "dtype"]
+    assert {"seq_len", "heads", "kv_heads", "mode", "phase", "causal", "bias"} <= set(schema.CASE_KEY)
+    assert "run_id" not in schema.CASE_KEY and "head_dim" not in schema.CASE_KEY
+
+
+def test_measured_and_modelled_are_never_mixed_in_a_group() -> None:
+    """A cost-model figure must never sit among measured figures (honest-numbers rule)."""
+    roles = {f.metadata["role"] for f in dataclasses.fields(schema.ModelledCost)}
+    assert roles == {"modelled"}
+    assert {f.metadata["role"] for f in dataclasses.fields(schema.Correctness)} == {"measured"}
+
+
+def test_docs_column_reference_matches_the_schema() -> None:
+    """docs/columns.md is generated: regenerate with `mhabench columns --markdown > docs/columns.md`."""
+    result = CliRunner().invoke(app, ["columns", "--markdown"])
+    assert result.exit_code == 0
+    assert DOCS.read_text(encoding="utf-8") == result.output
+
+
+def test_record_round_trip_keeps_groups_and_drops_missing_ones() -> None:
+    case = schema.CaseIdentity(run_id="r", scenario="s", case_id="s/x", impl="fused", device="cpu",
+                               device_name="cpu", dtype="float32", batch=1, seq_len=8, d_model=16, heads=2,
+                               head_dim=8, kv_heads=2, mode="forward", phase="prefill", causal=False, bias=False)  # fmt: skip
+    latency = schema.LatencyStats.from_samples((1.0, 2.0, 3.0), 4, 0.1, compile_time_s=float("nan"))
+    row = schema.ResultRow(case, schema.Outcome("ok", ""), schema.Correctness(1e-7, 2e-7), latency=latency)
+    back = schema.ResultRow.from_record(row.record())
+    assert back.case == case and back.correctness == row.correctness
+    assert back.latency is not None and back.latency.latency_ms == 2.0 and back.latency.times_ms == (1.0, 2.0, 3.0)
+    assert back.memory is None and back.cost is None and back.roofline is None
