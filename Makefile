@@ -1,24 +1,47 @@
 # Quick start: `make run` (set up + run the default scenario) and `make test` (set up + tests).
 # Only Python 3.10+ is needed. TORCH picks the torch wheel installed first; the default CPU build is
 # small and fast. On a CUDA machine: `make run TORCH='torch>=2.4,<=2.14.1'`.
+# GPU machines without a package index: `make wheels` here, carry wheels/ there, `make gpu-check` (docs/gpu.md).
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# The stamp's name carries a checksum of TORCH, so another torch spec is another stamp: `make run
+# TORCH=…` on an existing venv installs that torch instead of keeping whichever one is there.
+TORCH_ID := $(firstword $(shell printf '%s' '$(TORCH)' | cksum))
+STAMP := $(VENV)/.installed-$(TORCH_ID)
 
-.PHONY: setup browser run test lint clean
+# make gpu-check: the machine's own python3 (with its CUDA torch), the wheels it lacks, the project.
+GPU_PYTHON ?= python3
+WHEELS ?= wheels
+GPU_SITE ?= build/gpu-site
+GPU_CHECK_OUT ?= gpu-check
+# What the GPU machines' image lacks of the runtime dependencies (pip adds their own dependencies).
+GPU_WHEEL_SPECS ?= "pydantic>=2.5"
+GPU_WHEEL_PYTHON ?= 3.12
+
+.PHONY: setup browser run test lint clean cuda-warning wheels gpu-check
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	rm -f $(VENV)/.installed*
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH)" || $(BIN)/python -m pip install --quiet "torch>=2.4,<=2.14.1"
+	$(BIN)/python -m pip install --quiet --upgrade "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@$(MAKE) --no-print-directory cuda-warning
 	touch $(STAMP)
 
-run: setup
+# One line when this machine has an NVIDIA GPU but the venv's torch cannot use it (`device: auto`
+# would quietly run on the CPU).
+cuda-warning:
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then \
+	  $(BIN)/python -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' || \
+	  echo "warning: nvidia-smi sees a GPU but $(VENV) has a torch without CUDA ($$($(BIN)/python -c 'import torch; print(torch.__version__)')); use make run TORCH='torch>=2.4,<=2.14.1'"; \
+	fi
+
+run: setup cuda-warning
 	$(BIN)/mhabench run
 
 test: setup browser
@@ -34,6 +57,22 @@ browser:
 lint: setup
 	$(BIN)/ruff check mhabench tests
 	$(BIN)/ruff format --check mhabench tests
+
+# Wheels for a GPU machine with no package index (CPython $(GPU_WHEEL_PYTHON), x86_64 Linux), into $(WHEELS)/.
+wheels:
+	$(PYTHON) -m pip download --quiet --only-binary=:all: --python-version $(GPU_WHEEL_PYTHON) \
+	  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+	  --implementation cp -d $(WHEELS) $(GPU_WHEEL_SPECS)
+
+# Every CUDA path, one PASS/FAIL/SKIP line per check, figures in $(GPU_CHECK_OUT)/gpu_check.json.
+# Uses $(GPU_PYTHON) as it is; installs $(WHEELS)/*.whl (when present) and the project into
+# $(GPU_SITE) with --no-index --no-deps, so nothing is fetched and the system site is never written.
+gpu-check:
+	@if ls $(WHEELS)/*.whl >/dev/null 2>&1; then \
+	  $(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --upgrade --target $(GPU_SITE) $(WHEELS)/*.whl; \
+	fi
+	$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --no-build-isolation --upgrade --target $(GPU_SITE) .
+	PYTHONPATH=$(abspath $(GPU_SITE))$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m mhabench.gpu_check --out $(GPU_CHECK_OUT)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -197,3 +197,20 @@ def report(
 
 def main() -> None:
     app()
+
+
+@app.command()
+def probe(
+    configs: Annotated[list[Path], typer.Argument(help="Probe files: scenarios with claims: (configs/claims.yaml).")],
+    out: Annotated[Path, typer.Option("--out", help="Folder that receives <run_id>/.")] = Path("results"),
+) -> None:
+    """Measure the seeds' claims about attention itself (variance, saturation, rank, diagonal, JL), with verdicts."""
+    from mhabench.probe.config import load_probe_config
+    from mhabench.probe.run import run_config
+    from mhabench.probe.table import verdict_counts, verdict_table
+
+    with user_errors():
+        for config in [load_probe_config(path) for path in configs]:
+            result = run_config(config, out, argv=sys.argv)
+            _fresh_console().print(to_rich(verdict_table(result.records, f"{result.run_dir.name}: claims")))
+            _fresh_console().print(f"{verdict_counts(result.records)}\nresults: {result.run_dir}", highlight=False)

@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from mhabench import plugins
+from mhabench.distributed.launch import divisibility_problem
 from mhabench.errors import (
     ConfigError,
     DeviceUnavailableError,
@@ -104,7 +105,9 @@ class ScenarioSpec(_Strict):
     )
     seed: int = Field(0, ge=-INT64_MAX - 1, le=INT64_MAX, description="weights and input are generated from it")
     tensor_parallel: list[HeadCount] = Field(
-        [1], description="ranks that split the heads (Megatron-style); heads and kv_heads must be divisible by it"
+        [1],
+        description="ranks that split the heads (Megatron-style): heads must divide evenly; kv_heads too, "
+        "or (fewer K/V heads than ranks) each is replicated on tensor_parallel / kv_heads ranks",
     )
 
     @field_validator(*SWEEP_FIELDS, mode="before")
@@ -140,11 +143,12 @@ class ScenarioSpec(_Strict):
     @field_validator("tensor_parallel")
     @classmethod
     def _heads_split_evenly(cls, sizes: list[int], info: ValidationInfo) -> list[int]:
-        """Every rank holds whole query heads and whole key/value heads."""
-        for field in ("heads", "kv_heads"):
-            for count, size in itertools.product(info.data.get(field) or [], sizes):
-                if count % size:
-                    raise ValueError(f"{field} {count} is not divisible by tensor_parallel {size}")
+        """Every rank holds whole query heads, and whole (or whole replicated) key/value heads."""
+        all_heads, all_kv_heads = info.data.get("heads", []), info.data.get("kv_heads") or [None]
+        for heads, kv_heads, size in itertools.product(all_heads, all_kv_heads, sizes):
+            problem = divisibility_problem(heads, kv_heads or heads, size)
+            if problem:
+                raise ValueError(problem)
         return sizes
 
 

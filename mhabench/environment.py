@@ -82,23 +82,35 @@ def _smi_value(text: str) -> str | float | None:
         return text
 
 
-def nvidia_smi(device: torch.device) -> dict[str, Any]:
-    """Driver, clocks, power limit and MIG mode of ``device`` from nvidia-smi ({} when unavailable)."""
-    executable = shutil.which("nvidia-smi")
-    if executable is None or device.type != "cuda":
-        return {}
-    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
-    target = f"GPU-{uuid}" if uuid is not None else str(device.index or 0)
-    command = [executable, f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}", "--format=csv,noheader,nounits", "-i", target]
+def _smi_rows(executable: str) -> list[list[str]]:
+    fields = ["uuid", *NVIDIA_SMI_FIELDS]
+    command = [executable, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
     except (OSError, subprocess.SubprocessError):
+        return []
+    if done.returncode != 0:
+        return []
+    return [[part.strip() for part in line.split(",")] for line in done.stdout.strip().splitlines() if line.strip()]
+
+
+def _row_for(rows: list[list[str]], device: torch.device) -> list[str] | None:
+    """The nvidia-smi row of ``device``: by UUID (robust to CUDA_VISIBLE_DEVICES), else the only or N-th GPU."""
+    uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", "")).lower()
+    by_uuid = [row for row in rows if uuid and uuid in row[0].lower()]
+    if by_uuid:
+        return by_uuid[0]
+    index = device.index or 0
+    return rows[0] if len(rows) == 1 else rows[index] if index < len(rows) else None
+
+
+def nvidia_smi(device: torch.device) -> dict[str, Any]:
+    """Driver, clocks, power limit and MIG mode of ``device`` from nvidia-smi ({} when unavailable)."""
+    executable = shutil.which("nvidia-smi")
+    row = _row_for(_smi_rows(executable), device) if executable and device.type == "cuda" else None
+    if row is None:
         return {}
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        return {}
-    values = [_smi_value(part) for part in lines[0].split(",")]
-    return dict(zip(NVIDIA_SMI_FIELDS.values(), values, strict=False))
+    return {key: _smi_value(text) for key, text in zip(NVIDIA_SMI_FIELDS.values(), row[1:], strict=False)}
 
 
 def math_settings() -> dict[str, Any]:

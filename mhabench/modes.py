@@ -28,9 +28,9 @@ from torch import nn
 from mhabench.config import DTYPES, Case
 from mhabench.impls import build
 from mhabench.impls.kv_cache import KVCache
-from mhabench.impls.registry import ImplSpec, ReferenceFn
+from mhabench.impls.registry import ImplSpec
 from mhabench.measure.cost import Workload
-from mhabench.reference import decode_reference, reference_attention
+from mhabench.reference import Reference, expected_output
 from mhabench.weights import AttentionWeights
 
 
@@ -73,11 +73,12 @@ def input_len(case: Case) -> int:
     return case.seq_len + 1 if case.phase == "decode" else case.seq_len
 
 
-def reference_fn(spec: ImplSpec, case: Case) -> ReferenceFn:
-    """The float64 function ``spec``'s output is checked against in this case."""
-    if case.phase == "decode":
-        return decode_reference
-    return spec.reference or reference_attention
+def expected(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tensor) -> Reference:
+    """The float64 output ``spec`` must reproduce: its own reference function, or standard attention
+    computed on the case's device in blocks (a sampled set of rows for large cases)."""
+    if spec.reference is not None and case.phase == "prefill":
+        return Reference(spec.reference(weights, x, case.heads, case.causal))
+    return expected_output(weights, x, case.heads, case.causal, phase=case.phase)
 
 
 def prepare(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tensor) -> tuple[nn.Module, Step]:

@@ -19,15 +19,17 @@ import pandas as pd
 import torch
 
 from mhabench.config import DTYPES, Case, RunConfig, TimingConfig, expand_cases, resolve_device
-from mhabench.environment import environment
-from mhabench.errors import UnsupportedError
+from mhabench.environment import canonical_device, environment
+from mhabench.errors import MhabenchError
+from mhabench.failures import classify_failure, is_sticky_cuda_error
 from mhabench.impls import core_implementations, get_spec
 from mhabench.impls.registry import ImplSpec
+from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.hardware import DevicePeaks, device_name, device_peaks
 from mhabench.measure.timing import measure_latency
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, PeakMemory, Stopwatch
-from mhabench.modes import input_len, parameter_count, prepare, reference_fn, workload
-from mhabench.reference import TOLERANCE, numerical_error
+from mhabench.modes import expected, input_len, parameter_count, prepare, workload
+from mhabench.reference import Reference, check_output
 from mhabench.results import RunWriter, new_run_dir, rows_frame
 from mhabench.schema import (
     FORMAT_VERSION,
@@ -51,6 +53,10 @@ class Progress(Protocol):
     def start(self, total: int) -> None: ...
 
     def advance(self, label: str) -> None: ...
+
+
+class CudaContextLostError(MhabenchError):
+    """A sticky CUDA error: the process's CUDA context cannot run anything else."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,14 +84,14 @@ class CaseInputs:
 
     weights: AttentionWeights
     x: torch.Tensor
-    references: dict[int, torch.Tensor] = dataclasses.field(default_factory=dict)
+    references: dict[object, Reference] = dataclasses.field(default_factory=dict)
 
-    def reference_for(self, spec: ImplSpec, case: Case) -> torch.Tensor:
+    def reference_for(self, spec: ImplSpec, case: Case) -> Reference:
         """The float64 output ``spec`` must reproduce (cached per reference function)."""
-        fn = reference_fn(spec, case)
-        if id(fn) not in self.references:
-            self.references[id(fn)] = fn(self.weights, self.x, case.heads, case.causal)
-        return self.references[id(fn)]
+        key = spec.reference if case.phase == "prefill" else None
+        if key not in self.references:
+            self.references[key] = expected(spec, case, self.weights, self.x)
+        return self.references[key]
 
 
 def make_inputs(case: Case, device: torch.device) -> CaseInputs:
@@ -100,7 +106,7 @@ def make_inputs(case: Case, device: torch.device) -> CaseInputs:
 def identity(run_id: str, case: Case, impl: str, device: torch.device) -> CaseIdentity:
     shape = {name: getattr(case, name) for name in SHAPE_FIELDS}
     return CaseIdentity(
-        run_id=run_id, scenario=case.scenario, case_id=case.case_id, impl=impl, device=str(device),
+        run_id=run_id, scenario=case.scenario, case_id=case.case_id, impl=impl, device=canonical_device(device),
         device_name=device_name(device), dtype=case.dtype, head_dim=case.head_dim, **shape,
     )  # fmt: skip
 
@@ -132,17 +138,6 @@ def roofline(case: Case, cost: ModelledCost | None, latency: LatencyStats, peaks
         roofline_bound=peaks.bound(cost.arithmetic_intensity), attainable_tflops=attainable,
         roofline_efficiency=achieved_tflops / attainable,
     )  # fmt: skip
-
-
-def one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
-        return True
-    return isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,12 +191,12 @@ def measure_impl(
     """Check ``spec`` against its float64 reference, then measure memory and latency."""
     module, step = prepare(spec, case, inputs.weights, inputs.x)  # forward, decode or train (mhabench.modes)
     output, checked = checked_call(spec, step.run, device)
-    correctness = Correctness(*numerical_error(output, inputs.reference_for(spec, case)))
+    check = check_output(output, inputs.reference_for(spec, case), case.dtype)
     del output
+    correctness = Correctness(check.max_abs_err, check.max_rel_err)
     dispatch, cost = checked.dispatch, modelled_cost(spec, case)
-    if not correctness.max_rel_err <= TOLERANCE[case.dtype]:
-        message = f"max_rel_err {correctness.max_rel_err:.3g} > {TOLERANCE[case.dtype]:g} vs float64 reference"
-        return ResultRow(case_identity, Outcome("mismatch", message), correctness, dispatch, cost=cost)
+    if not check.ok:  # NaN/Inf, or past the tolerance: reported, never timed
+        return ResultRow(case_identity, Outcome("mismatch", check.reason), correctness, dispatch, cost=cost)
     memory = peak_memory(step.run, device, checked)
     with torch.inference_mode():
         latency = measure_latency(step.run, device, timing, checked.compile_time_s)
@@ -234,6 +229,10 @@ def run_case(
             yield measure_impl(spec, case, inputs, device, peaks, timing, case_identity)
         except Exception as exc:
             yield failure_row(case_identity, exc)
+            if is_sticky_cuda_error(exc):  # the CUDA context is unusable: nothing after this can run
+                raise CudaContextLostError(
+                    f"not run: an earlier CUDA error left the context unusable ({exc})"
+                ) from None
         finally:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
@@ -241,9 +240,7 @@ def run_case(
 
 def failure_row(case_identity: CaseIdentity, exc: BaseException) -> ResultRow:
     """Identity and outcome only: a failure has no measurements to report."""
-    if isinstance(exc, UnsupportedError):  # no kernel for this device/dtype/shape: the reason, not a failure
-        return ResultRow(case_identity, Outcome("unsupported", str(exc).strip().splitlines()[0]))
-    return ResultRow(case_identity, Outcome("oom" if is_out_of_memory(exc) else "error", one_line(exc)))
+    return ResultRow(case_identity, Outcome(*classify_failure(exc)))
 
 
 # --- a whole run -------------------------------------------------------------------------------
@@ -256,11 +253,14 @@ def run(
     device = resolve_device(config.device)
     specs = implementations_of(config)
     cases = expand_cases(config, device)
+    process = apply_process_settings(config.allocator, config.threads)  # before any case allocates
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # so every allocation, kernel and synchronize targets cuda:N
     started = dt.datetime.now(dt.timezone.utc)
     writer = RunWriter(new_run_dir(out_root, config.name or "run", started))
     manifest = {
         "run_id": writer.run_id, "format_version": FORMAT_VERSION, "command": argv or [],
-        "config": config.model_dump(mode="json"), "environment": environment(device), "roofline": {},
+        "config": config.model_dump(mode="json"), "environment": {**environment(device), **process}, "roofline": {},
         "cases": len(cases), "implementations": [s.name for s in specs], "started_at": started.isoformat(),
         "finished_at": None, "status": "running",
     }  # fmt: skip
@@ -292,12 +292,31 @@ def run_cases(
     cases: list[Case], specs: list[ImplSpec], device: torch.device, writer: RunWriter,
     peaks: dict[str, DevicePeaks], timing: TimingConfig, progress: Progress | None,
 ) -> None:  # fmt: skip
-    """Measure every case, appending each row to ``writer`` as soon as it exists."""
+    """Measure every case, appending each row to ``writer`` as soon as it exists.
+
+    After a sticky CUDA error (illegal access, device-side assert) every remaining (case,
+    implementation) gets an ``error`` row saying why it was not run, rather than failing one by one.
+    """
+    lost: str | None = None
     for case in cases:
-        for row in run_case(case, specs, device, writer.run_id, lambda c=case: peaks[c.dtype], timing):
-            writer.append(row)
-            if progress:
-                progress.advance(f"{case.case_id} {row.case.impl}")
+        done: set[str] = set()
+        try:
+            if lost is None:
+                for row in run_case(case, specs, device, writer.run_id, lambda c=case: peaks[c.dtype], timing):
+                    _record(writer, row, progress, done)
+        except CudaContextLostError as exc:
+            lost = str(exc)
+        for spec in specs:
+            if spec.name not in done and lost is not None:
+                row = ResultRow(identity(writer.run_id, case, spec.name, device), Outcome("error", lost[:300]))
+                _record(writer, row, progress, done)
+
+
+def _record(writer: RunWriter, row: ResultRow, progress: Progress | None, done: set[str]) -> None:
+    writer.append(row)
+    done.add(row.case.impl)
+    if progress:
+        progress.advance(f"{row.case.case_id} {row.case.impl}")
 
 
 def plan(config: RunConfig) -> list[ResultRow]:

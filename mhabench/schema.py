@@ -116,6 +116,12 @@ class LatencyStats:
     samples: int = column("timed samples (each the mean of one block of calls)", role="measured", label="samples")
     calls_per_sample: int = column("calls per timed block", role="measured", label="calls/sample")
     noisy: bool = column("IQR / median above the config's noise_threshold", role="derived", label="noisy")
+    host_latency_ms: float = column(
+        "CUDA: median wall time of one synchronous call (device time + launch overhead); empty on the CPU",
+        role="measured",
+        unit="ms",
+        label="host ms",
+    )
     compile_time_s: float = column("first-call time of a compiling implementation", role="measured", unit="s",
                                    label="compile s")  # fmt: skip
     times_ms: tuple[float, ...] = column("raw per-call samples (Parquet only)", role="measured", unit="ms",

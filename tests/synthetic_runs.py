@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from mhabench.cli import app
 from mhabench.results import RunWriter
+from mhabench.schema import FORMAT_VERSION, ResultRow
 
 ENVIRONMENT = {
     "mhabench_version": "0.1.0", "git_commit": "abc", "python": "3.11", "platform": "test", "torch": "2.13.0",
@@ -36,17 +37,21 @@ def row(
     impl: str, times_ms: list[float], *, seq_len: int = 128, heads: int = 4, d_model: int = 64,
     scenario: str = "sweep", status: str = "ok", error: str = "", dtype: str = "float32", run_id: str = "run",
 ) -> dict[str, Any]:  # fmt: skip
-    """One results row with consistent made-up metrics (memory and cost grow with seq_len)."""
+    """One results record with consistent made-up metrics (memory and cost grow with seq_len).
+
+    A failed row is identity + outcome only, as the runner writes it.
+    """
     case_id = f"{scenario}/b1-n{seq_len}-d{d_model}-h{heads}-{dtype}"
     identity = {
         "run_id": run_id, "scenario": scenario, "case_id": case_id, "impl": impl, "device": "cpu",
         "device_name": "Test CPU", "dtype": dtype, "batch": 1, "seq_len": seq_len, "d_model": d_model,
-        "heads": heads, "head_dim": d_model // heads, "causal": False, "bias": False, "status": status, "error": error,
+        "heads": heads, "head_dim": d_model // heads, "kv_heads": heads, "mode": "forward", "phase": "prefill",
+        "causal": False, "bias": False, "status": status, "error": error,
     }  # fmt: skip
-    flops = 8.0 * seq_len * d_model**2 + 4.0 * seq_len**2 * d_model
-    bytes_moved = (4 * seq_len * d_model + (heads * seq_len**2 if impl == "naive" else 0)) * 4.0
     if status != "ok":
-        return {**identity, "flops": flops, "bytes_moved": bytes_moved, "arithmetic_intensity": flops / bytes_moved}
+        return identity
+    flops = 8 * seq_len * d_model**2 + 4 * seq_len**2 * d_model
+    bytes_moved = (4 * seq_len * d_model + (heads * seq_len**2 if impl == "naive" else 0)) * 4
     median = float(np.median(times_ms))
     p25, p75 = (float(v) for v in np.percentile(times_ms, [25, 75]))
     achieved = flops / (median / 1e3) / 1e12
@@ -69,10 +74,12 @@ def write_run(root: Path, name: str, rows: list[dict[str, Any]], **environment: 
     run_dir.mkdir(parents=True)
     writer = RunWriter(run_dir)
     for values in rows:
-        writer.append({**values, "run_id": name})
+        writer.append(ResultRow.from_record({**values, "run_id": name}))
+    writer.close()
     now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).isoformat()
     writer.write_manifest({
-        "run_id": name, "command": ["mhabench", "run"], "environment": {**ENVIRONMENT, **environment},
+        "run_id": name, "format_version": FORMAT_VERSION, "command": ["mhabench", "run"],
+        "environment": {**ENVIRONMENT, **environment},
         "config": {"name": name, "timing": {"min_run_time_s": 0.2}, "scenarios": [{"name": "sweep"}]},
         "roofline": {"float32": {"peak_tflops": PEAK_TFLOPS, "peak_gbps": PEAK_GBPS, "source": "synthetic"}},
         "started_at": now, "finished_at": now, "status": "complete",

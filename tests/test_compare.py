@@ -16,6 +16,7 @@ from mhabench import compare, stats
 from mhabench.cli import app
 from mhabench.errors import InputError
 from mhabench.results import load_run
+from mhabench.schema import CASE_KEY
 
 cli = CliRunner()
 COLOUR_SGR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|9[0-7]|38;[25];[0-9;]+)(?:;[0-9;]*)?m")
@@ -119,10 +120,14 @@ def test_unmatched_and_failed_rows_are_listed_not_compared(tmp_path: Path) -> No
     assert rows.loc["torch_mha", "verdict"] == "only in candidate"
 
 
-def test_match_key_uses_new_identity_columns_present_in_both() -> None:
-    frame = pd.DataFrame({c: [1] for c in [*compare.results.CASE_KEY, "scenario", "kv_heads", "mode"]})
-    assert {"kv_heads", "mode"} <= set(compare.match_key(frame, frame))
-    assert "mode" not in compare.match_key(frame, frame.drop(columns="mode"))
+def test_match_key_uses_the_schema_key_columns_present_in_both() -> None:
+    frame = pd.DataFrame({c: [1] for c in [*CASE_KEY, "scenario"]})
+    assert compare.match_key(frame, frame) == CASE_KEY
+    assert {"kv_heads", "mode", "phase"} <= set(CASE_KEY)
+    older = frame.drop(columns="mode")  # a run written before the column existed
+    assert compare.match_key(frame, older) == [c for c in CASE_KEY if c != "mode"]
+    twice = pd.concat([frame, frame.assign(scenario=2)])  # one shape measured by two scenarios
+    assert compare.match_key(twice, frame) == [*CASE_KEY, "scenario"]
 
 
 def test_within_run_speedup_and_winner(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,6 @@ import yaml
 from mhabench.config import (
     Case,
     RunConfig,
-    count_cases,
-    default_config_text,
     expand_cases,
     load_config,
     load_default_config,
@@ -89,25 +86,13 @@ def test_configs_default_is_the_packaged_file_and_the_documented_scenario() -> N
     shipped = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
     packaged = Path(str(resources.files("mhabench").joinpath("default.yaml"))).resolve()
     assert shipped.resolve() == packaged
-    assert yaml.safe_load(default_config_text()) == yaml.safe_load(packaged.read_text(encoding="utf-8"))
     config = load_default_config()
     assert (config.name, config.device, config.dtype) == ("default", "auto", ["auto"])
     assert config.implementations == ["naive", "per_head", "fused", "torch_mha"]
+    expected = dict(name="seq-sweep", batch=[1], seq_len=[128, 512, 2048], d_model=[512], heads=[8], causal=[False])
+    expected |= dict(bias=[False], mode=["forward"], phase=["prefill"], tensor_parallel=[1])
     [spec] = config.scenarios
-    assert (spec.name, spec.batch, spec.seq_len, spec.d_model, spec.heads) == (
-        "seq-sweep",
-        [1],
-        [128, 512, 2048],
-        [512],
-        [8],
-    )
-    assert (spec.causal, spec.bias, spec.mode, spec.phase, spec.tensor_parallel) == (
-        [False],
-        [False],
-        ["forward"],
-        ["prefill"],
-        [1],
-    )
+    assert spec.model_dump(include=set(expected)) == expected
     ids = [case.case_id for case in expand_cases(config, torch.device("cpu"))]
     assert ids == [f"seq-sweep/b1-n{n}-d512-h8-float32" for n in (128, 512, 2048)]
 
@@ -307,28 +292,10 @@ def test_misspelled_required_key_is_named_before_the_missing_field() -> None:
     assert message.endswith("(and 1 more)")
 
 
-def test_quoted_values_are_cut_to_a_readable_length() -> None:
-    message = config_error({"scenarios": [scenario(seq_len="x" * 100_000)]})
-    assert "…" in message
-    assert len(message) < 250
-    message = config_error({"scenarios": [scenario(causal=[[list(range(1000))] * 1000])]})
-    assert len(message) < 250
+LIMITS = [("seq_len", 1_048_576), ("d_model", 65_536), ("batch", 65_536), ("heads", 1024), ("kv_heads", 1024)]
 
 
-def test_a_key_with_a_newline_stays_on_one_line() -> None:
-    message = config_error({"scenarios": [scenario(**{"bad\nkey" * 50: 1})]})
-    assert "unknown field" in message
-    assert len(message) < 400
-
-
-def test_non_string_key_is_named() -> None:
-    assert config_error({"scenarios": [scenario()], 7: 1}) == f"{SOURCE}: (top level): key 7 is not a field name"
-
-
-@pytest.mark.parametrize(
-    ("field", "limit"),
-    [("seq_len", 1_048_576), ("d_model", 65_536), ("batch", 65_536), ("heads", 1024), ("kv_heads", 1024)],
-)
+@pytest.mark.parametrize(("field", "limit"), LIMITS)
 def test_sizes_have_upper_bounds(field: str, limit: int) -> None:
     message = config_error({"scenarios": [scenario(**{field: limit + 1})]})
     assert f"scenarios[0].{field}: Input should be less than or equal to {limit} (got {limit + 1})" in message
@@ -339,45 +306,9 @@ def test_sizes_at_their_bounds_are_accepted() -> None:
     assert parse_config({"scenarios": [spec]}, SOURCE).scenarios[0].seq_len == [1_048_576]
 
 
-@pytest.mark.parametrize("value", [10**30, -(10**30), 2**63])
-def test_values_beyond_int64_are_one_line_errors(value: int) -> None:
-    assert "scenarios[0].seq_len: Input should be" in config_error({"scenarios": [scenario(seq_len=value)]})
-    assert "scenarios[0].seed: Input should be" in config_error({"scenarios": [scenario(seed=value)]})
-
-
 def test_seed_accepts_the_whole_int64_range() -> None:
     for seed in (-(2**63), 2**63 - 1):
         assert parse_config({"scenarios": [scenario(seed=seed)]}, SOURCE).scenarios[0].seed == seed
-
-
-def test_an_integer_too_long_to_print_is_described_not_printed(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError) as caught:
-        load_config(write(tmp_path, "scenarios:\n  - {seq_len: 0x" + "f" * 5000 + ", d_model: 16, heads: 2}\n"))
-    assert "(got an integer of 20000 bits)" in str(caught.value)
-    with pytest.raises(ConfigError, match=r"invalid YAML: .*4300 digits"):
-        load_config(write(tmp_path, "scenarios:\n  - {seq_len: 1" + "0" * 5000 + ", d_model: 16, heads: 2}\n"))
-
-
-@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan", "1e400", "7200"])
-def test_timing_values_must_be_finite_and_sane(tmp_path: Path, value: str) -> None:
-    path = write(tmp_path, f"timing: {{max_run_time_s: {value}}}\nscenarios: [{{seq_len: 8, d_model: 16, heads: 2}}]\n")
-    with pytest.raises(ConfigError, match=r"timing\.max_run_time_s: "):
-        load_config(path)
-
-
-def test_alias_bomb_gives_a_short_error_quickly(tmp_path: Path) -> None:
-    laughs = "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
-    path = write(tmp_path, "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + laughs + "scenarios: *i\n")
-    start = time.perf_counter()
-    with pytest.raises(ConfigError, match="expands to more than 100,000 values") as caught:
-        load_config(path)
-    assert time.perf_counter() - start < 2.0
-    assert len(str(caught.value)) < 300
-
-
-def test_deeply_nested_yaml_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="nested too deeply"):
-        load_config(write(tmp_path, "scenarios: " + "[" * 20_000 + "]" * 20_000 + "\n"))
 
 
 def test_empty_sweep_list_is_refused() -> None:
@@ -389,19 +320,6 @@ def test_empty_sweep_list_is_refused() -> None:
 @pytest.mark.parametrize("device", ["cuda:٣", "cuda:99999", "cuda:1\n"])
 def test_device_index_must_be_plain_ascii_digits(device: str) -> None:
     assert f"{SOURCE}: device: " in config_error({"scenarios": [scenario()], "device": device})
-
-
-def test_case_count_matches_expansion_and_needs_no_expansion() -> None:
-    spec = scenario(seq_len=[8, 16, 32], heads=[1, 2], kv_heads=[1], causal=[False, True], tensor_parallel=[1])
-    config = parse_config({"scenarios": [spec, scenario()], "dtype": ["float32", "bfloat16"]}, SOURCE)
-    assert count_cases(config, torch.device("cpu")) == len(expand_cases(config, torch.device("cpu"))) == 26
-    sizes = list(range(1, 41))
-    huge = parse_config(
-        {"scenarios": [scenario(seq_len=sizes, batch=sizes, d_model=16, heads=[1, 2], bias=[True, False])]}, SOURCE
-    )
-    start = time.perf_counter()
-    assert count_cases(huge, torch.device("cpu")) == 40 * 40 * 2 * 2
-    assert time.perf_counter() - start < 0.1
 
 
 # --- new settings -----------------------------------------------------------------------------
@@ -416,35 +334,21 @@ def test_new_settings_default_to_todays_behaviour() -> None:
 
 
 def test_new_settings_parse(tmp_path: Path) -> None:
-    text = VALID_YAML.replace(
-        "timing: {min_run_time_s: 0.05, min_samples: 4}",
-        "timing: {flush_l2: false, cuda_graphs: true, warmup_max_s: 0.5}",
-    )
+    timing = "timing: {flush_l2: false, cuda_graphs: true, warmup_max_s: 0.5}"
+    text = VALID_YAML.replace("timing: {min_run_time_s: 0.05, min_samples: 4}", timing)
     text = "threads: 1\nallocator: system\nisolation: process\ncase_timeout_s: 30\nmax_rows: 20\n" + text
     config = load_config(write(tmp_path, text))
-    assert (config.threads, config.allocator, config.isolation, config.case_timeout_s, config.max_rows) == (
-        1,
-        "system",
-        "process",
-        30.0,
-        20,
-    )
+    assert (config.threads, config.allocator, config.isolation) == (1, "system", "process")
+    assert (config.case_timeout_s, config.max_rows) == (30.0, 20)
     assert (config.timing.flush_l2, config.timing.cuda_graphs, config.timing.warmup_max_s) == (False, True, 0.5)
     assert RunConfig.model_validate(config.model_dump(mode="json")) == config
 
 
-@pytest.mark.parametrize(
-    ("field", "value", "shown"),
-    [
-        ("threads", 0, "0"),
-        ("threads", "2", "'2'"),
-        ("allocator", "jemalloc", "'jemalloc'"),
-        ("isolation", "thread", "'thread'"),
-        ("case_timeout_s", 0, "0"),
-        ("max_rows", 0, "0"),
-        ("max_rows", 10**12, "1000000000000"),
-    ],
-)
+BAD_SETTINGS = [("threads", 0, "0"), ("threads", "2", "'2'"), ("allocator", "jemalloc", "'jemalloc'")]
+BAD_SETTINGS += [("isolation", "thread", "'thread'"), ("case_timeout_s", 0, "0"), ("max_rows", 0, "0")]
+
+
+@pytest.mark.parametrize(("field", "value", "shown"), [*BAD_SETTINGS, ("max_rows", 10**12, "1000000000000")])
 def test_bad_new_settings_name_field_and_value(field: str, value: Any, shown: str) -> None:
     message = config_error({"scenarios": [scenario()], field: value})
     assert message.startswith(f"{SOURCE}: {field}: ")
@@ -456,26 +360,28 @@ def test_new_timing_settings_are_validated() -> None:
     assert "timing.flush_l2" in config_error({"scenarios": [scenario()], "timing": {"flush_l2": "sometimes"}})
 
 
-def test_tensor_parallel_must_divide_heads_and_kv_heads() -> None:
+def test_tensor_parallel_must_split_heads_and_kv_heads() -> None:
     message = config_error({"scenarios": [scenario(d_model=24, heads=6, tensor_parallel=[2, 4])]})
     assert message == f"{SOURCE}: scenarios[0].tensor_parallel: heads 6 is not divisible by tensor_parallel 4"
-    message = config_error({"scenarios": [scenario(d_model=32, heads=8, kv_heads=2, tensor_parallel=4)]})
-    assert message == f"{SOURCE}: scenarios[0].tensor_parallel: kv_heads 2 is not divisible by tensor_parallel 4"
+    message = config_error({"scenarios": [scenario(d_model=48, heads=12, kv_heads=6, tensor_parallel=4)]})
+    assert message == f"{SOURCE}: scenarios[0].tensor_parallel: kv_heads 6 is not divisible by tensor_parallel 4"
+    message = config_error({"scenarios": [scenario(d_model=24, heads=6, kv_heads=2, tensor_parallel=3)]})
+    assert message.startswith(f"{SOURCE}: scenarios[0].tensor_parallel: kv_heads 2 does not divide tensor_parallel 3")
+
+
+def test_fewer_kv_heads_than_ranks_are_replicated() -> None:
+    """Multi-query attention on 4 ranks: the one K/V head is replicated on every rank (issue 12)."""
+    config = parse_config({"scenarios": [scenario(d_model=32, heads=8, kv_heads=[1, 2], tensor_parallel=4)]}, SOURCE)
+    assert config.scenarios[0].tensor_parallel == [4]
 
 
 def test_tensor_parallel_sweeps_and_marks_the_case_id_only_above_one() -> None:
     config = parse_config({"scenarios": [scenario(name="tp", d_model=32, heads=8, tensor_parallel=[1, 2, 4])]}, SOURCE)
     cases = expand_cases(config, torch.device("cpu"))
     assert [case.tensor_parallel for case in cases] == [1, 2, 4]
-    assert [case.case_id for case in cases] == [
-        "tp/b1-n8-d32-h8-float32",
-        "tp/b1-n8-d32-h8-tp2-float32",
-        "tp/b1-n8-d32-h8-tp4-float32",
-    ]
-    assert (
-        Case("s", 1, 8, 32, 8, False, False, "float32", 0, 2, tensor_parallel=2).case_id
-        == "s/b1-n8-d32-h8-kv2-tp2-float32"
-    )
+    assert [case.case_id for case in cases] == [f"tp/b1-n8-d32-h8{tp}-float32" for tp in ("", "-tp2", "-tp4")]
+    gqa = Case("s", 1, 8, 32, 8, False, False, "float32", 0, 2, tensor_parallel=2)
+    assert gqa.case_id == "s/b1-n8-d32-h8-kv2-tp2-float32"
 
 
 def test_command_line_max_rows_and_isolation_override_and_are_checked() -> None:
@@ -486,9 +392,3 @@ def test_command_line_max_rows_and_isolation_override_and_are_checked() -> None:
         with_overrides(config, max_rows=0)
     with pytest.raises(ConfigError, match=r"^--isolation: must be one of inprocess, process \(got 'proc'\)$"):
         with_overrides(config, isolation="proc")
-
-
-def test_long_unknown_implementation_name_is_cut() -> None:
-    message = config_error({"scenarios": [scenario()], "implementations": ["n" * 10_000]}, UnknownImplementationError)
-    assert "…" in message
-    assert len(message) < 1000

@@ -44,6 +44,7 @@ from mhabench.distributed.tp import (
     using_group,
 )
 from mhabench.errors import ConfigError, InputError, MhabenchError
+from mhabench.impls import build, get_spec
 from mhabench.measure.memory import LiveStorageTracker
 from mhabench.reference import numerical_error, reference_attention
 from mhabench.weights import AttentionWeights
@@ -184,6 +185,15 @@ def test_using_group_sets_the_group_of_layers_built_inside() -> None:
         inside = TensorParallelNaive(weights, 4)
     assert (inside.tp.size, inside.local_heads) == (4, 1)
     assert TensorParallelNaive(weights, 4).tp == SINGLE_RANK
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_registered_factories_pick_up_the_group(variant: str) -> None:
+    weights, _ = layer_inputs(4, 2)
+    with using_group(TPGroup(2, 1)):
+        layer = build(variant, weights, 4, True)
+    assert isinstance(layer, VARIANTS[variant]) and layer.tp == TPGroup(2, 1)
+    assert not get_spec(variant).capabilities.train and not get_spec(variant).capabilities.decode
 
 
 def test_single_rank_layer_communicates_nothing() -> None:

@@ -10,6 +10,7 @@ import torch
 import yaml
 
 from mhabench import guard
+from mhabench.config import count_cases, expand_cases, parse_config
 from mhabench.errors import ConfigError, InputError
 
 CPU = torch.device("cpu")
@@ -159,3 +160,30 @@ def test_deep_nesting_does_not_overflow_the_stack() -> None:
     for _ in range(50_000):
         data = [data]
     guard.check_document_size(data, "x.yaml")  # 50,001 values: under the limit, and no RecursionError
+
+
+def test_case_count_matches_expansion_and_needs_no_expansion() -> None:
+    spec = {"seq_len": [8, 16, 32], "d_model": 16, "heads": [1, 2], "causal": [False, True]}
+    config = parse_config({"scenarios": [spec, {**spec, "seq_len": 8, "heads": 2, "causal": False}]}, "x.yaml")
+    config = config.model_copy(update={"dtype": ["float32", "bfloat16"]})
+    assert count_cases(config, CPU) == len(expand_cases(config, CPU)) == 2 * (3 * 2 * 2 + 1)
+    sizes = list(range(1, 401))
+    huge = parse_config({"scenarios": [{**spec, "seq_len": sizes, "batch": sizes, "bias": [True, False]}]}, "x.yaml")
+    start = time.perf_counter()
+    assert count_cases(huge, CPU) == 400 * 400 * 2 * 2 * 2  # 1.28 million cases, never built
+    assert time.perf_counter() - start < 0.1
+
+
+@pytest.mark.cuda
+def test_cuda_availability_follows_a_real_allocation() -> None:
+    """A 1 GiB tensor takes 1 GiB from the figure; freeing it gives it back (cached blocks count)."""
+    gib = 1 << 30
+    before = guard.available_bytes(CUDA)
+    assert 0 < before <= torch.cuda.mem_get_info(CUDA)[1]
+    block = torch.empty(gib, dtype=torch.uint8, device=CUDA)
+    assert abs(before - guard.available_bytes(CUDA) - gib) < 64 << 20
+    del block
+    assert torch.cuda.memory_reserved(CUDA) >= gib  # still held by the caching allocator...
+    assert abs(guard.available_bytes(CUDA) - before) < 64 << 20  # ...and still available to the next case
+    total = torch.cuda.mem_get_info(CUDA)[1]
+    assert guard.fits(2 * total, 0, CUDA).startswith(f"predicted {guard.format_bytes(2 * total)} > available ")

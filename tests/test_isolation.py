@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mhabench.isolation import _death, run_isolated
+from mhabench.isolation import IsolatedResult, _death, run_isolated
 
 TIMEOUT_S = 60.0  # generous: a spawned child imports mhabench (and torch) before running
 
@@ -36,6 +36,18 @@ def hang(pid_file: str) -> None:
 
 def unpicklable_result() -> object:
     return lambda: None
+
+
+def cuda_sum(n: int) -> float:
+    import torch
+
+    return float(torch.ones(n, device="cuda").sum())
+
+
+def cuda_out_of_memory() -> None:
+    import torch
+
+    torch.empty(1 << 50, dtype=torch.uint8, device="cuda")  # a petabyte
 
 
 def test_value_comes_back_from_another_process() -> None:
@@ -94,3 +106,16 @@ def test_local_function_is_refused_in_the_parent() -> None:
 )
 def test_death_names_the_signal_or_exit_code(exit_code: int, expected: str) -> None:
     assert expected in _death(exit_code)
+
+
+@pytest.mark.cuda
+def test_child_uses_cuda_after_the_parent_initialised_it() -> None:
+    """The reason for spawn: a forked child of a process with a CUDA context cannot use CUDA."""
+    import torch
+
+    torch.ones(1, device="cuda")
+    assert run_isolated(cuda_sum, (1000,), TIMEOUT_S) == IsolatedResult("ok", 1000.0)
+    result = run_isolated(cuda_out_of_memory, (), TIMEOUT_S)
+    assert result.status == "error"
+    assert result.error.startswith("OutOfMemoryError: CUDA out of memory")
+    assert "\n" not in result.error

@@ -1,4 +1,4 @@
-"""The on-disk format: writing incrementally, reading back, resolving run references, safe names."""
+"""The on-disk format: writing incrementally, reading back, format versions, run references, safe names."""
 
 from __future__ import annotations
 
@@ -8,35 +8,46 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
+from synthetic_runs import row as synthetic_row
+from synthetic_runs import samples, sweep_rows
+from typer.testing import CliRunner
 
+from mhabench import compare
+from mhabench.cli import app
 from mhabench.errors import ResultsCorruptError, RunNotFoundError
-from mhabench.results import (
-    COLUMNS,
-    IDENTITY_COLUMNS,
-    RunWriter,
-    load_run,
-    new_run_dir,
-    resolve_run,
-    sanitize_name,
-)
+from mhabench.results import RunWriter, load_run, new_run_dir, resolve_run, rows_frame, sanitize_name
+from mhabench.schema import COLUMNS, FORMAT_VERSION, SAMPLES_COLUMN, ResultRow
 
 NOW = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+IDENTITY = {
+    "run_id": "r", "scenario": "s", "case_id": "s/b1-n8-d16-h2-float32", "device": "cpu", "device_name": "Test CPU",
+    "dtype": "float32", "batch": 1, "seq_len": 8, "d_model": 16, "heads": 2, "head_dim": 8, "kv_heads": 2,
+    "mode": "forward", "phase": "prefill", "causal": False, "bias": False,
+}  # fmt: skip
 
 
-def row(impl: str, times_ms: list[float] | None = None, **metrics: Any) -> dict[str, Any]:
-    identity = dict.fromkeys(IDENTITY_COLUMNS, "")
-    identity.update(impl=impl, batch=1, seq_len=8, d_model=16, heads=2, causal=False, bias=False, status="ok")
-    return {**identity, **metrics, **({"times_ms": times_ms} if times_ms is not None else {})}
+def row(impl: str, times_ms: list[float] | None = None, **metrics: Any) -> ResultRow:
+    """A typed row from flat values: identity, ``status`` ok unless given, and whatever metrics are passed."""
+    record = {**IDENTITY, "impl": impl, "status": "ok", "error": "", **metrics}
+    return ResultRow.from_record({**record, **({SAMPLES_COLUMN: times_ms} if times_ms is not None else {})})
 
 
-def write_run(root: Path, name: str, rows: list[dict[str, Any]], now: dt.datetime = NOW) -> Path:
+def write_run(
+    root: Path, name: str, rows: list[ResultRow], now: dt.datetime = NOW, manifest: dict[str, Any] | None = None
+) -> Path:
     writer = RunWriter(new_run_dir(root, name, now))
     writer.write_manifest({"run_id": writer.run_id, "status": "running"})
     for r in rows:
         writer.append(r)
-    writer.write_manifest({"run_id": writer.run_id, "status": "complete", "roofline": {"float32": {"source": "x"}}})
+    writer.close()
+    writer.write_manifest(manifest or {"run_id": writer.run_id, "status": "complete", "roofline": {"float32": {"source": "x"}}})
     return writer.run_dir
+
+
+def parquet_rows(run_dir: Path) -> int:
+    return len(pd.read_parquet(run_dir / "results.parquet"))
 
 
 def test_round_trip_keeps_rows_samples_and_manifest(tmp_path: Path) -> None:
@@ -49,12 +60,52 @@ def test_round_trip_keeps_rows_samples_and_manifest(tmp_path: Path) -> None:
     assert run.path == run_dir
     assert run.run_id == run_dir.name == "20250102T030405Z-rt"
     assert run.manifest == {"run_id": run.run_id, "status": "complete", "roofline": {"float32": {"source": "x"}}}
-    assert list(run.rows.columns) == [*COLUMNS, "times_ms"]
+    assert list(run.rows.columns) == [*COLUMNS, SAMPLES_COLUMN]
     assert list(run.rows["impl"]) == ["naive", "fused"]
     assert run.rows["times_ms"][0] == [1.5, 1.25, 2.0]
     assert run.rows["times_ms"][1] == []
     assert run.rows["latency_ms"][0] == 1.5
     assert (run.rows["status"][1], run.rows["error"][1]) == ("error", "boom")
+
+
+def full_rows() -> list[ResultRow]:
+    """Rows as the runner writes them: ok (every group), a failure (identity + outcome), a planned cost-only row."""
+    ok = ResultRow.from_record(synthetic_row("fused", samples(2.0, 0.05, count=5)))
+    ok_record = {**ok.record(), "sdpa_backend": "flash", "ops_per_call": 12, "params": 1024, "compile_time_s": 0.5}
+    failed = ResultRow.from_record(synthetic_row("naive", [], status="oom", error="MemoryError"))
+    planned = ResultRow.from_record({**synthetic_row("per_head", [], status="planned"), "flops": 10, "bytes_moved": 5})
+    return [ResultRow.from_record(ok_record), failed, planned]
+
+
+@pytest.mark.parametrize("source", ["parquet", "csv"])
+def test_typed_rows_round_trip_through_the_run_folder(tmp_path: Path, source: str) -> None:
+    """record() → disk → from_record() gives the rows back; a failure row stays identity + outcome only."""
+    rows = full_rows()
+    assert [r.latency is None for r in rows] == [False, True, True]
+    run_dir = write_run(tmp_path, "typed", rows)
+    if source == "csv":
+        (run_dir / "results.parquet").unlink()
+    back = load_run(run_dir).result_rows()
+    for original, loaded in zip(rows, back, strict=True):
+        if source == "csv" and original.latency is not None:  # the CSV holds no raw samples
+            assert loaded.latency is not None and loaded.latency.times_ms in ((), None)
+            loaded = ResultRow.from_record({**loaded.record(), SAMPLES_COLUMN: list(original.latency.times_ms)})
+        assert loaded == original
+    failed = back[1]
+    assert (failed.correctness, failed.latency, failed.memory, failed.cost, failed.roofline) == (None,) * 5
+    assert back[2].cost is not None and back[2].cost.flops == 10 and back[2].latency is None
+
+
+def test_record_and_frame_hold_every_column_of_the_format(tmp_path: Path) -> None:
+    rows = full_rows()
+    for r in rows:
+        record = r.record()
+        assert len(record) == len(COLUMNS) + 1 and set(record) == {*COLUMNS, SAMPLES_COLUMN}
+    assert list(rows_frame(rows).columns) == [*COLUMNS, SAMPLES_COLUMN]
+    run_dir = write_run(tmp_path, "cols", rows)
+    lines = (run_dir / "results.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == ",".join(COLUMNS)
+    assert len(lines) == 1 + len(rows)
 
 
 def test_csv_is_appended_row_by_row(tmp_path: Path) -> None:
@@ -68,10 +119,76 @@ def test_csv_is_appended_row_by_row(tmp_path: Path) -> None:
     assert len(csv_path.read_text(encoding="utf-8").splitlines()) == 3
 
 
-def test_writer_refuses_columns_outside_the_format(tmp_path: Path) -> None:
-    writer = RunWriter(new_run_dir(tmp_path, "strict", NOW))
-    with pytest.raises(ValueError, match="latency_seconds"):
-        writer.append(row("naive", latency_seconds=1.0))
+def test_parquet_is_rewritten_at_powers_of_two_and_on_close(tmp_path: Path) -> None:
+    """Linear total work: the Parquet file is rewritten after rows 1, 2, 4, 8, … and brought level on close."""
+    writer = RunWriter(new_run_dir(tmp_path, "pow2", NOW))
+    seen = []
+    for index in range(6):
+        writer.append(row(f"impl{index}", [float(index + 1)]))
+        seen.append(parquet_rows(writer.run_dir))
+    assert seen == [1, 2, 2, 4, 4, 4]
+    writer.close()
+    assert parquet_rows(writer.run_dir) == 6
+
+
+def test_killed_run_loads_every_csv_row_with_the_samples_the_parquet_had(tmp_path: Path) -> None:
+    """A run killed after its third row (no close): the CSV has 3 rows, the Parquet file the first 2."""
+    writer = RunWriter(new_run_dir(tmp_path, "killed", NOW))
+    writer.write_manifest({"run_id": writer.run_id, "format_version": FORMAT_VERSION, "status": "running"})
+    for impl, times in (("naive", [1.0, 2.0, 3.0]), ("per_head", [4.0]), ("fused", [5.0, 6.0])):
+        writer.append(row(impl, times, latency_ms=sorted(times)[len(times) // 2], samples=len(times)))
+    assert parquet_rows(writer.run_dir) == 2
+    run = load_run(writer.run_dir)
+    assert list(run.rows["impl"]) == ["naive", "per_head", "fused"]
+    assert list(run.rows[SAMPLES_COLUMN]) == [[1.0, 2.0, 3.0], [4.0], []]
+    assert list(run.rows["latency_ms"]) == [2.0, 4.0, 6.0]  # the third row's median comes from the CSV
+    assert [r.latency.samples for r in run.result_rows() if r.latency] == [3, 1, 2]
+
+
+def test_a_newer_format_version_is_refused_in_one_line(tmp_path: Path) -> None:
+    newer = FORMAT_VERSION + 1
+    run_dir = write_run(tmp_path, "future", [row("naive", [1.0])], manifest={"run_id": "f", "format_version": newer})
+    with pytest.raises(ResultsCorruptError, match=f"format version {newer}") as caught:
+        load_run(run_dir)
+    assert "\n" not in str(caught.value) and "upgrade mhabench" in str(caught.value)
+    result = CliRunner().invoke(app, ["report", str(run_dir)])
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and f"format version {newer}" in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("version", ["2", None, 1.5])
+def test_a_format_version_that_is_not_an_integer_is_refused(tmp_path: Path, version: object) -> None:
+    run_dir = write_run(tmp_path, "odd", [row("naive", [1.0])], manifest={"run_id": "o", "format_version": version})
+    with pytest.raises(ResultsCorruptError, match="format version"):
+        load_run(run_dir)
+
+
+def write_format_1_run(root: Path, name: str, rows: list[dict[str, Any]]) -> Path:
+    """A run as mhabench wrote it before the schema: no ``format_version``, no ``ops_per_call`` column."""
+    run_dir = write_run(root, name, [ResultRow.from_record(r) for r in rows], manifest={"run_id": name})
+    old_columns = [c for c in COLUMNS if c != "ops_per_call"]
+    frame = pd.read_parquet(run_dir / "results.parquet")
+    frame[[*old_columns, SAMPLES_COLUMN]].to_parquet(run_dir / "results.parquet", index=False)
+    pd.read_csv(run_dir / "results.csv")[old_columns].to_csv(run_dir / "results.csv", index=False)
+    return run_dir
+
+
+def test_a_run_without_format_version_loads_and_compares_with_a_new_one(tmp_path: Path) -> None:
+    old = write_format_1_run(tmp_path, "old", sweep_rows())
+    assert "format_version" not in json.loads((old / "manifest.json").read_text(encoding="utf-8"))
+    run = load_run(old)
+    assert len(run.rows) == len(sweep_rows())
+    assert run.rows[SAMPLES_COLUMN][0] == sweep_rows()[0][SAMPLES_COLUMN]
+    typed = run.result_rows()
+    assert typed[0].dispatch is None or typed[0].dispatch.ops_per_call is None
+    assert typed[-1].status == "error" and typed[-1].latency is None
+    new = write_run(tmp_path, "new", [ResultRow.from_record(r) for r in sweep_rows()])
+    comparison = compare.compare_runs(run, load_run(new), 0.05)
+    assert set(comparison.rows["verdict"]) == {"same", "not compared"}
+    for args in (["report", str(old)], ["compare", str(old)], ["compare", str(old), str(new)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, (args, result.output)
 
 
 def test_csv_only_run_still_loads(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,9 @@ from mhabench import runner
 from mhabench.config import RunConfig, parse_config
 from mhabench.measure.hardware import DevicePeaks
 from mhabench.reference import TOLERANCE, reference_attention
-from mhabench.results import COLUMNS, load_run
+from mhabench.results import load_run, rows_frame
+from mhabench.errors import UnsupportedError
+from mhabench.schema import COLUMNS, CaseIdentity, Outcome, ResultRow
 
 
 def tiny(data: dict[str, Any], **changes: Any) -> RunConfig:
@@ -99,6 +102,19 @@ def test_tiny_run_end_to_end_with_real_peak_measurement(tiny_config_data: dict[s
     assert backends["naive"] == backends["per_head"] == ""
     assert backends["fused"] == "flash"
     pd.testing.assert_frame_equal(result.frame.drop(columns="times_ms"), frame.drop(columns="times_ms"))
+    assert_same_rows(result.rows, load_run(result.run_dir).result_rows())
+
+
+def missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def assert_same_rows(returned: list[ResultRow], loaded: list[ResultRow]) -> None:
+    """The typed rows ``run`` returns are the rows read back from disk (NaN and None both mean "none")."""
+    assert len(returned) == len(loaded)
+    for a, b in zip(returned, loaded, strict=True):
+        for (name, x), y in zip(a.record().items(), b.record().values(), strict=True):
+            assert (missing(x) and missing(y)) or x == y, (a.case.impl, name, x, y)
 
 
 def test_every_case_and_implementation_gets_a_row(
@@ -198,17 +214,53 @@ def test_interrupted_run_keeps_finished_rows(
     assert loaded.manifest["finished_at"] is not None
 
 
-def test_plan_predicts_without_running(tiny_config_data: dict[str, Any], tmp_path: Path) -> None:
-    frame = runner.plan(tiny(tiny_config_data))
-    assert list(frame["impl"]) == list(CORE_IMPLEMENTATIONS)
-    assert (frame["flops"] > 0).all() and (frame["predicted_peak_bytes"] > 0).all()
-    assert set(frame["run_id"]) == {"dry-run"}
-    assert not list(tmp_path.iterdir())
+def test_plan_predicts_without_building_or_running(
+    tiny_config_data: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("--dry-run must not build inputs or modules")
+
+    monkeypatch.setattr(runner, "make_inputs", never)
+    monkeypatch.setattr(runner, "prepare", never)
+    rows = runner.plan(tiny(tiny_config_data))
+    assert [r.case.impl for r in rows] == list(CORE_IMPLEMENTATIONS)
+    assert {(r.status, r.case.run_id) for r in rows} == {("planned", "dry-run")}
+    for r in rows:
+        assert r.cost is not None and r.cost.flops > 0 and r.cost.predicted_peak_bytes > 0
+        assert (r.correctness, r.latency, r.memory, r.roofline) == (None, None, None, None)
+    frame = rows_frame(rows)
+    assert frame["latency_ms"].isna().all() and (frame["flops"] > 0).all()
 
 
-def test_out_of_memory_classification_and_one_line_errors() -> None:
-    assert runner.is_out_of_memory(torch.OutOfMemoryError("x"))
-    assert not runner.is_out_of_memory(RuntimeError("shape mismatch"))
-    assert not runner.is_out_of_memory(ValueError("can't allocate memory"))
-    assert runner.one_line(ValueError("first\nsecond")) == "ValueError: first"
-    assert runner.one_line(KeyError()) == "KeyError"
+def test_a_case_outside_the_capabilities_is_an_unsupported_row(
+    tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch_mha cannot group K/V heads: the runner writes the reason without building it; the others run."""
+    built: list[str] = []
+    real_prepare = runner.prepare
+    monkeypatch.setattr(runner, "prepare", lambda spec, *args: built.append(spec.name) or real_prepare(spec, *args))
+    scenario = {"name": "gqa", "batch": 1, "seq_len": 6, "d_model": 16, "heads": 4, "kv_heads": 2}
+    config = tiny(tiny_config_data, scenarios=[scenario], implementations=["torch_mha", "fused"])
+    result = runner.run(config, tmp_path)
+    unsupported, fused = result.rows
+    assert unsupported.status == "unsupported"
+    assert unsupported.outcome.error == "torch_mha: no grouped K/V heads (kv_heads 2 < heads 4)"
+    assert (unsupported.correctness, unsupported.latency, unsupported.cost) == (None, None, None)
+    assert (unsupported.case.kv_heads, unsupported.case.heads) == (2, 4)
+    assert fused.status == "ok" and built == ["fused"]
+    assert [r["status"] for r in csv_rows(result.run_dir)] == ["unsupported", "ok"]
+
+
+@pytest.mark.parametrize(
+    ("exc", "outcome"),
+    [
+        (ValueError("first\nsecond"), Outcome("error", "ValueError: first")),
+        (torch.OutOfMemoryError("CUDA out of memory. Tried"), Outcome("oom", "OutOfMemoryError: CUDA out of memory. Tried")),
+        (UnsupportedError("no flash kernel for d_k 3\ndetail"), Outcome("unsupported", "no flash kernel for d_k 3")),
+        (KeyError(), Outcome("error", "KeyError")),
+    ],
+)
+def test_a_failure_row_is_identity_and_a_one_line_outcome(exc: BaseException, outcome: Outcome) -> None:
+    case_identity = CaseIdentity(run_id="r", impl="naive", case_id="s/x")
+    failed = runner.failure_row(case_identity, exc)
+    assert failed == ResultRow(case_identity, outcome)  # nothing measured, nothing modelled

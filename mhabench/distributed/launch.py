@@ -19,8 +19,6 @@ import torch.distributed as dist
 
 from mhabench.errors import ConfigError, InputError, MhabenchError
 
-LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-
 
 @dataclasses.dataclass(frozen=True)
 class LaunchEnv:

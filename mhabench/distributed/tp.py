@@ -12,7 +12,9 @@ ranks) a K/V head cannot be split without splitting a head, so it is **replicate
 again. That replication is real work and real memory on every rank, and it is what the results show.
 
 The layers are built from the same :class:`~mhabench.weights.AttentionWeights` as every other
-implementation and checked against the float64 reference of the whole layer.
+implementation and checked against the float64 reference of the whole layer. Their registered cost
+is the whole layer's (``fused`` and ``materialized``), which is the sum over ranks; the K/V heads
+recomputed on replicating ranks are not in it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,12 @@ import torch.nn.functional as F
 from mhabench.distributed.launch import check_divisible
 from mhabench.impls.base import AttentionModule, frozen, linear, materialized_attention, repeat_kv
 from mhabench.impls.fused import pack_qkv
+from mhabench.impls.registry import Capabilities, register
+from mhabench.measure import cost
 from mhabench.weights import AttentionWeights
+
+# The all-reduce is not differentiable here and there is no sharded KV cache: forward prefill only.
+TP_CAPABILITIES = Capabilities(decode=False, train=False)
 
 # --- which ranks split a layer -----------------------------------------------------------------
 
@@ -161,6 +168,13 @@ class TensorParallelAttention(AttentionModule):
         return out if self.b_out is None else out + self.b_out
 
 
+@register(
+    "tp_fused",
+    description="tensor-parallel heads (torchrun): per rank a packed QKV GEMM and SDPA on its heads, its W_o rows, "
+    "one all-reduce",
+    cost=cost.FUSED,
+    capabilities=TP_CAPABILITIES,
+)
 class TensorParallelFused(TensorParallelAttention):
     """``tp_fused``: this rank's heads as one packed QKV GEMM and SDPA, a partial W_o, one all-reduce."""
 
@@ -181,6 +195,13 @@ class TensorParallelFused(TensorParallelAttention):
         return self.reduce(F.linear(self.merge_heads(out), self.w_out))
 
 
+@register(
+    "tp_naive",
+    description="tensor-parallel heads (torchrun): per rank Q/K/V GEMMs and materialized softmax on its heads, "
+    "its W_o rows, one all-reduce",
+    cost=cost.MATERIALIZED,
+    capabilities=TP_CAPABILITIES,
+)
 class TensorParallelNaive(TensorParallelAttention):
     """``tp_naive``: this rank's heads as three GEMMs and a materialized softmax, a partial W_o, one all-reduce."""
 

@@ -6,12 +6,16 @@ the design that reduction avoids — h heads of width D each — so its projecti
 weights and 8·b·n·h·D² FLOPs and its attention 4·b·h·n·L·D FLOPs (h× ``fused``; cost model
 ``full_dim_heads``). It uses the ``fused`` layout (one packed QKV GEMM, SDPA, one W_o GEMM).
 
-Weights, derived deterministically from the shared set so no extra seed is needed: head i's
-(D, D) Q, K and V matrices are the shared W_Q, W_K, W_V with their columns rotated left by i·d_k
-(``torch.roll``), so head i's first d_k columns are exactly head i's slice of the reduced layer;
-head i's (D, D) block of the (h·D, D) output matrix is W_O with its rows rotated the same way,
-divided by √h so the sum over heads keeps the output at the reduced layer's scale. Biases rotate
-with their columns; b_O is shared.
+Weights, derived deterministically from the shared set so no extra seed is needed. Head i's (D, D)
+Q and V matrices are the shared W_Q and W_V with their columns rotated left by i·d_k
+(``torch.roll``, a permutation Π_i); its K matrix is W_K and its (D, D) block of the (h·D, D)
+output matrix is W_O / √h. So head i scores with W_Q Π_i W_Kᵀ and maps values with W_V Π_i W_O:
+every head computes a different function (for random weights the heads' bilinear forms are
+uncorrelated, since tr(Π_iᵀ Π_j) = 0 for i ≠ j), and the √h keeps the sum of h uncorrelated heads
+at the reduced layer's scale. Rotating Q and K (or V and O) by the same amount would not do: a dot
+product is invariant to a permutation applied to both sides, so every head would compute the same
+scores and the layer would be √h × one head. Head 0 is the shared set itself, so h = 1 is the
+standard layer. b_Q and b_V rotate with their columns; b_K and b_O are shared.
 """
 
 from __future__ import annotations
@@ -41,19 +45,20 @@ class FullDimWeights:
     b_o: torch.Tensor | None
 
 
-def _rotated(t: torch.Tensor, heads: int, dim: int) -> torch.Tensor:
-    """The h copies of ``t`` rotated by i·d_k along ``dim`` (i = 0 … h−1), concatenated along ``dim``."""
-    step = t.shape[dim] // heads
-    return torch.cat([torch.roll(t, shifts=-i * step, dims=dim) for i in range(heads)], dim=dim)
+def _head_copies(t: torch.Tensor, heads: int, rotate: bool) -> torch.Tensor:
+    """h copies of ``t`` side by side along its last dim; with ``rotate``, copy i rotated left by i·d_k."""
+    step = t.shape[-1] // heads if rotate else 0
+    return torch.cat([torch.roll(t, shifts=-i * step, dims=-1) for i in range(heads)], dim=-1)
 
 
 def full_dim_weights(weights: AttentionWeights, heads: int) -> FullDimWeights:
-    """The h-times-wider weight set described in the module docstring."""
-    w_qkv = torch.cat([_rotated(m, heads, dim=1) for m in (weights.w_q, weights.w_k, weights.w_v)], dim=1)
-    w_o = _rotated(weights.w_o, heads, dim=0) / math.sqrt(heads)
+    """The h-times-wider weight set described in the module docstring: Q and V rotate per head, K does not."""
+    rotate = {"q": True, "k": False, "v": True}
+    w_qkv = torch.cat([_head_copies(getattr(weights, f"w_{p}"), heads, r) for p, r in rotate.items()], dim=1)
+    w_o = torch.cat([weights.w_o] * heads, dim=0) / math.sqrt(heads)
     b_qkv = None
     if weights.b_q is not None:
-        b_qkv = torch.cat([_rotated(b, heads, dim=0) for b in (weights.b_q, weights.b_k, weights.b_v)])
+        b_qkv = torch.cat([_head_copies(getattr(weights, f"b_{p}"), heads, r) for p, r in rotate.items()])
     return FullDimWeights(w_qkv, b_qkv, w_o, weights.b_o)
 
 

@@ -8,6 +8,7 @@ We add rounds until ``min_samples`` samples exist (capped at ``max_run_time_s``)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -16,6 +17,7 @@ import torch
 from torch.utils import benchmark
 
 from mhabench.config import TimingConfig
+from mhabench.measure.cuda_timing import cuda_latency
 from mhabench.schema import LatencyStats
 
 
@@ -32,6 +34,22 @@ def warm_up(fn: Callable[[], object], device: torch.device, runs: int) -> None:
 
 
 def measure_latency(
+    fn: Callable[[], object], device: torch.device, timing: TimingConfig, compile_time_s: float = math.nan
+) -> LatencyStats:
+    """CUDA: device time per call from CUDA events (L2 flushed before each call unless
+    ``timing.flush_l2`` is off), plus the host-timed figure. CPU: :func:`cpu_latency`."""
+    if device.type != "cuda":
+        return cpu_latency(fn, device, timing, compile_time_s)
+    times = cuda_latency(
+        fn, device, warmup_runs=timing.warmup_runs, min_run_time_s=timing.min_run_time_s,
+        max_run_time_s=timing.max_run_time_s, min_samples=timing.min_samples, flush_l2=timing.flush_l2,
+        cuda_graphs=timing.cuda_graphs,
+    )  # fmt: skip
+    stats = LatencyStats.from_samples(times.device_ms, 1, timing.noise_threshold, compile_time_s)
+    return dataclasses.replace(stats, host_latency_ms=times.median_host_ms)
+
+
+def cpu_latency(
     fn: Callable[[], object], device: torch.device, timing: TimingConfig, compile_time_s: float = math.nan
 ) -> LatencyStats:
     """Warm ``fn`` up, then time it with ``blocked_autorange`` on all of torch's threads.

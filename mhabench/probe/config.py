@@ -126,7 +126,9 @@ def _known_fields(loc: tuple[Any, ...]) -> list[str]:
 def parse_probe_config(data: Any, source: str) -> ProbeConfig:
     """Validate parsed YAML; a weights path is relative to the file's folder, like a plugin's."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping of fields, got {'nothing' if data is None else type(data).__name__}")
+        raise ConfigError(
+            f"{source}: expected a mapping of fields, got {'nothing' if data is None else type(data).__name__}"
+        )
     check_document_size(data, source)
     try:
         config = ProbeConfig.model_validate(data)

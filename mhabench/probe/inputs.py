@@ -89,7 +89,9 @@ def load_pretrained(spec: WeightsFile) -> PretrainedFile:
     try:
         from safetensors import SafetensorError, safe_open
     except ImportError:
-        raise InputError("weights: reading .safetensors needs the optional extra: pip install 'mhabench[probe]'") from None
+        raise InputError(
+            "weights: reading .safetensors needs the optional extra: pip install 'mhabench[probe]'"
+        ) from None
     if not spec.path.is_file():
         raise ConfigError(f"weights.path: no such file {spec.path}")
     try:
@@ -111,12 +113,19 @@ def load_pretrained(spec: WeightsFile) -> PretrainedFile:
 
 def _layer_weights(file: PretrainedFile, layer: int, d_model: int) -> AttentionWeights:
     """Split the packed (D, 3·D) matrix into W_Q, W_K, W_V; shapes must match the scenario's d_model."""
-    expected = {"qkv": (d_model, 3 * d_model), "out": (d_model, d_model), "qkv_bias": (3 * d_model,), "out_bias": (d_model,)}
+    expected = {
+        "qkv": (d_model, 3 * d_model),
+        "out": (d_model, d_model),
+        "qkv_bias": (3 * d_model,),
+        "out_bias": (d_model,),
+    }
     for field, shape in expected.items():
         tensor = file.get(getattr(file.spec, field), layer)
         if tensor is not None and tuple(tensor.shape) != shape:
             key = getattr(file.spec, field).format(layer=layer)
-            raise ConfigError(f"weights.{field}: {key} is {tuple(tensor.shape)}; d_model {d_model} needs {shape} (x @ w)")
+            raise ConfigError(
+                f"weights.{field}: {key} is {tuple(tensor.shape)}; d_model {d_model} needs {shape} (x @ w)"
+            )
     qkv, out, qkv_bias = (file.get(file.spec.qkv, layer), file.get(file.spec.out, layer),
                           file.get(file.spec.qkv_bias, layer))  # fmt: skip
     b_q, b_k, b_v = (None, None, None) if qkv_bias is None else qkv_bias.chunk(3)
@@ -130,7 +139,9 @@ def pretrained_source(case: ProbeCase, file: PretrainedFile) -> ProbeSource:
     if embeddings.shape[-1] != case.d_model:
         raise ConfigError(f"d_model: {case.d_model} does not match the file's embedding width {embeddings.shape[-1]}")
     if positions is not None and case.seq_len > positions.shape[0]:
-        raise ConfigError(f"seq_len: {case.seq_len} exceeds the {positions.shape[0]} positions in {file.spec.path.name}")
+        raise ConfigError(
+            f"seq_len: {case.seq_len} exceeds the {positions.shape[0]} positions in {file.spec.path.name}"
+        )
     weights = [_layer_weights(file, layer, case.d_model) for layer in file.layers]
 
     def draw(generator: torch.Generator) -> list[torch.Tensor]:

@@ -1,0 +1,398 @@
+"""``python3 -m mhabench.gpu_check``: every CUDA path, one PASS/FAIL/SKIP line per check, in minutes.
+
+Each check asserts something that would be false if the code were wrong (a datasheet that matches the
+device and its own measurement, an exact allocator peak, the backend that really ran), never that a
+number is positive. Figures go to ``OUT/gpu_check.json``; the exit status is 1 when a check fails.
+Without CUDA every check prints SKIP and the exit status is 0. The end-to-end checks run the CLI in a
+subprocess (``python3 -m mhabench run CONFIG --out DIR``, configs/gpu-e2e.yaml and gpu-compiled.yaml)
+and read its results.csv. Run it from the repository root; docs/gpu.md says how (``make gpu-check``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+import yaml
+
+from mhabench.environment import environment
+from mhabench.errors import UnsupportedError
+from mhabench.failures import classify_failure, one_line
+from mhabench.impls import build
+from mhabench.impls.sdpa import kernel_skips_masked_work
+from mhabench.measure import cost
+from mhabench.measure.cost import Workload
+from mhabench.measure.cuda_timing import cuda_event_times_ms, l2_cache_bytes
+from mhabench.measure.hardware import match_datasheet, measured_peaks, mig_reason, sheet_peaks
+from mhabench.measure.memory import LiveStorageTracker, sdpa_backend
+from mhabench.measure.trackers import CudaMemoryTracker
+from mhabench.reference import check_output, expected_output, reference_attention, reference_bytes
+from mhabench.weights import AttentionWeights
+
+Verdict = tuple[bool | None, dict[str, Any]]  # (True PASS, False FAIL, None SKIP), figures for the line and JSON
+BF16 = torch.bfloat16
+# Unsupported rows that are facts about an implementation, not failures (capability and no-kernel reasons).
+ALLOWED_UNSUPPORTED = ("not installed", "no grouped K/V", "no KV-cache decode", "SDPA kernel", "no backward", "runs on")
+LINE_CHARS = 240
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    device: torch.device
+    out: Path
+    configs: Path
+
+
+def _median_ms(fn: Callable[[], object], device: torch.device, calls: int = 20, flush: bool = True) -> list[float]:
+    """[device median, host median] in ms of ``calls`` calls after three warm-up calls."""
+    for _ in range(3):
+        fn()
+    times = cuda_event_times_ms(fn, device, calls, flush_l2=flush)
+    return [times.median_device_ms, times.median_host_ms]
+
+
+def check_datasheet(ctx: Context) -> Verdict:
+    """The device's own name matches a table entry whose figures its measured peaks approach (50–105 %)."""
+    name = torch.cuda.get_device_name(ctx.device)
+    sheet = match_datasheet(name)
+    mig = mig_reason(name, torch.cuda.get_device_properties(ctx.device).multi_processor_count, sheet)
+    if sheet is None or mig is not None:
+        return False, {"name": name, "problem": mig or "no datasheet entry: peaks would be measured"}
+    measured = measured_peaks(ctx.device, BF16)
+    tflops_share = measured.peak_tflops / sheet.tensor_tflops
+    bandwidth_share = measured.peak_gbps / (sheet.memory_tbps * 1e3)
+    fp32 = {f"tf32={tf32}": dataclasses.asdict(sheet_peaks(sheet, torch.float32, tf32)) for tf32 in (False, True)}
+    figures = {"name": name, "model": sheet.model, "bf16_tflops_share": tflops_share,
+               "copy_bandwidth_share": bandwidth_share, "measured": dataclasses.asdict(measured),
+               "fp32_roofs": fp32}  # fmt: skip
+    return 0.5 <= tflops_share <= 1.05 and 0.5 <= bandwidth_share <= 1.05, figures
+
+
+def check_event_vs_host(ctx: Context) -> Verdict:
+    """A GPU-bound call: event time and synchronous host time agree within 10 % (and on cuda:1 when there)."""
+    a, b = (torch.randn(8192, 8192, device=ctx.device, dtype=BF16) for _ in range(2))
+    figures = dict(zip(("device_ms", "host_ms"), _median_ms(lambda: a @ b, ctx.device, flush=False), strict=True))
+    if torch.cuda.device_count() > 1:  # cuda:1 must be synchronized and timed on its own device
+        other = torch.device("cuda", 1)
+        c, d = a.to(other), b.to(other)
+        figures["cuda1_device_ms"], figures["cuda1_host_ms"] = _median_ms(lambda: c @ d, other, flush=False)
+    return 0.98 * figures["device_ms"] <= figures["host_ms"] <= 1.10 * figures["device_ms"], figures
+
+
+def check_l2_effect(ctx: Context) -> Verdict:
+    """A working set of a quarter of L2 re-reads faster warm than flushed, and flushed stays under HBM bandwidth."""
+    x = torch.randn(l2_cache_bytes(ctx.device) // 16, device=ctx.device)
+    warm_ms = _median_ms(x.sum, ctx.device, calls=200, flush=False)[0]
+    cold_ms = _median_ms(x.sum, ctx.device, calls=200, flush=True)[0]
+    sheet = match_datasheet(torch.cuda.get_device_name(ctx.device))
+    figures = {"bytes": x.nbytes, "warm_us": warm_ms * 1e3, "flushed_us": cold_ms * 1e3,
+               "warm_gbps": x.nbytes / warm_ms / 1e6, "flushed_gbps": x.nbytes / cold_ms / 1e6,
+               "hbm_gbps": sheet.memory_tbps * 1e3 if sheet else math.inf}  # fmt: skip
+    return warm_ms < 0.9 * cold_ms and figures["flushed_gbps"] <= figures["hbm_gbps"], figures
+
+
+def check_peak_memory(ctx: Context) -> Verdict:
+    """``torch.empty(N)`` peaks at exactly N·4 bytes rounded up to 512; fused/naive at 50–100 % of predicted."""
+    figures: dict[str, Any] = {}
+    torch.cuda.empty_cache()
+    for elements in (1000, 16 * 2**20 + 1):  # 4000 B (small pool) and 64 MiB + 4 B (a large block, split)
+        with CudaMemoryTracker(ctx.device) as tracker:
+            kept = torch.empty(elements, device=ctx.device)
+        figures[f"empty_{elements}"] = [tracker.result().peak_bytes, math.ceil(kept.nbytes / 512) * 512]
+    weights = AttentionWeights.random(4096, dtype=BF16, device=ctx.device)
+    x = torch.randn(1, 4096, 4096, device=ctx.device, dtype=BF16)
+    for name, model in (("fused", cost.FUSED), ("naive", cost.MATERIALIZED)):
+        module = build(name, weights, 32, False)
+        with torch.inference_mode():
+            module(x)  # cuBLAS workspaces and lazy state exist before the measured call
+            with CudaMemoryTracker(ctx.device) as tracker:
+                module(x)
+        predicted = model(Workload(1, 4096, 4096, 4096, 32, 32, False, 2)).predicted_peak_bytes
+        figures[f"{name}_vs_predicted"] = [tracker.result().peak_bytes, predicted]
+    exact = all(peak == want for key, (peak, want) in figures.items() if key.startswith("empty"))
+    bounded = all(0.5 * want <= peak <= want for key, (peak, want) in figures.items() if key.endswith("predicted"))
+    return exact and bounded, figures
+
+
+def _backend_of(name: str, weights: AttentionWeights, x: torch.Tensor, heads: int) -> list[Any]:
+    """[SDPA backend that ran (or 'unsupported: …'), output within tolerance of the float64 reference]."""
+    tracker = LiveStorageTracker()
+    try:
+        with torch.no_grad(), tracker:
+            out = build(name, weights, heads, True)(x)
+    except UnsupportedError as exc:
+        return [f"unsupported: {exc}", True]
+    dtype = str(x.dtype).removeprefix("torch.")
+    return [sdpa_backend(tracker.ops), check_output(out, reference_attention(weights, x, heads, True), dtype).ok]
+
+
+def check_sdpa_backends(ctx: Context) -> Verdict:
+    """bf16 d_k 128: each forced backend is the one the dispatched ops show; fused picks a fused one; fp32 no flash."""
+    weights = AttentionWeights.random(1024, dtype=BF16, device=ctx.device)
+    x = torch.randn(1, 512, 1024, device=ctx.device, dtype=BF16)
+    expected = {"fused": ("flash", "cudnn", "efficient"), "sdpa_flash": ("flash",),
+                "sdpa_efficient": ("efficient",), "sdpa_math": ("math",),
+                "sdpa_cudnn": ("cudnn", "unsupported")}  # fmt: skip
+    seen = {name: _backend_of(name, weights, x, 8) for name in expected}
+    fp32 = _backend_of("fused", weights.to(dtype=torch.float32), x.float(), 8)
+    right = all(ok and backend.startswith(expected[name]) for name, (backend, ok) in seen.items())
+    return right and fp32[1] and "flash" not in fp32[0], {**seen, "fused_fp32": fp32}
+
+
+def check_no_kernel_unsupported(ctx: Context) -> Verdict:
+    """Flash forced with fp32, or with head_dim 512, is an ``unsupported`` row, not an error."""
+    figures: dict[str, Any] = {}
+    for label, dtype, heads in (("fp32", torch.float32, 8), ("head_dim_512", BF16, 2)):
+        weights = AttentionWeights.random(1024, dtype=dtype, device=ctx.device)
+        try:
+            with torch.no_grad():
+                build("sdpa_flash", weights, heads, False)(torch.randn(1, 128, 1024, device=ctx.device, dtype=dtype))
+            figures[label] = ["ran", ""]
+        except Exception as exc:
+            figures[label] = list(classify_failure(exc))
+    return all(status == "unsupported" for status, _ in figures.values()), figures
+
+
+def _run_cli(ctx: Context, config: Path, timeout_s: int, *extra: str) -> list[dict[str, str]]:
+    """``python3 -m mhabench run CONFIG --out OUT/<stem>``; the rows of the results.csv it wrote."""
+    out = ctx.out / config.stem
+    command = [sys.executable, "-m", "mhabench", "run", str(config), "--out", str(out), *extra]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    runs = sorted(out.glob("*/results.csv"), key=lambda path: path.stat().st_mtime)
+    if not runs:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise RuntimeError(f"mhabench run {config} exited {done.returncode} without results.csv: {tail[0]}")
+    with runs[-1].open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _status_counts(rows: list[dict[str, str]]) -> dict[str, Any]:
+    unexpected = [
+        f"{r['case_id']} {r['impl']}: {r['status']} {r['error'][:80]}"
+        for r in rows
+        if r["status"] != "ok"
+        and not (r["status"] == "unsupported" and any(a in r["error"] for a in ALLOWED_UNSUPPORTED))
+    ]
+    counts = {status: sum(r["status"] == status for r in rows) for status in sorted({r["status"] for r in rows})}
+    return {"rows": len(rows), **counts, "unexpected": unexpected}
+
+
+def check_end_to_end(ctx: Context) -> Verdict:
+    """configs/gpu-e2e.yaml through the CLI: 192 rows, each ok or unsupported for a capability reason."""
+    figures = _status_counts(_run_cli(ctx, ctx.configs / "gpu-e2e.yaml", 400))
+    return figures["rows"] == 24 * 8 and not figures["unexpected"], figures
+
+
+def check_compiled_flex(ctx: Context) -> Verdict:
+    """configs/gpu-compiled.yaml through the CLI: compiled and flex both ok, with their compile time."""
+    rows = _run_cli(ctx, ctx.configs / "gpu-compiled.yaml", 400)
+    figures = {**_status_counts(rows), "compile_time_s": {r["impl"]: r.get("compile_time_s") for r in rows}}
+    return [r["status"] for r in rows] == ["ok", "ok"], figures
+
+
+def _oom_config(ctx: Context) -> Path:
+    """naive at a length whose bf16 scores need 1.5× the free memory, then a small case."""
+    free = torch.cuda.mem_get_info(ctx.device)[0]
+    seq_len = math.ceil(math.sqrt(1.5 * free / (32 * 2)) / 1024) * 1024
+    small = {"name": "small", "seq_len": 512, "d_model": 512, "heads": 8}
+    config = {"name": "gpu-oom", "device": str(ctx.device), "dtype": "bfloat16",
+              "implementations": ["naive"],
+              "timing": {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 5},
+              "scenarios": [{"name": "huge", "seq_len": seq_len, "d_model": 1024, "heads": 32}, small]}  # fmt: skip
+    path = ctx.out / "gpu-oom.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def check_oom_then_runs(ctx: Context) -> Verdict:
+    """An allocation beyond the device is ``oom``; through the CLI an oversized case (oom, or skipped by a memory
+    guard) is followed by a case that runs."""
+    try:
+        torch.empty(torch.cuda.mem_get_info(ctx.device)[1] * 2, dtype=torch.uint8, device=ctx.device)
+        in_process = ["error", "allocating twice the device's memory succeeded"]
+    except Exception as exc:
+        in_process = list(classify_failure(exc))
+    torch.cuda.empty_cache()
+    help_text = subprocess.run(
+        [sys.executable, "-m", "mhabench", "run", "--help"], capture_output=True, text=True, timeout=60, check=False
+    ).stdout
+    extra = ["--no-memory-guard"] if "--no-memory-guard" in help_text else []
+    statuses = [row["status"] for row in _run_cli(ctx, _oom_config(ctx), 300, *extra)]
+    figures = {"in_process": in_process, "cli_statuses": statuses, "cli_flags": extra}
+    first_ok = statuses[:1] == ["oom"] or (not extra and statuses[:1] == ["skipped"])
+    return in_process[0] == "oom" and first_ok and statuses[1:] == ["ok"], figures
+
+
+STICKY_PROGRAM = """import torch; from mhabench.failures import classify_failure, is_sticky_cuda_error
+try:
+    x = torch.zeros(4, device="{device}"); x[torch.tensor([99], device=x.device)] = 1; torch.cuda.synchronize()
+except Exception as exc:
+    print(is_sticky_cuda_error(exc), classify_failure(exc)[0], "|", str(exc).strip().splitlines()[0])
+"""
+
+
+def check_sticky_error(ctx: Context) -> Verdict:
+    """A device-side assert (in a child process: it poisons the context) is sticky and classified ``error``."""
+    program = STICKY_PROGRAM.format(device=ctx.device)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False)
+    line = (done.stdout.strip().splitlines() or ["(no output) " + done.stderr.strip()[-200:]])[-1]
+    return line.startswith("True error"), {"child": line}
+
+
+def check_reference_cost(ctx: Context) -> Verdict:
+    """b=8, h=32, n=8192, d_model=4096: the float64 check runs in seconds within its predicted device memory,
+    host RAM stays flat, and fused passes it."""
+    weights = AttentionWeights.random(4096, dtype=BF16, device=ctx.device)
+    x = torch.randn(8, 8192, 4096, device=ctx.device, dtype=BF16)
+    rss_before_kib, start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter()
+    with CudaMemoryTracker(ctx.device) as tracker:
+        reference = expected_output(weights, x, 32, True)
+    seconds = time.perf_counter() - start
+    with torch.inference_mode():
+        check = check_output(build("fused", weights, 32, True)(x), reference, "bfloat16")
+    figures = {"seconds": seconds, "device_peak_bytes": tracker.result().peak_bytes,
+               "predicted_bytes": reference_bytes(Workload(8, 8192, 8192, 4096, 32, 32, True, 2)),
+               "host_growth_bytes": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before_kib) * 1024,
+               "sampled_rows": 0 if reference.rows is None else len(reference.rows.row_index),
+               "fused": dataclasses.asdict(check)}  # fmt: skip
+    within = figures["device_peak_bytes"] <= 1.1 * figures["predicted_bytes"] and figures["host_growth_bytes"] < 2**31
+    return seconds < 30 and within and check.ok, figures
+
+
+def _throughput(ctx: Context, weights: AttentionWeights, seq_len: int, causal: bool) -> dict[str, float]:
+    """Layer and attention-kernel TFLOP/s on useful FLOPs (causal: visible pairs only) and executed FLOPs."""
+    x = torch.randn(1, seq_len, 4096, device=ctx.device, dtype=BF16)
+    q, k, v = (torch.randn(1, 32, seq_len, 128, device=ctx.device, dtype=BF16) for _ in range(3))
+    module = build("fused", weights, 32, causal)
+    with torch.inference_mode():
+        layer_ms = _median_ms(lambda: module(x), ctx.device)[0]
+        kernel_ms = _median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), ctx.device)[0]
+    layer = cost.FUSED(Workload(1, seq_len, seq_len, 4096, 32, 32, causal, 2))
+    return {"layer_ms": layer_ms, "layer_useful_tflops": layer.useful_flops / layer_ms / 1e9,
+            "layer_executed_tflops": layer.flops / layer_ms / 1e9, "kernel_ms": kernel_ms,
+            "kernel_useful_tflops": (layer.useful_flops - layer.proj_flops) / kernel_ms / 1e9}  # fmt: skip
+
+
+def check_fused_throughput(ctx: Context) -> Verdict:
+    """fused bf16 d_k 128, n 4k–16k: throughput on useful FLOPs never above the datasheet peak (target ≥ 550)."""
+    weights = AttentionWeights.random(4096, dtype=BF16, device=ctx.device)
+    runs = {
+        f"n{n}{'_causal' if c else ''}": _throughput(ctx, weights, n, c) for n in (4096, 8192, 16384) for c in (0, 1)
+    }
+    backend = _backend_of("fused", weights, torch.randn(1, 256, 4096, device=ctx.device, dtype=BF16), 32)[0]
+    sheet = match_datasheet(torch.cuda.get_device_name(ctx.device))
+    peak = sheet.tensor_tflops if sheet else math.inf
+    layer = {key: round(run["layer_useful_tflops"]) for key, run in runs.items()}
+    rates = [value for run in runs.values() for key, value in run.items() if key.endswith("useful_tflops")]
+    figures = {"layer_useful_tflops": layer, "peak_tflops": peak, "backend": backend,
+               "skips_masked_work": kernel_skips_masked_work(backend, "fused"), "runs": runs}  # fmt: skip
+    return max(rates) <= peak, figures
+
+
+def check_do_bench(ctx: Context) -> Verdict:
+    """Our flushed event median agrees with ``triton.testing.do_bench`` on the same call within 5 %."""
+    try:
+        from triton.testing import do_bench
+    except ImportError:
+        return None, {"reason": "triton is not importable"}
+
+    module = build("fused", AttentionWeights.random(4096, dtype=BF16, device=ctx.device), 32, True)
+    x = torch.randn(1, 8192, 4096, device=ctx.device, dtype=BF16)
+    with torch.inference_mode():
+        ours_ms = _median_ms(lambda: module(x), ctx.device, calls=50)[0]
+        theirs_ms = float(do_bench(lambda: module(x), warmup=25, rep=100, return_mode="median"))
+    return abs(ours_ms / theirs_ms - 1) <= 0.05, {"ours_ms": ours_ms, "do_bench_ms": theirs_ms}
+
+
+def check_cuda_graphs(ctx: Context) -> Verdict:
+    """A small launch-bound naive call: graph replay costs no more device time and less host time than eager."""
+    module = build("naive", AttentionWeights.random(512, dtype=BF16, device=ctx.device), 8, True)
+    x = torch.randn(1, 256, 512, device=ctx.device, dtype=BF16)
+    with torch.inference_mode():
+        eager = cuda_event_times_ms(lambda: module(x), ctx.device, 50, flush_l2=True, cuda_graphs=False)
+        graph = cuda_event_times_ms(lambda: module(x), ctx.device, 50, flush_l2=True, cuda_graphs=True)
+    figures = {"eager_us": eager.median_device_ms * 1e3, "eager_host_us": eager.median_host_ms * 1e3,
+               "graph_us": graph.median_device_ms * 1e3, "graph_host_us": graph.median_host_ms * 1e3}  # fmt: skip
+    ok = figures["graph_us"] <= 1.1 * figures["eager_us"] and figures["graph_host_us"] < figures["eager_host_us"]
+    return ok, figures
+
+
+def check_pytest_cuda(ctx: Context) -> Verdict:
+    """``pytest -m cuda`` passes (its output goes to OUT/pytest_cuda.txt)."""
+    if not Path("tests").is_dir():
+        return None, {"reason": "no tests/ folder here (run from the repository root)"}
+    command = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "tests"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    (ctx.out / "pytest_cuda.txt").write_text(done.stdout + done.stderr, encoding="utf-8")
+    return done.returncode == 0, {"summary": (done.stdout.strip().splitlines() or ["no output"])[-1]}
+
+
+# Every check_* function defined above (not imported), in order: name → check.
+CHECKS: dict[str, Callable[[Context], Verdict]] = {
+    name.removeprefix("check_"): check
+    for name, check in list(globals().items())
+    if name.startswith("check_") and getattr(check, "__module__", None) == __name__
+}
+
+
+def summary(figures: dict[str, Any]) -> str:
+    """The figures as one readable line: numbers to 4 significant digits, nested values left to the JSON."""
+    line = ", ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
+                     for key, value in figures.items() if not isinstance(value, dict))  # fmt: skip
+    return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…"
+
+
+def run_check(name: str, check: Callable[[Context], Verdict], ctx: Context) -> dict[str, Any]:
+    """Run one check and print its line; an exception is a FAIL with its one-line reason, never a traceback."""
+    start = time.perf_counter()
+    try:
+        passed, figures = check(ctx)
+    except Exception as exc:
+        passed, figures = False, {"exception": one_line(exc)}
+    finally:
+        torch.cuda.empty_cache()
+    status = {True: "PASS", False: "FAIL", None: "SKIP"}[passed]
+    seconds = time.perf_counter() - start
+    print(f"{status} {name}: {summary(figures)} [{seconds:.1f} s]", flush=True)
+    return {"name": name, "status": status, "asserts": (check.__doc__ or "").strip(), "seconds": seconds, **figures}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m mhabench.gpu_check", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("gpu-check"), help="folder for gpu_check.json")
+    parser.add_argument("--configs", type=Path, default=Path("configs"), help="folder with gpu-e2e.yaml etc.")
+    parser.add_argument("--skip", nargs="*", default=[], choices=sorted(CHECKS), help="checks to leave out")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if torch.cuda.is_available():
+        device = torch.device("cuda", torch.cuda.current_device())
+        context = Context(device, args.out, args.configs)
+        checks = [run_check(name, check, context) for name, check in CHECKS.items() if name not in args.skip]
+    else:
+        device = torch.device("cpu")
+        reason = f"no CUDA device (torch {torch.__version__}, CUDA build {torch.version.cuda})"
+        checks = [{"name": name, "status": "SKIP", "reason": reason} for name in CHECKS]
+        for check in checks:
+            print(f"SKIP {check['name']}: {reason}", flush=True)
+    command = [sys.executable, "-m", "mhabench.gpu_check", *(sys.argv[1:] if argv is None else argv)]
+    report = {"command": command, "environment": environment(device), "checks": checks}
+    (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+    failed = [check["name"] for check in checks if check["status"] == "FAIL"]
+    print(f"{len(failed)} of {len(checks)} checks failed {failed}; figures in {args.out / 'gpu_check.json'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The "Claims" section of ``mhabench report`` for a run folder that holds a claims.csv."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from mhabench import report
+from mhabench.errors import ResultsCorruptError
+from mhabench.probe.claims import CLAIM_COLUMNS
+from mhabench.probe.run import CLAIMS_NAME
+from mhabench.probe.table import verdict_counts, verdict_table
+
+
+def read_claims(run_dir: Path) -> list[dict[str, str]]:
+    """claims.csv as written; a file without the claim columns is a damaged run, not a crash."""
+    path = run_dir / CLAIMS_NAME
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in CLAIM_COLUMNS if c not in (reader.fieldnames or [])]
+            records = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ResultsCorruptError(f"{path}: cannot read the claims ({exc})") from None
+    if missing:
+        raise ResultsCorruptError(f"{path}: not mhabench claims (missing columns {missing})")
+    return records
+
+
+def claims_blocks(run_dir: Path) -> list[report.Block]:
+    """Heading, verdict counts and the verdict table; nothing when the run has no claims.csv."""
+    if not (run_dir / CLAIMS_NAME).is_file():
+        return []
+    records = read_claims(run_dir)
+    explanation = (
+        "PASS / FAIL: measured against the theory within the tolerance; NO-GUARANTEE: the theory's premise "
+        "does not hold for this case (the note says why); INFO: no theoretical value; UNTESTABLE: needs training."
+    )
+    return [
+        report.Heading("Claims"),
+        report.Paragraph(f"{verdict_counts(records)}. {explanation}"),
+        verdict_table(records, "Claims"),
+    ]

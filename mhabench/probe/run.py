@@ -1,0 +1,127 @@
+"""``mhabench probe``: sweep a probe file and write ``results/<run_id>/`` with
+
+- ``probes.csv``: one row per case × layer × head × variant × statistic, mean and standard deviation
+  over the case's input draws (layer-wide statistics have an empty ``head``), appended case by case;
+- ``claims.csv``: one row per claim and case (:class:`mhabench.probe.claims.ClaimRow`), written at the
+  end because the trend claims compare the cases of a scenario;
+- ``manifest.json``: ``"kind": "probe"``, command, resolved config, environment, start, end, status.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mhabench.environment import environment
+from mhabench.probe.claims import CLAIM_COLUMNS, ClaimRow, case_claims, run_claims, trend_claims
+from mhabench.probe.config import ProbeCase, ProbeConfig, expand
+from mhabench.probe.inputs import PretrainedFile, ProbeSource, source_for
+from mhabench.probe.measure import CaseMeasurement, measure_case
+from mhabench.results import MANIFEST_NAME, new_run_dir
+
+PROBES_NAME = "probes.csv"
+CLAIMS_NAME = "claims.csv"
+PROBE_COLUMNS = [
+    "case_id", "scenario", "batch", "seq_len", "d_model", "heads", "head_dim", "kv_heads", "bias", "weights",
+    "layer", "head", "variant", "statistic", "mean", "sd", "samples",
+]  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeRun:
+    run_dir: Path
+    claims: list[ClaimRow]
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The claims as claims.csv records, for :func:`mhabench.probe.table.verdict_table`."""
+        return [dataclasses.asdict(row) for row in self.claims]
+
+
+def _case_columns(case: ProbeCase) -> dict[str, Any]:
+    return {
+        "case_id": case.case_id, "scenario": case.scenario, "batch": case.batch, "seq_len": case.seq_len,
+        "d_model": case.d_model, "heads": case.heads, "head_dim": case.head_dim, "kv_heads": case.kv_heads,
+        "bias": case.bias, "weights": str(case.weights.path) if case.weights else "random",
+    }  # fmt: skip
+
+
+def _summary(values: np.ndarray) -> dict[str, Any]:
+    """Mean and sample standard deviation over the draws (0 with one draw)."""
+    sd = float(values.std(ddof=1)) if values.size > 1 else 0.0
+    return {"mean": float(values.mean()), "sd": sd, "samples": values.size}
+
+
+def probe_rows(m: CaseMeasurement) -> list[dict[str, Any]]:
+    """probes.csv rows of one case: every head's statistics, then the layer-wide ones."""
+    base = _case_columns(m.case)
+    rows = []
+    for (variant, statistic), values in m.head_values.items():
+        for index, head in np.ndindex(values.shape[:2]):
+            rows.append(base | {"layer": m.layers[index], "head": head, "variant": variant, "statistic": statistic}
+                        | _summary(values[index, head]))  # fmt: skip
+    for (variant, statistic), values in m.layer_values.items():
+        for index, layer in enumerate(m.layers):
+            rows.append(base | {"layer": layer, "head": "", "variant": variant, "statistic": statistic}
+                        | _summary(values[index]))  # fmt: skip
+    return rows
+
+
+def _append_csv(path: Path, columns: Sequence[str], rows: list[dict[str, Any]]) -> None:
+    new = not path.exists()
+    with open(path, "a", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, columns)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def _write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    tmp = run_dir / (MANIFEST_NAME + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(run_dir / MANIFEST_NAME)
+
+
+def _prepare(config: ProbeConfig) -> list[list[tuple[ProbeCase, ProbeSource]]]:
+    """Every case with its weights, per scenario, before anything is written: a bad file fails first."""
+    files: dict[Path, PretrainedFile] = {}
+    return [[(case, source_for(case, files)) for case in expand(spec)] for spec in config.scenarios]
+
+
+def run_config(config: ProbeConfig, out_root: Path, argv: Sequence[str] = ()) -> ProbeRun:
+    """Measure every case, evaluate every claim, and write the run folder."""
+    scenarios = _prepare(config)
+    started = dt.datetime.now(dt.timezone.utc)
+    run_dir = new_run_dir(out_root, config.name or "probe", started)
+    manifest = {
+        "kind": "probe", "run_id": run_dir.name, "command": list(argv), "config": config.model_dump(mode="json"),
+        "environment": environment(torch.device("cpu")), "cases": sum(map(len, scenarios)),
+        "started_at": started.isoformat(), "finished_at": None, "status": "running",
+    }  # fmt: skip
+    _write_manifest(run_dir, manifest)
+    claims: list[ClaimRow] = []
+    try:
+        for cases in scenarios:
+            measured = []
+            for case, source in cases:
+                measured.append(measure_case(case, source))
+                _append_csv(run_dir / PROBES_NAME, PROBE_COLUMNS, probe_rows(measured[-1]))
+                claims += case_claims(measured[-1])
+            claims += trend_claims(measured)
+        claims += run_claims()
+        _append_csv(run_dir / CLAIMS_NAME, CLAIM_COLUMNS, [dataclasses.asdict(row) for row in claims])
+    except BaseException:  # Ctrl-C or a crash: probes.csv keeps every finished case
+        manifest.update(finished_at=dt.datetime.now(dt.timezone.utc).isoformat(), status="interrupted")
+        _write_manifest(run_dir, manifest)
+        raise
+    manifest.update(finished_at=dt.datetime.now(dt.timezone.utc).isoformat(), status="complete")
+    _write_manifest(run_dir, manifest)
+    return ProbeRun(run_dir, claims)
