@@ -6,11 +6,13 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 import mhabench
 from mhabench import config as config_mod
@@ -22,7 +24,30 @@ from mhabench.results import rows_frame
 from mhabench.speedup import DEFAULT_BASELINE
 from mhabench.table import to_rich
 
+
+class OneLineErrors(TyperGroup):
+    """Usage errors (an unknown flag, a missing argument) as one line and exit 2, like every other error."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except typer.Exit as exc:
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            sys.exit(130)
+        except Exception as exc:  # click's usage errors (click may be vendored by typer): duck-typed
+            if not (hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int)):
+                raise
+            message = exc.format_message()
+            if message:
+                err_console.print(f"error: {escape(message)}", highlight=False, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=OneLineErrors,
     add_completion=False,
     no_args_is_help=True,
     help="Ablation and benchmarking lab for multi-head attention.",
@@ -38,7 +63,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except (MhabenchError, OSError) as exc:  # OSError: e.g. a full disk mid-run; finished rows stay on disk
-        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code if isinstance(exc, MhabenchError) else 1) from None
     except KeyboardInterrupt:
         err_console.print("interrupted: every finished row is already on disk")
@@ -74,6 +99,7 @@ def run(
         typer.Option("--plugin", help="Python file that registers implementations; they join the run (repeatable)."),
     ] = None,
     baseline: Annotated[str, typer.Option("--baseline", help="Summary speedups over this impl.")] = DEFAULT_BASELINE,
+    max_rows: Annotated[int | None, typer.Option("--max-rows", help="Allow a sweep above the row limit.")] = None,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     with user_errors():
@@ -81,7 +107,10 @@ def run(
         loaded = [config_mod.load_config(path) for path in configs] if configs else [config_mod.load_default_config()]
         loaded = [
             config_mod.with_overrides(
-                c, device=device, implementations=impl or plugins.with_plugin_implementations(c.implementations, added)
+                c,
+                device=device,
+                implementations=impl or plugins.with_plugin_implementations(c.implementations, added),
+                max_rows=max_rows,
             )
             for c in loaded
         ]

@@ -235,10 +235,12 @@ def reference_bytes(
     d_model, kv_dim = shape.d_model, shape.kv_heads * (shape.d_model // shape.heads)
     weights = 2 * d_model * (d_model + kv_dim) + 2 * (d_model + kv_dim)
     scores_total = shape.batch * shape.heads * shape.seq_len * shape.kv_len
-    by_sequence = shape.seq_len < shape.kv_len or scores_total > sample_above
+    decode = shape.seq_len < shape.kv_len
+    by_sequence = decode or scores_total > sample_above
     sequences = 1 if by_sequence else shape.batch
     rows = min(shape.seq_len, SAMPLE_ROWS) if by_sequence else shape.seq_len
-    gathered = max(SAMPLE_ROWS, shape.batch) * d_model if by_sequence else 0
+    gathered_rows = shape.batch if decode else min(SAMPLE_ROWS, shape.batch * shape.seq_len) if by_sequence else 0
+    gathered = gathered_rows * d_model
     per_row = sequences * shape.heads * shape.kv_len
     block = max(block_bytes // FLOAT64_BYTES // per_row, 1) * per_row
     scores = 2 * min(rows * per_row, block)

@@ -17,12 +17,14 @@ import dataclasses
 import datetime as dt
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from mhabench.errors import OutputFolderError, ResultsCorruptError, RunNotFoundError
+from mhabench.liveness import effective_status
 from mhabench.schema import COLUMNS, FORMAT_VERSION, IDENTITY_COLUMNS, SAMPLES_COLUMN, ResultRow
 
 CSV_NAME = "results.csv"
@@ -65,6 +67,8 @@ class RunWriter:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.rows: list[ResultRow] = []
+        self.on_row: Callable[[], None] = lambda: None
+        """Called after each row is on disk (the runner refreshes the manifest's heartbeat)."""
         with open(run_dir / CSV_NAME, "w", newline="", encoding="utf-8") as handle:
             csv.writer(handle).writerow(COLUMNS)
 
@@ -79,6 +83,7 @@ class RunWriter:
             csv.DictWriter(handle, COLUMNS, extrasaction="ignore").writerow(row.record())
         if len(self.rows) & (len(self.rows) - 1) == 0:
             self._write_parquet()
+        self.on_row()
 
     def close(self) -> None:
         """Bring the Parquet file level with the CSV."""
@@ -154,6 +159,7 @@ def load_run(path: str | Path, results_root: Path = Path("results")) -> Run:
             f"{run_dir}: written in result format version {version!r}; this mhabench reads versions 1 to "
             f"{FORMAT_VERSION} (upgrade mhabench)"
         )
+    manifest["status"] = effective_status(manifest)  # "running" whose process is gone reads as interrupted
     return Run(run_dir, manifest, _read_rows(run_dir))
 
 

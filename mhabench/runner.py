@@ -18,18 +18,20 @@ from typing import Protocol
 import pandas as pd
 import torch
 
-from mhabench.config import DTYPES, Case, RunConfig, TimingConfig, expand_cases, resolve_device
+from mhabench.config import DTYPES, Case, RunConfig, TimingConfig, count_cases, expand_cases, resolve_device
 from mhabench.environment import canonical_device, environment
 from mhabench.errors import MhabenchError
 from mhabench.failures import classify_failure, is_sticky_cuda_error
+from mhabench.guard import check_row_count, fits
 from mhabench.impls import core_implementations, get_spec
 from mhabench.impls.registry import ImplSpec
+from mhabench.liveness import heartbeat, liveness_fields
 from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.hardware import DevicePeaks, device_name, device_peaks
 from mhabench.measure.timing import measure_latency
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, PeakMemory, Stopwatch
 from mhabench.modes import expected, input_len, parameter_count, prepare, workload
-from mhabench.reference import Reference, check_output
+from mhabench.reference import Reference, check_output, reference_bytes
 from mhabench.results import RunWriter, new_run_dir, rows_frame
 from mhabench.schema import (
     FORMAT_VERSION,
@@ -117,6 +119,7 @@ def modelled_cost(spec: ImplSpec, case: Case) -> ModelledCost | None:
 
 
 def unsupported_reason(spec: ImplSpec, case: Case, device: torch.device) -> str | None:
+    """Why ``spec`` cannot run ``case`` here (its capabilities), or None."""
     return spec.capabilities.unsupported_reason(
         spec.name, kv_heads=case.kv_heads, heads=case.heads, phase=case.phase, mode=case.mode,
         device_type=device.type, dtype=case.dtype,
@@ -213,6 +216,8 @@ def run_case(
 ) -> Iterator[ResultRow]:  # fmt: skip
     """Yield one row per implementation; failures become rows, never exceptions."""
     runnable = {spec.name: unsupported_reason(spec, case, device) for spec in specs}
+    too_big = {spec.name: memory_guard(spec, case, device) for spec in specs if runnable[spec.name] is None}
+    runnable |= {name: reason for name, reason in too_big.items() if reason is not None}
     try:
         inputs = make_inputs(case, device) if any(reason is None for reason in runnable.values()) else None
     except Exception as exc:  # e.g. the input itself does not fit in memory
@@ -223,7 +228,8 @@ def run_case(
         case_identity = identity(run_id, case, spec.name, device)
         reason = runnable[spec.name]
         if reason is not None or inputs is None:
-            yield ResultRow(case_identity, Outcome("unsupported", reason or ""))
+            status = "skipped" if too_big.get(spec.name) else "unsupported"
+            yield ResultRow(case_identity, Outcome(status, reason or ""))
             continue
         try:
             yield measure_impl(spec, case, inputs, device, peaks, timing, case_identity)
@@ -236,6 +242,12 @@ def run_case(
         finally:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
+
+
+def memory_guard(spec: ImplSpec, case: Case, device: torch.device) -> str | None:
+    """A case that would not fit (its predicted peak, or the float64 reference's) is skipped, not tried."""
+    predicted = spec.cost(workload(case)).predicted_peak_bytes if spec.cost else 0
+    return fits(predicted, reference_bytes(workload(case)), device, reference_device=device)
 
 
 def failure_row(case_identity: CaseIdentity, exc: BaseException) -> ResultRow:
@@ -252,6 +264,7 @@ def run(
     """Run every case of ``config``; write ``out_root/<run_id>/``; return the rows."""
     device = resolve_device(config.device)
     specs = implementations_of(config)
+    check_row_count(count_cases(config, device), len(specs), config.max_rows)
     cases = expand_cases(config, device)
     process = apply_process_settings(config.allocator, config.threads)  # before any case allocates
     if device.type == "cuda":
@@ -262,9 +275,10 @@ def run(
         "run_id": writer.run_id, "format_version": FORMAT_VERSION, "command": argv or [],
         "config": config.model_dump(mode="json"), "environment": {**environment(device), **process}, "roofline": {},
         "cases": len(cases), "implementations": [s.name for s in specs], "started_at": started.isoformat(),
-        "finished_at": None, "status": "running",
+        "finished_at": None, "status": "running", **liveness_fields(),
     }  # fmt: skip
     writer.write_manifest(manifest)
+    writer.on_row = lambda: writer.write_manifest({**manifest, **heartbeat()})  # liveness for readers
     if progress:
         progress.start(len(cases) * len(specs))
     try:
@@ -322,6 +336,7 @@ def _record(writer: RunWriter, row: ResultRow, progress: Progress | None, done: 
 def plan(config: RunConfig) -> list[ResultRow]:
     """``--dry-run``: every (case, implementation) with its modelled cost; nothing is run."""
     device = resolve_device(config.device)
+    check_row_count(count_cases(config, device), len(implementations_of(config)), config.max_rows)
     return [
         ResultRow(identity("dry-run", case, spec.name, device), Outcome("planned", ""), cost=modelled_cost(spec, case))
         for case in expand_cases(config, device)

@@ -53,6 +53,25 @@ def test_tiny_run_writes_three_files_and_prints_table(
     assert "1.00×" in result.output  # naive's speedup against itself
 
 
+def test_baseline_flag_sets_the_summary_speedups(
+    tmp_path: Path, tiny_config_data: dict[str, Any], fixed_peaks: DevicePeaks
+) -> None:
+    config = write_config(tmp_path, {**tiny_config_data, "implementations": ["naive", "fused"]})
+    result = invoke("run", config, "--out", tmp_path / "out", "--baseline", "fused")
+    assert result.exit_code == 0, result.output
+    assert "speedup vs fused" in result.output and "speedup vs naive" not in result.output
+    fused_line = next(line for line in result.output.splitlines() if "│ fused " in line)
+    assert "1.00×" in fused_line  # the baseline against itself
+
+
+def test_unknown_baseline_exits_2_before_running(tmp_path: Path, tiny_config_data: dict[str, Any]) -> None:
+    config = write_config(tmp_path, tiny_config_data)
+    result = invoke("run", config, "--out", tmp_path / "out", "--baseline", "nope")
+    assert_input_error(result, "--baseline", "'nope'")
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
 def test_impl_flag_restricts_the_run(
     tmp_path: Path, tiny_config_data: dict[str, Any], fixed_peaks: DevicePeaks
 ) -> None:
@@ -69,7 +88,9 @@ def test_list_names_every_core_implementation() -> None:
     assert result.exit_code == 0
     for name in CORE_IMPLEMENTATIONS:
         assert name in result.output
-    assert "materialized" in result.output  # naive's one-line description
+    assert "materialized" in result.output  # naive's one-line description and cost model
+    naive_line = next(line for line in result.output.splitlines() if "│ naive " in line)
+    assert "materialized" in naive_line.split("│")[3]  # the "cost model" column
 
 
 def test_version() -> None:

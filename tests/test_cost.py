@@ -25,11 +25,12 @@ def workload(b: int, n: int, d: int, h: int, causal: bool = False, kv_heads: int
 def counted_flops(name: str, w: Workload, bias: bool, math_sdpa: bool) -> int:
     """FlopCounterMode's total for one forward call.
 
-    Grad mode stays on for torch_mha: under no_grad with a bias, nn.MultiheadAttention takes its fast
-    path, one opaque ``_native_multi_head_attention`` op that FlopCounterMode counts as 0 FLOPs.
+    torch_mha's (frozen) parameters require grad here, with grad mode on: otherwise, with a bias,
+    nn.MultiheadAttention takes its inference fast path, one opaque ``_native_multi_head_attention``
+    op that FlopCounterMode counts as 0 FLOPs.
     """
     weights = AttentionWeights.random(w.d_model, bias=bias, kv_dim=w.kv_dim)
-    module = build(name, weights, w.heads, w.causal)
+    module = build(name, weights, w.heads, w.causal).requires_grad_(name == "torch_mha")
     x = torch.randn(w.batch, w.seq_len, w.d_model)
     counter = FlopCounterMode(display=False)
     backend = sdpa_kernel(SDPBackend.MATH) if math_sdpa else contextlib.nullcontext()

@@ -27,6 +27,7 @@ from mhabench.distributed.launch import (
     errors_end_every_rank,
     init_distributed,
     launch_env,
+    shutdown_distributed,
 )
 from mhabench.distributed.tp import (
     SINGLE_RANK,
@@ -238,6 +239,11 @@ def join_rank(rank: int, world_size: int, port: int) -> LaunchEnv:
 def tp_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
     """Both variants on every layout, their communication, lockstep timing and per-rank memory."""
     launch = join_rank(rank, world_size, port)
+    with errors_end_every_rank(launch):  # leaves the group at the end: gloo aborts a process exiting inside one
+        measure_layouts(launch, world_size, out_dir)
+
+
+def measure_layouts(launch: LaunchEnv, world_size: int, out_dir: str) -> None:
     groups = tensor_parallel_groups([1, world_size])
     report: dict[str, Any] = {"single_rank_group": None if groups[1] is None else groups[1].size}
     tp = groups[world_size]
@@ -350,7 +356,7 @@ def cuda_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
                 "peaks": gather_peak_bytes(torch.cuda.max_memory_allocated(device), tp),
             }  # fmt: skip
     Path(out_dir, "rank0.json").write_text(json.dumps(report))
-    torch.distributed.destroy_process_group()
+    shutdown_distributed()
 
 
 @pytest.mark.cuda

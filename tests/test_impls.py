@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from mhabench import AttentionWeights, available_implementations, build, register
-from mhabench.errors import ConfigError, MhabenchError, RegistryError, UnknownImplementationError
+from mhabench.errors import ConfigError, RegistryError, UnknownImplementationError
 from mhabench.impls import core_implementations, get_spec
 from mhabench.reference import TOLERANCE, numerical_error, reference_attention
 
@@ -100,10 +100,19 @@ def test_grouped_query_weights_match_reference(name: str, causal: bool, kv_heads
     assert rel < FP32_TOL
 
 
-def test_torch_mha_refuses_grouped_query_weights() -> None:
-    weights, _ = inputs(1, 4, 16, bias=False, kv_dim=8)
-    with pytest.raises(MhabenchError, match="grouped-query"):
-        build("torch_mha", weights, 4)
+@pytest.mark.parametrize(("name", "grouped"), [("naive", True), ("per_head", True), ("fused", True), ("torch_mha", False)])
+def test_grouped_query_support_is_a_registry_capability(name: str, grouped: bool) -> None:
+    """nn.MultiheadAttention has no grouped K/V heads: the capability says so, and the reason names the shape."""
+    capabilities = get_spec(name).capabilities
+    assert capabilities.grouped_kv is grouped
+    reason = capabilities.unsupported_reason(
+        name, kv_heads=2, heads=4, phase="prefill", mode="forward", device_type="cpu", dtype="float32"
+    )
+    assert reason == (None if grouped else f"{name}: no grouped K/V heads (kv_heads 2 < heads 4)")
+    same = capabilities.unsupported_reason(
+        name, kv_heads=4, heads=4, phase="prefill", mode="forward", device_type="cpu", dtype="float32"
+    )
+    assert same is None
 
 
 def test_reference_agrees_with_torch_sdpa_in_float64() -> None:
@@ -154,11 +163,11 @@ def test_heads_must_divide_d_model_at_build() -> None:
 
 
 def test_duplicate_registration_is_an_error_and_changes_nothing() -> None:
-    before = get_spec("naive")
+    before, names = get_spec("naive"), available_implementations()
     with pytest.raises(RegistryError, match="'naive' is already registered"):
         register("naive", description="impostor")(lambda weights, heads, causal: nn.Identity())
     assert get_spec("naive") is before
-    assert available_implementations() == list(dict.fromkeys(available_implementations()))
+    assert available_implementations() == names  # nothing added, nothing reordered
 
 
 def test_unknown_name_lists_known_ones() -> None:
@@ -179,7 +188,21 @@ def test_per_head_holds_contiguous_per_head_matrices() -> None:
     """The "3h small matrices" layout: h separate (d_model, d_k) copies for each of Q, K and V."""
     weights, _ = inputs(1, 4, 16, bias=False)
     module = build("per_head", weights, 4)
-    blocks = [w for w, _ in module.q_heads + module.k_heads + module.v_heads]
+    blocks = [w for heads in (module.q_heads, module.k_heads, module.v_heads) for w, _ in heads.blocks()]
     assert len(blocks) == 12
     assert all(w.shape == (16, 4) and w.is_contiguous() for w in blocks)
-    assert torch.equal(torch.cat([w for w, _ in module.q_heads], dim=1), weights.w_q)
+    assert torch.equal(torch.cat([w for w, _ in module.q_heads.blocks()], dim=1), weights.w_q)
+    assert weights.w_q.data_ptr() not in {w.data_ptr() for w in blocks}  # copies, not views of W_Q
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("name", CORE)
+def test_weights_are_the_modules_frozen_parameters(name: str, bias: bool) -> None:
+    """Every weight is a registered, frozen nn.Parameter: parameters() is the weight set, state_dict() has it."""
+    weights, _ = inputs(1, 4, 16, bias=bias)
+    module = build(name, weights, 4)
+    parameters = list(module.parameters())
+    assert parameters and all(isinstance(p, nn.Parameter) and not p.requires_grad for p in parameters)
+    assert sum(p.numel() for p in parameters) == weights.parameter_count()
+    assert len(module.state_dict()) == len(parameters)
+    assert len(parameters) == len({id(p) for p in parameters})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -13,7 +14,7 @@ from mhabench.config import TimingConfig
 from mhabench.measure.hardware import DevicePeaks, datasheet_peaks, device_peaks
 from mhabench.measure.memory import LiveStorageTracker, sdpa_backend
 from mhabench.measure.timing import measure_latency
-from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker
+from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, PeakMemory, Stopwatch
 from mhabench.schema import LatencyStats
 
 MiB = 2**20
@@ -100,6 +101,61 @@ def test_sdpa_backend_names() -> None:
     assert sdpa_backend({"_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention"}) == "cudnn,flash"
 
 
+def test_dispatch_tracker_reports_the_backend_and_counts_every_dispatched_op() -> None:
+    module, x = build("fused", AttentionWeights.random(32), 4), torch.randn(1, 16, 32)
+    with torch.no_grad(), DispatchTracker() as once:
+        module(x)
+    with torch.no_grad(), DispatchTracker() as twice:
+        module(x)
+        module(x)
+    assert once.result().sdpa_backend == "flash"
+    assert once.result().ops_per_call > 0
+    assert twice.result().ops_per_call == 2 * once.result().ops_per_call
+    assert once.cpu_memory().peak_bytes >= x.numel() * x.element_size()  # at least the output
+
+
+class FakeCudaAllocator:
+    """Stands in for torch.cuda's allocator statistics, so the tracker's arithmetic is tested without a GPU."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, allocated: int, peak: int) -> None:
+        self.events: list[str] = []
+        self.allocated, self.peak = allocated, peak
+        for name in ("synchronize", "memory_allocated", "reset_peak_memory_stats", "max_memory_allocated"):
+            monkeypatch.setattr(torch.cuda, name, getattr(self, name))
+
+    def synchronize(self, device: torch.device) -> None:
+        self.events.append("synchronize")
+
+    def memory_allocated(self, device: torch.device) -> int:
+        return self.allocated
+
+    def reset_peak_memory_stats(self, device: torch.device) -> None:
+        self.events.append("reset")
+
+    def max_memory_allocated(self, device: torch.device) -> int:
+        return self.peak
+
+
+def test_cuda_memory_tracker_is_the_peak_above_what_was_allocated_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    allocator = FakeCudaAllocator(monkeypatch, allocated=100 * MiB, peak=100 * MiB)
+    with CudaMemoryTracker(torch.device("cuda:0")) as tracker:
+        allocator.events.append("call")
+        allocator.peak = 164 * MiB  # the call's own 64 MiB on top of the 100 MiB of weights and inputs
+    assert tracker.result() == PeakMemory(64 * MiB, "cuda_allocator")
+    assert allocator.events == ["synchronize", "reset", "call", "synchronize"]
+
+
+def test_stopwatch_times_the_block_and_waits_for_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    with Stopwatch(CPU) as watch:
+        time.sleep(0.02)
+    assert 0.02 <= watch.seconds < 1.0
+    synced: list[torch.device] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", synced.append)
+    with Stopwatch(torch.device("cuda:0")) as gpu_watch:
+        pass
+    assert synced == [torch.device("cuda:0")] and gpu_watch.seconds >= 0
+
+
 def test_measure_latency_returns_enough_consistent_samples() -> None:
     """blocked_autorange sizes blocks at ~10^4× the timer overhead (≥ ~10 ms), so the cap leaves room for 5."""
     timing = TimingConfig(min_run_time_s=0.01, max_run_time_s=0.5, min_samples=5, warmup_runs=2)
@@ -115,8 +171,10 @@ def test_measure_latency_returns_enough_consistent_samples() -> None:
     assert all(t > 0 for t in latency.times_ms)
     assert latency.latency_p25_ms <= latency.latency_ms <= latency.latency_p75_ms
     assert min(latency.times_ms) <= latency.latency_mean_ms <= max(latency.times_ms)
-    assert latency.calls_per_sample >= 1
-    assert latency.noise_threshold == timing.noise_threshold
+    assert latency.calls_per_sample >= 1 and latency.samples == len(latency.times_ms)
+    iqr_ms = latency.latency_p75_ms - latency.latency_p25_ms
+    assert latency.noisy == (iqr_ms / latency.latency_ms > timing.noise_threshold)
+    assert math.isnan(latency.compile_time_s)  # nothing compiled
     assert len(calls) >= timing.warmup_runs + len(latency.times_ms) * latency.calls_per_sample
 
 
@@ -154,7 +212,7 @@ def test_datasheet_table() -> None:
     pcie = datasheet_peaks("NVIDIA H100 PCIe", torch.bfloat16)
     sxm = datasheet_peaks("NVIDIA H100 80GB HBM3", torch.bfloat16)
     assert (pcie.peak_tflops, pcie.peak_gbps, pcie.source) == (756.0, 2000.0, "datasheet:H100 PCIe")
-    assert (sxm.peak_tflops, sxm.source) == (989.0, "datasheet:H100")
+    assert (sxm.peak_tflops, sxm.source) == (989.0, "datasheet:H100 SXM")
     assert datasheet_peaks("NVIDIA A100-SXM4-80GB", torch.float32).peak_tflops == 19.5
     assert datasheet_peaks("Some CPU", torch.float32) is None
 

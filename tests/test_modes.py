@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from mhabench import AttentionWeights, build
@@ -75,7 +76,7 @@ def _decode_cost(batch: int, kv_heads: int = 8, cache_len: int = 4096) -> Any:
 
 
 def test_decode_attention_intensity_is_flat_in_batch_projections_rise() -> None:
-    """Seed 003 / performance model: attention ≈ 2·G/e whatever the batch, projections ≈ 2·b/e."""
+    """Performance model: attention ≈ 2·G/e whatever the batch, projections ≈ 2·b/e."""
     batches = [1, 4, 16, 64, 256]
     costs = [_decode_cost(b) for b in batches]
     attn = [c.attn_intensity for c in costs]
@@ -97,21 +98,49 @@ def test_decode_workload_is_one_query_against_the_cache() -> None:
 # --- train -----------------------------------------------------------------------------------
 
 
-def _trainable(weights: AttentionWeights) -> AttentionWeights:
-    return dataclasses.replace(weights, **{n: t.detach().requires_grad_() for n, t in _fields(weights).items()})
-
-
 def _fields(weights: AttentionWeights) -> dict[str, torch.Tensor]:
     return {f.name: t for f in dataclasses.fields(weights) if (t := getattr(weights, f.name)) is not None}
+
+
+def _split_packed(grad: torch.Tensor, kv_dim: int, prefix: str) -> dict[str, torch.Tensor]:
+    """A packed Q|K|V gradient (last dim d_model + 2·kv_dim) as its three parts."""
+    q, k, v = grad.split([D_MODEL, kv_dim, kv_dim], dim=-1)
+    return {f"{prefix}_q": q, f"{prefix}_k": k, f"{prefix}_v": v}
+
+
+def _canonical_gradients(name: str, module: nn.Module, kv_dim: int) -> dict[str, torch.Tensor]:
+    """The module's own parameter gradients in the (w_q, w_k, w_v, w_o, biases) layout of AttentionWeights.
+
+    Each layout holds its own copies of the weights (frozen Parameters are new leaves), so the gradients
+    live on the module, in its layout: packed and transposed for fused and torch_mha, blocks for per_head.
+    """
+    if name == "fused":
+        return {**_split_packed(module.w_qkv.grad.t(), kv_dim, "w"), **_split_packed(module.b_qkv.grad, kv_dim, "b"),
+                "w_o": module.w_out.grad.t(), "b_o": module.b_out.grad}  # fmt: skip
+    if name == "per_head":
+        grads = {"w_o": module.w_o.grad, "b_o": module.b_o.grad}
+        for part in "qkv":
+            blocks = getattr(module, f"{part}_heads")
+            grads[f"w_{part}"] = torch.cat([w.grad for w in blocks.weights], dim=1)
+            grads[f"b_{part}"] = torch.cat([b.grad for b in blocks.biases])
+        return grads
+    if name == "torch_mha":
+        mha = module.mha
+        return {**_split_packed(mha.in_proj_weight.grad.t(), kv_dim, "w"),
+                **_split_packed(mha.in_proj_bias.grad, kv_dim, "b"),
+                "w_o": mha.out_proj.weight.grad.t(), "b_o": mha.out_proj.bias.grad}  # fmt: skip
+    return {n: p.grad for n, p in module.named_parameters()}  # naive holds the four projections as they are
 
 
 def _gradients(
     name: str, weights: AttentionWeights, x: torch.Tensor, grad_out: torch.Tensor
 ) -> dict[str, torch.Tensor]:
-    """Gradients w.r.t. x and the shared weights; autograd maps the packed/per-head copies back."""
-    weights, x = _trainable(weights), x.detach().requires_grad_()
-    build(name, weights, HEADS, causal=True)(x).backward(grad_out)
-    return {"x": x.grad, **{n: t.grad for n, t in _fields(weights).items()}}
+    """Gradients w.r.t. x and the module's parameters, mapped to the canonical weight layout."""
+    module, x = build(name, weights, HEADS, causal=True).requires_grad_(), x.detach().requires_grad_()
+    module(x).backward(grad_out)
+    grads = _canonical_gradients(name, module, weights.kv_dim)
+    assert set(grads) == set(_fields(weights)), name
+    return {"x": x.grad, **grads}
 
 
 @pytest.mark.parametrize("name", ["per_head", "fused"])
@@ -120,22 +149,18 @@ def test_train_gradients_equal_naive(name: str, kv_heads: int) -> None:
     weights = AttentionWeights.random(D_MODEL, bias=True, seed=3, kv_dim=kv_heads * D_MODEL // HEADS)
     x, grad_out = torch.randn(2, 6, D_MODEL), torch.randn(2, 6, D_MODEL)
     expected, got = _gradients("naive", weights, x, grad_out), _gradients(name, weights, x, grad_out)
+    assert set(expected) == set(got) == {"x", *_fields(weights)}
     for key, grad in expected.items():
+        assert got[key].shape == grad.shape, key
         assert torch.allclose(got[key], grad, atol=1e-5), key
+    assert not any(t.requires_grad for t in _fields(weights).values()), "the shared weights stay untouched"
 
 
 def test_torch_mha_gradients_map_back_to_naive() -> None:
-    """torch_mha copies the weights into its packed in_proj (F.linear layout): map its grads back."""
+    """torch_mha copies the weights into its packed in_proj (F.linear layout): its grads map back to naive's."""
     weights = AttentionWeights.random(D_MODEL, bias=True, seed=4)
     x, grad_out = torch.randn(2, 6, D_MODEL), torch.randn(2, 6, D_MODEL)
-    expected = _gradients("naive", weights, x, grad_out)
-    module, x = build("torch_mha", weights, HEADS, causal=True), x.clone().requires_grad_()
-    module(x).backward(grad_out)
-    mha = module.mha
-    w_q, w_k, w_v = mha.in_proj_weight.grad.t().split(D_MODEL, dim=1)
-    b_q, b_k, b_v = mha.in_proj_bias.grad.split(D_MODEL)
-    got = {"x": x.grad, "w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": mha.out_proj.weight.grad.t()}
-    got |= {"b_q": b_q, "b_k": b_k, "b_v": b_v, "b_o": mha.out_proj.bias.grad}
+    expected, got = _gradients("naive", weights, x, grad_out), _gradients("torch_mha", weights, x, grad_out)
     for key, grad in expected.items():
         assert torch.allclose(got[key], grad, atol=1e-5), key
 
@@ -159,7 +184,7 @@ def test_backward_flops_follow_the_convention_and_the_counter() -> None:
     assert cost.backward_flops == 2 * forward.proj_flops + 5 * forward.attn_flops // 2
     assert cost.flops == forward.flops + cost.backward_flops
     assert cost.bytes_moved == 3 * forward.bytes_moved
-    module = build("naive", _trainable(AttentionWeights.random(D_MODEL)), HEADS)
+    module = build("naive", AttentionWeights.random(D_MODEL), HEADS).requires_grad_()  # dW of every GEMM
     x = torch.randn(2, 6, D_MODEL, requires_grad=True)  # dX of the first GEMMs counts too
     with FlopCounterMode(display=False) as counter:
         out = module(x)
@@ -187,6 +212,6 @@ def test_tiny_decode_and_train_run(tmp_path: Path, tiny_config_data: dict[str, A
         assert decode.tokens_per_s == pytest.approx(2 / (decode.latency_ms / 1e3))
         assert train["mode"] == "train" and train.backward_flops > 0 and train.peak_memory_bytes > 0
     assert rows.loc[("dec", "torch_mha")].status == "unsupported"
-    assert "grouped-query" in rows.loc[("dec", "torch_mha")].error
+    assert rows.loc[("dec", "torch_mha")].error == "torch_mha: no grouped K/V heads (kv_heads 2 < heads 4)"
     assert rows.loc[("tr", "torch_mha")].status == "ok"
     assert rows.loc[("tr", "naive")].params == rows.loc[("tr", "fused")].params == 4 * 16 * 16

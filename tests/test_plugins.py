@@ -13,15 +13,18 @@ import yaml
 from conftest import TINY_TIMING
 from typer.testing import CliRunner
 
-from mhabench import AttentionWeights, build
+from mhabench import AttentionWeights, Capabilities, build, runner
 from mhabench.cli import app
 from mhabench.config import load_config
 from mhabench.errors import PluginError
 from mhabench.impls import available_implementations, get_spec
 from mhabench.impls.registry import _REGISTRY
 from mhabench.measure import cost as cost_model
+from mhabench.modes import parameter_count
 from mhabench.plugins import load_plugin
 from mhabench.reference import numerical_error, reference_attention
+from mhabench.results import load_run
+from mhabench.schema import columns_info
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "my_attention.py"
 
@@ -73,14 +76,20 @@ def cli(*args: str) -> tuple[int, str]:
 
 
 def test_plugin_file_registers_with_the_decorator(tmp_path: Path, registry_snapshot: None) -> None:
-    name = unique("mine_")
-    source = CLASS_SOURCE.format(cls="Mine") + f'\nmhabench.register("{name}", description="test plugin")(Mine)\n'
+    name, priced = unique("mine_"), unique("priced_")
+    source = CLASS_SOURCE.format(cls="Mine") + textwrap.dedent(f"""
+        mhabench.register("{name}", description="test plugin")(Mine)
+        mhabench.register("{priced}", description="priced", cost=mhabench.cost.FUSED,
+                          capabilities=mhabench.Capabilities(grouped_kv=False))(Mine)
+    """)
     plugin = tmp_path / "mine.py"
     plugin.write_text("import mhabench\n" + source, encoding="utf-8")
-    assert load_plugin(plugin) == [name]
-    assert load_plugin(plugin) == [name]  # a second load is the same module, not a duplicate registration
+    assert load_plugin(plugin) == [name, priced]
+    assert load_plugin(plugin) == [name, priced]  # a second load is the same module, not a duplicate registration
     spec = get_spec(name)
-    assert spec.cost is cost_model.FUSED and not spec.core
+    assert spec.cost is None and not spec.core  # declared no cost model: its modelled columns stay empty
+    assert spec.capabilities == Capabilities()
+    assert get_spec(priced).cost is cost_model.FUSED and not get_spec(priced).capabilities.grouped_kv
     weights = AttentionWeights.random(16, bias=True)
     x = torch.randn(2, 9, 16)
     with torch.no_grad():
@@ -116,12 +125,36 @@ def test_config_class_entry_relative_to_the_config(tmp_path: Path, registry_snap
     assert load_config(tmp_path / "cfg.yaml").implementations == ["naive", cls]  # loading twice is fine
 
 
+def test_class_entry_is_measured_with_empty_modelled_columns(
+    tmp_path: Path, registry_snapshot: None, fixed_peaks: object
+) -> None:
+    """``file.py:Class`` declares no cost model: measured columns are filled, nothing is borrowed from fused."""
+    cls = unique("Bare")
+    (tmp_path / "bare.py").write_text(CLASS_SOURCE.format(cls=cls), encoding="utf-8")
+    config = load_config(write_config(tmp_path / "cfg.yaml", ["naive", f"bare.py:{cls}"]))
+    result = runner.run(config, tmp_path / "out")
+    assert [(r.case.impl, r.status) for r in result.rows] == [("naive", "ok"), (cls, "ok")]
+    assert result.rows[1].cost is None
+    rows = load_run(result.run_dir).rows.set_index("impl")
+    modelled = [info.name for info in columns_info() if info.role == "modelled"]
+    assert rows.loc[cls, modelled].isna().all()
+    assert rows.loc["naive", modelled].notna().all()
+    needs_cost = ["achieved_tflops", "achieved_gbps", "roofline_bound", "attainable_tflops", "roofline_efficiency"]
+    assert rows.loc[cls, needs_cost].isna().all() and rows.loc["naive", needs_cost].notna().all()
+    assert rows.loc[cls, "latency_ms"] > 0 and rows.loc[cls, "tokens_per_s"] > 0
+    assert rows.loc[cls, "max_rel_err"] < 1e-3
+
+
 def test_example_plugin_is_a_working_plugin(registry_snapshot: None) -> None:
     assert load_plugin(EXAMPLE) == ["my_attention"]
+    spec = get_spec("my_attention")
+    assert spec.cost is cost_model.FUSED and not spec.capabilities.grouped_kv
     weights = AttentionWeights.random(16)
     x = torch.randn(1, 5, 16)
+    module = build("my_attention", weights, 4, False)
+    assert parameter_count(module) == weights.parameter_count()  # its weights are the module's parameters
     with torch.no_grad():
-        out = build("my_attention", weights, 4, False)(x)
+        out = module(x)
     assert numerical_error(out, reference_attention(weights, x, 4, False))[1] < 1e-3
 
 

@@ -166,9 +166,9 @@ def _timed(
     call: Callable[[], object], device: torch.device, n_calls: int, flush: tuple[Callable[[], None], int],
     flush_l2: bool, cuda_graphs: bool,
 ) -> CudaTimes:  # fmt: skip
-    with on_device(device):
-        device_ms = event_times_ms(call, flush[0], n_calls, device)
-        host_ms = host_times_ms(call, flush[0], min(n_calls, HOST_CALLS), device)
+    """Device and host times of ``call`` (run under :func:`on_device` by the caller)."""
+    device_ms = event_times_ms(call, flush[0], n_calls, device)
+    host_ms = host_times_ms(call, flush[0], min(n_calls, HOST_CALLS), device)
     return CudaTimes(tuple(device_ms), tuple(host_ms), flush_l2, cuda_graphs, flush[1])
 
 
@@ -182,8 +182,7 @@ def cuda_event_times_ms(
     """
     with on_device(device):
         call = capture_graph(fn, device) if cuda_graphs else fn
-        flush = make_flush(device, flush_l2)
-    return _timed(call, device, n_calls, flush, flush_l2, cuda_graphs)
+        return _timed(call, device, n_calls, make_flush(device, flush_l2), flush_l2, cuda_graphs)
 
 
 def cuda_latency(
@@ -202,5 +201,5 @@ def cuda_latency(
         call = capture_graph(fn, device) if cuda_graphs else fn
         flush = make_flush(device, flush_l2)
         estimate_ms = statistics.median(event_times_ms(call, flush[0], ESTIMATE_CALLS, device))
-    n_calls = calls_for(estimate_ms, min_run_time_s, max_run_time_s, min_samples)
-    return _timed(call, device, n_calls, flush, flush_l2, cuda_graphs)
+        n_calls = calls_for(estimate_ms, min_run_time_s, max_run_time_s, min_samples)
+        return _timed(call, device, n_calls, flush, flush_l2, cuda_graphs)

@@ -1,0 +1,152 @@
+"""The GPU datasheet table (exact models, whole words, longest match), MIG slices, the fp32/TF32 roof,
+and which peaks device_peaks picks — CUDA calls mocked, so all of it runs on the CPU."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from mhabench.measure import hardware
+from mhabench.measure.hardware import (
+    DevicePeaks,
+    cuda_copy_bytes,
+    datasheet_peaks,
+    device_peaks,
+    match_datasheet,
+    mig_reason,
+    tf32_enabled,
+)
+
+# (name as torch / nvidia-smi report it, model, bf16 TFLOP/s, TB/s)
+NAMES = [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.0, 3.35),
+    ("NVIDIA H100 PCIe", "H100 PCIe", 756.0, 2.0),
+    ("NVIDIA H100 NVL", "H100 NVL", 835.0, 3.9),
+    ("NVIDIA H200", "H200 SXM", 989.0, 4.8),
+    ("NVIDIA H200 NVL", "H200 NVL", 835.0, 4.8),
+    ("NVIDIA GH200 480GB", "GH200 96GB", 989.0, 4.0),
+    ("NVIDIA GH200 144G HBM3e", "GH200 144GB", 989.0, 4.9),
+    ("NVIDIA A100-SXM4-40GB", "A100 SXM 40GB", 312.0, 1.555),
+    ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB", 312.0, 2.039),
+    ("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB", 312.0, 1.555),
+    ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 312.0, 1.935),
+    ("NVIDIA L40S", "L40S", 362.0, 0.864),
+    ("NVIDIA B200", "B200", 2250.0, 8.0),
+]
+
+
+@pytest.mark.parametrize(("name", "model", "tflops", "tbps"), NAMES)
+def test_each_gpu_gets_its_own_model(name: str, model: str, tflops: float, tbps: float) -> None:
+    peaks = datasheet_peaks(name, torch.bfloat16)
+    assert peaks == DevicePeaks(tflops, tbps * 1e3, f"datasheet:{model}")
+
+
+@pytest.mark.parametrize("name", ["NVIDIA H20", "NVIDIA L40", "NVIDIA H800", "NVIDIA H100", "Some CPU", "NVIDIA B100"])
+def test_unknown_or_ambiguous_names_have_no_datasheet(name: str) -> None:
+    assert match_datasheet(name) is None
+
+
+def test_whole_words_only() -> None:
+    """GH200 contains H200 and XH200 contains H200: whole words only, so neither is an H200."""
+    assert match_datasheet("NVIDIA GH200 480GB").model.startswith("GH200")
+    assert match_datasheet("NVIDIA XH200") is None
+    assert match_datasheet("NVIDIA H2000") is None
+
+
+def test_fp32_roof_follows_tf32_setting() -> None:
+    plain = datasheet_peaks("NVIDIA H100 80GB HBM3", torch.float32, tf32=False)
+    tf32 = datasheet_peaks("NVIDIA H100 80GB HBM3", torch.float32, tf32=True)
+    assert (plain.peak_tflops, tf32.peak_tflops) == (67.0, 495.0)
+    assert plain.source.endswith("(fp32 without TF32)") and tf32.source.endswith("(fp32 via TF32 tensor cores)")
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert tf32_enabled()
+        assert datasheet_peaks("NVIDIA A100-SXM4-80GB", torch.float32).peak_tflops == 156.0
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    assert datasheet_peaks("NVIDIA A100-SXM4-80GB", torch.float32).peak_tflops == 19.5
+
+
+def test_matmul_precision_enables_tf32() -> None:
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        assert tf32_enabled()
+        torch.set_float32_matmul_precision("highest")
+        assert not tf32_enabled()
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def test_mig_slices_are_recognised(monkeypatch: pytest.MonkeyPatch) -> None:
+    sheet = match_datasheet("NVIDIA H100 80GB HBM3")
+    assert mig_reason("NVIDIA H100 80GB HBM3 MIG 1g.10gb", 132, sheet).startswith("MIG slice")
+    assert "16 of the H100 SXM's 132 SMs" in mig_reason("NVIDIA H100 80GB HBM3", 16, sheet)
+    assert mig_reason("NVIDIA H100 80GB HBM3", 132, sheet) is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-4f0c2b43-1234")
+    assert "MIG" in mig_reason("NVIDIA H100 80GB HBM3", 132, sheet)
+
+
+def fake_cuda(monkeypatch: pytest.MonkeyPatch, name: str, multiprocessors: int) -> list[torch.dtype]:
+    """CUDA answers for one device; measured_peaks records the dtypes it was asked to measure."""
+    measured: list[torch.dtype] = []
+
+    def measure(device: torch.device, dtype: torch.dtype) -> DevicePeaks:
+        measured.append(dtype)
+        return DevicePeaks(100.0, 1000.0, "measured (mock)")
+
+    monkeypatch.setattr(hardware, "device_name", lambda device: name)
+    props = types.SimpleNamespace(multi_processor_count=multiprocessors)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    monkeypatch.setattr(hardware, "measured_peaks", measure)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return measured
+
+
+def test_known_whole_gpu_uses_the_datasheet(monkeypatch: pytest.MonkeyPatch) -> None:
+    measured = fake_cuda(monkeypatch, "NVIDIA H200", 132)
+    assert device_peaks(torch.device("cuda"), torch.bfloat16).source == "datasheet:H200 SXM"
+    assert measured == []
+
+
+def test_mig_slice_is_measured_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    measured = fake_cuda(monkeypatch, "NVIDIA H100 80GB HBM3 MIG 3g.40gb", 60)
+    peaks = device_peaks(torch.device("cuda"), torch.bfloat16)
+    assert peaks.peak_tflops == 100.0 and measured == [torch.bfloat16]
+    assert peaks.source.startswith("measured (mock); MIG slice")
+
+
+def test_unknown_gpu_is_measured_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_cuda(monkeypatch, "NVIDIA H20", 78)
+    assert (
+        device_peaks(torch.device("cuda"), torch.float16).source
+        == "measured (mock); no datasheet entry for 'NVIDIA H20'"
+    )
+
+
+def test_copy_is_far_larger_than_l2_but_fits() -> None:
+    assert cuda_copy_bytes(l2_bytes=50 * 2**20, free_bytes=80 * 2**30) == 1 << 30  # 1 GiB ≥ 16 × 50 MiB
+    assert cuda_copy_bytes(l2_bytes=126 * 2**20, free_bytes=180 * 2**30) == 16 * 126 * 2**20
+    assert cuda_copy_bytes(l2_bytes=50 * 2**20, free_bytes=2 * 2**30) == 2**28  # two buffers ≤ ¼ of free memory
+
+
+def test_cpu_peaks_are_measured() -> None:
+    hardware.measured_peaks.cache_clear()
+    peaks = device_peaks(torch.device("cpu"), torch.float32)
+    assert peaks.source == "measured" and peaks.peak_tflops > 0 and peaks.peak_gbps > 0
+
+
+@pytest.mark.cuda
+def test_real_device_peaks_are_labelled_and_bounded() -> None:
+    device = torch.device("cuda")
+    peaks = device_peaks(device, torch.bfloat16)
+    sheet = match_datasheet(torch.cuda.get_device_name(device))
+    if sheet is not None and peaks.source.startswith("datasheet"):
+        measured = hardware.measured_peaks(device, torch.bfloat16)
+        assert measured.peak_tflops <= 1.05 * sheet.tensor_tflops
+        assert measured.peak_gbps <= 1.05 * sheet.memory_tbps * 1e3
+    else:
+        assert peaks.source.startswith("measured (CUDA events")
