@@ -104,6 +104,9 @@ def run(
     """Measure every implementation on every case of the scenario files."""
     with user_errors():
         added = [name for path in plugin or [] for name in plugins.load_plugin(path)]
+        if baseline not in available_implementations():
+            known = ", ".join(sorted(available_implementations()))
+            raise InputError(f"--baseline: unknown implementation {baseline!r}; known: {known}")
         loaded = [config_mod.load_config(path) for path in configs] if configs else [config_mod.load_default_config()]
         loaded = [
             config_mod.with_overrides(

@@ -70,7 +70,7 @@ def _row_cells(row: pd.Series, with_compile: bool) -> list[str]:
         case_label(row), str(row["impl"]),
         f"{format_number(row['latency_ms'], '.3f')} ({format_number(iqr, '.3f')})" if ok else "-",
         speedup_text(row), human_bytes(row.get("peak_memory_bytes")) if ok else "-",
-        format_number(row.get("arithmetic_intensity"), ".1f"),
+        human_count(row.get("flops")), human_bytes(row.get("bytes_moved")), format_number(row.get("arithmetic_intensity"), ".1f"),
         format_number(row.get("achieved_tflops"), ".3f"), format_number(row.get("roofline_efficiency"), ".1%"),
         format_number(row.get("max_rel_err"), ".1e"),
     ]  # fmt: skip
@@ -87,7 +87,7 @@ def results_table(rows: pd.DataFrame, baseline: str = DEFAULT_BASELINE, title: s
     frame = speedup_rows(rows, baseline)
     with_compile = "compile_time_s" in frame and bool(frame["compile_time_s"].notna().any())
     headers = ["case", "impl", "median ms (IQR)", f"speedup vs {baseline}", label("peak_memory_bytes"),
-               label("arithmetic_intensity"), label("achieved_tflops"),
+               label("flops"), label("bytes_moved"), label("arithmetic_intensity"), label("achieved_tflops"),
                label("roofline_efficiency"), label("max_rel_err")]  # fmt: skip
     headers += ["compile s"] if with_compile else []
     headers.append("status")

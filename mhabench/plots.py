@@ -120,10 +120,12 @@ def _figure(width_in: float = 6.4, height_in: float = 4.2, columns: int = 1) -> 
 
 def _series_plot(
     rows: pd.DataFrame, x: str, metrics: Sequence[tuple[str, str, Callable[[pd.Series], pd.Series]]],
-    styles: dict[str, tuple[str, str]],
+    styles: dict[str, tuple[str, str]], follows_x: Sequence[str] = (),
 ) -> Figure | None:  # fmt: skip
-    """Lines of ``metrics`` against ``x``: colour per impl, line style per group of the other shape fields."""
-    others = fields_present(rows, exclude=(x,))
+    """Lines of ``metrics`` against ``x``: colour per impl, line style per group of the other shape fields.
+
+    ``follows_x``: fields that change with ``x`` by construction (kv_heads = heads in plain MHA)."""
+    others = fields_present(rows, exclude=(x, *follows_x))
     groups = [(key, g) for key, g in rows.groupby(["impl", *others], sort=False, dropna=False) if g[x].nunique() >= 2]
     if not groups:
         return None
@@ -187,7 +189,8 @@ def vs_heads(rows: pd.DataFrame, styles: dict[str, tuple[str, str]]) -> Plot:
         ("latency", "median latency (ms)", lambda g: g["latency_ms"]),
         ("memory", "peak memory (MiB)", lambda g: g["peak_memory_bytes"].astype(float) / MIB),
     ]
-    fig = _series_plot(ok, "heads", metrics, styles)
+    plain_mha = "kv_heads" in ok and bool((ok["kv_heads"] == ok["heads"]).all())
+    fig = _series_plot(ok, "heads", metrics, styles, follows_x=("kv_heads",) if plain_mha else ())
     if fig is None:
         return Plot("vs_heads", title, None, "heads do not vary at a fixed d_model in this run")
     _titled(fig, title, constant_label(ok, ("heads", "head_dim")))

@@ -249,8 +249,8 @@ def _clean(value: Any) -> Any:
     """NaN/None from pandas become None; numpy scalars become Python ones."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
-    if isinstance(value, np.ndarray | list):
-        return tuple(float(v) for v in value)
+    if isinstance(value, np.ndarray | list | tuple):
+        return tuple(float(v) for v in value) or None  # no samples is no latency group
     return value.item() if isinstance(value, np.generic) else value
 
 

@@ -195,6 +195,16 @@ def test_within_run_command_and_output(tmp_path: Path) -> None:
     assert "★" in (tmp_path / "s.md").read_text()
 
 
+def test_within_run_baseline_is_a_setting(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "one", [row("naive", samples(10, 0.01)), row("fused", samples(4, 0.01))])
+    rows = compare.speedups(load_run(run), "fused").rows.set_index("impl")
+    assert rows.loc["naive", "speedup"] == pytest.approx(0.4, rel=0.03)
+    assert rows.loc["fused", "speedup"] == pytest.approx(1.0)
+    result = cli.invoke(app, ["compare", str(run), "--baseline", "fused"])
+    assert result.exit_code == 0, result.output
+    assert "speedup vs fused" in result.stdout and "speedup vs naive" not in result.stdout
+
+
 def bad_input_cases(tmp_path: Path) -> list[list[str]]:
     base, _ = two_runs(tmp_path, factor=1.0, spread=0.01)
     other = write_run(tmp_path, "other", [row("fused", samples(10, 0.01), seq_len=4096)])

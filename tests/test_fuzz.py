@@ -180,7 +180,6 @@ CLI_FIXES = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason=CLI_FIXES)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(near_valid() | st.dictionaries(KEYS, VALUES, max_size=4) | alias_bombs() | damaged_text())
 @example({"scenarios": [{"seq_len": "[/b]", "d_model": 16, "heads": 2}]})
@@ -206,7 +205,6 @@ TOKENS = st.sampled_from(
 )  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason=CLI_FIXES)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(["run", "list", "compare", "report", "--version", "nope"]), st.lists(TOKENS, max_size=5))
 @example("run", ["--bogus"])

@@ -100,7 +100,9 @@ def test_grouped_query_weights_match_reference(name: str, causal: bool, kv_heads
     assert rel < FP32_TOL
 
 
-@pytest.mark.parametrize(("name", "grouped"), [("naive", True), ("per_head", True), ("fused", True), ("torch_mha", False)])
+@pytest.mark.parametrize(
+    ("name", "grouped"), [("naive", True), ("per_head", True), ("fused", True), ("torch_mha", False)]
+)
 def test_grouped_query_support_is_a_registry_capability(name: str, grouped: bool) -> None:
     """nn.MultiheadAttention has no grouped K/V heads: the capability says so, and the reason names the shape."""
     capabilities = get_spec(name).capabilities

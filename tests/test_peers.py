@@ -23,9 +23,9 @@ from mhabench import AttentionWeights, build, runner
 from mhabench.config import Case, TimingConfig, parse_config
 from mhabench.errors import UnsupportedError
 from mhabench.impls import core_implementations, get_spec
-from mhabench.measure import cost as cost_model
 from mhabench.measure.timing import measure_latency
 from mhabench.reference import TOLERANCE, numerical_error, reference_attention
+from mhabench.schema import Dispatch
 
 SDPA = ["sdpa_math", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn"]
 PEERS = [*SDPA, "compiled", "flex"]
@@ -115,10 +115,10 @@ def compiled_case() -> dict[str, object]:
     weights, x = inputs(1, 16, 32, True)
     module = build("compiled", weights, 2, True)
     graphs_before = counters["stats"]["unique_graphs"]
-    output, tracker, compile_time_s = runner.first_call(get_spec("compiled"), lambda: module(x), CPU)
+    output, checked = runner.checked_call(get_spec("compiled"), lambda: module(x), CPU)
     return {
-        "weights": weights, "x": x, "module": module, "output": output, "tracker": tracker,
-        "compile_time_s": compile_time_s, "graphs_compiled": counters["stats"]["unique_graphs"] - graphs_before,
+        "weights": weights, "x": x, "module": module, "output": output, "checked": checked,
+        "graphs_compiled": counters["stats"]["unique_graphs"] - graphs_before,
     }  # fmt: skip
 
 
@@ -131,9 +131,11 @@ def test_compiled_matches_naive_and_reference(compiled_case: dict) -> None:
 
 
 def test_first_call_compiles_once_and_timing_never_recompiles(compiled_case: dict) -> None:
+    checked = compiled_case["checked"]
     assert compiled_case["graphs_compiled"] == 1
-    assert compiled_case["compile_time_s"] > 0
-    assert compiled_case["tracker"] is None  # not under the dispatch tracker: it would bypass the graph
+    assert checked.compile_time_s > 0
+    # not under the dispatch tracker (it would bypass the graph): no CPU memory, no ops seen
+    assert checked.cpu_memory is None and checked.dispatch == Dispatch()
     module, x = compiled_case["module"], compiled_case["x"]
     graphs_before = counters["stats"]["unique_graphs"]
     with torch.inference_mode():

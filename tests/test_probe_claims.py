@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
-from mhabench.probe import claims, theory
+from mhabench.probe import claims, stats, theory
 from mhabench.probe.claims import FAIL, INFO, NO_GUARANTEE, PASS, UNTESTABLE
 from mhabench.probe.config import ProbeCase, WeightsFile
 from mhabench.probe.measure import CaseMeasurement
@@ -32,8 +33,19 @@ def test_jl_epsilon_inverts_the_bound_and_gives_up_below_24_ln_n() -> None:
 
 def test_softmax_entropy_and_where_it_applies() -> None:
     assert theory.softmax_entropy(128, 1.0) == pytest.approx(math.log(128) - 0.5)
-    assert theory.entropy_formula_applies(128, 1.0)  # (e − 1) / 128 ≈ 0.013
+    # (v·e^v − (e^v − 1)/2) / L at v = 1: (e − (e − 1)/2) / 128 ≈ 0.0145
+    assert theory.entropy_correction(128, 1.0) == pytest.approx((math.e - (math.e - 1) / 2) / 128)
+    assert theory.entropy_formula_applies(128, 1.0)
+    assert not theory.entropy_formula_applies(64, 1.0)  # 0.029 ≥ 0.025
     assert not theory.entropy_formula_applies(128, 16.0)  # unscaled d_k = 16: e^16 ≫ L
+
+
+def test_the_entropy_correction_matches_a_simulation() -> None:
+    """Rows of 128 i.i.d. N(0, 1) logits sit above ln L − ½ by about the predicted 1/L term, not below."""
+    logits = torch.randn(4000, 128, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    excess = stats.row_entropy(logits.softmax(dim=-1)).item() - theory.softmax_entropy(128, 1.0)
+    assert 0 < excess < theory.ENTROPY_CORRECTION_LIMIT
+    assert excess == pytest.approx(theory.entropy_correction(128, 1.0), rel=0.35)
 
 
 def _case(head_dim: int = 16, seq_len: int = 128, bias: bool = False, trained: bool = False) -> ProbeCase:

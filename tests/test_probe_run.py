@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import yaml
 from typer.testing import CliRunner
 
@@ -33,10 +34,12 @@ def _by_claim(records: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
 
 def test_a_run_writes_probes_claims_and_a_manifest(tmp_path: Path) -> None:
     config = parse_probe_config({"name": "tiny", "scenarios": [TINY]}, "tiny.yaml")
+    threads = torch.get_num_threads()
     result = run_config(config, tmp_path, argv=["mhabench", "probe", "tiny.yaml"])
     assert {p.name for p in result.run_dir.iterdir()} == {"probes.csv", "claims.csv", "manifest.json"}
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert (manifest["kind"], manifest["status"], manifest["cases"]) == ("probe", "complete", 2)
+    assert manifest["environment"]["threads"] == 1 and torch.get_num_threads() == threads  # restored afterwards
     probes = _read(result.run_dir / "probes.csv")
     assert list(probes[0]) == PROBE_COLUMNS
     # per head: var_q, var_k, var_scores, var_scores_scaled; per layer: max_rel_err and three parameter counts

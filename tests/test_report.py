@@ -71,6 +71,15 @@ def test_plots_the_data_cannot_support_are_skipped_with_a_reason(tmp_path: Path)
     assert "heads do not vary" in page
 
 
+def test_report_baseline_is_a_setting(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, "b", [row("naive", samples(10, 0.01)), row("fused", samples(4, 0.01))])
+    result = cli.invoke(app, ["report", str(run_dir), "--format", "md", "--baseline", "fused"])
+    assert result.exit_code == 0, result.output
+    markdown = (run_dir / "report.md").read_text()
+    assert "speedup vs fused" in markdown and "speedup vs naive" not in markdown
+    assert "0.40×" in markdown  # naive against fused
+
+
 def test_report_bad_input_exits_2(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path, "r", [row("fused", samples(4, 0.01))])
     for args in (["report", str(run_dir), "--format", "pdf"], ["report", str(tmp_path / "missing")]):

@@ -42,7 +42,9 @@ def write_run(
     for r in rows:
         writer.append(r)
     writer.close()
-    writer.write_manifest(manifest or {"run_id": writer.run_id, "status": "complete", "roofline": {"float32": {"source": "x"}}})
+    writer.write_manifest(
+        manifest or {"run_id": writer.run_id, "status": "complete", "roofline": {"float32": {"source": "x"}}}
+    )
     return writer.run_dir
 
 

@@ -16,10 +16,10 @@ from conftest import CORE_IMPLEMENTATIONS
 
 from mhabench import runner
 from mhabench.config import RunConfig, parse_config
+from mhabench.errors import UnsupportedError
 from mhabench.measure.hardware import DevicePeaks
 from mhabench.reference import TOLERANCE, reference_attention
 from mhabench.results import load_run, rows_frame
-from mhabench.errors import UnsupportedError
 from mhabench.schema import COLUMNS, CaseIdentity, Outcome, ResultRow
 
 
@@ -255,7 +255,10 @@ def test_a_case_outside_the_capabilities_is_an_unsupported_row(
     ("exc", "outcome"),
     [
         (ValueError("first\nsecond"), Outcome("error", "ValueError: first")),
-        (torch.OutOfMemoryError("CUDA out of memory. Tried"), Outcome("oom", "OutOfMemoryError: CUDA out of memory. Tried")),
+        (
+            torch.OutOfMemoryError("CUDA out of memory. Tried"),
+            Outcome("oom", "OutOfMemoryError: CUDA out of memory. Tried"),
+        ),
         (UnsupportedError("no flash kernel for d_k 3\ndetail"), Outcome("unsupported", "no flash kernel for d_k 3")),
         (KeyError(), Outcome("error", "KeyError")),
     ],

@@ -25,7 +25,7 @@ def test_every_column_has_a_unit_role_and_description() -> None:
 
 def test_columns_and_key_are_derived_from_the_fields() -> None:
     fields = [f.name for _, group in schema.GROUPS for f in dataclasses.fields(group)]
-    assert schema.COLUMNS == [name for name in fields if name != schema.SAMPLES_COLUMN]
+    assert [name for name in fields if name != schema.SAMPLES_COLUMN] == schema.COLUMNS
     assert len(set(fields)) == len(fields), "a column name is defined twice"
     assert schema.CASE_KEY[:3] == ["impl", "device", "dtype"]
     assert {"seq_len", "heads", "kv_heads", "mode", "phase", "causal", "bias"} <= set(schema.CASE_KEY)

@@ -22,8 +22,8 @@ from mhabench.probe.measure import TOP_K_SHARE, CaseMeasurement
 PASS, FAIL, NO_GUARANTEE, INFO, UNTESTABLE = "PASS", "FAIL", "NO-GUARANTEE", "INFO", "UNTESTABLE"
 VARIANCE_TOLERANCE = 0.10
 """Relative: Var(q·k) may differ from d_k·σ_q²·σ_k² by 10 % (estimation noise over L² correlated pairs)."""
-ENTROPY_TOLERANCE_NATS = 0.05
-"""Absolute: the finite-L correction to ln L − v/2 is about (e^v − 1)/(2L) ≤ 0.05 where the formula applies."""
+ENTROPY_TOLERANCE_NATS = 2 * theory.ENTROPY_CORRECTION_LIMIT
+"""Absolute: where ln L − v/2 applies its finite-L correction is below half of this; the rest is sampling noise."""
 TREND_TOLERANCE = 0.02
 """Absolute, on a share or a probability: "flat" moves less than this; "rises" never falls by more and gains more."""
 EQUIVALENCE_TOLERANCE = 1e-10
@@ -66,7 +66,7 @@ def _premise_note(case: ProbeCase, needs: str, zero_mean: bool = False) -> str |
     if case.trained:
         return f"trained weights: {needs} does not hold"
     if zero_mean and case.bias:
-        return "bias gives q and k a nonzero mean"
+        return "bias gives q and k nonzero means"
     return None
 
 
@@ -104,11 +104,10 @@ def saturation(m: CaseMeasurement) -> list[ClaimRow]:
         measured, sd = _mean_sd(m.values(variant, "entropy"))
         row_max, dead = (float(m.values(variant, s).mean()) for s in ("row_max", "dead_gradient_share"))
         note = f"Var(logits) = {v:.3g}; row max {row_max:.3f}; dead-gradient share {dead:.3f}"
-        premise = _premise_note(c, "i.i.d. Gaussian logits")
+        premise = _premise_note(c, "i.i.d. Gaussian logits", zero_mean=True)
         if premise is None and not theory.entropy_formula_applies(c.seq_len, v):
-            premise = (
-                f"(e^Var − 1)/L = {math.expm1(min(v, 700)) / c.seq_len:.3g} ≥ 0.1: the row sum does not concentrate"
-            )
+            correction = theory.entropy_correction(c.seq_len, v)
+            premise = f"finite-L correction {correction:.3g} nats ≥ {theory.ENTROPY_CORRECTION_LIMIT}: L ≪ e^Var fails"
         label = "scaled" if variant == "standard" else "unscaled"
         text = f"{label} softmax row entropy = ln L − Var(logits)/2" + (" ≈ ln L − ½" if variant == "standard" else "")
         row = ClaimRow(f"entropy_{label}", text, SCALE, c.case_id, expected, measured, sd, "±0.05 nats", "", note)
@@ -321,7 +320,7 @@ def trend_claims(measurements: list[CaseMeasurement]) -> list[ClaimRow]:
             row = ClaimRow(f"trend_{variant}_{statistic}", what, SCALE, label, shape, measured, None,
                            f"±{TREND_TOLERANCE}", "", "Jacobian norm ‖diag p − p pᵀ‖_F < 0.01 counts as dead"
                            if statistic == "dead_gradient_share" else "")  # fmt: skip
-            premise = _premise_note(first, "i.i.d. Gaussian logits")
+            premise = _premise_note(first, "i.i.d. Gaussian logits", zero_mean=True)
             if premise is None and len(set(widths)) < 2:
                 premise = "needs at least two head widths in the sweep"
             rows.append(_checked(row, _trend_verdict(series, shape), premise))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -36,7 +36,7 @@ class WeightsFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: Path
-    layers: list[int] | None = Field(None, description="layer indices; default: every layer in the file")
+    layers: list[Annotated[int, Field(ge=0)]] | None = Field(None, description="layer indices; default: all")
     qkv: str = "h.{layer}.attn.c_attn.weight"
     qkv_bias: str | None = "h.{layer}.attn.c_attn.bias"
     out: str = "h.{layer}.attn.c_proj.weight"

@@ -111,31 +111,31 @@ def load_pretrained(spec: WeightsFile) -> PretrainedFile:
     return PretrainedFile(spec, tensors, layers)
 
 
-def _layer_weights(file: PretrainedFile, layer: int, d_model: int) -> AttentionWeights:
-    """Split the packed (D, 3·D) matrix into W_Q, W_K, W_V; shapes must match the scenario's d_model."""
-    expected = {
-        "qkv": (d_model, 3 * d_model),
-        "out": (d_model, d_model),
-        "qkv_bias": (3 * d_model,),
-        "out_bias": (d_model,),
-    }
-    for field, shape in expected.items():
-        tensor = file.get(getattr(file.spec, field), layer)
+def _check_shapes(file: PretrainedFile, layer: int, d_model: int) -> None:
+    """Every tensor of a layer in the ``x @ w`` layout at the scenario's d_model, or one line naming it."""
+    spec, norm = file.spec, [(f"{file.spec.norm}.{part}", (d_model,)) for part in ("weight", "bias")]
+    expected = [("qkv", spec.qkv, (d_model, 3 * d_model)), ("out", spec.out, (d_model, d_model)),
+                ("qkv_bias", spec.qkv_bias, (3 * d_model,)), ("out_bias", spec.out_bias, (d_model,))]  # fmt: skip
+    expected += [("norm", key, shape) for key, shape in norm] if spec.norm else []
+    for field, template, shape in expected:
+        tensor = file.get(template, layer)
         if tensor is not None and tuple(tensor.shape) != shape:
-            key = getattr(file.spec, field).format(layer=layer)
-            raise ConfigError(
-                f"weights.{field}: {key} is {tuple(tensor.shape)}; d_model {d_model} needs {shape} (x @ w)"
-            )
-    qkv, out, qkv_bias = (file.get(file.spec.qkv, layer), file.get(file.spec.out, layer),
-                          file.get(file.spec.qkv_bias, layer))  # fmt: skip
+            key = template.format(layer=layer) if template else ""
+            raise ConfigError(f"weights.{field}: {key} is {tuple(tensor.shape)}; d_model {d_model} needs {shape}")
+
+
+def _layer_weights(file: PretrainedFile, layer: int, d_model: int) -> AttentionWeights:
+    """Split the packed (D, 3·D) matrix into W_Q, W_K, W_V (and its bias into b_Q, b_K, b_V)."""
+    _check_shapes(file, layer, d_model)
+    qkv, qkv_bias = file.tensors[file.spec.qkv.format(layer=layer)], file.get(file.spec.qkv_bias, layer)
     b_q, b_k, b_v = (None, None, None) if qkv_bias is None else qkv_bias.chunk(3)
+    out = file.tensors[file.spec.out.format(layer=layer)]
     return AttentionWeights(*qkv.chunk(3, dim=1), out, b_q, b_k, b_v, file.get(file.spec.out_bias, layer))
 
 
 def pretrained_source(case: ProbeCase, file: PretrainedFile) -> ProbeSource:
     """Every layer of the file, and embeddings of random token ids as inputs."""
-    embeddings, positions = file.get(file.spec.embeddings), file.get(file.spec.positions)
-    assert embeddings is not None
+    embeddings, positions = file.tensors[file.spec.embeddings], file.get(file.spec.positions)
     if embeddings.shape[-1] != case.d_model:
         raise ConfigError(f"d_model: {case.d_model} does not match the file's embedding width {embeddings.shape[-1]}")
     if positions is not None and case.seq_len > positions.shape[0]:

@@ -57,8 +57,8 @@ def _project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, heads: in
 
 
 @dataclasses.dataclass(frozen=True)
-class Head:
-    """One draw ``x`` (b, n, D) through one layer's weights, split into heads: (b, h, n, ·)."""
+class LayerDraw:
+    """One draw ``x`` (b, n, D) through one layer's projections, split into heads: (b, h, n, ·)."""
 
     x: torch.Tensor
     weights: AttentionWeights
@@ -69,7 +69,7 @@ class Head:
     """S = Q Kᵀ, unscaled."""
 
     @classmethod
-    def of(cls, x: torch.Tensor, w: AttentionWeights, heads: int) -> Head:
+    def of(cls, x: torch.Tensor, w: AttentionWeights, heads: int) -> LayerDraw:
         kv_heads = w.kv_dim // (w.d_model // heads)
         q = _project(x, w.w_q, w.b_q, heads)
         k, v = (repeat_kv(_project(x, m, b, kv_heads), heads // kv_heads) for m, b in ((w.w_k, w.b_k), (w.w_v, w.b_v)))
@@ -85,7 +85,7 @@ class Head:
         return self.scaled.softmax(dim=-1)
 
 
-def _variance(h: Head) -> dict[Key, torch.Tensor]:
+def _variance(h: LayerDraw) -> dict[Key, torch.Tensor]:
     return {
         ("standard", "var_q"): stats.entry_variance(h.q),
         ("standard", "var_k"): stats.entry_variance(h.k),
@@ -94,7 +94,7 @@ def _variance(h: Head) -> dict[Key, torch.Tensor]:
     }
 
 
-def _saturation(h: Head) -> dict[Key, torch.Tensor]:
+def _saturation(h: LayerDraw) -> dict[Key, torch.Tensor]:
     """Scaled and unscaled softmax of the same scores, plus the logit variances the entropy theory needs."""
     values = _variance(h)
     for variant, probs in (("standard", h.probs), ("unscaled", h.scores.softmax(dim=-1))):
@@ -104,14 +104,14 @@ def _saturation(h: Head) -> dict[Key, torch.Tensor]:
     return values
 
 
-def _rank(h: Head) -> dict[Key, torch.Tensor]:
+def _rank(h: LayerDraw) -> dict[Key, torch.Tensor]:
     return {
         ("standard", "rank_scores"): stats.score_rank(h.scores),
         ("standard", "effective_rank_probs"): stats.effective_rank(h.probs),
     }
 
 
-def _diagonal(h: Head) -> dict[Key, torch.Tensor]:
+def _diagonal(h: LayerDraw) -> dict[Key, torch.Tensor]:
     """Separate W_Q, W_K (``standard``) against W_K := W_Q (``shared_qk``, S = Q Qᵀ)."""
     shared = h.q @ h.q.transpose(-2, -1)
     values = {("shared_qk", "cauchy_schwarz_violations"): stats.cauchy_schwarz_violations(shared)}
@@ -122,7 +122,7 @@ def _diagonal(h: Head) -> dict[Key, torch.Tensor]:
     return values
 
 
-def _jl(h: Head) -> dict[Key, torch.Tensor]:
+def _jl(h: LayerDraw) -> dict[Key, torch.Tensor]:
     """Each head's query map f(u) = u·W_Q^h, scaled by √(D / ‖W_Q^h‖²_F) so a random direction keeps its length.
 
     For entries N(0, 1/D) that is ≈ √(D/d_k): the Gaussian map with N(0, 1/d_k) entries of the lemma.
@@ -135,7 +135,7 @@ def _jl(h: Head) -> dict[Key, torch.Tensor]:
     return {("standard", "jl_distortion"): stats.jl_distortion(points, projected)}
 
 
-def _trained(h: Head) -> dict[Key, torch.Tensor]:
+def _trained(h: LayerDraw) -> dict[Key, torch.Tensor]:
     probs = h.probs
     return {
         ("standard", "top_k_mass"): stats.top_k_mass(probs, max(1, probs.shape[-1] // TOP_K_SHARE)),
@@ -144,7 +144,7 @@ def _trained(h: Head) -> dict[Key, torch.Tensor]:
     }
 
 
-HEAD_GROUPS: dict[str, Callable[[Head], dict[Key, torch.Tensor]]] = {
+HEAD_GROUPS: dict[str, Callable[[LayerDraw], dict[Key, torch.Tensor]]] = {
     "var_qk": _variance,
     "saturation": _saturation,
     "rank": _rank,
@@ -157,7 +157,7 @@ HEAD_GROUPS: dict[str, Callable[[Head], dict[Key, torch.Tensor]]] = {
 
 def head_statistics(x: torch.Tensor, w: AttentionWeights, heads: int, groups: Sequence[str]) -> dict[Key, torch.Tensor]:
     """The per-head statistics ``groups`` need on one draw ``x`` (b, n, D), each averaged over the batch: (heads,)."""
-    head = Head.of(x, w, heads)
+    head = LayerDraw.of(x, w, heads)
     values: dict[Key, torch.Tensor] = {}
     for group in groups:
         if group in HEAD_GROUPS:

@@ -1,0 +1,103 @@
+"""``python3 -m mhabench.gpu_check`` on a machine without CUDA: one SKIP line per check, exit 0, the JSON
+written; and ``make gpu-check`` doing the same through its --no-index --no-deps install."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from mhabench import gpu_check
+
+ROOT = Path(__file__).resolve().parent.parent
+needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the path taken without CUDA")
+REQUIRED = {
+    "datasheet", "event_vs_host", "l2_effect", "peak_memory", "sdpa_backends", "no_kernel_unsupported",
+    "end_to_end", "compiled_flex", "oom_then_runs", "reference_cost", "fused_throughput", "do_bench", "pytest_cuda",
+}  # fmt: skip
+
+
+def test_every_check_the_issue_asks_for_exists_and_says_what_it_asserts() -> None:
+    assert set(gpu_check.CHECKS) >= REQUIRED
+    assert "output" not in gpu_check.CHECKS  # imported check_* helpers are not checks
+    assert all((check.__doc__ or "").strip() for check in gpu_check.CHECKS.values())
+
+
+def assert_skip_report(stdout: str, out: Path) -> None:
+    lines = [
+        line for line in stdout.splitlines() if line.startswith(("SKIP", "PASS", "FAIL")) or "checks failed" in line
+    ]
+    names = list(gpu_check.CHECKS)
+    assert [line.split(":")[0] for line in lines[:-1]] == [f"SKIP {name}" for name in names]
+    assert all("no CUDA device (torch " in line for line in lines[:-1])
+    assert lines[-1].startswith(f"0 of {len(names)} checks failed")
+    report = json.loads((out / "gpu_check.json").read_text(encoding="utf-8"))
+    assert [check["status"] for check in report["checks"]] == ["SKIP"] * len(names)
+    assert report["environment"]["device"] == "cpu"
+
+
+@needs_no_cuda
+def test_without_cuda_every_check_skips_and_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert gpu_check.main(["--out", str(tmp_path / "out")]) == 0
+    assert_skip_report(capsys.readouterr().out, tmp_path / "out")
+
+
+@needs_no_cuda
+def test_module_entry_point(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "mhabench.gpu_check", "--out", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert_skip_report(done.stdout, tmp_path)
+
+
+@needs_no_cuda
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_gpu_check_installs_without_an_index_and_skips(tmp_path: Path) -> None:
+    """The venv's python stands in for the GPU machine's python3; no wheels folder, so only the project."""
+    variables = [f"GPU_PYTHON={sys.executable}", f"GPU_SITE={tmp_path / 'site'}", f"GPU_CHECK_OUT={tmp_path / 'out'}",
+                 f"WHEELS={tmp_path / 'no-wheels'}"]  # fmt: skip
+    done = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "gpu-check", *variables],
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "site" / "mhabench" / "gpu_check.py").is_file()
+    assert_skip_report(
+        "\n".join(line for line in done.stdout.splitlines() if not line.startswith(("PYTHONPATH", sys.executable))),
+        tmp_path / "out",
+    )
+
+
+def test_summary_is_one_bounded_line() -> None:
+    line = gpu_check.summary({"ms": 1.234567, "name": "H100", "nested": {"hidden": 1}, "n": 3})
+    assert line == "ms=1.235, name=H100, n=3"
+    assert len(gpu_check.summary({"long": "x" * 1000})) == gpu_check.LINE_CHARS
+
+
+def test_status_counts_allow_only_capability_reasons() -> None:
+    def row(impl: str, status: str, error: str = "") -> dict[str, str]:
+        return {"case_id": "c", "impl": impl, "status": status, "error": error}
+
+    rows = [
+        row("fused", "ok"),
+        row("torch_mha", "unsupported", "torch_mha: no grouped K/V heads (kv_heads 2 < heads 8)"),
+        row("sdpa_flash", "unsupported", "torch 2.11 has no FLASH_ATTENTION SDPA kernel for cuda/float32"),
+        row("flex", "unsupported", "torch.compile (inductor) failed on cuda: boom"),
+        row("naive", "mismatch", "x"),
+    ]
+    counts = gpu_check._status_counts(rows)
+    assert (counts["rows"], counts["ok"], counts["unsupported"], counts["mismatch"]) == (5, 1, 3, 1)
+    assert [text.split(":")[0] for text in counts["unexpected"]] == ["c flex", "c naive"]
+
+
+def test_a_check_that_raises_is_a_fail_line(capsys: pytest.CaptureFixture[str]) -> None:
+    def check_broken(ctx: gpu_check.Context) -> gpu_check.Verdict:
+        """Raises."""
+        raise RuntimeError("CUDA error: an illegal memory access was encountered\nmore")
+
+    result = gpu_check.run_check("broken", check_broken, gpu_check.Context(torch.device("cpu"), Path("."), Path(".")))
+    assert result["status"] == "FAIL" and result["asserts"] == "Raises."
+    assert capsys.readouterr().out.startswith("FAIL broken: exception=RuntimeError: CUDA error: an illegal memory")

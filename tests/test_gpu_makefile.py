@@ -1,0 +1,93 @@
+"""The Makefile's setup: the venv stamp follows the TORCH spec, no install failure is hidden, and a GPU that
+the venv's torch cannot use is reported in one line. Runs make against a throwaway VENV, never the real one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+
+
+def make(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    command = ["make", "--no-print-directory", "-C", str(ROOT), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, env=env)
+
+
+def stamp_for(venv: Path, torch_spec: str) -> Path:
+    """The stamp ``make setup`` would touch for this spec (read off its dry run)."""
+    recipe = make("-n", "setup", f"VENV={venv}", f"TORCH={torch_spec}").stdout
+    touched = [line.split()[-1] for line in recipe.splitlines() if line.startswith("touch ")]
+    return Path(touched[-1])
+
+
+def test_the_stamp_depends_on_the_torch_spec(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    cpu, cuda = stamp_for(venv, "torch==2.13.0"), stamp_for(venv, "torch>=2.4,<=2.14.1")
+    assert cpu != cuda and cpu.parent == cuda.parent == venv
+    venv.mkdir()
+    cpu.touch()
+    assert make("-q", "setup", f"VENV={venv}", "TORCH=torch==2.13.0").returncode == 0  # up to date
+    assert make("-q", "setup", f"VENV={venv}", "TORCH=torch>=2.4,<=2.14.1").returncode == 1  # must reinstall
+
+
+def test_installs_are_not_hidden_behind_a_fallback(tmp_path: Path) -> None:
+    recipe = make("-n", "setup", f"VENV={tmp_path / 'venv'}", "TORCH=torch>=2.4,<=2.14.1").stdout
+    installs = [line for line in recipe.splitlines() if "pip install" in line]
+    assert any('--upgrade "torch>=2.4,<=2.14.1"' in line for line in installs)
+    assert not any("||" in line for line in installs)
+
+
+def fake_tools(tmp_path: Path, gpu: bool, torch_has_cuda: bool) -> tuple[Path, dict[str, str]]:
+    """A VENV whose python answers like a CPU or CUDA torch, and an nvidia-smi that sees a GPU or none."""
+    tools, venv = tmp_path / "tools", tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    tools.mkdir()
+    scripts = {
+        venv
+        / "bin"
+        / "python": f'case "$*" in *is_available*) exit {0 if torch_has_cuda else 1};; esac\necho 2.13.0+cpu',
+        tools / "nvidia-smi": "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1234)'" if gpu else "exit 9",
+    }
+    for path, body in scripts.items():
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return venv, {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize(
+    ("gpu", "torch_has_cuda", "warns"), [(True, False, True), (True, True, False), (False, False, False)]
+)
+def test_one_line_when_a_gpu_is_there_but_torch_cannot_use_it(
+    tmp_path: Path, gpu: bool, torch_has_cuda: bool, warns: bool
+) -> None:
+    venv, env = fake_tools(tmp_path, gpu, torch_has_cuda)
+    done = make("cuda-warning", f"VENV={venv}", env=env)
+    assert done.returncode == 0
+    lines = done.stdout.strip().splitlines()
+    if warns:
+        assert len(lines) == 1 and lines[0].startswith("warning: nvidia-smi sees a GPU but")
+        assert "2.13.0+cpu" in lines[0] and "TORCH='torch>=2.4,<=2.14.1'" in lines[0]
+    else:
+        assert lines == []
+
+
+def test_gpu_check_never_reaches_an_index(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "pydantic-2.0-py3-none-any.whl").touch()
+    recipe = make("-n", "gpu-check", f"WHEELS={wheels}").stdout
+    installs = [line for line in recipe.splitlines() if "pip install" in line]
+    assert len(installs) == 2 and all("--no-index --no-deps" in line and "--target" in line for line in installs)
+    assert "-m mhabench.gpu_check --out gpu-check" in recipe
+
+
+def test_wheels_and_check_output_are_not_committed() -> None:
+    ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert "wheels/" in ignored and "gpu-check/" in ignored
