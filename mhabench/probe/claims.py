@@ -241,28 +241,31 @@ def equivalence(m: CaseMeasurement) -> list[ClaimRow]:
     ]  # fmt: skip
 
 
+TRAINED_CLAIMS = [
+    ("sparsity", "attention is sparse: each token attends to very few others", SPARSE, "top_k_mass"),
+    ("self_attention", "a single head tends to attend to its own token", SPARSE, "self_attention_ratio"),
+    ("head_redundancy", "most heads are redundant and can be pruned", PRUNE, "masked_head_change"),
+]
+"""Claims only trained weights can answer: INFO per case on a weights file, UNTESTABLE once per scenario otherwise."""
+
+
 def trained(m: CaseMeasurement) -> list[ClaimRow]:
-    """Sparsity, self-attention and head redundancy: INFO on trained weights, UNTESTABLE on random ones."""
+    """Sparsity, self-attention and head redundancy of trained weights (none for random ones: see scenario_claims)."""
     c = m.case
+    if not c.trained:
+        return []
     k = max(1, c.seq_len // TOP_K_SHARE)
-    claims = [
-        ("sparsity", "attention is sparse: each token attends to very few others", SPARSE, "top_k_mass",
-         f"mass on the top {k} of {c.seq_len} keys (uniform {k / c.seq_len:.3f})"),
-        ("self_attention", "a single head tends to attend to its own token", SPARSE, "self_attention_ratio",
-         "P_ii × L (uniform = 1)"),
-        ("head_redundancy", "most heads are redundant and can be pruned", PRUNE, "masked_head_change",
-         "‖y − y without head h‖ / ‖y‖ per head"),
-    ]  # fmt: skip
+    notes = {
+        "top_k_mass": f"mass on the top {k} of {c.seq_len} keys (uniform {k / c.seq_len:.3f})",
+        "self_attention_ratio": "P_ii × L (uniform = 1)",
+        "masked_head_change": "‖y − y without head h‖ / ‖y‖ per head",
+    }
     rows = []
-    for name, text, source, statistic, note in claims:
-        if not c.trained:
-            why = "random weights say nothing about what training learns; give weights: a .safetensors file"
-            rows.append(ClaimRow(name, text, source, c.case_id, None, None, None, "—", UNTESTABLE, why))
-            continue
+    for name, text, source, statistic in TRAINED_CLAIMS:
         values = m.values("standard", statistic)
-        measured, sd = _mean_sd(values)
-        spread = f"; heads range {values.mean(axis=-1).min():.3f} – {values.mean(axis=-1).max():.3f}"
-        rows.append(ClaimRow(name, text, source, c.case_id, None, measured, sd, "—", INFO, note + spread))
+        per_head = values.mean(axis=-1)
+        note = f"{notes[statistic]}; heads range {per_head.min():.3f} – {per_head.max():.3f}"
+        rows.append(ClaimRow(name, text, source, c.case_id, None, *_mean_sd(values), "—", INFO, note))
     return rows
 
 
@@ -296,6 +299,17 @@ def _trend_verdict(series: list[float], shape: str) -> bool:
         return max(series) - min(series) <= TREND_TOLERANCE
     steps_ok = all(b - a >= -TREND_TOLERANCE for a, b in itertools.pairwise(series))
     return steps_ok and series[-1] - series[0] > TREND_TOLERANCE
+
+
+def scenario_claims(measurements: list[CaseMeasurement]) -> list[ClaimRow]:
+    """The claims about a scenario as a whole: the saturation trends, and what its random weights cannot answer."""
+    random = [m.case for m in measurements if "trained" in m.case.claims and not m.case.trained]
+    why = "random weights say nothing about what training learns; give weights: a .safetensors file"
+    untestable = [
+        ClaimRow(name, text, source, random[0].scenario, None, None, None, "—", UNTESTABLE, why)
+        for name, text, source, _ in (TRAINED_CLAIMS if random else [])
+    ]
+    return trend_claims(measurements) + untestable
 
 
 def trend_claims(measurements: list[CaseMeasurement]) -> list[ClaimRow]:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from mhabench.environment import environment
-from mhabench.probe.claims import CLAIM_COLUMNS, ClaimRow, case_claims, run_claims, trend_claims
+from mhabench.probe.claims import CLAIM_COLUMNS, ClaimRow, case_claims, run_claims, scenario_claims
 from mhabench.probe.config import ProbeCase, ProbeConfig, expand
 from mhabench.probe.inputs import PretrainedFile, ProbeSource, source_for
 from mhabench.probe.measure import CaseMeasurement, measure_case
@@ -128,7 +128,7 @@ def _measure(scenarios: list[list[tuple[ProbeCase, ProbeSource]]], run_dir: Path
             measured.append(measure_case(case, source))
             _append_csv(run_dir / PROBES_NAME, PROBE_COLUMNS, probe_rows(measured[-1]))
             claims += case_claims(measured[-1])
-        claims += trend_claims(measured)
+        claims += scenario_claims(measured)
     return claims + run_claims()
 
 
