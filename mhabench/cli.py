@@ -233,7 +233,9 @@ def main() -> None:
 
 @app.command()
 def probe(
-    configs: Annotated[list[Path], typer.Argument(help="Probe files: scenarios with claims: (configs/claims.yaml).")],
+    configs: Annotated[
+        list[Path], typer.Argument(metavar="CONFIG...", help="Probe files with claims: (configs/claims.yaml).")
+    ],
     out: Annotated[Path, typer.Option("--out", help="Folder that receives <run_id>/.")] = Path("results"),
 ) -> None:
     """Measure the seeds' claims about attention itself (variance, saturation, rank, diagonal, JL), with verdicts."""

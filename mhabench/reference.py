@@ -109,8 +109,9 @@ def _rows_of(w: AttentionWeights, x: torch.Tensor, q_rows: torch.Tensor | None, 
     """Output rows ``q_rows`` (None: all) of every sequence in ``x`` (B, L, D), as (B, rows, D), in float64."""
     head_dim = w.d_model // heads
     kv_heads = w.kv_dim // head_dim
-    k = _project(x, w.w_k, w.b_k, kv_heads)
-    v = _project(x, w.w_v, w.b_v, kv_heads)
+    # contiguous once, so no block of the loop in _attend copies them again
+    k = _project(x, w.w_k, w.b_k, kv_heads).contiguous()
+    v = _project(x, w.w_v, w.b_v, kv_heads).contiguous()
     positions = torch.arange(x.shape[1], device=x.device) if q_rows is None else q_rows
     q = _project(x if q_rows is None else x[:, q_rows], w.w_q, w.b_q, heads)
     merged = _attend(q, k, v, positions, causal, scale, block_bytes).transpose(1, 2).flatten(2)

@@ -191,7 +191,7 @@ def _read_rows(run_dir: Path) -> pd.DataFrame:
         frame = _read(csv_path)
         frame[SAMPLES_COLUMN] = [samples.get(key) for key in zip(frame["case_id"], frame["impl"], strict=True)]
     assert frame is not None  # is_run_dir guarantees one of the two files
-    frame["error"] = frame["error"].fillna("").astype(str)
+    frame["error"] = frame["error"].astype(object).fillna("").astype(str)
     frame[SAMPLES_COLUMN] = frame[SAMPLES_COLUMN].apply(lambda v: [float(x) for x in v] if v is not None else [])
     return frame
 

@@ -72,8 +72,8 @@ def test_make_gpu_check_installs_without_an_index_and_skips(tmp_path: Path) -> N
 
 
 def test_summary_is_one_bounded_line() -> None:
-    line = gpu_check.summary({"ms": 1.234567, "name": "H100", "nested": {"hidden": 1}, "n": 3})
-    assert line == "ms=1.235, name=H100, n=3"
+    figures = {"ms": 1.234567, "name": "H100", "flat": {"a": 0.5, "b": 2}, "deep": {"x": {"hidden": 1}}, "n": 3}
+    assert gpu_check.summary(figures) == "ms=1.235, name=H100, flat={a: 0.5, b: 2}, n=3"
     assert len(gpu_check.summary({"long": "x" * 1000})) == gpu_check.LINE_CHARS
 
 
