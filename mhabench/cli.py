@@ -234,7 +234,7 @@ def main() -> None:
 @app.command()
 def probe(
     configs: Annotated[
-        list[Path], typer.Argument(metavar="CONFIG...", help="Probe files with claims: (configs/claims.yaml).")
+        list[Path], typer.Argument(metavar="CONFIG", help="Probe files with claims: (configs/claims.yaml).")
     ],
     out: Annotated[Path, typer.Option("--out", help="Folder that receives <run_id>/.")] = Path("results"),
 ) -> None:
