@@ -22,6 +22,7 @@ from mhabench.display import results_table
 from mhabench.errors import InputError
 from mhabench.markdown import md_cell
 from mhabench.plots import Plot, all_plots
+from mhabench.probe.report import claims_blocks
 from mhabench.results import Run
 from mhabench.speedup import DEFAULT_BASELINE
 from mhabench.table import TableModel, case_label, format_number
@@ -63,6 +64,7 @@ def build(run: Run, baseline: str = DEFAULT_BASELINE) -> list[Block]:
     rows = run.rows
     return [
         Heading(f"mhabench report: {run.run_id}", 1),
+        *claims_blocks(run.path),  # a run with mhabench probe's claims shows them first
         Paragraph(_summary_sentence(run)),
         Heading("Plots"),
         *_plots(rows, baseline),
