@@ -22,7 +22,6 @@ from mhabench.display import results_table
 from mhabench.errors import InputError
 from mhabench.markdown import md_cell
 from mhabench.plots import Plot, all_plots
-from mhabench.probe.report import claims_blocks
 from mhabench.results import Run
 from mhabench.speedup import DEFAULT_BASELINE
 from mhabench.table import TableModel, case_label, format_number
@@ -61,6 +60,8 @@ def parse_formats(text: str) -> tuple[str, ...]:
 
 def build(run: Run, baseline: str = DEFAULT_BASELINE) -> list[Block]:
     """The whole report, top to bottom: summary, plots, per-scenario tables, failures, environment, config."""
+    from mhabench.probe.report import claims_blocks  # deferred: the probe's report module imports this one
+
     rows = run.rows
     return [
         Heading(f"mhabench report: {run.run_id}", 1),
