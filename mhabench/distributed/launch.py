@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import gc
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -155,8 +156,15 @@ def init_distributed(launch: LaunchEnv, device_type: str, timeout_s: float = 600
 
 
 def shutdown_distributed() -> None:
-    """Leave the process group (a no-op outside one), so the process exits without warnings."""
+    """Leave the process group (a no-op outside one) while nothing else still holds it.
+
+    A process group that outlives ``destroy_process_group`` is destroyed during interpreter
+    teardown, where gloo aborts the process ("terminate called without an active exception").
+    Collectives run under a ``TorchDispatchMode`` (the CPU memory tracker) leave the group in
+    reference cycles, so the garbage collector runs first.
+    """
     if dist.is_available() and dist.is_initialized():
+        gc.collect()
         dist.destroy_process_group()
 
 
