@@ -284,7 +284,11 @@ def check_implementations(names: list[str], where: str) -> None:
 
 def load_config(path: str | Path) -> RunConfig:
     """Read and validate one YAML scenario file (``yaml.safe_load`` only)."""
-    path = Path(path)
+    return parse_config(read_yaml(Path(path)), str(path))
+
+
+def read_yaml(path: Path) -> Any:
+    """``yaml.safe_load`` of a file; an unreadable file or malformed YAML is one :class:`ConfigError` line."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -302,7 +306,7 @@ def load_config(path: str | Path) -> RunConfig:
         raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
     except ValueError as exc:  # e.g. an integer literal with more than 4300 digits
         raise ConfigError(f"{path}: invalid YAML: {shorten(str(exc), 120)}") from None
-    return parse_config(data, str(path))
+    return data
 
 
 def default_config_text() -> str:

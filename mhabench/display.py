@@ -70,7 +70,8 @@ def _row_cells(row: pd.Series, with_compile: bool) -> list[str]:
         case_label(row), str(row["impl"]),
         f"{format_number(row['latency_ms'], '.3f')} ({format_number(iqr, '.3f')})" if ok else "-",
         speedup_text(row), human_bytes(row.get("peak_memory_bytes")) if ok else "-",
-        human_count(row.get("flops")), human_bytes(row.get("bytes_moved")), format_number(row.get("arithmetic_intensity"), ".1f"),
+        human_count(row.get("flops")), human_bytes(row.get("bytes_moved")),
+        format_number(row.get("arithmetic_intensity"), ".1f"),
         format_number(row.get("achieved_tflops"), ".3f"), format_number(row.get("roofline_efficiency"), ".1%"),
         format_number(row.get("max_rel_err"), ".1e"),
     ]  # fmt: skip

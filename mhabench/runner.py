@@ -268,7 +268,8 @@ def run(
     cases = expand_cases(config, device)
     process = apply_process_settings(config.allocator, config.threads)  # before any case allocates
     if device.type == "cuda":
-        torch.cuda.set_device(torch.device(canonical_device(device)))  # so every allocation, kernel and synchronize targets cuda:N
+        # with an explicit index (torch 2.11 refuses a bare "cuda"), so every kernel targets cuda:N
+        torch.cuda.set_device(torch.device(canonical_device(device)))
     started = dt.datetime.now(dt.timezone.utc)
     writer = RunWriter(new_run_dir(out_root, config.name or "run", started))
     manifest = {

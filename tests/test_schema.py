@@ -47,9 +47,11 @@ def test_docs_column_reference_matches_the_schema() -> None:
 
 
 def test_record_round_trip_keeps_groups_and_drops_missing_ones() -> None:
-    case = schema.CaseIdentity(run_id="r", scenario="s", case_id="s/x", impl="fused", device="cpu",
-                               device_name="cpu", dtype="float32", batch=1, seq_len=8, d_model=16, heads=2,
-                               head_dim=8, kv_heads=2, mode="forward", phase="prefill", causal=False, bias=False)  # fmt: skip
+    shape = {"batch": 1, "seq_len": 8, "d_model": 16, "heads": 2, "head_dim": 8, "kv_heads": 2}
+    names = {"run_id": "r", "scenario": "s", "case_id": "s/x", "impl": "fused", "device": "cpu", "device_name": "cpu"}
+    case = schema.CaseIdentity(
+        **names, **shape, dtype="float32", mode="forward", phase="prefill", causal=False, bias=False
+    )
     latency = schema.LatencyStats.from_samples((1.0, 2.0, 3.0), 4, 0.1, compile_time_s=float("nan"))
     row = schema.ResultRow(case, schema.Outcome("ok", ""), schema.Correctness(1e-7, 2e-7), latency=latency)
     back = schema.ResultRow.from_record(row.record())

@@ -13,11 +13,10 @@ import itertools
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from mhabench.config import ScenarioSpec
-from mhabench.errors import ConfigError, describe_validation_error, shorten
+from mhabench.config import ScenarioSpec, read_yaml
+from mhabench.errors import ConfigError, describe_validation_error
 from mhabench.guard import check_document_size
 
 ClaimGroup = Literal["var_qk", "saturation", "rank", "diagonal", "jl", "equivalence", "trained"]
@@ -142,18 +141,4 @@ def parse_probe_config(data: Any, source: str) -> ProbeConfig:
 
 def load_probe_config(path: Path) -> ProbeConfig:
     """Read one probe file with ``yaml.safe_load``; every problem is a one-line :class:`ConfigError`."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the file ({shorten(str(exc), 120)})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}: invalid YAML{line}: {shorten(str(getattr(exc, 'problem', exc)), 200)}") from None
-    except (RecursionError, ValueError) as exc:
-        raise ConfigError(f"{path}: invalid YAML: {shorten(str(exc) or 'nested too deeply', 120)}") from None
-    return parse_probe_config(data, str(path))
+    return parse_probe_config(read_yaml(path), str(path))
