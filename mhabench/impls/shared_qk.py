@@ -59,9 +59,3 @@ class SharedQKAttention(AttentionModule):
         scores, _ = self.scores(x)
         v = self.split_heads(linear(x, self.w_v, self.b_v), self.heads)
         return linear(self.merge_heads(scores.softmax(dim=-1) @ v), self.w_o, self.b_o)
-
-
-def diagonal_argmax_share(scores: torch.Tensor) -> float:
-    """Share of score rows (over batch, heads and queries) whose largest entry is on the diagonal."""
-    rows = torch.arange(scores.shape[-1], device=scores.device)
-    return (scores.argmax(dim=-1) == rows).float().mean().item()

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from mhabench.errors import UnsupportedError
 from mhabench.impls.base import attention_probabilities, repeat_kv
-from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.naive import NaiveAttention
 from mhabench.impls.registry import Capabilities, register
 from mhabench.measure import cost
@@ -30,7 +28,7 @@ def unscaled_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, c
     "unscaled",
     description="ablation: materialized softmax(QKᵀ)·V without the 1/√d_k scale (softmax saturation)",
     cost=cost.UNSCALED,
-    capabilities=Capabilities(decode=True),
+    capabilities=Capabilities(decode=False),  # no float64 decode reference of its own
     reference=unscaled_reference,
 )
 class UnscaledAttention(NaiveAttention):
@@ -43,13 +41,3 @@ class UnscaledAttention(NaiveAttention):
         groups = self.heads // self.kv_heads
         k, v = (repeat_kv(t, groups) for t in self.project_kv(x))
         return attention_probabilities(self.project_q(x), k, self.causal, scaled=False), v
-
-    def decode_step(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """Decode is checked against the scaled float64 decode reference, which this function is not."""
-        raise UnsupportedError("phase decode: unscaled has no float64 decode reference of its own")
-
-
-def softmax_saturation(probs: torch.Tensor) -> tuple[float, float]:
-    """``(mean max probability, mean entropy in nats)`` over every row of ``probs`` (…, n, L)."""
-    entropy = -(probs * probs.clamp_min(torch.finfo(probs.dtype).tiny).log()).sum(dim=-1)
-    return probs.amax(dim=-1).mean().item(), entropy.mean().item()
