@@ -55,8 +55,9 @@ class TableModel:
 
 def to_rich(table: TableModel) -> Table:
     out = Table(title=table.title)
-    for header, numeric in zip(table.headers, table.numeric, strict=True):
-        out.add_column(header, justify="right" if numeric else "left", overflow="fold")
+    for index, (header, numeric) in enumerate(zip(table.headers, table.numeric, strict=True)):
+        # the group label (the case) stays on one line so a narrow terminal still shows it whole
+        out.add_column(header, justify="right" if numeric else "left", overflow="fold", no_wrap=index == 0)
     for index, cells in enumerate(table.cells):
         same_group = index and table.groups and table.groups[index] == table.groups[index - 1]
         if index and table.groups and not same_group:
