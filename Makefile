@@ -1,6 +1,6 @@
 # Quick start: `make run` (set up + run the default scenario) and `make test` (set up + tests).
 # Only Python 3.10+ is needed. TORCH picks the torch wheel installed first; the default CPU build is
-# small and fast. On a CUDA machine: `make run TORCH='torch>=2.4,<=2.14.1'`.
+# small and fast. On a CUDA machine: `make run TORCH='torch>=2.5,<=2.14.1'`.
 # GPU machines without a package index: `make wheels` here, carry wheels/ there, `make gpu-check` (docs/gpu.md).
 PYTHON ?= python3
 VENV ?= .venv
@@ -38,7 +38,7 @@ $(STAMP): pyproject.toml
 cuda-warning:
 	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then \
 	  $(BIN)/python -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' || \
-	  echo "warning: nvidia-smi sees a GPU but $(VENV) has a torch without CUDA ($$($(BIN)/python -c 'import torch; print(torch.__version__)')); use make run TORCH='torch>=2.4,<=2.14.1'"; \
+	  echo "warning: nvidia-smi sees a GPU but $(VENV) has a torch without CUDA ($$($(BIN)/python -c 'import torch; print(torch.__version__)')); use make run TORCH='torch>=2.5,<=2.14.1'"; \
 	fi
 
 run: setup cuda-warning
