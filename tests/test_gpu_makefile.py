@@ -29,18 +29,18 @@ def stamp_for(venv: Path, torch_spec: str) -> Path:
 
 def test_the_stamp_depends_on_the_torch_spec(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    cpu, cuda = stamp_for(venv, "torch==2.13.0"), stamp_for(venv, "torch>=2.4,<=2.14.1")
+    cpu, cuda = stamp_for(venv, "torch==2.13.0"), stamp_for(venv, "torch>=2.5,<=2.14.1")
     assert cpu != cuda and cpu.parent == cuda.parent == venv
     venv.mkdir()
     cpu.touch()
     assert make("-q", "setup", f"VENV={venv}", "TORCH=torch==2.13.0").returncode == 0  # up to date
-    assert make("-q", "setup", f"VENV={venv}", "TORCH=torch>=2.4,<=2.14.1").returncode == 1  # must reinstall
+    assert make("-q", "setup", f"VENV={venv}", "TORCH=torch>=2.5,<=2.14.1").returncode == 1  # must reinstall
 
 
 def test_installs_are_not_hidden_behind_a_fallback(tmp_path: Path) -> None:
-    recipe = make("-n", "setup", f"VENV={tmp_path / 'venv'}", "TORCH=torch>=2.4,<=2.14.1").stdout
+    recipe = make("-n", "setup", f"VENV={tmp_path / 'venv'}", "TORCH=torch>=2.5,<=2.14.1").stdout
     installs = [line for line in recipe.splitlines() if "pip install" in line]
-    assert any('--upgrade "torch>=2.4,<=2.14.1"' in line for line in installs)
+    assert any('--upgrade "torch>=2.5,<=2.14.1"' in line for line in installs)
     assert not any("||" in line for line in installs)
 
 
@@ -73,7 +73,7 @@ def test_one_line_when_a_gpu_is_there_but_torch_cannot_use_it(
     lines = done.stdout.strip().splitlines()
     if warns:
         assert len(lines) == 1 and lines[0].startswith("warning: nvidia-smi sees a GPU but")
-        assert "2.13.0+cpu" in lines[0] and "TORCH='torch>=2.4,<=2.14.1'" in lines[0]
+        assert "2.13.0+cpu" in lines[0] and "TORCH='torch>=2.5,<=2.14.1'" in lines[0]
     else:
         assert lines == []
 
