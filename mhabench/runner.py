@@ -20,7 +20,7 @@ import torch
 
 from mhabench.config import DTYPES, Case, RunConfig, TimingConfig, count_cases, expand_cases, resolve_device
 from mhabench.environment import canonical_device, environment
-from mhabench.errors import MhabenchError
+from mhabench.errors import InputError, MhabenchError
 from mhabench.failures import classify_failure, is_sticky_cuda_error
 from mhabench.guard import check_row_count, fits
 from mhabench.impls import core_implementations, get_spec
@@ -266,6 +266,7 @@ def run(
     specs = implementations_of(config)
     check_row_count(count_cases(config, device), len(specs), config.max_rows)
     cases = expand_cases(config, device)
+    refuse_unapplied_settings(config, cases)
     process = apply_process_settings(config.allocator, config.threads)  # before any case allocates
     if device.type == "cuda":
         # with an explicit index (torch 2.11 refuses a bare "cuda"), so every kernel targets cuda:N
@@ -296,6 +297,15 @@ def run(
     manifest.update(finished_at=dt.datetime.now(dt.timezone.utc).isoformat(), status="complete")
     writer.write_manifest(manifest)
     return RunResult(writer.run_dir, list(writer.rows))
+
+
+def refuse_unapplied_settings(config: RunConfig, cases: list[Case]) -> None:
+    """Settings the config accepts that this runner cannot honour yet: one line, never silently ignored."""
+    if config.isolation != "inprocess":
+        raise InputError("isolation: 'process' is not applied by this runner yet; use isolation: inprocess")
+    split = sorted({case.tensor_parallel for case in cases if case.tensor_parallel > 1})
+    if split:
+        raise InputError(f"tensor_parallel: {split} is not run by this runner yet (only 1); see docs/distributed.md")
 
 
 def roofline_peaks(device: torch.device, dtypes: list[str]) -> dict[str, DevicePeaks]:

@@ -267,3 +267,19 @@ def test_a_failure_row_is_identity_and_a_one_line_outcome(exc: BaseException, ou
     case_identity = CaseIdentity(run_id="r", impl="naive", case_id="s/x")
     failed = runner.failure_row(case_identity, exc)
     assert failed == ResultRow(case_identity, outcome)  # nothing measured, nothing modelled
+
+
+@pytest.mark.parametrize(
+    ("extra", "scenario_extra", "fragment"),
+    [({"isolation": "process"}, {}, "isolation: 'process'"), ({}, {"tensor_parallel": [1, 2]}, "tensor_parallel: [2]")],
+)
+def test_settings_the_runner_cannot_honour_are_refused_before_any_row(
+    tmp_path: Path, extra: dict, scenario_extra: dict, fragment: str
+) -> None:
+    from mhabench.config import parse_config
+    from mhabench.errors import InputError
+
+    data = {**extra, "scenarios": [{"seq_len": 8, "d_model": 16, "heads": 2, **scenario_extra}]}
+    with pytest.raises(InputError, match=re.escape(fragment)):
+        runner.run(parse_config(data, "x.yaml"), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
