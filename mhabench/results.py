@@ -25,7 +25,7 @@ import pandas as pd
 
 from mhabench.errors import OutputFolderError, ResultsCorruptError, RunNotFoundError
 from mhabench.liveness import effective_status
-from mhabench.schema import COLUMNS, FORMAT_VERSION, IDENTITY_COLUMNS, SAMPLES_COLUMN, ResultRow
+from mhabench.schema import COLUMNS, FORMAT_VERSION, IDENTITY_COLUMNS, KEY_DEFAULTS, SAMPLES_COLUMN, ResultRow
 
 CSV_NAME = "results.csv"
 PARQUET_NAME = "results.parquet"
@@ -172,6 +172,9 @@ def _read(source: Path) -> pd.DataFrame:
         )
     except Exception as exc:  # pyarrow and pandas raise many types for a damaged file
         raise ResultsCorruptError(f"{source}: cannot read the results ({type(exc).__name__}: {exc})") from None
+    for name, value in KEY_DEFAULTS.items():  # a format-2 run predates these key columns
+        if name not in frame.columns:
+            frame[name] = value
     missing = [c for c in IDENTITY_COLUMNS if c not in frame.columns]
     if missing:
         raise ResultsCorruptError(f"{source}: not mhabench results (missing columns {missing})")

@@ -105,11 +105,11 @@ def make_inputs(case: Case, device: torch.device) -> CaseInputs:
     return CaseInputs(weights, x.to(dtype=dtype, device=device))
 
 
-def identity(run_id: str, case: Case, impl: str, device: torch.device) -> CaseIdentity:
+def identity(run_id: str, case: Case, impl: str, device: torch.device, repeat: int = 0) -> CaseIdentity:
     shape = {name: getattr(case, name) for name in SHAPE_FIELDS}
     return CaseIdentity(
         run_id=run_id, scenario=case.scenario, case_id=case.case_id, impl=impl, device=canonical_device(device),
-        device_name=device_name(device), dtype=case.dtype, head_dim=case.head_dim, **shape,
+        device_name=device_name(device), dtype=case.dtype, head_dim=case.head_dim, repeat=repeat, **shape,
     )  # fmt: skip
 
 
@@ -204,9 +204,9 @@ def measure_impl(
     with torch.inference_mode():
         latency = measure_latency(step.run, device, timing, checked.compile_time_s)
     return ResultRow(
-        case_identity, Outcome("ok", ""), correctness, dispatch, latency,
-        Memory(memory.peak_bytes, memory.method, parameter_count(module), step.kv_cache_bytes),
-        cost, roofline(case, cost, latency, peaks()),
+        case_identity, Outcome("ok", ""), correctness, dispatch, latency=latency,
+        memory=Memory(memory.peak_bytes, memory.method, parameter_count(module), step.kv_cache_bytes),
+        cost=cost, roofline=roofline(case, cost, latency, peaks()),
     )  # fmt: skip
 
 

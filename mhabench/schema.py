@@ -22,8 +22,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-FORMAT_VERSION = 2
-"""On-disk format of a run (manifest ``format_version``). 1: the unversioned format before this schema."""
+FORMAT_VERSION = 3
+"""On-disk format of a run (manifest ``format_version``). 1: the unversioned format before this schema;
+2: before ``tensor_parallel``, ``repeat`` and the measured-count, distributed and useful-FLOP columns
+(an older run reads with ``tensor_parallel`` 1 and ``repeat`` 0, see ``KEY_DEFAULTS``)."""
 
 Role = Literal["key", "identity", "outcome", "measured", "modelled", "derived"]
 ROLES: dict[str, str] = {
@@ -77,6 +79,8 @@ class CaseIdentity:
     phase: str = column("prefill | decode (one new token against a KV cache)", role="key", label="phase")
     causal: bool = column("causal mask applied", role="key", label="causal")
     bias: bool = column("projections have biases", role="key", label="bias")
+    tensor_parallel: int = column("ranks the heads are split across (1: one device)", role="key", label="tp")
+    repeat: int = column("repetition of `run --repeat N` this row belongs to (0-based)", role="key", label="rep")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +107,45 @@ class Dispatch:
     ops_per_call: int = column(
         "aten ops dispatched by one call (host overhead: the per-head loop's cost)", role="measured", label="ops/call"
     )
+    kernels_per_call: int = column("CUDA: device kernels launched by one call (profiler); empty on the CPU",
+                                   role="measured", label="kernels/call")  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Counted:
+    """FLOPs and bytes counted from the ops the checked call dispatched (docs/measurement.md says what
+    the counter cannot see: fusion inside one kernel, cache reuse between kernels)."""
+
+    measured_flops: int = column("FLOPs of the dispatched ops (matmuls, SDPA from shapes)", role="measured",
+                                 unit="FLOP", label="counted FLOPs")  # fmt: skip
+    measured_bytes: int = column("bytes the dispatched ops read and write (views move nothing)", role="measured",
+                                 unit="bytes", label="counted bytes")  # fmt: skip
+    measured_intensity: float = column("measured_flops / measured_bytes", role="measured", unit="FLOP/byte",
+                                       label="counted FLOP/B")  # fmt: skip
+    model_disagreement: float = column(
+        "largest relative gap between counted and modelled FLOPs or bytes", role="derived", unit="ratio",
+        label="model gap",
+    )  # fmt: skip
+    model_disagrees: bool = column("model_disagreement above 25 %: the cost model does not describe what ran",
+                                   role="derived", label="model disagrees")  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Distributed:
+    """Tensor-parallel rows (``torchrun``): how the latency splits into compute and communication."""
+
+    world_size: int = column("processes in the torch.distributed group", role="identity", label="world")
+    backend: str = column("torch.distributed backend (gloo on the CPU, nccl on CUDA)", role="identity",
+                          label="backend")  # fmt: skip
+    comm_ms: float = column("median time of the output all-reduce alone", role="measured", unit="ms",
+                            label="comm ms")  # fmt: skip
+    comm_share: float = column("comm_ms / latency_ms", role="derived", unit="ratio", label="comm share")
+    allreduce_bytes: int = column("bytes each rank all-reduces per call", role="measured", unit="bytes",
+                                  label="all-reduce bytes")  # fmt: skip
+    bus_bandwidth_gbps: float = column("all-reduce bus bandwidth: bytes × 2(t−1)/t / comm time", role="derived",
+                                       unit="GB/s", label="bus GB/s")  # fmt: skip
+    rank_peak_memory_bytes: float = column("largest peak memory over the ranks", role="measured", unit="bytes",
+                                           label="rank peak mem")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,11 +239,18 @@ class Roofline:
     attainable_tflops: float = column("min(peak, intensity × bandwidth)", role="derived", unit="TFLOP/s",
                                       label="attainable TFLOP/s")  # fmt: skip
     roofline_efficiency: float = column("achieved / attainable", role="derived", unit="ratio", label="roofline eff.")
+    intensity_source: str = column("measured (counted ops) or modelled: what achieved_gbps and the roofline use",
+                                   role="identity", label="intensity from")  # fmt: skip
+    achieved_useful_tflops: float = column("useful_flops / latency (masked pairs not counted)", role="derived",
+                                           unit="TFLOP/s", label="useful TFLOP/s")  # fmt: skip
+    skips_masked_work: bool = column("the kernel skips fully masked blocks (flash, cuDNN, flex with causal)",
+                                     role="identity", label="skips masked")  # fmt: skip
 
 
 GROUPS: tuple[tuple[str, type], ...] = (
     ("case", CaseIdentity), ("outcome", Outcome), ("correctness", Correctness), ("dispatch", Dispatch),
-    ("latency", LatencyStats), ("memory", Memory), ("cost", ModelledCost), ("roofline", Roofline),
+    ("latency", LatencyStats), ("memory", Memory), ("cost", ModelledCost), ("counted", Counted),
+    ("distributed", Distributed), ("roofline", Roofline),
 )  # fmt: skip
 
 
@@ -219,6 +269,8 @@ class ResultRow:
     latency: LatencyStats | None = None
     memory: Memory | None = None
     cost: ModelledCost | None = None
+    counted: Counted | None = None
+    distributed: Distributed | None = None
     roofline: Roofline | None = None
 
     def record(self) -> dict[str, Any]:
@@ -271,8 +323,10 @@ SAMPLES_COLUMN = "times_ms"
 IDENTITY_COLUMNS: list[str] = [f.name for f in dataclasses.fields(CaseIdentity)] + ["status", "error"]
 CASE_KEY: list[str] = [info.name for info in columns_info() if info.role == "key"]
 """Columns that identify the same measurement across runs (compare matches on these)."""
-SHAPE_FIELDS: list[str] = [name for name in CASE_KEY if name not in ("impl", "device", "dtype")]
+SHAPE_FIELDS: list[str] = [name for name in CASE_KEY if name not in ("impl", "device", "dtype", "repeat")]
 """The sweep fields of a case (what plots and labels vary over)."""
+KEY_DEFAULTS: dict[str, Any] = {"tensor_parallel": 1, "repeat": 0}
+"""Key columns a format-2 run lacks, with the value every row of such a run had."""
 
 
 def label(name: str) -> str:
