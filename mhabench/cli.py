@@ -100,31 +100,93 @@ def run(
     ] = None,
     baseline: Annotated[str, typer.Option("--baseline", help="Summary speedups over this impl.")] = DEFAULT_BASELINE,
     max_rows: Annotated[int | None, typer.Option("--max-rows", help="Allow a sweep above the row limit.")] = None,
+    repeat: Annotated[int, typer.Option("--repeat", min=1, help="Run the sweep N times in one process.")] = 1,
+    isolation: Annotated[
+        str | None, typer.Option("--isolation", help="inprocess | process (one child process per case).")
+    ] = None,
+    shard: Annotated[str | None, typer.Option("--shard", help="I/N: run the I-th of N cost-balanced shards.")] = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Finish a killed run (folder, run id or latest).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="--resume even if the rows would not be comparable.")] = False,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
+    from mhabench.shard import parse_shard
+
     with user_errors():
         added = [name for path in plugin or [] for name in plugins.load_plugin(path)]
         if baseline not in available_implementations():
             known = ", ".join(sorted(available_implementations()))
             raise InputError(f"--baseline: unknown implementation {baseline!r}; known: {known}")
-        loaded = [config_mod.load_config(path) for path in configs] if configs else [config_mod.load_default_config()]
+        if resume is not None:
+            _resume(resume, out, force, baseline)
+            return
+        parsed_shard = parse_shard(shard) if shard is not None else None
+        paths = [str(path) for path in configs] if configs else [config_mod.default_config_name(device)]
+        loaded = (
+            [config_mod.load_config(path) for path in configs] if configs else [config_mod.load_default_config(device)]
+        )
         loaded = [
             config_mod.with_overrides(
-                c,
-                device=device,
-                implementations=impl or plugins.with_plugin_implementations(c.implementations, added),
-                max_rows=max_rows,
+                c, device=device, implementations=impl or plugins.with_plugin_implementations(c.implementations, added),
+                max_rows=max_rows, isolation=isolation,
             )
             for c in loaded
-        ]
-        for config in loaded:
+        ]  # fmt: skip
+        for path, config in zip(paths, loaded, strict=True):
             if dry_run:
-                console.print(to_rich(display.plan_table(rows_frame(runner.plan(config)))))
+                console.print(to_rich(display.plan_table(rows_frame(runner.plan(config, repeat)))))
                 continue
+            select, extra = _shard_selection(config, parsed_shard)
             with display.RichProgress(console) as progress:
-                result = runner.run(config, out, progress=progress, argv=sys.argv)
-            console.print(to_rich(display.results_table(result.frame, baseline)))
-            console.print(f"results: {result.run_dir}")
+                result = runner.run(
+                    config, out, progress=progress, argv=sys.argv, repeats=repeat, select=select,
+                    manifest_extra=extra, config_path=path,
+                )  # fmt: skip
+            _print_run(result, baseline)
+
+
+def _shard_selection(config: config_mod.RunConfig, shard: Any) -> tuple[Any, dict[str, Any] | None]:
+    """``--shard I/N``: the selector of this shard's (case, implementation) pairs and its manifest entry."""
+    if shard is None:
+        return None, None
+    from mhabench.shard import shard_selector
+
+    device = config_mod.resolve_device(config.device)
+    select = shard_selector(config, device, runner.implementations_of(config), shard)
+    return select, {"shard": {"index": shard.index, "count": shard.count}}
+
+
+def _resume(ref: str, results_root: Path, force: bool, baseline: str) -> None:
+    """``--resume``: measure the (case, implementation, repeat) triples the run folder lacks."""
+    from mhabench.resume import prepare_resume
+
+    plan = prepare_resume(ref, results_root, force)
+    shard = plan.manifest.get("shard")
+    select, _ = _shard_selection(plan.config, _shard_of(shard)) if shard else (None, None)
+    with display.RichProgress(console) as progress:
+        result = runner.run(
+            plan.config, plan.run_dir.parent, progress=progress, argv=sys.argv, select=select,
+            resume_dir=plan.run_dir,
+        )  # fmt: skip
+    _print_run(result, baseline)
+
+
+def _shard_of(entry: dict[str, int]) -> Any:
+    from mhabench.shard import Shard
+
+    return Shard(index=int(entry["index"]), count=int(entry["count"]))
+
+
+def _print_run(result: runner.RunResult | None, baseline: str) -> None:
+    """The run summary (compact above a few dozen rows); nothing on the non-zero ranks of torchrun."""
+    if result is None:
+        return
+    for renderable in display.run_summary(result.frame, baseline, result.run_dir):
+        console.print(renderable)
+    console.print(f"results: {result.run_dir}")
+    for warning in result.warnings:
+        err_console.print(escape(warning), style="yellow", highlight=False, soft_wrap=True)
 
 
 @app.command("list")
@@ -187,10 +249,14 @@ def compare(
         if candidate_ref is None:
             if fail_on_regression:
                 raise InputError("--fail-on-regression: needs two runs (RUN CANDIDATE)")
-            comparison = compare_mod.speedups(results.load_run(run_ref, results_root), baseline)
+            comparison = compare_mod.speedups(
+                results.require_results(results.load_run(run_ref, results_root)), baseline
+            )
         else:
             limit = stats.parse_threshold(threshold)
-            base, candidate = results.load_run(run_ref, results_root), results.load_run(candidate_ref, results_root)
+            base, candidate = (
+                results.require_results(results.load_run(r, results_root)) for r in (run_ref, candidate_ref)
+            )
             comparison = compare_mod.compare_runs(base, candidate, limit, force=force)
         out = _fresh_console()
         differences = compare_view.differences_text(comparison)
@@ -248,3 +314,40 @@ def probe(
             result = run_config(config, out, argv=sys.argv)
             _fresh_console().print(to_rich(verdict_table(result.records, f"{result.run_dir.name}: claims")))
             _fresh_console().print(f"{verdict_counts(result.records)}\nresults: {result.run_dir}", highlight=False)
+
+
+@app.command()
+def merge(
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="The shard run folders (run --shard I/N).")],
+    out: Annotated[Path, typer.Option("--out", help="New (or empty) folder for the merged run.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Merge even if config, version or device differ, or a shard stopped early.")
+    ] = False,
+) -> None:
+    """Combine the shard runs of one sweep into one run folder that compare and report read like any other."""
+    from mhabench.shard import merge_runs
+
+    with user_errors():
+        merged = merge_runs(runs, out, force=force)
+        for difference in merged.forced:
+            err_console.print(f"[yellow]forced:[/yellow] {escape(difference)}", highlight=False, soft_wrap=True)
+        _fresh_console().print(
+            f"merged {len(merged.rows)} rows from {len(runs)} shards\nresults: {merged.run_dir}", highlight=False
+        )
+
+
+@app.command()
+def spread(
+    run_refs: Annotated[list[str], typer.Argument(metavar="RUN...", help="Runs of one config (or one --repeat run).")],
+    baseline: Annotated[str, typer.Option("--baseline", help="Speedups over this impl.")] = DEFAULT_BASELINE,
+    results_root: Annotated[Path, typer.Option("--results-root", help="Where run ids are looked up.")] = Path(
+        "results"
+    ),
+) -> None:
+    """Run-to-run spread of every speedup: several runs of one config, or the repeats of one run."""
+    from mhabench import results
+    from mhabench import spread as spread_mod
+
+    with user_errors():
+        frame = spread_mod.runs_as_repeats([results.load_run(ref, results_root) for ref in run_refs])
+        _fresh_console().print(to_rich(spread_mod.spread_table(frame, baseline)))

@@ -1,9 +1,12 @@
 """``mhabench compare``: speedups within one run, and regressions between two runs.
 
-Within one run every implementation is compared to a baseline case by case (ratio of medians with
-a bootstrap CI). Between two runs rows are matched on their case key; a row changes only when the
-ratio of medians is past the threshold AND the Mann-Whitney U test, Holm-corrected over every
-compared row, says it is significant (see ``mhabench.stats``). Before any number, the manifests
+Within one run every implementation is compared to a baseline case by case and repeat (the median
+of per-round ratios with a paired bootstrap CI, or the ratio of medians where rounds do not align:
+``mhabench.speedup``). Between two runs samples are never paired (different processes); rows are
+matched on their case key (``repeat`` and ``tensor_parallel`` included; an older run reads with
+their defaults) and a row changes only when the ratio of medians is past the threshold AND the
+Mann-Whitney U test, Holm-corrected over every compared row, says it is significant (see
+``mhabench.stats``). Before any number, the manifests
 are compared: results from different device kinds are refused unless forced.
 """
 
@@ -18,10 +21,10 @@ from typing import Any
 import pandas as pd
 
 from mhabench import results, stats, table
-from mhabench.display import status_text
+from mhabench.display import method_phrase, status_text
 from mhabench.errors import InputError
 from mhabench.schema import CASE_KEY
-from mhabench.speedup import DEFAULT_BASELINE, is_ok, samples_of, speedup_rows
+from mhabench.speedup import DEFAULT_BASELINE, is_ok, repeat_count, samples_of, speedup_rows
 from mhabench.table import TableModel, case_label, format_number
 
 ENVIRONMENT_FIELDS = (
@@ -228,33 +231,51 @@ def _verdict_style(verdict: str) -> str:
 
 def comparison_table(comparison: Comparison) -> TableModel:
     """The comparison as the shared table model (terminal, Markdown, CSV and JSON render it)."""
+    table_of = _speedup_table if comparison.candidate_id is None else _runs_table
+    return table_of(comparison)
+
+
+def _speedup_table(comparison: Comparison) -> TableModel:
+    """One run: speedups over the baseline, with the method; a ``rep`` column for a ``--repeat N`` run."""
     frame = comparison.rows
-    if comparison.candidate_id is None:
-        headers = ["case", "impl", "median ms", f"speedup vs {comparison.baseline}", "95% CI", "mem ratio",
-                   "FLOP/B", "winner", "status"]  # fmt: skip
-        cells = [
-            [r["case"], r["impl"], format_number(r["latency_ms"], ".3f"), format_number(r["speedup"], ".2f", "×"),
-             _ci(r["speedup_ci_low"], r["speedup_ci_high"]), format_number(r["memory_ratio"], ".2f", "×"),
-             format_number(r["arithmetic_intensity"], ".1f"), "★" if r["winner"] else "", status_text(r)]
-            for _, r in frame.iterrows()
-        ]  # fmt: skip
-        styles = ["failed" if r["status"] != "ok" else "winner" if r["winner"] else "" for _, r in frame.iterrows()]
-        title = f"{comparison.base_id}: speedup vs {comparison.baseline} (ratio of medians, 95% bootstrap CI)"
-    else:
-        headers = ["case", "impl", "base ms", "cand ms", "ratio", "95% CI", "p (Holm)", "verdict", "note"]
-        cells = [
-            [r["case"], r["impl"], format_number(r["base_ms"], ".3f"), format_number(r["candidate_ms"], ".3f"),
-             format_number(r["ratio"], ".3f"), _ci(r["ci_low"], r["ci_high"]), format_number(r["p_holm"], ".2g"),
-             r["verdict"], r["note"]]
-            for _, r in frame.iterrows()
-        ]  # fmt: skip
-        styles = [_verdict_style(str(r["verdict"])) for _, r in frame.iterrows()]
-        title = (
-            f"{comparison.base_id} → {comparison.candidate_id}: candidate/base median "
-            f"(threshold {comparison.threshold:.1%}, Holm-corrected α = {stats.ALPHA})"
-        )
-    numeric = [h not in ("case", "impl", "verdict", "note", "status", "winner") for h in headers]
-    return TableModel(title, headers, cells, numeric, styles, list(frame["case"]), frame)
+    with_repeats = repeat_count(frame) > 1
+    headers = ["case", "impl", *(["rep"] if with_repeats else []), "median ms", f"speedup vs {comparison.baseline}",
+               "95% CI", "method", "mem ratio", "FLOP/B", "winner", "status"]  # fmt: skip
+    cells = [
+        [r["case"], r["impl"], *([str(r["repeat"])] if with_repeats else []), format_number(r["latency_ms"], ".3f"),
+         format_number(r["speedup"], ".2f", "×"), _ci(r["speedup_ci_low"], r["speedup_ci_high"]),
+         r["speedup_method"] or "-", format_number(r["memory_ratio"], ".2f", "×"),
+         format_number(r["arithmetic_intensity"], ".1f"), "★" if r["winner"] else "", status_text(r)]
+        for _, r in frame.iterrows()
+    ]  # fmt: skip
+    styles = ["failed" if r["status"] != "ok" else "winner" if r["winner"] else "" for _, r in frame.iterrows()]
+    phrase = method_phrase(frame.get("speedup_method", []))
+    title = f"{comparison.base_id}: speedup vs {comparison.baseline} ({phrase}, 95% bootstrap CI)"
+    return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), frame)
+
+
+def _runs_table(comparison: Comparison) -> TableModel:
+    """Two runs: candidate/base ratio, CI, Holm-corrected p-value and verdict per matched row."""
+    frame = comparison.rows
+    with_repeats = "repeat" in frame.columns and frame["repeat"].nunique() > 1
+    headers = ["case", "impl", *(["rep"] if with_repeats else []), "base ms", "cand ms", "ratio", "95% CI",
+               "p (Holm)", "verdict", "note"]  # fmt: skip
+    cells = [
+        [r["case"], r["impl"], *([str(r["repeat"])] if with_repeats else []), format_number(r["base_ms"], ".3f"),
+         format_number(r["candidate_ms"], ".3f"), format_number(r["ratio"], ".3f"), _ci(r["ci_low"], r["ci_high"]),
+         format_number(r["p_holm"], ".2g"), r["verdict"], r["note"]]
+        for _, r in frame.iterrows()
+    ]  # fmt: skip
+    styles = [_verdict_style(str(r["verdict"])) for _, r in frame.iterrows()]
+    title = (
+        f"{comparison.base_id} → {comparison.candidate_id}: candidate/base median "
+        f"(threshold {comparison.threshold:.1%}, Holm-corrected α = {stats.ALPHA})"
+    )
+    return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), frame)
+
+
+def _numeric(headers: list[str]) -> list[bool]:
+    return [h not in ("case", "impl", "rep", "method", "verdict", "note", "status", "winner") for h in headers]
 
 
 def as_markdown(comparison: Comparison) -> str:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from mhabench import plugins
 from mhabench.distributed.launch import divisibility_problem
+from mhabench.environment import auto_dtype
 from mhabench.errors import (
     ConfigError,
     DeviceUnavailableError,
@@ -50,6 +51,7 @@ INT64_MAX = 2**63 - 1
 DEFAULT_MAX_ROWS = 10_000
 MAX_ROWS_LIMIT = 100_000_000
 DEFAULT_CONFIG_NAME = "default.yaml"
+GPU_DEFAULT_CONFIG_NAME = "default_gpu.yaml"
 IsolationMode = Literal["inprocess", "process"]
 SWEEP_FIELDS = (
     "batch", "seq_len", "d_model", "heads", "kv_heads", "causal", "bias", "mode", "phase", "tensor_parallel",
@@ -309,13 +311,29 @@ def read_yaml(path: Path) -> Any:
     return data
 
 
-def default_config_text() -> str:
-    """The embedded default scenario, shipped as package data."""
-    return resources.files("mhabench").joinpath(DEFAULT_CONFIG_NAME).read_text(encoding="utf-8")
+def check_device_option(device: str) -> str:
+    """``--device``'s value, or one line naming it (torch would raise its own error for ``tpu``)."""
+    try:
+        return RunConfig._device_syntax(device)
+    except ValueError as exc:
+        raise ConfigError(f"--device: {exc}") from None
 
 
-def load_default_config() -> RunConfig:
-    return parse_config(yaml.safe_load(default_config_text()), "default.yaml")
+def default_config_name(device: str | None = None) -> str:
+    """``default_gpu.yaml`` (data-centre GPU sizes) when the run would use CUDA, else ``default.yaml`` (a CPU)."""
+    requested = check_device_option(device) if device is not None else "auto"
+    return GPU_DEFAULT_CONFIG_NAME if resolve_device(requested).type == "cuda" else DEFAULT_CONFIG_NAME
+
+
+def default_config_text(name: str = DEFAULT_CONFIG_NAME) -> str:
+    """An embedded default scenario, shipped as package data."""
+    return resources.files("mhabench").joinpath(name).read_text(encoding="utf-8")
+
+
+def load_default_config(device: str | None = None) -> RunConfig:
+    """The embedded default for the device the run will use (``--device``, else auto)."""
+    name = default_config_name(device)
+    return parse_config(yaml.safe_load(default_config_text(name)), name)
 
 
 # --- resolution --------------------------------------------------------------------------------
@@ -339,10 +357,8 @@ def resolve_device(requested: str) -> torch.device:
 
 
 def resolve_dtype(requested: str, device: torch.device) -> str:
-    """``auto`` → float32 on the CPU (bf16 matmuls are emulated there), bfloat16 on CUDA."""
-    if requested == "auto":
-        return "bfloat16" if device.type == "cuda" else "float32"
-    return requested
+    """``auto`` → :func:`mhabench.environment.auto_dtype` (float32 on the CPU, bf16 from Ampere, fp16 before)."""
+    return auto_dtype(device) if requested == "auto" else requested
 
 
 def _dtypes(config: RunConfig, device: torch.device) -> list[str]:
@@ -378,11 +394,7 @@ def with_overrides(
     """The config with command-line ``--device`` / ``--impl`` / ``--max-rows`` / ``--isolation`` taking precedence."""
     update: dict[str, Any] = {}
     if device is not None:
-        try:
-            RunConfig._device_syntax(device)
-        except ValueError as exc:
-            raise ConfigError(f"--device: {exc}") from None
-        update["device"] = device
+        update["device"] = check_device_option(device)
     if implementations:
         check_implementations(implementations, "--impl")
         update["implementations"] = implementations

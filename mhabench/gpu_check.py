@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 import yaml
 
+from mhabench.config import TimingConfig
 from mhabench.environment import environment
 from mhabench.errors import UnsupportedError
 from mhabench.failures import classify_failure, one_line
@@ -33,9 +34,10 @@ from mhabench.impls import build
 from mhabench.impls.sdpa import kernel_skips_masked_work
 from mhabench.measure import cost
 from mhabench.measure.cost import Workload
-from mhabench.measure.cuda_timing import cuda_event_times_ms, l2_cache_bytes
+from mhabench.measure.cuda_timing import cuda_event_times_ms, l2_cache_bytes, sm_clock_mhz
 from mhabench.measure.hardware import match_datasheet, measured_peaks, mig_reason, sheet_peaks
 from mhabench.measure.memory import LiveStorageTracker, sdpa_backend
+from mhabench.measure.rounds import interleaved_medians_ms, time_in_rounds
 from mhabench.measure.trackers import CudaMemoryTracker
 from mhabench.reference import check_output, expected_output, reference_attention, reference_bytes
 from mhabench.weights import AttentionWeights
@@ -54,12 +56,10 @@ class Context:
     configs: Path
 
 
-def _median_ms(fn: Callable[[], object], device: torch.device, calls: int = 20, flush: bool = True) -> list[float]:
-    """[device median, host median] in ms of ``calls`` calls after three warm-up calls."""
-    for _ in range(3):
-        fn()
-    times = cuda_event_times_ms(fn, device, calls, flush_l2=flush)
-    return [times.median_device_ms, times.median_host_ms]
+def _median_ms(fn: Callable[[], object], device: torch.device, flush: bool = True) -> list[float]:
+    """[device median, host median] in ms: event blocks and host calls in the same rounds, after a warm-up by time."""
+    stats = time_in_rounds({"call": fn}, device, TimingConfig(flush_l2=flush), 0)["call"].latency
+    return [stats.latency_ms, stats.host_latency_ms]
 
 
 def check_datasheet(ctx: Context) -> Verdict:
@@ -80,21 +80,23 @@ def check_datasheet(ctx: Context) -> Verdict:
 
 
 def check_event_vs_host(ctx: Context) -> Verdict:
-    """A GPU-bound call: event time and synchronous host time agree within 10 % (and on cuda:1 when there)."""
+    """A GPU-bound matmul, event and host samples from the same rounds: host/device in [0.98, 1.10] (and on cuda:1)."""
     a, b = (torch.randn(8192, 8192, device=ctx.device, dtype=BF16) for _ in range(2))
     figures = dict(zip(("device_ms", "host_ms"), _median_ms(lambda: a @ b, ctx.device, flush=False), strict=True))
     if torch.cuda.device_count() > 1:  # cuda:1 must be synchronized and timed on its own device
         other = torch.device("cuda", 1)
         c, d = a.to(other), b.to(other)
         figures["cuda1_device_ms"], figures["cuda1_host_ms"] = _median_ms(lambda: c @ d, other, flush=False)
-    return 0.98 * figures["device_ms"] <= figures["host_ms"] <= 1.10 * figures["device_ms"], figures
+    figures |= {"host_over_device": figures["host_ms"] / figures["device_ms"], "sm_clock_mhz": sm_clock_mhz(ctx.device)}
+    return 0.98 <= figures["host_over_device"] <= 1.10, figures
 
 
 def check_l2_effect(ctx: Context) -> Verdict:
-    """A working set of a quarter of L2 re-reads faster warm than flushed, and flushed stays under HBM bandwidth."""
+    """A quarter-of-L2 re-read, warm (spin lead) and flushed arms in the same rounds: warm faster, flushed ≤ HBM."""
     x = torch.randn(l2_cache_bytes(ctx.device) // 16, device=ctx.device)
-    warm_ms = _median_ms(x.sum, ctx.device, calls=200, flush=False)[0]
-    cold_ms = _median_ms(x.sum, ctx.device, calls=200, flush=True)[0]
+    arms = time_in_rounds({"warm": x.sum, "flushed": x.sum}, ctx.device, TimingConfig(min_run_time_s=0.05), 0,
+                          flush_l2={"warm": False, "flushed": True})  # fmt: skip
+    warm_ms, cold_ms = (arms[arm].latency.latency_ms for arm in ("warm", "flushed"))
     sheet = match_datasheet(torch.cuda.get_device_name(ctx.device))
     figures = {"bytes": x.nbytes, "warm_us": warm_ms * 1e3, "flushed_us": cold_ms * 1e3,
                "warm_gbps": x.nbytes / warm_ms / 1e6, "flushed_gbps": x.nbytes / cold_ms / 1e6,
@@ -295,18 +297,18 @@ def check_fused_throughput(ctx: Context) -> Verdict:
 
 
 def check_do_bench(ctx: Context) -> Verdict:
-    """Our flushed event median agrees with ``triton.testing.do_bench`` on the same call within 5 %."""
+    """Flushed per-call medians, ours and ``triton.testing.do_bench``'s, from 5 alternating runs each: within 5 %."""
     try:
         from triton.testing import do_bench
     except ImportError:
         return None, {"reason": "triton is not importable"}
-
     module = build("fused", AttentionWeights.random(4096, dtype=BF16, device=ctx.device), 32, True)
     x = torch.randn(1, 8192, 4096, device=ctx.device, dtype=BF16)
     with torch.inference_mode():
-        ours_ms = _median_ms(lambda: module(x), ctx.device, calls=50)[0]
-        theirs_ms = float(do_bench(lambda: module(x), warmup=25, rep=100, return_mode="median"))
-    return abs(ours_ms / theirs_ms - 1) <= 0.05, {"ours_ms": ours_ms, "do_bench_ms": theirs_ms}
+        medians = interleaved_medians_ms({"ours_ms": lambda: _median_ms(lambda: module(x), ctx.device)[0],
+                   "do_bench_ms": lambda: do_bench(lambda: module(x), 25, 100, return_mode="median")}, 5)  # fmt: skip
+    ratio = medians["ours_ms"] / medians["do_bench_ms"]
+    return abs(ratio - 1) <= 0.05, {**medians, "ratio": ratio, "sm_clock_mhz": sm_clock_mhz(ctx.device)}
 
 
 def check_cuda_graphs(ctx: Context) -> Verdict:

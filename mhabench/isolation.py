@@ -1,11 +1,14 @@
-"""Run one function in a child process, so that a hang, a segfault or the OOM killer costs one case,
-not the sweep.
+"""Run one case of a sweep in a child process (``isolation: process``), so that a hang, a segfault or
+the OOM killer costs one case, not the sweep.
 
 The child is started with multiprocessing's ``spawn`` context, never ``fork``: by the time a case
 runs, the parent has started torch's intra-op thread pool (and on a GPU machine initialised CUDA),
 and a forked child inherits that state half-copied: a thread pool whose threads do not exist (a
 deadlock at the first parallel op) and a CUDA context that cannot be used at all. ``spawn`` starts
-a fresh interpreter instead; it costs an import of the function's module (and so of torch) per call.
+a fresh interpreter instead; it costs an import of torch per case.
+
+The child applies the run's process settings, loads its plugins, says it is ready, and sends each
+row back as soon as it exists, so a case that dies half-way keeps the rows it finished.
 """
 
 from __future__ import annotations
@@ -13,17 +16,31 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import signal
-from collections.abc import Callable
+import time
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
+import torch
+
+from mhabench import plugins
+from mhabench.case_runner import identity, run_case
 from mhabench.errors import shorten
+from mhabench.impls import get_spec
+from mhabench.measure.allocator import apply_process_settings
+from mhabench.schema import Outcome, ResultRow
 
-IsolatedStatus = Literal["ok", "timeout", "crashed", "error"]
+if TYPE_CHECKING:
+    from mhabench.config import Case, TimingConfig
+    from mhabench.measure.hardware import DevicePeaks
+
 ERROR_LIMIT = 300
 """Longest error text kept from a child: one readable line."""
 EXIT_GRACE_S = 5.0
 """How long a child that has answered may take to exit before it is killed."""
+START_LIMIT_S = 120.0
+"""How long a child may take to start (import torch, load plugins) before it counts as hung;
+``case_timeout_s`` starts once it is ready, so the timeout is the case's own time."""
 _SIGNAL_NOTES = {
     signal.SIGKILL: "the kernel's OOM killer sends it when memory runs out",
     signal.SIGSEGV: "an invalid memory access in native code",
@@ -31,33 +48,109 @@ _SIGNAL_NOTES = {
 
 
 @dataclasses.dataclass(frozen=True)
-class IsolatedResult:
-    """What became of one isolated call: ``value`` when ``ok``, else ``error`` says why in one line."""
+class ChildSetup:
+    """What the parent's run applied to itself, for the child to apply before it measures anything."""
 
-    status: IsolatedStatus
-    value: Any = None
-    error: str = ""
+    allocator: str
+    threads: int | None
+    plugin_files: tuple[str, ...] = ()
+    """``plugins.loaded_plugin_files()``: a fresh interpreter has only the built-in implementations."""
 
 
-def run_isolated(fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) -> IsolatedResult:
-    """``fn(*args)`` in a spawned child, killed after ``timeout_s`` seconds.
+@dataclasses.dataclass(frozen=True)
+class CaseJob:
+    """One case for a child process: what ``case_runner.run_case`` takes, in picklable form."""
 
-    ``fn`` must be a top-level function and ``args`` and its return value picklable (they cross a
-    process boundary); a ``fn`` that cannot be pickled raises here, in the parent, as a programming
-    error. Statuses: ``ok`` (``value`` is the return value), ``timeout`` (the child was killed),
-    ``crashed`` (the child died without answering: the signal or exit code is named) and ``error``
-    (``fn`` raised: its type and message).
+    case: Case
+    impl_names: list[str]
+    device: str
+    """Canonical (``cpu``, ``cuda:0``): a bare ``cuda`` could mean another GPU in the child."""
+    run_id: str
+    peaks: DevicePeaks
+    timing: TimingConfig
+    repeat: int
+    setup: ChildSetup
+
+
+def isolated_case(job: CaseJob, timeout_s: float) -> Iterator[ResultRow]:
+    """The rows of ``job``'s case, measured in a spawned child and yielded as the child produces them.
+
+    The parent never raises for what happens in the child. A child still busy ``timeout_s`` seconds
+    after it started the case is killed, and every implementation without a row gets a ``timeout``
+    row; a child that dies (segfault, the OOM killer, ``os._exit``) leaves ``crashed`` rows naming
+    the signal or exit code; an exception outside the rows (a plugin that no longer imports) leaves
+    ``error`` rows.
     """
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_child_main, args=(sender, fn, args), daemon=True)
+    child = context.Process(target=_case_child, args=(sender, job), daemon=True)
+    done: set[str] = set()
     try:
         child.start()
         sender.close()  # the parent keeps only the receiving end, so a dead child reads as EOF
-        return _await(child, receiver, timeout_s)
+        for kind, payload in _messages(child, receiver, timeout_s):
+            if kind == "row":
+                done.add(payload.case.impl)
+                yield payload
+            elif kind != "done":
+                yield from _rows_not_produced(job, done, Outcome(kind, shorten(payload, ERROR_LIMIT)))
     finally:
         _reap(child)
         receiver.close()
+
+
+def _messages(
+    child: multiprocessing.process.BaseProcess, receiver: Connection, timeout_s: float
+) -> Iterator[tuple[str, Any]]:
+    """``("row", row)`` per row, then ``("done", None)``, ``("error", line)``, ``("timeout", line)`` or
+    ``("crashed", line)``. The deadline is :data:`START_LIMIT_S` until the child is ready, then ``timeout_s``."""
+    deadline, late = time.monotonic() + START_LIMIT_S, f"the child process did not start within {START_LIMIT_S:g} s"
+    while True:
+        if not receiver.poll(max(0.0, deadline - time.monotonic())):
+            child.kill()
+            yield "timeout", late
+            return
+        try:
+            kind, payload = receiver.recv()
+        except (EOFError, OSError):  # the child died before it finished the case
+            _reap(child)
+            yield "crashed", _death(child.exitcode)
+            return
+        if kind == "ready":
+            deadline = time.monotonic() + timeout_s
+            late = f"not finished after {timeout_s:g} s (case_timeout_s); the child process was killed"
+            continue
+        yield kind, payload
+        if kind != "row":
+            return
+
+
+def _rows_not_produced(job: CaseJob, done: set[str], outcome: Outcome) -> Iterator[ResultRow]:
+    """``outcome`` for every implementation of the case that has no row yet."""
+    device = torch.device(job.device)
+    for name in job.impl_names:
+        if name not in done:
+            yield ResultRow(identity(job.run_id, job.case, name, device, job.repeat), outcome)
+
+
+def _case_child(sender: Connection, job: CaseJob) -> None:
+    """Runs in the child: settings and plugins first (before anything allocates), ``("ready", None)``,
+    one ``("row", row)`` per row as it exists, then ``("done", None)``, or ``("error", line)``."""
+    try:
+        apply_process_settings(job.setup.allocator, job.setup.threads)
+        plugins.load_plugin_files(job.setup.plugin_files)
+        specs = [get_spec(name) for name in job.impl_names]
+        device = torch.device(job.device)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        sender.send(("ready", None))
+        for row in run_case(job.case, specs, device, job.run_id, job.peaks, job.timing, repeat=job.repeat):
+            sender.send(("row", row))
+        message: tuple[str, Any] = ("done", None)
+    except BaseException as exc:  # the child's only job is to report; KeyboardInterrupt included
+        message = ("error", _one_line(exc))
+    sender.send(message)
+    sender.close()
 
 
 def _reap(child: multiprocessing.process.BaseProcess) -> None:
@@ -68,19 +161,6 @@ def _reap(child: multiprocessing.process.BaseProcess) -> None:
     if child.is_alive():
         child.kill()
         child.join()
-
-
-def _await(child: multiprocessing.process.BaseProcess, receiver: Connection, timeout_s: float) -> IsolatedResult:
-    if not receiver.poll(timeout_s):
-        child.kill()
-        child.join()
-        return IsolatedResult("timeout", error=f"no result after {timeout_s:g} s; the child process was killed")
-    try:
-        status, payload = receiver.recv()
-    except (EOFError, OSError):  # the child died before it could answer
-        child.join()
-        return IsolatedResult("crashed", error=_death(child.exitcode))
-    return IsolatedResult("ok", value=payload) if status == "ok" else IsolatedResult("error", error=payload)
 
 
 def _death(exit_code: int | None) -> str:
@@ -95,19 +175,6 @@ def _death(exit_code: int | None) -> str:
     return f"the child process was killed by {killer.name}" + (f" ({note})" if note else "")
 
 
-def _child_main(sender: Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    """Runs in the child: one message, ``("ok", value)`` or ``("error", line)``, then exit."""
-    try:
-        message: tuple[str, Any] = ("ok", fn(*args))
-    except BaseException as exc:  # the child's only job is to report; KeyboardInterrupt included
-        message = ("error", _one_line(exc))
-    try:
-        sender.send(message)
-    except Exception as exc:  # e.g. a return value that cannot be pickled
-        sender.send(("error", _one_line(exc, "the result could not be sent back: ")))
-    sender.close()
-
-
-def _one_line(exc: BaseException, prefix: str = "") -> str:
+def _one_line(exc: BaseException) -> str:
     first_line = (str(exc).strip().splitlines() or [""])[0]
-    return shorten(f"{prefix}{type(exc).__name__}: {first_line}".rstrip(": "), ERROR_LIMIT)
+    return shorten(f"{type(exc).__name__}: {first_line}".rstrip(": "), ERROR_LIMIT)

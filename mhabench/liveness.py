@@ -9,15 +9,15 @@ age for a run recorded on another host (a shared results folder).
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import socket
 from pathlib import Path
 from typing import Any
 
 STALE_AFTER_S = 1800.0
-"""A heartbeat older than this (from another host) means the run is gone. The writer refreshes it
-after every row, so it must exceed the longest row: ``max_run_time_s`` plus warm-up and the check,
-or ``case_timeout_s`` (600 s by default) when cases run isolated."""
+"""A heartbeat older than this (from another host) means the run is gone, unless the run's own config
+allows a longer silence (:func:`longest_silence_s`). The writer refreshes it after every row."""
 PROC = Path("/proc")
 
 
@@ -39,7 +39,7 @@ def effective_status(manifest: dict[str, Any], now: dt.datetime | None = None) -
     """The manifest's ``status``, except ``running`` becomes ``interrupted`` when its process is gone.
 
     Same host: the recorded pid no longer exists, or exists but started at another time (a reused
-    pid). Another host: the heartbeat is older than :data:`STALE_AFTER_S`. A manifest without
+    pid). Another host: the heartbeat is older than :func:`longest_silence_s`. A manifest without
     liveness fields (written before they existed) cannot be judged and keeps its status.
     """
     status = str(manifest.get("status", ""))
@@ -48,7 +48,35 @@ def effective_status(manifest: dict[str, Any], now: dt.datetime | None = None) -
     if manifest.get("host") == socket.gethostname() and type(manifest.get("pid")) is int:
         return "running" if _same_process_alive(manifest["pid"], manifest.get("pid_started")) else "interrupted"
     age_s = _heartbeat_age_s(manifest.get("heartbeat"), now or dt.datetime.now(dt.timezone.utc))
-    return "interrupted" if age_s is not None and age_s > STALE_AFTER_S else "running"
+    return "interrupted" if age_s is not None and age_s > longest_silence_s(manifest) else "running"
+
+
+def longest_silence_s(manifest: dict[str, Any]) -> float:
+    """How long a live run may go without a heartbeat: :data:`STALE_AFTER_S`, or twice what its config lets
+    one case take, whichever is longer.
+
+    Rows of a case arrive together after its implementations are timed in shared rounds, so a case may
+    take ``max_run_time_s`` per implementation (the timing cap; checks and warm-up fit in the factor
+    two), or ``case_timeout_s`` when cases run in child processes.
+    """
+    config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+    timing = config.get("timing") if isinstance(config.get("timing"), dict) else {}
+    names = manifest.get("implementations")
+    case_s = _number(timing.get("max_run_time_s")) * (len(names) if isinstance(names, list) else 1)
+    if config.get("isolation") == "process":
+        case_s = max(case_s, _number(config.get("case_timeout_s")))
+    return max(STALE_AFTER_S, 2 * case_s)
+
+
+def _number(value: Any) -> float:
+    """A finite non-negative number from a manifest, else 0 (a hand-edited manifest may hold anything)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float
+        return 0.0
+    return number if math.isfinite(number) and number > 0 else 0.0
 
 
 def _same_process_alive(pid: int, started: Any) -> bool:

@@ -1,7 +1,9 @@
 """The report's plots (matplotlib, Agg canvas, PNG bytes): each says why when the data cannot support it.
 
-Figures are built with ``matplotlib.figure.Figure`` on an explicit Agg canvas, never through
-pyplot, so rendering needs no display, keeps no global state and works in a headless CI.
+Figures are ``matplotlib.figure.Figure`` on an explicit Agg canvas, never pyplot: no display, no global
+state. A sweep is drawn as small multiples (one panel per combination of the fields that vary besides
+x, one line per implementation, one legend outside the axes): one line per (implementation × every
+other field) made a 5-field sweep ~100 lines under a legend that covered the data.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
+from PIL import Image
 
 from mhabench.schema import SHAPE_FIELDS, label
 from mhabench.speedup import DEFAULT_BASELINE, speedup_rows
@@ -26,8 +30,15 @@ from mhabench.speedup import DEFAULT_BASELINE, speedup_rows
 PLOT_FIELDS = (*SHAPE_FIELDS, "dtype")
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-DPI = 110
+DPI = 100
 MIB = 1024 * 1024
+MAX_LINES = 8  # implementations per panel; beyond it the baseline and the fastest others are drawn
+MAX_PANELS = 12  # axes per image; more go to further images
+MAX_IMAGES = 4  # images per plot: the tables hold every case, the plots are a legible overview
+MAX_BAR_CASES = 16  # cases per speedup bar chart image
+PANEL_SIZE_IN = (3.2, 2.4)
+
+Metric = tuple[str, Callable[[pd.DataFrame], pd.Series]]  # (y label, value of each row)
 
 
 def _one_two_five(value: float, _position: int) -> str:
@@ -44,31 +55,42 @@ def _plain_log_labels(ax: Axes) -> None:
         axis.set_minor_formatter(FuncFormatter(_one_two_five))
 
 
-def _titled(fig: Figure, title: str, constants: str) -> None:
-    fig.suptitle(f"{title}\n{constants}" if constants else title, fontsize="medium")
-
-
 @dataclasses.dataclass(frozen=True)
 class Plot:
-    """One plot of the report: PNG bytes, or the reason it was skipped."""
+    """One image of the report: PNG bytes, or the reason it was skipped."""
 
-    name: str  # file stem, e.g. latency_vs_seq_len
+    name: str  # file stem, e.g. latency_vs_seq_len (latency_vs_seq_len_2 for a second image)
     title: str
     png: bytes | None
     reason: str = ""
-    wide: bool = False  # two panels side by side: laid out across the full page width
+    wide: bool = False  # a wide image (several panels, many bars): laid out across the full page width
+    caption: str = ""  # how to read it: what the panels are, which implementations were left out
 
 
 def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows with a measured latency: only these can be plotted."""
-    ok = rows[(rows["status"] == "ok") & rows["latency_ms"].notna()]
-    return ok.astype({"latency_ms": float})
+    return rows[(rows["status"] == "ok") & rows["latency_ms"].notna()].astype({"latency_ms": float})
 
 
 def impl_styles(rows: pd.DataFrame) -> dict[str, tuple[str, str]]:
     """One (colour, marker) per implementation, the same in every plot of a report."""
     names = list(dict.fromkeys(rows["impl"]))
     return {name: (f"C{i % 10}", MARKERS[i % len(MARKERS)]) for i, name in enumerate(names)}
+
+
+def shown_impls(rows: pd.DataFrame, baseline: str, limit: int = MAX_LINES) -> tuple[list[str], list[str]]:
+    """(drawn, left out): every implementation, or the baseline and the fastest others up to ``limit``.
+
+    "Fastest" is the median over cases of latency / the case's fastest latency, so a shape that only
+    some implementations ran does not decide the ranking."""
+    names = list(dict.fromkeys(rows["impl"]))
+    ok = ok_rows(rows)
+    if len(names) <= limit or ok.empty:
+        return names, []
+    relative = ok["latency_ms"] / ok.groupby("case_id")["latency_ms"].transform("min")
+    ranked = list(relative.groupby(ok["impl"]).median().sort_values().index)
+    keep = ([baseline] if baseline in ranked else []) + [n for n in ranked if n != baseline]
+    return [n for n in names if n in keep[:limit]], [n for n in names if n not in keep[:limit]]
 
 
 def fields_present(rows: pd.DataFrame, exclude: Sequence[str]) -> list[str]:
@@ -103,179 +125,276 @@ def constant_label(rows: pd.DataFrame, exclude: Sequence[str]) -> str:
 
 
 def render(fig: Figure) -> bytes:
+    """PNG bytes in a 256-colour palette: a quarter of the RGBA size, the same picture (the HTML embeds them)."""
     buffer = io.BytesIO()
     FigureCanvasAgg(fig)
     fig.savefig(buffer, format="png", dpi=DPI)
-    return buffer.getvalue()
+    small = io.BytesIO()
+    Image.open(buffer).convert("RGB").quantize(256).save(small, format="png", optimize=True)
+    return small.getvalue()
 
 
-def _figure(width_in: float = 6.4, height_in: float = 4.2, columns: int = 1) -> tuple[Figure, list[Axes]]:
-    fig = Figure(figsize=(width_in, height_in), layout="constrained")
-    axes = [fig.add_subplot(1, columns, i + 1) for i in range(columns)]
-    for ax in axes:
-        ax.grid(True, which="major", alpha=0.35)
-        ax.grid(True, which="minor", alpha=0.12)
-    return fig, axes
+def _grid(ax: Axes) -> Axes:
+    ax.grid(True, which="major", alpha=0.35)
+    ax.grid(True, which="minor", alpha=0.12)
+    return ax
 
 
-def _series_plot(
-    rows: pd.DataFrame, x: str, metrics: Sequence[tuple[str, str, Callable[[pd.Series], pd.Series]]],
-    styles: dict[str, tuple[str, str]], follows_x: Sequence[str] = (),
-) -> Figure | None:  # fmt: skip
-    """Lines of ``metrics`` against ``x``: colour per impl, line style per group of the other shape fields.
+def _legend(fig: Figure, handles: list[Line2D], where: str = "outside lower center") -> None:
+    """One legend for the whole figure, outside every axes, so it can never cover data."""
+    fig.legend(handles=handles, loc=where, ncols=1 if "right" in where else 4, fontsize="small", frameon=False)
 
-    ``follows_x``: fields that change with ``x`` by construction (kv_heads = heads in plain MHA)."""
-    others = fields_present(rows, exclude=(x, *follows_x))
-    groups = [(key, g) for key, g in rows.groupby(["impl", *others], sort=False, dropna=False) if g[x].nunique() >= 2]
-    if not groups:
-        return None
-    fig, axes = _figure(6.4 * len(metrics) if len(metrics) > 1 else 6.4, 4.2, columns=len(metrics))
-    group_styles: dict[str, str] = {}
-    for (impl, *values), group in groups:
-        label = varying_label(rows, dict(zip(others, values, strict=True)), others)
-        linestyle = group_styles.setdefault(label, LINE_STYLES[len(group_styles) % len(LINE_STYLES)])
+
+def _impl_handles(names: Sequence[str], styles: dict[str, tuple[str, str]]) -> list[Line2D]:
+    return [Line2D([], [], color=styles[n][0], marker=styles[n][1], label=n) for n in names]
+
+
+def facet_panels(rows: pd.DataFrame, x: str) -> tuple[list[str], list[tuple]]:
+    """(facet fields, [(panel title, panel rows)]): one panel per combination of the fields that vary.
+
+    A panel is kept when some implementation has two or more ``x`` values in it (a line to draw).
+    kv_heads is no facet in plain MHA (kv_heads = heads in every row): it would repeat heads."""
+    plain_mha = "kv_heads" in rows and bool((rows["kv_heads"] == rows["heads"]).all())
+    others = fields_present(rows, exclude=(x, "kv_heads") if plain_mha else (x,))
+    facets = [f for f in others if rows[f].nunique(dropna=False) > 1]
+    groups = rows.groupby(facets, sort=True, dropna=False) if facets else [((), rows)]
+    panels = []
+    for key, group in groups:
+        if group.groupby("impl")[x].nunique().max() >= 2:
+            values = dict(zip(facets, key if isinstance(key, tuple) else (key,), strict=True))
+            panels.append((varying_label(rows, values, facets), group))
+    return facets, panels
+
+
+def _draw_panel(axes: Sequence[Axes], panel: pd.DataFrame, x: str, metrics: Sequence[Metric], styles: dict) -> None:
+    """One line per implementation and metric; repeats of a point are drawn at their median."""
+    for impl, group in panel.groupby("impl", sort=False):
         colour, marker = styles[str(impl)]
-        group = group.sort_values(x)
-        for ax, (_, _, metric) in zip(axes, metrics, strict=True):
-            ax.plot(group[x], metric(group), color=colour, marker=marker, linestyle=linestyle,
-                    label=f"{impl} {label}".strip())  # fmt: skip
-    for ax, (_, ylabel, _) in zip(axes, metrics, strict=True):
+        for ax, (_, metric) in zip(axes, metrics, strict=True):
+            values = pd.Series(metric(group).to_numpy(dtype=float), index=group[x].to_numpy())
+            line = values.groupby(level=0).median().sort_index()
+            ax.plot(line.index, line.to_numpy(), color=colour, marker=marker, markersize=4, linewidth=1.3)
+
+
+def _facet_figure(panels: list[tuple], x: str, metrics: Sequence[Metric], styles: dict, columns: int) -> Figure:
+    """Panels × metrics in a grid with shared axes; the empty cells of the last row are removed."""
+    count = len(panels) * len(metrics)
+    nrows = math.ceil(count / columns)
+    fig = Figure(figsize=(PANEL_SIZE_IN[0] * columns, PANEL_SIZE_IN[1] * nrows + 0.9), layout="constrained")
+    grid = fig.subplots(nrows, columns, sharex=True, sharey="col" if len(metrics) > 1 else True, squeeze=False)
+    cells = list(grid.flat)
+    for ax in cells[count:]:
+        ax.remove()
+    for index, (title, panel) in enumerate(panels):
+        axes = cells[index * len(metrics) : (index + 1) * len(metrics)]
+        _draw_panel(axes, panel, x, metrics, styles)
+        for ax in axes:
+            ax.set_title(title, fontsize="small")
+    ticks = sorted({float(v) for _, panel in panels for v in panel[x]})
+    for index, ax in enumerate(map(_grid, cells[:count])):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel(x)
-        ax.set_ylabel(ylabel)
         _plain_log_labels(ax)
-        ticks = sorted({v for _, g in groups for v in g[x]})
         ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
         ax.xaxis.set_minor_formatter(FuncFormatter(lambda _v, _p: ""))
-    axes[0].legend(fontsize="small")
+        if index + columns >= count:  # lowest panel of its column: the removed cells below hid its labels
+            ax.xaxis.set_tick_params(which="both", labelbottom=True)
+            ax.set_xlabel(x)
+        if len(metrics) > 1 or index % columns == 0:
+            ax.set_ylabel(metrics[index % len(metrics)][0])
+    impls = {str(i) for _, panel in panels for i in panel["impl"]}
+    _legend(fig, _impl_handles([n for n in styles if n in impls], styles))
     return fig
 
 
-def _vs_seq_len(
-    name: str, title: str, rows: pd.DataFrame, ylabel: str, metric: Callable[[pd.Series], pd.Series],
-    styles: dict[str, tuple[str, str]], reason: str,
-) -> Plot:  # fmt: skip
-    """One metric against seq_len (log-log); ``reason`` says why the plot is skipped when it cannot be drawn."""
-    fig = _series_plot(rows, "seq_len", [(name, ylabel, metric)], styles)
-    if fig is None:
-        return Plot(name, title, None, reason)
-    _titled(fig, title, constant_label(rows, ("seq_len",)))
-    return Plot(name, title, render(fig))
+def facet_figures(
+    rows: pd.DataFrame, x: str, metrics: Sequence[Metric], styles: dict
+) -> tuple[list[Figure], list[str], int]:
+    """Small-multiple images of ``metrics`` against ``x`` (none: nothing to draw), the facet fields, the panels."""
+    facets, panels = facet_panels(rows, x)
+    per_image = MAX_PANELS // len(metrics)
+    columns = 2 * len(metrics) if len(metrics) > 1 else min(3, len(panels))
+    chunks = [panels[i : i + per_image] for i in range(0, len(panels), per_image)][:MAX_IMAGES]
+    return [_facet_figure(chunk, x, metrics, styles, columns) for chunk in chunks], facets, len(panels)
 
 
-def latency_vs_seq_len(rows: pd.DataFrame, styles: dict[str, tuple[str, str]]) -> Plot:
-    return _vs_seq_len(
-        "latency_vs_seq_len", "Latency vs sequence length (log-log)", ok_rows(rows), "median latency (ms)",
-        lambda g: g["latency_ms"], styles, "needs at least two seq_len values for one implementation",
-    )  # fmt: skip
+def _images(name: str, title: str, figures: list[Figure], subtitle: str, caption: str) -> list[Plot]:
+    """One Plot per image: ``name``, ``name_2``, …; a title says "(2 of 3)" when there are several."""
+    plots = []
+    for number, fig in enumerate(figures, 1):
+        part = f" ({number} of {len(figures)})" if len(figures) > 1 else ""
+        fig.suptitle(f"{title}{part}\n{subtitle}".strip(), fontsize="medium")
+        stem = name if number == 1 else f"{name}_{number}"
+        plots.append(Plot(stem, title + part, render(fig), wide=fig.get_figwidth() > 7, caption=caption))
+    return plots
 
 
-def memory_vs_seq_len(rows: pd.DataFrame, styles: dict[str, tuple[str, str]]) -> Plot:
+def _drawn_text(drawn: int, total: int, what: str) -> str:
+    return f"The first {drawn} of {total} {what} are drawn (the tables hold every case)." if drawn < total else ""
+
+
+def left_out_text(shown: Sequence[str], left_out: Sequence[str], baseline: str) -> str:
+    """Which implementations a plot leaves out, and which it draws instead."""
+    if not left_out:
+        return ""
+    lead = f"{baseline} and the" if baseline in shown else "The"
+    others = len(shown) - (baseline in shown)
+    return f"{lead} {others} fastest others of {len(shown) + len(left_out)} are drawn; left out: {', '.join(left_out)}."
+
+
+LATENCY: Metric = ("median latency (ms)", lambda g: g["latency_ms"])
+MEMORY: Metric = ("peak memory (MiB)", lambda g: g["peak_memory_bytes"].astype(float) / MIB)
+FACETED = {  # name: (title, x, metrics, why it is skipped)
+    "latency_vs_seq_len": ("Latency vs sequence length (log-log)", "seq_len", (LATENCY,),
+                           "needs at least two seq_len values for one implementation"),
+    "memory_vs_seq_len": ("Peak memory vs sequence length", "seq_len", (MEMORY,),
+                          "needs peak memory at two or more seq_len values"),
+    "vs_heads": ("Latency and peak memory vs heads (fixed d_model)", "heads", (LATENCY, MEMORY),
+                 "heads do not vary at a fixed d_model in this run"),
+}  # fmt: skip
+
+
+def faceted(name: str, rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE) -> list[Plot]:
+    """The images of the :data:`FACETED` plot ``name``, or one skipped Plot saying why."""
+    title, x, metrics, reason = FACETED[name]
     ok = ok_rows(rows)
-    ok = ok[ok["peak_memory_bytes"].notna() & (ok["peak_memory_bytes"].astype(float) > 0)]
-    return _vs_seq_len(
-        "memory_vs_seq_len", "Peak memory vs sequence length", ok, "peak memory (MiB)",
-        lambda g: g["peak_memory_bytes"].astype(float) / MIB, styles, "needs peak memory at two or more seq_len values",
-    )  # fmt: skip
+    ok = ok[np.logical_and.reduce([metric(ok).astype(float) > 0 for _, metric in metrics])]
+    shown, left_out = shown_impls(ok, baseline)
+    figures, facets, panels = facet_figures(ok[ok["impl"].isin(shown)], x, metrics, styles)
+    if not figures:
+        return [Plot(name, title, None, reason)]
+    drawn = sum(len(fig.axes) for fig in figures) // len(metrics)
+    facet_text = f"One panel per {' × '.join(facets)} value; lines: implementations." if facets else ""
+    caption = " ".join(filter(None, [facet_text, _drawn_text(drawn, panels, "panels"),
+                                     left_out_text(shown, left_out, baseline)]))  # fmt: skip
+    return _images(name, title, figures, constant_label(ok, (x,)), caption)
 
 
-def vs_heads(rows: pd.DataFrame, styles: dict[str, tuple[str, str]]) -> Plot:
-    """Latency and memory against the head count, d_model held fixed (the per-head vs fused question)."""
-    title = "Latency and peak memory vs heads (fixed d_model)"
+# --- roofline and speedup ----------------------------------------------------------------------
+
+
+def _numbers(rows: pd.DataFrame, name: str) -> pd.Series:
+    """A numeric column, NaN where it is missing (an older run has no counted columns)."""
+    return pd.to_numeric(rows[name], errors="coerce") if name in rows else pd.Series(np.nan, index=rows.index)
+
+
+def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
+    """One point per ok row: counted intensity where ``intensity_source`` is measured, else the model's.
+
+    ``achieved_tflops`` already uses the same source's FLOPs (the runner computes both together)."""
     ok = ok_rows(rows)
-    ok = ok[ok["peak_memory_bytes"].notna()]
-    metrics = [
-        ("latency", "median latency (ms)", lambda g: g["latency_ms"]),
-        ("memory", "peak memory (MiB)", lambda g: g["peak_memory_bytes"].astype(float) / MIB),
-    ]
-    plain_mha = "kv_heads" in ok and bool((ok["kv_heads"] == ok["heads"]).all())
-    fig = _series_plot(ok, "heads", metrics, styles, follows_x=("kv_heads",) if plain_mha else ())
-    if fig is None:
-        return Plot("vs_heads", title, None, "heads do not vary at a fixed d_model in this run")
-    _titled(fig, title, constant_label(ok, ("heads", "head_dim")))
-    return Plot("vs_heads", title, render(fig), wide=True)
+    source = ok["intensity_source"] if "intensity_source" in ok else pd.Series("", index=ok.index)
+    measured = (source == "measured") & (_numbers(ok, "measured_intensity") > 0)
+    points = pd.DataFrame({
+        "impl": ok["impl"].astype(str), "dtype": ok["dtype"].astype(str),
+        "intensity": _numbers(ok, "measured_intensity").where(measured, _numbers(ok, "arithmetic_intensity")),
+        "achieved_tflops": _numbers(ok, "achieved_tflops"), "source": np.where(measured, "measured", "modelled"),
+        "peak_tflops": _numbers(ok, "peak_tflops"), "peak_gbps": _numbers(ok, "peak_gbps"),
+    })  # fmt: skip
+    values = points[["intensity", "achieved_tflops", "peak_tflops", "peak_gbps"]]
+    return points[(values > 0).all(axis=1)]
 
 
-def roofline(rows: pd.DataFrame, styles: dict[str, tuple[str, str]]) -> Plot:
-    """Achieved TFLOP/s against arithmetic intensity, under this device's memory and compute roofs."""
-    title = "Roofline"
-    ok = ok_rows(rows)
-    needed = ["arithmetic_intensity", "achieved_tflops", "peak_tflops", "peak_gbps"]
-    ok = ok.dropna(subset=needed)
-    ok = ok[(ok[needed].astype(float) > 0).all(axis=1)]
-    if ok.empty:
-        return Plot("roofline", title, None, "no row has intensity, achieved FLOP/s and device peaks")
-    fig, (ax,) = _figure(7.0, 4.6)
-    intensity = ok["arithmetic_intensity"].astype(float)
-    roofs = ok.groupby("dtype", sort=False)[["peak_tflops", "peak_gbps"]].first().astype(float)
+def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
+    """Achieved TFLOP/s against intensity under the roofs; filled markers: counted, hollow: modelled."""
+    points = roofline_points(rows)
+    if points.empty:
+        return None
+    fig = Figure(figsize=(7.0, 4.4), layout="constrained")
+    ax = _grid(fig.add_subplot())
+    roofs = points.groupby("dtype", sort=False)[["peak_tflops", "peak_gbps"]].first()
     ridges = roofs["peak_tflops"] * 1e3 / roofs["peak_gbps"]
-    x = np.geomspace(min(intensity.min(), ridges.min()) / 4, max(intensity.max(), ridges.max()) * 4, 200)
+    span = (min(points["intensity"].min(), ridges.min()) / 4, max(points["intensity"].max(), ridges.max()) * 4)
+    x = np.geomspace(*span, 200)
+    handles = []
     for (dtype, roof), style in zip(roofs.iterrows(), itertools.cycle(LINE_STYLES), strict=False):
+        text = f"roof {dtype}: {roof['peak_gbps']:.3g} GB/s, {roof['peak_tflops']:.3g} TFLOP/s"
         attainable = np.minimum(roof["peak_tflops"], roof["peak_gbps"] * x / 1e3)
-        ax.plot(x, attainable, color="0.25", linestyle=style, linewidth=1.6,
-                label=f"roof {dtype}: {roof['peak_gbps']:.3g} GB/s, {roof['peak_tflops']:.3g} TFLOP/s")  # fmt: skip
-    for impl, group in ok.groupby("impl", sort=False):
-        colour, marker = styles[str(impl)]
-        ax.scatter(group["arithmetic_intensity"].astype(float), group["achieved_tflops"].astype(float),
-                   color=colour, marker=marker, s=46, label=str(impl), zorder=3, edgecolor="white")  # fmt: skip
+        handles += ax.plot(x, attainable, color="0.25", linestyle=style, linewidth=1.6, label=text)
+    for (impl, source), group in points.groupby(["impl", "source"], sort=False):
+        colour, marker = styles[impl]
+        face = colour if source == "measured" else "none"
+        ax.scatter(group["intensity"], group["achieved_tflops"], marker=marker, s=40, zorder=3,
+                   facecolors=face, edgecolors=colour, linewidths=1.2)  # fmt: skip
+    handles += _impl_handles([n for n in styles if n in set(points["impl"])], styles)
+    for source, fill, text in (("measured", "0.3", "counted intensity"), ("modelled", "none", "modelled intensity")):
+        if (points["source"] == source).any():
+            handles.append(Line2D([], [], linestyle="", marker="o", color="0.3", markerfacecolor=fill, label=text))
     ax.set_xscale("log")
     ax.set_yscale("log")
     _plain_log_labels(ax)
-    ax.set_xlabel("arithmetic intensity (FLOP/byte, cost model)")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved TFLOP/s")
-    sources = ", ".join(sorted({str(s) for s in ok.get("roofline_source", pd.Series(["?"])).dropna()}))
-    ax.set_title(f"{title} (device peaks: {sources})")
-    ax.legend(fontsize="small", loc="best")
-    return Plot("roofline", title, render(fig))
+    sources = ", ".join(sorted({str(s) for s in rows.get("roofline_source", pd.Series(["?"])).dropna()}))
+    ax.set_title(f"Roofline (device peaks: {sources})", fontsize="medium")
+    _legend(fig, handles, "outside right upper")
+    return fig
 
 
-def speedup_bars(rows: pd.DataFrame, styles: dict[str, tuple[str, str]], baseline: str = DEFAULT_BASELINE) -> Plot:
-    """Per case, each implementation's speedup over the baseline, with its bootstrap CI as error bars."""
-    title = f"Speedup over {baseline}"
-    if baseline not in set(rows["impl"]):
-        return Plot("speedup", title, None, f"the run has no {baseline} rows to compare with")
-    table = speedup_rows(rows, baseline)
-    table = table[(table["impl"] != baseline) & table["speedup"].notna()]
-    if table.empty:
-        return Plot("speedup", title, None, f"no case has both {baseline} and another implementation measured")
-    cases = list(dict.fromkeys(table["case_id"]))
+def roofline(rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE) -> Plot:
+    shown, left_out = shown_impls(rows, baseline)
+    fig = roofline_figure(rows[rows["impl"].isin(shown)], styles)
+    if fig is None:
+        return Plot("roofline", "Roofline", None, "no row has intensity, achieved FLOP/s and device peaks")
+    text = f"Filled: intensity counted from the ops; hollow: the model's. {left_out_text(shown, left_out, baseline)}"
+    return Plot("roofline", "Roofline", render(fig), caption=text.rstrip())
+
+
+def _bar_figure(table: pd.DataFrame, rows: pd.DataFrame, cases: list[str], styles: dict, baseline: str) -> Figure:
     impls = list(dict.fromkeys(table["impl"]))
-    fig, (ax,) = _figure(min(14.0, max(6.4, 1.1 * len(cases) * max(1, len(impls)) / 2)), 4.2)
+    fig = Figure(figsize=(min(14.0, max(6.4, 0.55 * len(cases) * max(1, len(impls)))), 4.2), layout="constrained")
+    ax = _grid(fig.add_subplot())
     width = 0.8 / len(impls)
     for position, impl in enumerate(impls):
-        part = table[table["impl"] == impl].set_index("case_id").reindex(cases)
+        part = table[table["impl"] == impl].groupby("case_id")[["speedup", "speedup_ci_low", "speedup_ci_high"]]
+        part = part.median().reindex(cases)  # one bar per case even when the rows hold several repeats
         centre = np.arange(len(cases)) + (position - (len(impls) - 1) / 2) * width
         low = (part["speedup"] - part["speedup_ci_low"]).clip(lower=0).fillna(0)
         high = (part["speedup_ci_high"] - part["speedup"]).clip(lower=0).fillna(0)
-        ax.bar(centre, part["speedup"], width, yerr=[low, high], color=styles[impl][0], label=impl,
-               capsize=2, error_kw={"linewidth": 0.8})  # fmt: skip
+        ax.bar(centre, part["speedup"], width, yerr=[low, high], color=styles[impl][0], capsize=2,
+               error_kw={"linewidth": 0.8})  # fmt: skip
     ax.axhline(1.0, color="0.3", linestyle="--", linewidth=1)
     ax.set_yscale("log")
-    times = FuncFormatter(lambda v, p: f"{label}×" if (label := _one_two_five(v, p)) else "")
-    ax.yaxis.set_major_formatter(times)
-    ax.yaxis.set_minor_formatter(times)
-    ax.set_xticks(np.arange(len(cases)), [_case_tick(rows, c) for c in cases], rotation=20 if len(cases) > 4 else 0)
-    ax.set_ylabel(f"speedup over {baseline} (ratio of medians)")
-    ax.set_title(f"{title} (higher is better; bars: 95% bootstrap CI)")
-    ax.legend(fontsize="small")
-    return Plot("speedup", title, render(fig))
+    for set_formatter in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+        set_formatter(FuncFormatter(lambda v, p: f"{text}×" if (text := _one_two_five(v, p)) else ""))
+    slanted = {"rotation": 25, "ha": "right"} if len(cases) > 4 else {}
+    ax.set_xticks(np.arange(len(cases)), [_case_tick(rows, c) for c in cases], **slanted)
+    ax.set_ylabel(f"speedup over {baseline}")
+    handles = [Line2D([], [], color=styles[n][0], linewidth=6, label=n) for n in impls]
+    _legend(fig, handles, "outside right upper")
+    return fig
+
+
+def speedup_bars(rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE) -> list[Plot]:
+    """Per case, each implementation's speedup over the baseline, with its bootstrap CI as error bars."""
+    title = f"Speedup over {baseline}"
+    if baseline not in set(rows["impl"]):
+        return [Plot("speedup", title, None, f"the run has no {baseline} rows to compare with")]
+    shown, left_out = shown_impls(rows, baseline, MAX_LINES + 1)  # the baseline itself has no bar
+    table = speedup_rows(rows, baseline)
+    table = table[(table["impl"] != baseline) & table["speedup"].notna() & table["impl"].isin(shown)]
+    if table.empty:
+        return [Plot("speedup", title, None, f"no case has both {baseline} and another implementation measured")]
+    cases = list(dict.fromkeys(table["case_id"]))
+    chunks = [cases[i : i + MAX_BAR_CASES] for i in range(0, len(cases), MAX_BAR_CASES)][:MAX_IMAGES]
+    figures = [_bar_figure(table, rows, chunk, styles, baseline) for chunk in chunks]
+    caption = " ".join(filter(None, [_drawn_text(sum(map(len, chunks)), len(cases), "cases"),
+                                     left_out_text(shown, left_out, baseline)]))  # fmt: skip
+    return _images("speedup", title, figures, "higher is better; bars: 95% bootstrap CI", caption)
 
 
 def _case_tick(rows: pd.DataFrame, case_id: str) -> str:
-    first = rows[rows["case_id"] == case_id].iloc[0]
-    fields = fields_present(rows, exclude=())
-    label = varying_label(rows, {f: first[f] for f in fields}, fields)
-    return label or str(first["scenario"])
+    first, fields = rows[rows["case_id"] == case_id].iloc[0], fields_present(rows, exclude=())
+    return varying_label(rows, {f: first[f] for f in fields}, fields) or str(first["scenario"])
 
 
 def all_plots(rows: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> list[Plot]:
-    """Every plot of a report, in the order they appear."""
+    """Every image of a report, in the order they appear."""
     styles = impl_styles(rows)
     return [
-        latency_vs_seq_len(rows, styles),
-        memory_vs_seq_len(rows, styles),
-        roofline(rows, styles),
-        speedup_bars(rows, styles, baseline),
-        vs_heads(rows, styles),
+        *faceted("latency_vs_seq_len", rows, styles, baseline),
+        *faceted("memory_vs_seq_len", rows, styles, baseline),
+        roofline(rows, styles, baseline),
+        *speedup_bars(rows, styles, baseline),
+        *faceted("vs_heads", rows, styles, baseline),
     ]

@@ -14,32 +14,60 @@ import importlib.util
 import inspect
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
-from mhabench.errors import PluginError, RegistryError
+from mhabench.errors import PluginError, RegistryError, shorten
 from mhabench.impls.registry import available_implementations, core_implementations, get_spec, register
 
 # resolved plugin path → (module, names it registered): a file imported twice would register twice
 _LOADED: dict[Path, tuple[ModuleType, list[str]]] = {}
+# every plugin file and ``file.py:Class`` entry loaded, as absolute paths, in load order
+_SOURCES: dict[str, None] = {}
 
 
 def load_plugin(path: str | Path) -> list[str]:
     """Import the plugin file at ``path``; return the implementation names it registered."""
-    return _import(Path(path))[1]
+    module_and_names = _import(Path(path))
+    _SOURCES.setdefault(str(Path(path).expanduser().resolve()), None)
+    return module_and_names[1]
+
+
+def loaded_plugin_files() -> tuple[str, ...]:
+    """Every plugin this process loaded: absolute ``file.py`` paths and ``/abs/file.py:Class`` entries.
+
+    A spawned child (``isolation: process``) and a resumed run start with only the built-ins
+    registered; loading these again gives them the same implementations under the same names.
+    """
+    return tuple(_SOURCES)
+
+
+def load_plugin_files(sources: Iterable[str]) -> None:
+    """Load what :func:`loaded_plugin_files` returned in another process (a missing file: one-line error)."""
+    for source in sources:
+        if is_class_entry(source):
+            register_class_entry(source, Path.cwd())
+        else:
+            load_plugin(source)
 
 
 def _import(path: Path) -> tuple[ModuleType, list[str]]:
-    resolved = path.expanduser().resolve()
+    where = _printable(path)
+    try:
+        resolved = path.expanduser().resolve()
+        is_file = resolved.is_file()
+    except (OSError, RuntimeError) as exc:  # a name too long for the OS, an unknown ~user, a symlink loop
+        raise PluginError(f"{where}: cannot open the plugin file ({getattr(exc, 'strerror', None) or exc})") from None
     if resolved in _LOADED:
         return _LOADED[resolved]
-    if not resolved.is_file():
-        raise PluginError(f"{path}: no such plugin file")
+    if not is_file:
+        raise PluginError(f"{where}: no such plugin file")
     digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
     module_name = f"mhabench_plugin_{re.sub(r'[^0-9A-Za-z_]', '_', resolved.stem)}_{digest}"
     spec = importlib.util.spec_from_file_location(module_name, resolved)
     if spec is None or spec.loader is None:
-        raise PluginError(f"{path}: not a Python file (a plugin is a .py file)")
+        raise PluginError(f"{where}: not a Python file (a plugin is a .py file)")
     module = importlib.util.module_from_spec(spec)
     before = set(available_implementations())
     sys.modules[module_name] = module
@@ -47,14 +75,19 @@ def _import(path: Path) -> tuple[ModuleType, list[str]]:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
-        raise PluginError(f"{path}: syntax error at line {exc.lineno}: {exc.msg}") from None
+        raise PluginError(f"{where}: syntax error at line {exc.lineno}: {exc.msg}") from None
     except (Exception, SystemExit) as exc:  # whatever the user's module raises while importing
         sys.modules.pop(module_name, None)
         detail = str(exc).strip().splitlines()
-        raise PluginError(f"{path}: importing it raised {type(exc).__name__}: {detail[0] if detail else ''}") from None
+        raise PluginError(f"{where}: importing it raised {type(exc).__name__}: {detail[0] if detail else ''}") from None
     added = [name for name in available_implementations() if name not in before]
     _LOADED[resolved] = (module, added)
     return _LOADED[resolved]
+
+
+def _printable(path: Path) -> str:
+    """``path`` for a one-line message: control characters escaped, cut to a readable length."""
+    return shorten(repr(str(path))[1:-1], 200)
 
 
 def is_class_entry(entry: str) -> bool:
@@ -74,13 +107,13 @@ def register_class_entry(entry: str, base_dir: Path) -> str:
         raise PluginError(f"{file_part}: no class {attr!r} in the plugin (classes defined: {', '.join(defined)})")
     _check_signature(factory, f"{file_part}:{attr}")
     existing = [name for name in available_implementations() if get_spec(name).factory is factory]
-    if existing:  # the file registered it itself, or the entry was already loaded
-        return existing[0]
-    try:
-        register(attr, description=f"plugin {file_part}:{attr}", cost=None)(factory)
-    except RegistryError as exc:
-        raise PluginError(f"{file_part}:{attr}: {exc}") from None
-    return attr
+    if not existing:  # else the file registered it itself, or the entry was already loaded
+        try:
+            register(attr, description=f"plugin {file_part}:{attr}", cost=None)(factory)
+        except RegistryError as exc:
+            raise PluginError(f"{file_part}:{attr}: {exc}") from None
+    _SOURCES.setdefault(f"{module.__file__}:{attr}", None)
+    return existing[0] if existing else attr
 
 
 def _check_signature(factory: object, where: str) -> None:

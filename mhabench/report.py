@@ -23,8 +23,9 @@ from mhabench.errors import InputError
 from mhabench.markdown import md_cell
 from mhabench.plots import Plot, all_plots
 from mhabench.results import Run
-from mhabench.speedup import DEFAULT_BASELINE
-from mhabench.table import TableModel, case_label, format_number
+from mhabench.schema import label
+from mhabench.speedup import DEFAULT_BASELINE, repeat_count, repeat_spread
+from mhabench.table import TableModel, case_label, format_number, human_bytes, human_count
 
 FORMATS = {"html": ("html",), "md": ("md",), "both": ("md", "html")}
 PLOTS_DIR = "report_plots"
@@ -59,18 +60,15 @@ def parse_formats(text: str) -> tuple[str, ...]:
 
 
 def build(run: Run, baseline: str = DEFAULT_BASELINE) -> list[Block]:
-    """The whole report, top to bottom: summary, plots, per-scenario tables, failures, environment, config."""
+    """The whole report, top to bottom: claims, summary, plots, per-scenario tables, model disagreements,
+    run-to-run spread, failures, environment, config. A run without rows (a probe run) keeps only the
+    claims, the environment and the config."""
     from mhabench.probe.report import claims_blocks  # deferred: the probe's report module imports this one
 
-    rows = run.rows
     return [
         Heading(f"mhabench report: {run.run_id}", 1),
         *claims_blocks(run.path),  # a run with mhabench probe's claims shows them first
-        Paragraph(_summary_sentence(run)),
-        Heading("Plots"),
-        *_plots(rows, baseline),
-        *_scenario_sections(rows, baseline),
-        *_failures(rows),
+        *(_result_blocks(run, baseline) if len(run.rows) else [Paragraph(_no_rows_sentence(run))]),
         Heading("Environment"),
         _environment_table(run),
         *_roofline_table(run),
@@ -78,6 +76,24 @@ def build(run: Run, baseline: str = DEFAULT_BASELINE) -> list[Block]:
         Paragraph("Command: " + " ".join(str(a) for a in run.manifest.get("command", []))),
         Code(yaml.safe_dump(run.manifest.get("config", {}), sort_keys=False).rstrip()),
     ]
+
+
+def _result_blocks(run: Run, baseline: str) -> list[Block]:
+    rows = run.rows
+    return [
+        Paragraph(_summary_sentence(run)),
+        Heading("Plots"),
+        *_plots(rows, baseline),
+        *_scenario_sections(rows, baseline),
+        *_disagreements(rows),
+        *_repeat_spread(rows, baseline),
+        *_failures(rows),
+    ]
+
+
+def _no_rows_sentence(run: Run) -> str:
+    kind = "a probe run" if run.manifest.get("kind") == "probe" else f"run {run.manifest.get('status', '?')}"
+    return f"No benchmark rows ({kind}): the plots and result tables are left out."
 
 
 def _summary_sentence(run: Run) -> str:
@@ -104,12 +120,92 @@ def _scenario_sections(rows: pd.DataFrame, baseline: str) -> list[Block]:
     if baseline not in set(rows["impl"]):
         blocks.append(Paragraph(f"No {baseline} rows in this run: speedups are not shown."))
     for scenario, group in rows.groupby("scenario", sort=False):
-        table = results_table(group, baseline, title=f"Scenario {scenario}")
+        table = _with_throughput(results_table(group, baseline, title=f"Scenario {scenario}"))
         blocks += [Heading(f"Scenario {scenario}", 3), table]
         noisy = list(group["noisy"].fillna(False).astype(bool) & (group["status"] == "ok")).count(True)
         if noisy:
             blocks.append(Paragraph(f"{noisy} row(s) marked noisy: IQR above the run's noise threshold of the median."))
     return blocks
+
+
+def _with_throughput(table: TableModel) -> TableModel:
+    """The results table plus useful TFLOP/s (masked pairs not counted) and whether the kernel skips
+    masked work, after TFLOP/s, where the run has them: a causal kernel that skips the masked half
+    does half the executed FLOPs, which TFLOP/s alone would hide."""
+    records = table.records if table.records is not None else pd.DataFrame()
+    extra: list[tuple[str, list[str]]] = []
+    if records.get("achieved_useful_tflops", pd.Series(dtype=float)).notna().any():
+        extra.append((label("achieved_useful_tflops"),
+                      [format_number(v, ".3f") for v in records["achieved_useful_tflops"]]))  # fmt: skip
+    if _flag(records, "causal").any() and records.get("skips_masked_work", pd.Series(dtype=object)).notna().any():
+        extra.append((label("skips_masked_work"), [_yes_no(v) for v in records["skips_masked_work"]]))
+    if not extra:
+        return table
+    at = list(table.headers).index(label("achieved_tflops")) + 1
+    return dataclasses.replace(
+        table, headers=[*table.headers[:at], *(header for header, _ in extra), *table.headers[at:]],
+        cells=[[*row[:at], *(cells[i] for _, cells in extra), *row[at:]] for i, row in enumerate(table.cells)],
+        numeric=[*table.numeric[:at], *([True] * len(extra)), *table.numeric[at:]],
+    )  # fmt: skip
+
+
+def _yes_no(value: object) -> str:
+    text = str(value).lower()
+    return "yes" if text == "true" else "no" if text == "false" else "-"
+
+
+def _flag(rows: pd.DataFrame, name: str) -> pd.Series:
+    """A boolean column as True/False whatever the file stored (bool, "True", empty)."""
+    return rows[name].astype(str).str.lower().eq("true") if name in rows else pd.Series(False, index=rows.index)
+
+
+DISAGREEMENT_HEADERS = ("case", "impl", "FLOPs model", "FLOPs counted", "bytes model", "bytes counted",
+                        "FLOP/B model", "FLOP/B counted", "gap")  # fmt: skip
+
+
+def _disagreements(rows: pd.DataFrame) -> list[Block]:
+    """Rows whose counted FLOPs or bytes are more than 25 % from the cost model, once per (case, impl)."""
+    heading = Heading("Model disagreements")
+    if "measured_flops" not in rows or rows["measured_flops"].isna().all():
+        return [heading, Paragraph("Not available: no row has counted FLOPs and bytes (a run older than the counter).")]
+    flagged = rows[_flag(rows, "model_disagrees")].drop_duplicates(["case_id", "impl"])
+    if flagged.empty:
+        return [heading, Paragraph("None: every counted row is within 25 % of its cost model.")]
+    cells = [
+        [case_label(r), str(r["impl"]), human_count(r["flops"]), human_count(r["measured_flops"]),
+         human_bytes(r["bytes_moved"]), human_bytes(r["measured_bytes"]),
+         format_number(r["arithmetic_intensity"], ".1f"), format_number(r["measured_intensity"], ".1f"),
+         format_number(r["model_disagreement"], ".0%")]
+        for _, r in flagged.iterrows()
+    ]  # fmt: skip
+    text = (
+        f"{len(cells)} row(s) whose FLOPs or bytes counted from the dispatched ops differ from the cost model "
+        "by more than 25 %: the model does not describe what ran (gap: the larger relative difference)."
+    )
+    numeric = [False, False, *[True] * 7]
+    return [heading, Paragraph(text), TableModel("Model disagreements", DISAGREEMENT_HEADERS, cells, numeric)]
+
+
+SPREAD_HEADERS = ("case", "impl", "repeats", "median ms per repeat", "median ms", "latency spread", "speedup",
+                  "speedup spread")  # fmt: skip
+
+
+def _repeat_spread(rows: pd.DataFrame, baseline: str) -> list[Block]:
+    """Per case and implementation, how far its repeats landed apart (only for ``run --repeat N``)."""
+    if repeat_count(rows) < 2:
+        return []
+    spread = repeat_spread(rows, baseline)
+    cells = [
+        [str(r["case"]), str(r["impl"]), str(r["repeats"]), " / ".join(f"{v:.3f}" for v in r["latency_ms_by_repeat"]),
+         format_number(r["latency_ms"], ".3f"), format_number(r["latency_spread"], ".1%"),
+         format_number(r["speedup"], ".2f", "×"), format_number(r["speedup_spread"], ".1%")]
+        for _, r in spread.iterrows()
+    ]  # fmt: skip
+    text = (f"{repeat_count(rows)} repeats. Spread: (max − min) / median over the repeats where the row was ok; "
+            f"speedup: median over repeats of the speedup vs {baseline}.")  # fmt: skip
+    numeric = [False, False, *[True] * 6]
+    table = TableModel("Run-to-run spread", SPREAD_HEADERS, cells, numeric, groups=list(spread["case_id"]))
+    return [Heading("Run-to-run spread"), Paragraph(text), table]
 
 
 def _failures(rows: pd.DataFrame) -> list[Block]:
@@ -155,7 +251,8 @@ def to_markdown(blocks: Sequence[Block]) -> str:
         elif isinstance(block, TableModel):
             parts.append(table.to_markdown(block))
         elif isinstance(block, Plot):
-            parts.append(f"![{md_cell(block.title)}]({PLOTS_DIR}/{block.name}.png)")
+            caption = f"\n\n*{md_cell(block.caption)}*" if block.caption else ""
+            parts.append(f"![{md_cell(block.title)}]({PLOTS_DIR}/{block.name}.png){caption}")
         else:
             parts.append(f"```yaml\n{block.text}\n```")
     return "\n\n".join(parts) + "\n"
@@ -169,7 +266,7 @@ h1 { font-size: 1.6rem; margin: 0 0 .4rem; } h2 { border-bottom: 2px solid #e3e7
 .plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 1rem; }
 figure { margin: 0; border: 1px solid #e3e7ef; border-radius: 6px; padding: .5rem; background: #fafbfd; }
 figure img { max-width: 100%; height: auto; display: block; margin: 0 auto; }
-figure.wide { grid-column: 1 / -1; }
+figure.wide { grid-column: 1 / -1; } figcaption { font-size: 12.5px; color: #4a5263; margin-top: .3rem; }
 .scroll { overflow-x: auto; } td:first-child { white-space: nowrap; }
 table { border-collapse: collapse; margin: .4rem 0 1rem; font-size: 12.5px; }
 th, td { border: 1px solid #dfe3ea; padding: 3px 8px; vertical-align: top; }
@@ -193,7 +290,8 @@ def _html_block(block: Block) -> str:
         data = base64.b64encode(block.png or b"").decode("ascii")
         title = html.escape(block.title)
         css = ' class="wide"' if block.wide else ""
-        return f'<figure{css}><img src="data:image/png;base64,{data}" alt="{title}"></figure>'
+        caption = f"<figcaption>{html.escape(block.caption)}</figcaption>" if block.caption else ""
+        return f'<figure{css}><img src="data:image/png;base64,{data}" alt="{title}">{caption}</figure>'
     return f"<pre><code>{html.escape(block.text)}</code></pre>"
 
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime as dt
+import io
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,13 +65,33 @@ class RunWriter:
     and takes the samples the Parquet file has).
     """
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, rows: Sequence[ResultRow] = ()) -> None:
+        """A writer whose CSV holds ``rows`` (none for a new run), written to a temporary file and
+        renamed, so a kill during :meth:`reopen` cannot leave a folder with fewer rows than before."""
         self.run_dir = run_dir
-        self.rows: list[ResultRow] = []
+        self.rows: list[ResultRow] = list(rows)
         self.on_row: Callable[[], None] = lambda: None
         """Called after each row is on disk (the runner refreshes the manifest's heartbeat)."""
-        with open(run_dir / CSV_NAME, "w", newline="", encoding="utf-8") as handle:
+        tmp = run_dir / (CSV_NAME + ".tmp")
+        with open(tmp, "w", newline="", encoding="utf-8") as handle:
             csv.writer(handle).writerow(COLUMNS)
+            csv.DictWriter(handle, COLUMNS, extrasaction="ignore").writerows(row.record() for row in self.rows)
+        tmp.replace(run_dir / CSV_NAME)
+
+    @classmethod
+    def reopen(cls, run_dir: Path) -> RunWriter:
+        """A writer that continues a killed run (``run --resume``), appending after its finished rows.
+
+        Whatever the moment of the kill, the folder is consistent afterwards: the rows are
+        :func:`finished_rows`, both files are rewritten from them, and left-over temporary files are
+        removed. An ``ok`` row whose raw samples never reached the Parquet file is left out, so it is
+        measured again and every ``ok`` row of the resumed run has its samples, as in an unbroken run.
+        """
+        for name in (CSV_NAME, PARQUET_NAME, MANIFEST_NAME):
+            (run_dir / (name + ".tmp")).unlink(missing_ok=True)
+        writer = cls(run_dir, [row for row in finished_rows(run_dir) if not _samples_lost(row)])
+        writer._write_parquet()
+        return writer
 
     @property
     def run_id(self) -> str:
@@ -100,6 +121,73 @@ class RunWriter:
         tmp.replace(self.run_dir / MANIFEST_NAME)
 
 
+def finished_rows(run_dir: Path) -> list[ResultRow]:
+    """The rows a run finished, possibly killed mid-write, typed, with the samples the Parquet file has.
+
+    The CSV says which rows exist: it is appended row by row, so a kill leaves at most its last
+    line half-written (without its line end), and that line is dropped. The Parquet file, rewritten
+    at powers of two, may lag it by up to half its rows; those rows come back without ``times_ms``.
+    A (case_id, impl, repeat) key seen twice keeps its first row: a resumed run measures exactly the
+    keys its folder lacks.
+    """
+    frame = _complete_csv_rows(run_dir / CSV_NAME)
+    samples = _samples_by_key(run_dir / PARQUET_NAME)
+    rows: dict[tuple[Any, ...], ResultRow] = {}
+    for key, record in zip(_row_keys(frame), frame.to_dict("records"), strict=True):
+        if key not in rows:
+            rows[key] = ResultRow.from_record({**record, "repeat": key[2], SAMPLES_COLUMN: samples.get(key)})
+    return list(rows.values())
+
+
+def _complete_csv_rows(path: Path) -> pd.DataFrame:
+    """Every complete line of a results CSV (a format-2 file gets its missing key columns' defaults)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ResultsCorruptError(f"{path}: cannot read the results ({exc.strerror})") from None
+    complete = data[: data.rfind(b"\n") + 1]  # a line without its end was being written when the run died
+    if not complete:  # killed while the header was being written
+        return pd.DataFrame(columns=COLUMNS)
+    try:
+        frame = pd.read_csv(io.BytesIO(complete), keep_default_na=False, na_values=[""], encoding="utf-8")
+    except Exception as exc:  # pandas raises many types for a damaged file
+        raise ResultsCorruptError(f"{path}: cannot read the results ({type(exc).__name__}: {exc})") from None
+    for name, value in KEY_DEFAULTS.items():
+        if name not in frame.columns:
+            frame[name] = value
+    missing = [c for c in IDENTITY_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ResultsCorruptError(f"{path}: not mhabench results (missing columns {missing})")
+    frame["error"] = frame["error"].astype(object).fillna("").astype(str)
+    return frame
+
+
+def _samples_by_key(parquet: Path) -> dict[tuple[Any, ...], Any]:
+    """(case_id, impl, repeat) → raw samples, from the Parquet file if there is one."""
+    if not parquet.is_file():
+        return {}
+    frame = _read(parquet)
+    return {
+        key: list(values) for key, values in zip(_row_keys(frame), frame[SAMPLES_COLUMN], strict=True) if len(values)
+    }
+
+
+def _samples_lost(row: ResultRow) -> bool:
+    """The CSV says the row was timed, but its raw samples were not yet in the Parquet file."""
+    return row.latency is not None and bool(row.latency.samples) and not row.latency.times_ms
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """A run folder's manifest as written (``load_run`` also judges a ``running`` status by liveness)."""
+    try:
+        manifest = json.loads((run_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict):
+            raise ValueError("manifest is not a JSON object")
+    except (OSError, ValueError) as exc:
+        raise ResultsCorruptError(f"{run_dir / MANIFEST_NAME}: cannot read the manifest ({exc})") from None
+    return manifest
+
+
 def rows_frame(rows: list[ResultRow]) -> pd.DataFrame:
     """Rows as a DataFrame with every column of the format, in order (``times_ms`` last)."""
     frame = pd.DataFrame([row.record() for row in rows], columns=[*COLUMNS, SAMPLES_COLUMN])
@@ -124,8 +212,27 @@ class Run:
         return [ResultRow.from_record(record) for record in self.rows.to_dict("records")]
 
 
+PROBE_FILES = ("claims.csv", "probes.csv")
+"""What a ``mhabench probe`` run holds instead of results (the names of :mod:`mhabench.probe.run`)."""
+
+
 def is_run_dir(path: Path) -> bool:
-    return (path / MANIFEST_NAME).is_file() and ((path / PARQUET_NAME).is_file() or (path / CSV_NAME).is_file())
+    """A manifest and results, or a manifest and a probe run's files: ``report`` reads both kinds."""
+    files = (PARQUET_NAME, CSV_NAME, *PROBE_FILES)
+    return (path / MANIFEST_NAME).is_file() and any((path / name).is_file() for name in files)
+
+
+def is_probe_run(path: Path) -> bool:
+    """A probe run folder: claims or probes, no benchmark results."""
+    has = [(path / name).is_file() for name in (PARQUET_NAME, CSV_NAME, *PROBE_FILES)]
+    return not any(has[:2]) and any(has[2:])
+
+
+def require_results(run: Run) -> Run:
+    """``run`` when it has benchmark results; a probe run is refused in one line (nothing to compare)."""
+    if is_probe_run(run.path):
+        raise RunNotFoundError(f"{run.path} is a probe run: no results to compare")
+    return run
 
 
 def resolve_run(ref: str | Path, results_root: Path = Path("results")) -> Path:
@@ -182,21 +289,28 @@ def _read(source: Path) -> pd.DataFrame:
 
 
 def _read_rows(run_dir: Path) -> pd.DataFrame:
-    """The Parquet file when it has every row; else the CSV, with the samples the Parquet file has."""
+    """The Parquet file when it has every row; else the CSV, with the samples the Parquet file has.
+
+    A probe run has neither: its rows are empty, with every column, so readers need no special case."""
     parquet, csv_path = run_dir / PARQUET_NAME, run_dir / CSV_NAME
     frame = _read(parquet) if parquet.is_file() else None
     if csv_path.is_file() and (frame is None or len(frame) < _csv_rows(csv_path)):
-        samples = (
-            {}
-            if frame is None
-            else dict(zip(zip(frame["case_id"], frame["impl"], strict=True), frame[SAMPLES_COLUMN], strict=True))
-        )
+        samples = {} if frame is None else dict(zip(_row_keys(frame), frame[SAMPLES_COLUMN], strict=True))
         frame = _read(csv_path)
-        frame[SAMPLES_COLUMN] = [samples.get(key) for key in zip(frame["case_id"], frame["impl"], strict=True)]
-    assert frame is not None  # is_run_dir guarantees one of the two files
+        frame[SAMPLES_COLUMN] = [samples.get(key) for key in _row_keys(frame)]
+    if frame is None:
+        frame = rows_frame([])
     frame["error"] = frame["error"].astype(object).fillna("").astype(str)
     frame[SAMPLES_COLUMN] = frame[SAMPLES_COLUMN].apply(lambda v: [float(x) for x in v] if v is not None else [])
     return frame
+
+
+def _row_keys(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
+    """(case_id, impl, repeat) of every row: a ``--repeat`` run has one row per repeat of a pair.
+
+    An empty repeat is 0 (NaN never equals itself, and the CSV and Parquet files store it differently)."""
+    repeats = pd.to_numeric(frame["repeat"], errors="coerce").fillna(0).astype(int)
+    return list(zip(frame["case_id"], frame["impl"], repeats, strict=True))
 
 
 def _csv_rows(path: Path) -> int:

@@ -1,52 +1,43 @@
-"""Runs a config: expand cases, build every implementation on one weight set, check, time, measure.
+"""Runs a config: expand cases, run each (``mhabench.case_runner``), write every row as it exists.
 
-Each finished row goes to disk at once (``results.RunWriter``). A case an implementation cannot
-run (its registry capabilities say so) is an ``unsupported`` row before anything is built; a
-failure (an exception, out of memory, a numerical mismatch) becomes a row with ``status`` and a
-one-line ``error``, and the sweep goes on. Rows are :class:`mhabench.schema.ResultRow`.
+A run is ``repeats`` passes over the cases (``run --repeat N``: every case of pass 0, then of pass
+1, …), in one process or, with ``isolation: process``, one child process per case. Each finished
+row goes to disk at once (``results.RunWriter``); a resumed run (``resume_dir``) appends only the
+(case, implementation, repeat) triples its folder lacks. A reference workload is timed at the start,
+between cases on long runs and at the end (``mhabench.measure.drift``), so the manifest says whether
+the machine changed under the run. Under ``torchrun`` the run is tensor-parallel
+(``mhabench.distributed.run``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 import torch
 
-from mhabench.config import DTYPES, Case, RunConfig, TimingConfig, count_cases, expand_cases, resolve_device
+from mhabench import plugins
+from mhabench.case_runner import CudaContextLostError, identity, modelled_cost, run_case
+from mhabench.config import DTYPES, Case, RunConfig, count_cases, expand_cases, resolve_device
+from mhabench.distributed.launch import check_launch, launch_env
 from mhabench.environment import canonical_device, environment
-from mhabench.errors import InputError, MhabenchError
-from mhabench.failures import classify_failure, is_sticky_cuda_error
-from mhabench.guard import check_row_count, fits
+from mhabench.guard import check_row_count
 from mhabench.impls import core_implementations, get_spec
 from mhabench.impls.registry import ImplSpec
+from mhabench.isolation import CaseJob, ChildSetup, isolated_case
 from mhabench.liveness import heartbeat, liveness_fields
 from mhabench.measure.allocator import apply_process_settings
-from mhabench.measure.hardware import DevicePeaks, device_name, device_peaks
-from mhabench.measure.timing import measure_latency
-from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, PeakMemory, Stopwatch
-from mhabench.modes import expected, input_len, parameter_count, prepare, workload
-from mhabench.reference import Reference, check_output, reference_bytes
-from mhabench.results import RunWriter, new_run_dir, rows_frame
-from mhabench.schema import (
-    FORMAT_VERSION,
-    SHAPE_FIELDS,
-    CaseIdentity,
-    Correctness,
-    Dispatch,
-    LatencyStats,
-    Memory,
-    ModelledCost,
-    Outcome,
-    ResultRow,
-    Roofline,
-)
-from mhabench.weights import AttentionWeights
+from mhabench.measure.drift import DriftWatch
+from mhabench.measure.hardware import DevicePeaks, device_peaks
+from mhabench.results import RunWriter, new_run_dir, read_manifest, rows_frame
+from mhabench.schema import FORMAT_VERSION, Outcome, ResultRow
+
+Selector = Callable[[Case, str, int], bool]
+"""(case, implementation name, repeat) → measure it in this run? (``--shard``, ``--resume``)"""
 
 
 class Progress(Protocol):
@@ -57,14 +48,12 @@ class Progress(Protocol):
     def advance(self, label: str) -> None: ...
 
 
-class CudaContextLostError(MhabenchError):
-    """A sticky CUDA error: the process's CUDA context cannot run anything else."""
-
-
 @dataclasses.dataclass(frozen=True)
 class RunResult:
     run_dir: Path
     rows: list[ResultRow]
+    warnings: tuple[str, ...] = ()
+    """Lines the user must see after the summary (the machine drifted during the run)."""
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -77,235 +66,103 @@ def implementations_of(config: RunConfig) -> list[ImplSpec]:
     return [get_spec(name) for name in names]
 
 
-# --- one (case, implementation) ----------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class CaseInputs:
-    """What every implementation of one case shares: weights, input, and the float64 references."""
-
-    weights: AttentionWeights
-    x: torch.Tensor
-    references: dict[object, Reference] = dataclasses.field(default_factory=dict)
-
-    def reference_for(self, spec: ImplSpec, case: Case) -> Reference:
-        """The float64 output ``spec`` must reproduce (cached per reference function)."""
-        key = spec.reference if case.phase == "prefill" else None
-        if key not in self.references:
-            self.references[key] = expected(spec, case, self.weights, self.x)
-        return self.references[key]
-
-
-def make_inputs(case: Case, device: torch.device) -> CaseInputs:
-    dtype = DTYPES[case.dtype]
-    kv_dim = case.kv_heads * case.head_dim
-    weights = AttentionWeights.random(case.d_model, case.bias, case.seed, dtype, device, kv_dim=kv_dim)
-    generator = torch.Generator().manual_seed(case.seed + 1)
-    x = torch.randn(case.batch, input_len(case), case.d_model, generator=generator, dtype=torch.float64)
-    return CaseInputs(weights, x.to(dtype=dtype, device=device))
-
-
-def identity(run_id: str, case: Case, impl: str, device: torch.device, repeat: int = 0) -> CaseIdentity:
-    shape = {name: getattr(case, name) for name in SHAPE_FIELDS}
-    return CaseIdentity(
-        run_id=run_id, scenario=case.scenario, case_id=case.case_id, impl=impl, device=canonical_device(device),
-        device_name=device_name(device), dtype=case.dtype, head_dim=case.head_dim, repeat=repeat, **shape,
-    )  # fmt: skip
-
-
-def modelled_cost(spec: ImplSpec, case: Case) -> ModelledCost | None:
-    """The implementation's own cost model on this case; None when it declared none (a bare plugin)."""
-    return ModelledCost.from_cost(spec.cost(workload(case))) if spec.cost else None
-
-
-def unsupported_reason(spec: ImplSpec, case: Case, device: torch.device) -> str | None:
-    """Why ``spec`` cannot run ``case`` here (its capabilities), or None."""
-    return spec.capabilities.unsupported_reason(
-        spec.name, kv_heads=case.kv_heads, heads=case.heads, phase=case.phase, mode=case.mode,
-        device_type=device.type, dtype=case.dtype,
-    )  # fmt: skip
-
-
-def roofline(case: Case, cost: ModelledCost | None, latency: LatencyStats, peaks: DevicePeaks) -> Roofline:
-    """Throughput from the measured median; FLOP and byte rates only where a cost model exists."""
-    latency_s = latency.latency_ms / 1e3
-    tokens_per_s = workload(case).tokens / latency_s
-    if cost is None:
-        return Roofline(tokens_per_s=tokens_per_s, peak_tflops=peaks.peak_tflops, peak_gbps=peaks.peak_gbps,
-                        roofline_source=peaks.source)  # fmt: skip
-    achieved_tflops = cost.flops / latency_s / 1e12
-    attainable = peaks.attainable_tflops(cost.arithmetic_intensity)
-    return Roofline(
-        tokens_per_s=tokens_per_s, achieved_tflops=achieved_tflops, achieved_gbps=cost.bytes_moved / latency_s / 1e9,
-        peak_tflops=peaks.peak_tflops, peak_gbps=peaks.peak_gbps, roofline_source=peaks.source,
-        roofline_bound=peaks.bound(cost.arithmetic_intensity), attainable_tflops=attainable,
-        roofline_efficiency=achieved_tflops / attainable,
-    )  # fmt: skip
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckedCall:
-    """What the checked (first) call produced besides its output."""
-
-    dispatch: Dispatch
-    cpu_memory: PeakMemory | None
-    """None for a compiling implementation: torch.compile runs eagerly under a dispatch mode."""
-    compile_time_s: float
-
-
-def checked_call(
-    spec: ImplSpec, call: Callable[[], torch.Tensor], device: torch.device
-) -> tuple[torch.Tensor, CheckedCall]:
-    """The call whose output is checked against the reference.
-
-    Eager: under the dispatch tracker, which gives the CPU peak memory and the SDPA backend that ran
-    (``no_grad``, not ``inference_mode``, so composite ops decompose visibly). Compiling: this call
-    compiles, so it is timed as ``compile_time_s`` (never part of the latency), under
-    ``inference_mode`` like the timing loop (another grad mode would compile a second graph), and
-    outside the dispatch tracker, under which torch.compile would not run the compiled graph.
-    """
-    if spec.compiles:
-        with torch.inference_mode(), Stopwatch(device) as watch:
-            output = call()
-        return output, CheckedCall(Dispatch(), None, watch.seconds)
-    with torch.no_grad(), DispatchTracker() as tracker:
-        output = call()
-    return output, CheckedCall(tracker.result(), tracker.cpu_memory(), math.nan)
-
-
-# torch.compile runs a frame eagerly while any TorchDispatchMode is active, so on the CPU the storage
-# tracker would measure the eager module instead of the compiled graph: no number rather than a wrong one.
-COMPILED_CPU_MEMORY = "not measured (CPU: torch.compile runs eagerly under the dispatch-mode tracker)"
-
-
-def peak_memory(call: Callable[[], torch.Tensor], device: torch.device, checked: CheckedCall) -> PeakMemory:
-    """CUDA: one more call under the allocator tracker. CPU: the checked call's storage peak."""
-    if device.type == "cuda":
-        with torch.inference_mode() if checked.cpu_memory is None else torch.no_grad(), CudaMemoryTracker(device) as m:
-            call()
-        return m.result()
-    return checked.cpu_memory or PeakMemory(math.nan, COMPILED_CPU_MEMORY)
-
-
-def measure_impl(
-    spec: ImplSpec, case: Case, inputs: CaseInputs, device: torch.device,
-    peaks: Callable[[], DevicePeaks], timing: TimingConfig, case_identity: CaseIdentity,
-) -> ResultRow:  # fmt: skip
-    """Check ``spec`` against its float64 reference, then measure memory and latency."""
-    module, step = prepare(spec, case, inputs.weights, inputs.x)  # forward, decode or train (mhabench.modes)
-    output, checked = checked_call(spec, step.run, device)
-    check = check_output(output, inputs.reference_for(spec, case), case.dtype)
-    del output
-    correctness = Correctness(check.max_abs_err, check.max_rel_err)
-    dispatch, cost = checked.dispatch, modelled_cost(spec, case)
-    if not check.ok:  # NaN/Inf, or past the tolerance: reported, never timed
-        return ResultRow(case_identity, Outcome("mismatch", check.reason), correctness, dispatch, cost=cost)
-    memory = peak_memory(step.run, device, checked)
-    with torch.inference_mode():
-        latency = measure_latency(step.run, device, timing, checked.compile_time_s)
-    return ResultRow(
-        case_identity, Outcome("ok", ""), correctness, dispatch, latency=latency,
-        memory=Memory(memory.peak_bytes, memory.method, parameter_count(module), step.kv_cache_bytes),
-        cost=cost, roofline=roofline(case, cost, latency, peaks()),
-    )  # fmt: skip
-
-
-def run_case(
-    case: Case, specs: list[ImplSpec], device: torch.device, run_id: str,
-    peaks: Callable[[], DevicePeaks], timing: TimingConfig,
-) -> Iterator[ResultRow]:  # fmt: skip
-    """Yield one row per implementation; failures become rows, never exceptions."""
-    runnable = {spec.name: unsupported_reason(spec, case, device) for spec in specs}
-    too_big = {spec.name: memory_guard(spec, case, device) for spec in specs if runnable[spec.name] is None}
-    runnable |= {name: reason for name, reason in too_big.items() if reason is not None}
-    try:
-        inputs = make_inputs(case, device) if any(reason is None for reason in runnable.values()) else None
-    except Exception as exc:  # e.g. the input itself does not fit in memory
-        for spec in specs:
-            yield failure_row(identity(run_id, case, spec.name, device), exc)
-        return
-    for spec in specs:
-        case_identity = identity(run_id, case, spec.name, device)
-        reason = runnable[spec.name]
-        if reason is not None or inputs is None:
-            status = "skipped" if too_big.get(spec.name) else "unsupported"
-            yield ResultRow(case_identity, Outcome(status, reason or ""))
-            continue
-        try:
-            yield measure_impl(spec, case, inputs, device, peaks, timing, case_identity)
-        except Exception as exc:
-            yield failure_row(case_identity, exc)
-            if is_sticky_cuda_error(exc):  # the CUDA context is unusable: nothing after this can run
-                raise CudaContextLostError(
-                    f"not run: an earlier CUDA error left the context unusable ({exc})"
-                ) from None
-        finally:
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-
-
-def memory_guard(spec: ImplSpec, case: Case, device: torch.device) -> str | None:
-    """A case that would not fit (its predicted peak, or the float64 reference's) is skipped, not tried."""
-    predicted = spec.cost(workload(case)).predicted_peak_bytes if spec.cost else 0
-    return fits(predicted, reference_bytes(workload(case)), device, reference_device=device)
-
-
-def failure_row(case_identity: CaseIdentity, exc: BaseException) -> ResultRow:
-    """Identity and outcome only: a failure has no measurements to report."""
-    return ResultRow(case_identity, Outcome(*classify_failure(exc)))
-
-
 # --- a whole run -------------------------------------------------------------------------------
 
 
 def run(
-    config: RunConfig, out_root: Path, progress: Progress | None = None, argv: list[str] | None = None
-) -> RunResult:
-    """Run every case of ``config``; write ``out_root/<run_id>/``; return the rows."""
+    config: RunConfig, out_root: Path, progress: Progress | None = None, argv: list[str] | None = None, *,
+    repeats: int = 1, select: Selector | None = None, resume_dir: Path | None = None,
+    manifest_extra: dict[str, Any] | None = None, config_path: str = "CONFIG",
+) -> RunResult | None:  # fmt: skip
+    """Run every case of ``config`` ``repeats`` times; write ``out_root/<run_id>/``; return the rows.
+
+    ``select`` keeps a subset of the (case, implementation, repeat) triples (a shard). With
+    ``resume_dir`` the rows already in that folder are kept and only the missing triples run. Under
+    torchrun this is a tensor-parallel run, which returns None on every rank but 0.
+    """
+    launch = launch_env()
+    if launch is not None:
+        from mhabench.distributed.run import run_distributed  # torch.distributed only when launched
+
+        return run_distributed(config, out_root, progress, argv, launch)
     device = resolve_device(config.device)
     specs = implementations_of(config)
-    check_row_count(count_cases(config, device), len(specs), config.max_rows)
+    check_row_count(count_cases(config, device) * repeats, len(specs), config.max_rows)
     cases = expand_cases(config, device)
-    refuse_unapplied_settings(config, cases)
+    check_launch(sorted({case.tensor_parallel for case in cases}), None, config_path)
     process = apply_process_settings(config.allocator, config.threads)  # before any case allocates
     if device.type == "cuda":
         # with an explicit index (torch 2.11 refuses a bare "cuda"), so every kernel targets cuda:N
         torch.cuda.set_device(torch.device(canonical_device(device)))
-    started = dt.datetime.now(dt.timezone.utc)
-    writer = RunWriter(new_run_dir(out_root, config.name or "run", started))
-    manifest = {
-        "run_id": writer.run_id, "format_version": FORMAT_VERSION, "command": argv or [],
-        "config": config.model_dump(mode="json"), "environment": {**environment(device), **process}, "roofline": {},
-        "cases": len(cases), "implementations": [s.name for s in specs], "started_at": started.isoformat(),
-        "finished_at": None, "status": "running", **liveness_fields(),
-    }  # fmt: skip
+    if resume_dir is not None:
+        writer, manifest = RunWriter.reopen(resume_dir), read_manifest(resume_dir)
+        repeats = int(manifest.get("repeats", 1))
+        manifest.setdefault("resumed", []).append({"at": _now(), "command": argv or [], **liveness_fields()})
+        manifest.update(status="running", finished_at=None, **liveness_fields())
+    else:
+        started = dt.datetime.now(dt.timezone.utc)
+        writer = RunWriter(new_run_dir(out_root, _folder_name(config, manifest_extra), started))
+        manifest = {
+            "run_id": writer.run_id, "format_version": FORMAT_VERSION, "command": argv or [],
+            "config": config.model_dump(mode="json"), "environment": {**environment(device), **process},
+            "roofline": {}, "cases": len(cases), "implementations": [s.name for s in specs], "repeats": repeats,
+            "started_at": started.isoformat(), "finished_at": None, "status": "running", **liveness_fields(),
+            **(manifest_extra or {}),
+        }  # fmt: skip
+    todo = pending(cases, specs, repeats, select, {(r.case.case_id, r.case.impl, r.case.repeat) for r in writer.rows})
     writer.write_manifest(manifest)
     writer.on_row = lambda: writer.write_manifest({**manifest, **heartbeat()})  # liveness for readers
     if progress:
-        progress.start(len(cases) * len(specs))
+        progress.start(sum(len(names) for _, _, names in todo))
     try:
         peaks = roofline_peaks(device, sorted({case.dtype for case in cases}))  # before any case is timed
         manifest["roofline"] = {dtype: dataclasses.asdict(p) for dtype, p in peaks.items()}
+        # the reference workload, timed before the first case; no longer than a row's own minimum
+        drift = DriftWatch(device, config.timing.noise_threshold, seconds=min(0.2, config.timing.min_run_time_s))
         writer.write_manifest(manifest)
-        run_cases(cases, specs, device, writer, peaks, config.timing, progress)
+        run_cases(todo, device, writer, peaks, config, progress, drift)
+        manifest["drift"] = drift.finish()
+        warning = drift.result().warning()
     except BaseException:  # Ctrl-C or a crash: the rows are on disk; say the run is incomplete
         writer.close()
-        manifest.update(finished_at=dt.datetime.now(dt.timezone.utc).isoformat(), status="interrupted")
+        manifest.update(finished_at=_now(), status="interrupted")
         writer.write_manifest(manifest)
         raise
     writer.close()
-    manifest.update(finished_at=dt.datetime.now(dt.timezone.utc).isoformat(), status="complete")
+    manifest.update(finished_at=_now(), status="complete")
     writer.write_manifest(manifest)
-    return RunResult(writer.run_dir, list(writer.rows))
+    return RunResult(writer.run_dir, list(writer.rows), (warning,) if warning else ())
 
 
-def refuse_unapplied_settings(config: RunConfig, cases: list[Case]) -> None:
-    """Settings the config accepts that this runner cannot honour yet: one line, never silently ignored."""
-    if config.isolation != "inprocess":
-        raise InputError("isolation: 'process' is not applied by this runner yet; use isolation: inprocess")
-    split = sorted({case.tensor_parallel for case in cases if case.tensor_parallel > 1})
-    if split:
-        raise InputError(f"tensor_parallel: {split} is not run by this runner yet (only 1); see docs/distributed.md")
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+def _folder_name(config: RunConfig, manifest_extra: dict[str, Any] | None) -> str:
+    """``<config name>``, with ``-shard-I-of-N`` for a shard so the shards of one sweep sort together."""
+    shard = (manifest_extra or {}).get("shard")
+    suffix = f"-shard-{shard['index']}-of-{shard['count']}" if shard else ""
+    return (config.name or "run") + suffix
+
+
+Pending = tuple[int, Case, list[str]]
+"""(repeat, case, names of the implementations still to measure in it)."""
+
+
+def pending(
+    cases: list[Case], specs: list[ImplSpec], repeats: int, select: Selector | None, done: set[tuple[str, str, int]]
+) -> list[Pending]:
+    """Every (repeat, case) with the implementations this run still has to measure, in run order."""
+    todo = []
+    for repeat in range(repeats):
+        for case in cases:
+            names = [
+                spec.name for spec in specs
+                if (case.case_id, spec.name, repeat) not in done and (select is None or select(case, spec.name, repeat))
+            ]  # fmt: skip
+            if names:
+                todo.append((repeat, case, names))
+    return todo
 
 
 def roofline_peaks(device: torch.device, dtypes: list[str]) -> dict[str, DevicePeaks]:
@@ -314,27 +171,40 @@ def roofline_peaks(device: torch.device, dtypes: list[str]) -> dict[str, DeviceP
 
 
 def run_cases(
-    cases: list[Case], specs: list[ImplSpec], device: torch.device, writer: RunWriter,
-    peaks: dict[str, DevicePeaks], timing: TimingConfig, progress: Progress | None,
+    todo: list[Pending], device: torch.device, writer: RunWriter, peaks: dict[str, DevicePeaks],
+    config: RunConfig, progress: Progress | None, drift: DriftWatch,
 ) -> None:  # fmt: skip
-    """Measure every case, appending each row to ``writer`` as soon as it exists.
+    """Measure every pending case, appending each row to ``writer`` as soon as it exists.
 
-    After a sticky CUDA error (illegal access, device-side assert) every remaining (case,
-    implementation) gets an ``error`` row saying why it was not run, rather than failing one by one.
+    ``isolation: process`` runs each case in a child process. In process, a sticky CUDA error
+    (illegal access, device-side assert) leaves this process unable to run anything on the GPU, so
+    the rest of the sweep, the unfinished implementations of that case included, runs in children.
     """
-    lost: str | None = None
-    for case in cases:
+    isolate = config.isolation == "process"
+    for repeat, case, names in todo:
+        drift.between_cases()
+        rows = case_rows(case, names, device, writer.run_id, peaks[case.dtype], config, repeat, isolate)
         done: set[str] = set()
         try:
-            if lost is None:
-                for row in run_case(case, specs, device, writer.run_id, lambda c=case: peaks[c.dtype], timing):
-                    _record(writer, row, progress, done)
-        except CudaContextLostError as exc:
-            lost = str(exc)
-        for spec in specs:
-            if spec.name not in done and lost is not None:
-                row = ResultRow(identity(writer.run_id, case, spec.name, device), Outcome("error", lost[:300]))
+            for row in rows:
                 _record(writer, row, progress, done)
+        except CudaContextLostError:
+            isolate = True
+            rest = [name for name in names if name not in done]
+            for row in case_rows(case, rest, device, writer.run_id, peaks[case.dtype], config, repeat, True):
+                _record(writer, row, progress, done)
+
+
+def case_rows(
+    case: Case, names: list[str], device: torch.device, run_id: str, peaks: DevicePeaks, config: RunConfig,
+    repeat: int, isolate: bool,
+) -> Iterator[ResultRow]:  # fmt: skip
+    """The rows of one case, measured here or in a child process (``isolation: process``)."""
+    if not isolate:
+        return run_case(case, [get_spec(name) for name in names], device, run_id, peaks, config.timing, repeat=repeat)
+    setup = ChildSetup(allocator=config.allocator, threads=config.threads, plugin_files=plugins.loaded_plugin_files())
+    job = CaseJob(case, names, canonical_device(device), run_id, peaks, config.timing, repeat, setup)
+    return isolated_case(job, config.case_timeout_s)
 
 
 def _record(writer: RunWriter, row: ResultRow, progress: Progress | None, done: set[str]) -> None:
@@ -344,10 +214,10 @@ def _record(writer: RunWriter, row: ResultRow, progress: Progress | None, done: 
         progress.advance(f"{row.case.case_id} {row.case.impl}")
 
 
-def plan(config: RunConfig) -> list[ResultRow]:
+def plan(config: RunConfig, repeats: int = 1) -> list[ResultRow]:
     """``--dry-run``: every (case, implementation) with its modelled cost; nothing is run."""
     device = resolve_device(config.device)
-    check_row_count(count_cases(config, device), len(implementations_of(config)), config.max_rows)
+    check_row_count(count_cases(config, device) * repeats, len(implementations_of(config)), config.max_rows)
     return [
         ResultRow(identity("dry-run", case, spec.name, device), Outcome("planned", ""), cost=modelled_cost(spec, case))
         for case in expand_cases(config, device)

@@ -113,8 +113,11 @@ class Dispatch:
 
 @dataclasses.dataclass(frozen=True)
 class Counted:
-    """FLOPs and bytes counted from the ops the checked call dispatched (docs/measurement.md says what
-    the counter cannot see: fusion inside one kernel, cache reuse between kernels)."""
+    """FLOPs and bytes counted from the ops the checked call dispatched.
+
+    docs/cost-model.md ("Counted versus modelled") says what the counter cannot see: fusion inside
+    one kernel, cache reuse between kernels.
+    """
 
     measured_flops: int = column("FLOPs of the dispatched ops (matmuls, SDPA from shapes)", role="measured",
                                  unit="FLOP", label="counted FLOPs")  # fmt: skip

@@ -17,20 +17,24 @@ import dataclasses
 import heapq
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 
-from mhabench.errors import InputError, OutputFolderError, ResultsCorruptError, RunNotFoundError
-from mhabench.results import CSV_NAME, MANIFEST_NAME, PARQUET_NAME, SAMPLES_COLUMN
+from mhabench.config import Case, RunConfig, expand_cases
+from mhabench.errors import InputError, OutputFolderError
+from mhabench.impls.registry import ImplSpec
+from mhabench.modes import workload
+from mhabench.results import CSV_NAME, MANIFEST_NAME, PARQUET_NAME, SAMPLES_COLUMN, load_run
 
 Pair = tuple[str, str]
-"""``(case key, implementation name)``: one row of a run."""
+"""``(case key, implementation name)``: one (case, implementation) of a sweep, every repeat of it."""
 
-ROW_KEY = ["case_id", "impl"]
-"""The columns that name one (case, implementation) row; a merged run holds each at most once."""
+ROW_KEY = ["case_id", "impl", "repeat"]
+"""The columns that name one row; a merged run holds each at most once."""
 
 # Nominal peaks for predicted times. Only ratios between pairs matter for balance, and using the
 # same constants everywhere is what makes every machine compute the same split.
@@ -99,6 +103,44 @@ def shard_pairs(predicted_s: Mapping[Pair, float], shard: Shard) -> set[Pair]:
     return set(assign_shards(predicted_s, shard.count)[shard.index])
 
 
+def predicted_times(config: RunConfig, device: torch.device, specs: Sequence[ImplSpec]) -> dict[Pair, float]:
+    """Predicted seconds of every (case, implementation) of ``config``, from each one's cost model.
+
+    An implementation without a cost model (a bare plugin) is priced as a call of no work: the
+    timer's minimum plus nothing. The untimed calls are the warm-up runs, the checked call and the
+    memory call.
+    """
+    timing = config.timing
+    predicted = {}
+    for case in expand_cases(config, device):
+        for spec in specs:
+            cost = spec.cost(workload(case)) if spec.cost else None
+            predicted[(case.case_id, spec.name)] = predicted_pair_s(
+                cost.flops if cost else 0, cost.bytes_moved if cost else 0,
+                min_run_time_s=timing.min_run_time_s, max_run_time_s=timing.max_run_time_s,
+                min_samples=timing.min_samples, untimed_calls=timing.warmup_runs + 2,
+            )  # fmt: skip
+    return predicted
+
+
+def shard_selector(
+    config: RunConfig, device: torch.device, specs: Sequence[ImplSpec], shard: Shard
+) -> Callable[[Case, str, int], bool]:
+    """``select`` for the runner: does ``shard`` measure (case, implementation name, repeat)?
+
+    Every repeat of a pair goes to the same shard, so ``--repeat N`` compares runs on one machine
+    and a merged run holds each (case, implementation, repeat) once.
+    """
+    chosen = shard_pairs(predicted_times(config, device, specs), shard)
+    return lambda case, impl, repeat: (case.case_id, impl) in chosen
+
+
+def folder_name(config_name: str | None, shard_entry: Mapping[str, Any] | None) -> str:
+    """A run folder's name: the config's, with ``-shard-I-of-N`` for a shard so the shards sort together."""
+    suffix = f"-shard-{shard_entry['index']}-of-{shard_entry['count']}" if shard_entry else ""
+    return (config_name or "run") + suffix
+
+
 # --- merging ---------------------------------------------------------------------------------
 
 
@@ -129,25 +171,9 @@ class MergeResult:
 
 
 def read_shard_run(path: Path) -> ShardRun:
-    """Manifest and rows of one run folder (Parquet, which keeps the raw samples, else CSV)."""
-    manifest_path = path / MANIFEST_NAME
-    if not manifest_path.is_file():
-        raise RunNotFoundError(f"{path}: not an mhabench run folder (no {MANIFEST_NAME})")
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ResultsCorruptError(f"{manifest_path}: cannot read the manifest ({exc})") from None
-    parquet, csv = path / PARQUET_NAME, path / CSV_NAME
-    source = parquet if parquet.is_file() else csv
-    try:
-        rows = pd.read_parquet(source) if source == parquet else pd.read_csv(source)
-    except Exception as exc:  # pyarrow and pandas raise many types for a damaged or missing file
-        raise ResultsCorruptError(f"{source}: cannot read the results ({type(exc).__name__}: {exc})") from None
-    if not isinstance(manifest, dict) or any(column not in rows.columns for column in ROW_KEY):
-        raise ResultsCorruptError(f"{path}: not mhabench results (manifest or {', '.join(ROW_KEY)} missing)")
-    if SAMPLES_COLUMN not in rows.columns:  # a CSV-only run: no raw samples, but the same column for concat
-        rows[SAMPLES_COLUMN] = [[] for _ in range(len(rows))]
-    return ShardRun(path, manifest, rows)
+    """Manifest and rows of one run folder, read as ``compare`` reads it (``results.load_run``)."""
+    run = load_run(path)
+    return ShardRun(run.path, run.manifest, run.rows)
 
 
 def _facts(run: ShardRun) -> dict[str, str]:

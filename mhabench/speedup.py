@@ -1,16 +1,26 @@
 """Speedup over a baseline implementation, the one notion every view uses.
 
-Per case, each implementation's speedup is ``median(baseline samples) / median(its samples)`` with a
-95% bootstrap interval (:func:`mhabench.stats.ratio_of_medians`). The run summary, ``compare RUN``,
-the report and the plots all read it from :func:`speedup_rows`; the baseline is one setting
-(``--baseline``, default ``naive``).
+Within one case and one repeat, implementations are timed in interleaved rounds: sample i of every
+implementation comes from round i, so both sides of a ratio saw the same machine state. The speedup
+of an implementation is therefore the median of its per-round ratios ``baseline[i] / impl[i]``, with
+a 95% bootstrap interval that resamples rounds (:func:`mhabench.stats.paired_ratio`); a slow round
+slows both sides and cancels. Rows whose samples are not aligned (an older run, a CSV-only run,
+fewer than ``MIN_PAIRED_ROUNDS`` rounds) fall back to the ratio of medians with an unpaired
+bootstrap (:func:`mhabench.stats.ratio_of_medians`); ``speedup_method`` says which one a row got.
+
+The run summary, ``compare RUN``, the report and the plots all read speedups from
+:func:`speedup_rows`; :func:`repeat_spread` says how much a ``--repeat N`` run moved between its
+repeats, and :func:`case_winners` reduces a run to one line per case for the compact summary.
 """
 
 from __future__ import annotations
 
+import collections
 import math
+from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from mhabench import stats
@@ -18,56 +28,94 @@ from mhabench.schema import SAMPLES_COLUMN
 from mhabench.table import case_label
 
 DEFAULT_BASELINE = "naive"
+MIN_PAIRED_ROUNDS = 3
+"""Fewer rounds than this give no useful interval: such rows use the ratio of medians instead."""
+PAIRED, MEDIANS = "paired", "medians"
+SPREAD_COLUMNS = [
+    "case_id", "case", "impl", "repeats", "latency_ms_by_repeat", "latency_ms", "latency_spread", "speedup",
+    "speedup_spread",
+]  # fmt: skip
 
 
-def samples_of(row: pd.Series | None) -> list[float]:
+Row = Mapping[str, Any]
+"""One result row: a record dict (fast over a large run) or a pandas Series."""
+
+
+def samples_of(row: Row | None) -> list[float]:
     """The raw latency samples of a row; a CSV-only run has just the median (one point, no CI)."""
     if row is None:
         return []
     times = row.get(SAMPLES_COLUMN)
-    if isinstance(times, list | tuple) and len(times):
+    if isinstance(times, list | tuple | np.ndarray) and len(times):
         return [float(t) for t in times]
     latency = row.get("latency_ms")
     return [float(latency)] if latency is not None and math.isfinite(float(latency)) else []
 
 
-def is_ok(row: pd.Series) -> bool:
+def is_ok(row: Row) -> bool:
     return row.get("status") == "ok" and bool(samples_of(row))
 
 
+def speedup_estimate(base_ms: list[float], impl_ms: list[float]) -> tuple[stats.RatioEstimate, str]:
+    """Paired when the samples line up round by round, else the ratio of medians; and which one it was."""
+    if len(base_ms) == len(impl_ms) >= MIN_PAIRED_ROUNDS:
+        return stats.paired_ratio(base_ms, impl_ms), PAIRED
+    return stats.ratio_of_medians(base_ms, impl_ms), MEDIANS
+
+
+def group_key(frame: pd.DataFrame) -> list[str]:
+    """``case_id``, and ``repeat`` where the frame has it: each repeat of a case is its own set of rounds."""
+    return [column for column in ("case_id", "repeat") if column in frame.columns]
+
+
 def speedup_rows(frame: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
-    """``frame`` (without raw samples) plus ``case``, ``speedup`` and its CI, ``memory_ratio``, ``winner``."""
+    """``frame`` (without raw samples) plus ``case``, ``speedup`` and its CI, ``speedup_method``,
+    ``memory_ratio`` and ``winner`` (per case and repeat).
+
+    Works on plain records rather than ``iterrows``: pandas' per-row overhead, not the statistics,
+    would otherwise dominate a large run's summary.
+    """
     plain = frame.drop(columns=[SAMPLES_COLUMN], errors="ignore")
     if frame.empty:
         return plain
-    parts = [
-        pd.DataFrame(_case_speedups(group, baseline), index=group.index)
-        for _, group in frame.groupby("case_id", sort=False)
-    ]
-    return pd.concat([plain, pd.concat(parts)], axis=1)
+    records = frame.to_dict("records")
+    values: dict[int, dict[str, Any]] = {}
+    for positions in frame.groupby(group_key(frame), sort=False, dropna=False).indices.values():
+        values.update(_case_speedups({int(p): records[p] for p in positions}, baseline))
+    added = pd.DataFrame([values[position] for position in range(len(records))], index=frame.index)
+    return pd.concat([plain, added], axis=1)
 
 
-def _case_speedups(group: pd.DataFrame, baseline: str) -> list[dict[str, Any]]:
-    base_rows = group[group["impl"] == baseline]
-    base = base_rows.iloc[0] if len(base_rows) and is_ok(base_rows.iloc[0]) else None
-    ok_latency = {r["impl"]: float(r["latency_ms"]) for _, r in group.iterrows() if is_ok(r)}
-    winner = min(ok_latency, key=ok_latency.__getitem__) if ok_latency else None
-    rows = []
-    for _, row in group.iterrows():
-        ok = is_ok(row)
-        estimate = stats.ratio_of_medians(samples_of(base), samples_of(row)) if ok and base is not None else None
-        base_memory = base.get("peak_memory_bytes") if base is not None else None
-        rows.append(
-            {
-                "case": case_label(row),
-                "speedup": estimate.ratio if estimate else math.nan,
-                "speedup_ci_low": estimate.ci_low if estimate else math.nan,
-                "speedup_ci_high": estimate.ci_high if estimate else math.nan,
-                "memory_ratio": ratio(row.get("peak_memory_bytes"), base_memory) if ok else math.nan,
-                "winner": row["impl"] == winner,
-            }
-        )
-    return rows
+def _case_speedups(group: dict[int, Row], baseline: str) -> dict[int, dict[str, Any]]:
+    """Speedups of one case and repeat, keyed like ``group`` (position in the frame)."""
+    base = next((row for row in group.values() if row["impl"] == baseline), None)
+    base = base if base is not None and is_ok(base) else None
+    values = {position: _row_speedup(row, base) for position, row in group.items()}
+    ok = [position for position, row in group.items() if is_ok(row)]
+    winner = best({p: values[p]["speedup"] for p in ok}, {p: float(group[p]["latency_ms"]) for p in ok})
+    return {position: {**row_values, "winner": position == winner} for position, row_values in values.items()}
+
+
+def _row_speedup(row: Row, base: Row | None) -> dict[str, Any]:
+    ok = is_ok(row) and base is not None
+    estimate, method = speedup_estimate(samples_of(base), samples_of(row)) if ok else (None, "")
+    return {
+        "case": case_label(row),
+        "speedup": estimate.ratio if estimate else math.nan,
+        "speedup_ci_low": estimate.ci_low if estimate else math.nan,
+        "speedup_ci_high": estimate.ci_high if estimate else math.nan,
+        "speedup_method": method,
+        "memory_ratio": ratio(row.get("peak_memory_bytes"), base.get("peak_memory_bytes")) if ok else math.nan,
+    }
+
+
+def best(speedup: Mapping[Any, float], latency_ms: Mapping[Any, float]) -> Any:
+    """Key of the winner among ok rows: highest speedup when every one has a speedup (the paired
+    estimate is the steadier one), else lowest median latency (no baseline to pair with); None if none."""
+    if speedup and all(math.isfinite(value) for value in speedup.values()):
+        return max(speedup, key=speedup.__getitem__)
+    finite = {key: value for key, value in latency_ms.items() if math.isfinite(value)}
+    return min(finite, key=finite.__getitem__) if finite else None
 
 
 def ratio(numerator: Any, denominator: Any) -> float:
@@ -77,3 +125,90 @@ def ratio(numerator: Any, denominator: Any) -> float:
     except (TypeError, ValueError, ZeroDivisionError):
         return math.nan
     return value if math.isfinite(value) else math.nan
+
+
+# --- run-to-run spread (`run --repeat N`) ---------------------------------------------------------
+
+
+def _finite(values: Any) -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    return array[np.isfinite(array)]
+
+
+def relative_range(values: Any) -> float:
+    """``(max − min) / median`` of the finite values: how far apart repeats landed; NaN below two values."""
+    finite = _finite(values)
+    return float(np.ptp(finite) / np.median(finite)) if finite.size >= 2 else math.nan
+
+
+def _median(values: Any) -> float:
+    """Median of the finite values (a repeat whose baseline failed has no speedup); NaN when none."""
+    finite = _finite(values)
+    return float(np.median(finite)) if finite.size else math.nan
+
+
+def repeat_spread(frame: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
+    """Per (case_id, impl) over the repeats where it was ok: each repeat's median latency, the medians
+    and relative ranges of latency and speedup over repeats, and how many repeats counted."""
+    return spread_of(speedup_rows(frame, baseline))
+
+
+def spread_of(speedups: pd.DataFrame) -> pd.DataFrame:
+    """:func:`repeat_spread` from rows :func:`speedup_rows` already made (the summary has them anyway)."""
+    groups: dict[tuple[Any, Any], list[Row]] = {}
+    for row in speedups.to_dict("records"):
+        if row["status"] == "ok" and pd.notna(row.get("latency_ms")):
+            groups.setdefault((row["case_id"], row["impl"]), []).append(row)
+    return pd.DataFrame([_spread_line(rows) for rows in groups.values()], columns=SPREAD_COLUMNS)
+
+
+def _spread_line(rows: list[Row]) -> dict[str, Any]:
+    rows = sorted(rows, key=lambda row: row.get("repeat", 0))
+    latency_ms, speedup = [float(row["latency_ms"]) for row in rows], [float(row["speedup"]) for row in rows]
+    return {
+        "case_id": rows[0]["case_id"], "case": rows[0]["case"], "impl": rows[0]["impl"], "repeats": len(rows),
+        "latency_ms_by_repeat": latency_ms, "latency_ms": _median(latency_ms),
+        "latency_spread": relative_range(latency_ms), "speedup": _median(speedup),
+        "speedup_spread": relative_range(speedup),
+    }  # fmt: skip
+
+
+def repeat_count(frame: pd.DataFrame) -> int:
+    """How many repeats the run has (1 for a run without ``--repeat``)."""
+    return int(frame["repeat"].nunique()) if "repeat" in frame.columns and len(frame) else 1
+
+
+# --- one line per case (the compact summary) ------------------------------------------------------
+
+
+def case_winners(frame: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
+    """Per case: the winner over its repeats ("" when no row is ok), its median latency and speedup (with
+    the CI when there is one repeat), the method, the speedup's run-to-run spread, the rows by status."""
+    speedups = speedup_rows(frame, baseline)
+    spread = {(line["case_id"], line["impl"]): line for line in spread_of(speedups).to_dict("records")}
+    by_case: dict[Any, list[Row]] = {}
+    for row in speedups.to_dict("records"):
+        by_case.setdefault(row["case_id"], []).append(row)
+    single_repeat = repeat_count(frame) == 1
+    return pd.DataFrame([_case_line(rows, spread, single_repeat) for rows in by_case.values()])
+
+
+def _case_line(rows: list[Row], spread: dict[tuple[Any, Any], Row], single_repeat: bool) -> dict[str, Any]:
+    case_id = rows[0]["case_id"]
+    candidates = {row["impl"]: spread[case_id, row["impl"]] for row in rows if (case_id, row["impl"]) in spread}
+    winner = best({impl: c["speedup"] for impl, c in candidates.items()},
+                  {impl: c["latency_ms"] for impl, c in candidates.items()})  # fmt: skip
+    line = {"case_id": case_id, "case": rows[0]["case"], "winner": "", "latency_ms": math.nan, "speedup": math.nan,
+            "speedup_ci_low": math.nan, "speedup_ci_high": math.nan, "speedup_method": "",
+            "speedup_spread": math.nan, "repeats": 0,
+            "statuses": dict(collections.Counter(row["status"] for row in rows))}  # fmt: skip
+    if winner is None:
+        return line
+    top, won = candidates[winner], [row for row in rows if row["impl"] == winner and row["status"] == "ok"]
+    return {
+        **line, "winner": winner, "latency_ms": top["latency_ms"], "speedup": top["speedup"],
+        "speedup_ci_low": won[0]["speedup_ci_low"] if single_repeat else math.nan,
+        "speedup_ci_high": won[0]["speedup_ci_high"] if single_repeat else math.nan,
+        "speedup_method": "+".join(sorted({str(row["speedup_method"]) for row in won if row["speedup_method"]})),
+        "speedup_spread": top["speedup_spread"], "repeats": top["repeats"],
+    }  # fmt: skip

@@ -16,7 +16,7 @@ from mhabench.impls.registry import _REGISTRY
 from mhabench.measure.hardware import DevicePeaks
 
 CORE_IMPLEMENTATIONS = ("naive", "per_head", "fused", "torch_mha")
-TINY_TIMING = {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 3, "warmup_runs": 1}
+TINY_TIMING = {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 3, "warmup_runs": 1, "warmup_max_s": 0.1}
 FIXED_PEAKS = DevicePeaks(peak_tflops=1.0, peak_gbps=20.0, source="test-fixed")
 _unique = itertools.count()
 
@@ -39,10 +39,14 @@ def tiny_timing() -> TimingConfig:
 
 @pytest.fixture
 def tiny_config_data() -> dict[str, Any]:
-    """A one-case scenario (odd seq_len, causal, bias, batch 2) with tiny timing, as parsed YAML."""
+    """A one-case scenario (odd seq_len, causal, bias, batch 2) with tiny timing, as parsed YAML.
+
+    One thread: tiny calls on two OpenMP threads of a busy 2-core machine stall for milliseconds.
+    """
     return {
         "name": "tiny",
         "device": "cpu",
+        "threads": 1,
         "timing": dict(TINY_TIMING),
         "scenarios": [{"name": "t", "batch": 2, "seq_len": 9, "d_model": 16, "heads": 2, "causal": True, "bias": True}],
     }

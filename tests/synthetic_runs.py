@@ -7,14 +7,16 @@ are drawn from known distributions, so each test knows what the verdict must be.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from mhabench.cli import app
 from mhabench.results import RunWriter
 from mhabench.schema import FORMAT_VERSION, ResultRow
 
@@ -33,9 +35,24 @@ def samples(median_ms: float, spread: float, count: int = 30, seed: int = 0) -> 
     return [float(max(1e-3, v)) for v in rng.normal(median_ms, spread * median_ms, count)]
 
 
+def rounds(medians_ms: dict[str, float], count: int = 20, drift: float = 0.3, noise: float = 0.01,
+           seed: int = 0) -> dict[str, list[float]]:  # fmt: skip
+    """Interleaved-round samples: round i of every implementation shares one machine-speed factor.
+
+    The factor varies by ``drift`` (relative) from round to round and each sample adds its own
+    ``noise``, so per-round ratios stay tight while each implementation's samples spread widely.
+    """
+    rng = np.random.default_rng(seed)
+    speed = np.exp(rng.normal(0, drift, count))
+    return {
+        impl: [float(v) for v in ms * speed * np.exp(rng.normal(0, noise, count))] for impl, ms in medians_ms.items()
+    }
+
+
 def row(
     impl: str, times_ms: list[float], *, seq_len: int = 128, heads: int = 4, d_model: int = 64,
     scenario: str = "sweep", status: str = "ok", error: str = "", dtype: str = "float32", run_id: str = "run",
+    repeat: int = 0,
 ) -> dict[str, Any]:  # fmt: skip
     """One results record with consistent made-up metrics (memory and cost grow with seq_len).
 
@@ -46,7 +63,7 @@ def row(
         "run_id": run_id, "scenario": scenario, "case_id": case_id, "impl": impl, "device": "cpu",
         "device_name": "Test CPU", "dtype": dtype, "batch": 1, "seq_len": seq_len, "d_model": d_model,
         "heads": heads, "head_dim": d_model // heads, "kv_heads": heads, "mode": "forward", "phase": "prefill",
-        "causal": False, "bias": False, "status": status, "error": error,
+        "causal": False, "bias": False, "tensor_parallel": 1, "repeat": repeat, "status": status, "error": error,
     }  # fmt: skip
     if status != "ok":
         return identity
@@ -87,6 +104,16 @@ def write_run(root: Path, name: str, rows: list[dict[str, Any]], **environment: 
     return run_dir
 
 
+def make_older(run_dir: Path, columns: tuple[str, ...] = ("repeat", "tensor_parallel")) -> Path:
+    """Rewrite a run as a format-2 run wrote it: without ``columns`` in its CSV and Parquet files."""
+    csv_path, parquet_path = run_dir / "results.csv", run_dir / "results.parquet"
+    pd.read_csv(csv_path).drop(columns=list(columns)).to_csv(csv_path, index=False)
+    pd.read_parquet(parquet_path).drop(columns=list(columns)).to_parquet(parquet_path, index=False)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, "format_version": 2}))
+    return run_dir
+
+
 def sweep_rows() -> list[dict[str, Any]]:
     """seq_len × heads at fixed d_model, three impls, one noisy row, one failure with a hostile error."""
     rows = []
@@ -112,7 +139,64 @@ def sweep_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if (run_dir / "report.html").is_file():
         return run_dir
     write_run(root, "sweep", sweep_rows())
+    from mhabench.cli import app  # deferred: the statistics tests that import this module need no CLI
+
     result = CliRunner().invoke(app, ["report", str(run_dir)])
     assert result.exit_code == 0, result.output
     assert f"report: {run_dir / 'report.html'}" in result.stdout
+    return run_dir
+
+
+# --- report builders: a 5-field sweep, counted FLOPs and bytes, probe runs ----------------------------
+
+FACET_IMPLS = (*(f"impl{i}" for i in range(9)), "naive")
+"""Ten implementations, each slower than the one before: a panel draws naive (the slowest) + impl0..impl6."""
+
+
+def five_field_rows(impls: tuple[str, ...] = FACET_IMPLS) -> list[dict[str, Any]]:
+    """seq_len × heads × d_model × causal × batch, two values each: 16 panels against seq_len."""
+    rows = []
+    sweep = itertools.product((64, 128), (2, 4), (64, 128), (False, True), (1, 2))
+    for seq_len, heads, d_model, causal, batch in sweep:
+        for rank, impl in enumerate(impls):
+            times = [(1 + rank / 4) * seq_len / 32 * batch] * 3
+            record = row(impl, times, seq_len=seq_len, heads=heads, d_model=d_model)
+            case_id = f"{record['case_id']}-b{batch}{'-causal' if causal else ''}"
+            rows.append({**record, "batch": batch, "causal": causal, "case_id": case_id})
+    return rows
+
+
+def with_counts(record: dict[str, Any], flops_factor: float = 1.0, bytes_factor: float = 1.0) -> dict[str, Any]:
+    """``record`` with counted FLOPs and bytes at these multiples of the model's, and placed by them."""
+    flops, moved = record["flops"] * flops_factor, record["bytes_moved"] * bytes_factor
+    gap = max(abs(flops_factor - 1), abs(bytes_factor - 1))
+    return {
+        **record, "measured_flops": int(flops), "measured_bytes": int(moved), "measured_intensity": flops / moved,
+        "model_disagreement": gap, "model_disagrees": gap > 0.25, "intensity_source": "measured",
+        "achieved_tflops": flops / (record["latency_ms"] / 1e3) / 1e12,
+    }  # fmt: skip
+
+
+PROBE_CLAIMS = [
+    {"claim": "var_qk", "statement": "Var(q·k) = d_k", "source": "seed", "case": "t/b1-n12-d32-h4", "theory": 8.0,
+     "measured": 8.1, "sd": 0.2, "tolerance": "10%", "verdict": "PASS", "note": ""},
+    {"claim": "jl", "statement": "JL distortion", "source": "seed", "case": "t/b1-n12-d32-h4", "theory": "",
+     "measured": 0.4, "sd": "", "tolerance": "-", "verdict": "NO-GUARANTEE", "note": f"d_k too small {HOSTILE}"},
+]  # fmt: skip
+
+
+def write_probe_run(root: Path, name: str, *, claims: bool = True) -> Path:
+    """A run folder as ``mhabench probe`` writes it: manifest (kind probe), probes.csv and claims.csv."""
+    run_dir = root / name
+    run_dir.mkdir(parents=True)
+    probe = {"case_id": "t/b1-n12-d32-h4", "scenario": "t", "statistic": "var_qk", "mean": 8.1, "sd": 0.2}
+    pd.DataFrame([probe]).to_csv(run_dir / "probes.csv", index=False)
+    if claims:
+        pd.DataFrame(PROBE_CLAIMS).to_csv(run_dir / "claims.csv", index=False)
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).isoformat()
+    manifest = {
+        "kind": "probe", "run_id": name, "command": ["mhabench", "probe"], "config": {"scenarios": [{"name": "t"}]},
+        "environment": ENVIRONMENT, "cases": 1, "started_at": now, "finished_at": now, "status": "complete",
+    }  # fmt: skip
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
     return run_dir

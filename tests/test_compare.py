@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from synthetic_runs import row, samples, write_run
+from synthetic_runs import make_older, rounds, row, samples, write_run
 from typer.testing import CliRunner
 
 from mhabench import compare, stats
@@ -133,10 +133,46 @@ def test_match_key_uses_the_schema_key_columns_present_in_both() -> None:
 def test_within_run_speedup_and_winner(tmp_path: Path) -> None:
     run = write_run(tmp_path, "one", [row("naive", samples(10, 0.01)), row("fused", samples(4, 0.01))])
     rows = compare.speedups(load_run(run), "naive").rows.set_index("impl")
-    assert rows.loc["fused", "speedup"] == pytest.approx(2.5, rel=0.03)
-    assert rows.loc["fused", "speedup_ci_low"] < 2.5 < rows.loc["fused", "speedup_ci_high"]
+    # same seed: fused's sample i is exactly 0.4 × naive's, so every round's ratio is 2.5
+    assert rows.loc["fused", ["speedup", "speedup_ci_low", "speedup_ci_high"]].tolist() == pytest.approx([2.5] * 3)
     assert bool(rows.loc["fused", "winner"]) and not bool(rows.loc["naive", "winner"])
     assert rows.loc["naive", "memory_ratio"] == pytest.approx(1.0)
+
+
+def test_within_run_speedups_are_paired_by_round(tmp_path: Path) -> None:
+    times = rounds({"naive": 10.0, "fused": 4.0, "per_head": 8.0}, count=20, drift=0.3, seed=5)
+    run = write_run(tmp_path, "one", [row(impl, ms) for impl, ms in times.items()])
+    rows = compare.speedups(load_run(run), "naive").rows.set_index("impl")
+    assert set(rows["speedup_method"]) == {"paired"}
+    assert rows.loc["fused", "speedup_ci_low"] < 2.5 < rows.loc["fused", "speedup_ci_high"]
+    assert rows.loc["fused", "speedup_ci_high"] - rows.loc["fused", "speedup_ci_low"] < 0.1  # drift cancels
+    result = cli.invoke(app, ["compare", str(run)])
+    assert result.exit_code == 0, result.output
+    assert "median of per-round ratios" in result.stdout and "paired" in result.stdout and "2.5" in result.stdout
+
+
+def test_an_older_run_matches_a_new_one_on_the_key_defaults(tmp_path: Path) -> None:
+    """A format-2 run has no repeat or tensor_parallel column: it reads as repeat 0, tensor_parallel 1."""
+    older = make_older(write_run(tmp_path, "old", [row("naive", samples(10, 0.01, count=12)),
+                                                   row("fused", samples(4, 0.01, count=9))]))  # fmt: skip
+    new = write_run(tmp_path, "new", [row("naive", samples(10, 0.01, seed=3)), row("fused", samples(4, 0.01, seed=4))])
+    assert "repeat" not in pd.read_csv(older / "results.csv").columns
+    comparison = compare.compare_runs(load_run(older), load_run(new), 0.05)
+    assert {"repeat", "tensor_parallel"} <= set(compare.match_key(load_run(older).rows, load_run(new).rows))
+    assert list(comparison.rows["verdict"]) == ["same", "same"]
+    within = compare.speedups(load_run(older), "naive").rows.set_index("impl")
+    assert within.loc["fused", "speedup_method"] == "medians"  # 12 and 9 samples: not rounds
+    assert within.loc["fused", "speedup"] == pytest.approx(2.5, rel=0.03)
+
+
+def test_repeats_are_matched_repeat_by_repeat(tmp_path: Path) -> None:
+    base = write_run(tmp_path, "base", [row("fused", samples(4, 0.01, seed=1))])
+    candidate = write_run(tmp_path, "cand", [row("fused", samples(4, 0.01, seed=r), repeat=r) for r in range(2)])
+    comparison = compare.compare_runs(load_run(base), load_run(candidate), 0.05)
+    assert list(zip(comparison.rows["repeat"], comparison.rows["verdict"], strict=True)) == [
+        (0, "same"), (1, "only in candidate"),
+    ]  # fmt: skip
+    assert "rep" in compare.comparison_table(comparison).headers
 
 
 # --- the command -------------------------------------------------------------------------------

@@ -235,7 +235,27 @@ def test_auto_device_and_dtype_resolve_to_this_machine() -> None:
     device = resolve_device(config.device)
     assert device.type == ("cuda" if torch.cuda.is_available() else "cpu")
     assert {case.dtype for case in expand_cases(config, torch.device("cpu"))} == {"float32"}
-    assert {case.dtype for case in expand_cases(config, torch.device("cuda"))} == {"bfloat16"}
+
+
+@pytest.mark.parametrize(("capability", "dtype"), [((9, 0), "bfloat16"), ((8, 0), "bfloat16"), ((7, 0), "float16")])
+def test_auto_dtype_on_cuda_follows_the_compute_capability(
+    monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int], dtype: str
+) -> None:
+    """bf16 from Ampere on; before it torch emulates bf16, so auto picks fp16 there."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    config = parse_config({"scenarios": [scenario()]}, SOURCE)
+    assert {case.dtype for case in expand_cases(config, torch.device("cuda"))} == {dtype}
+
+
+def test_the_embedded_default_follows_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No config on a CUDA machine: the data-centre GPU sweep; on the CPU the small one; --device decides."""
+    from mhabench.config import default_config_name, load_default_config
+
+    assert default_config_name("cpu") == "default.yaml" and load_default_config("cpu").name == "default"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert default_config_name() == default_config_name("cuda:0") == "default_gpu.yaml"
+    assert load_default_config().name == "default-gpu" and default_config_name("cpu") == "default.yaml"
 
 
 def test_sweep_is_the_cartesian_product_in_order() -> None:

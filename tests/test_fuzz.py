@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -24,7 +25,10 @@ from typer.testing import CliRunner, Result
 
 from mhabench.cli import app
 from mhabench.config import RunConfig, ScenarioSpec, TimingConfig, count_cases, expand_cases, load_config, parse_config
+from mhabench.environment import environment
 from mhabench.errors import InputError, UnknownImplementationError
+from mhabench.resume import NothingToResumeError, prepare_resume
+from mhabench.schema import COLUMNS, FORMAT_VERSION
 
 INT64 = (-(2**63), 2**63 - 1)
 MESSAGE_LIMIT = 1000  # the longest legitimate line lists every registered implementation
@@ -174,12 +178,6 @@ def test_alias_bombs_end_quickly_in_one_line(folder: Path, text: str) -> None:
     assert time.perf_counter() - start < 2.0
 
 
-CLI_FIXES = (
-    "needs two cli.py fixes: user_errors must escape rich markup in the message ([/b] in a value is a "
-    "MarkupError traceback), and click usage errors must become one 'error:' line (today a boxed block)"
-)
-
-
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(near_valid() | st.dictionaries(KEYS, VALUES, max_size=4) | alias_bombs() | damaged_text())
 @example({"scenarios": [{"seq_len": "[/b]", "d_model": 16, "heads": 2}]})
@@ -200,7 +198,8 @@ TOKENS = st.sampled_from(
         "--dry-run", "--device", "cpu", "gpu", "cuda", "cuda:7", "auto", "--impl", "naive", "fused", "nope",
         "--out", "out", "--plugin", "missing.py", "--baseline", "--threshold", "5%", "-1%", "abc", "--format",
         "html", "pdf", "--force", "--fail-on-regression", "--output", "x.csv", "x.txt", "latest", "--max-rows",
-        "0", "10", "[/x].yaml", "", "-", "--", "--help", "--bogus", "missing.yaml",
+        "0", "10", "[/x].yaml", "", "-", "--", "--help", "--bogus", "missing.yaml", "--resume", "--isolation",
+        "process", "inprocess", "--repeat", "--shard", "1/2", "3/2", "x/y", "--no-memory-guard", "run.json",
     ]
 )  # fmt: skip
 
@@ -208,8 +207,10 @@ TOKENS = st.sampled_from(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(["run", "list", "compare", "report", "--version", "nope"]), st.lists(TOKENS, max_size=5))
 @example("run", ["--bogus"])
+@example("run", ["--device", "tpu"])  # no config: the default scenario is chosen by device
 def test_any_command_line_exits_cleanly(folder: Path, command: str, tokens: list[str]) -> None:
-    """``run`` always gets ``--dry-run`` first (before any ``--``), so nothing is ever measured."""
+    """``run`` always gets ``--dry-run`` first (before any ``--``), so nothing is ever measured; the folder
+    holds no run, so ``--resume`` always has nothing it could measure."""
     prefix = {
         "run": ["--dry-run"],
         "compare": ["--results-root", str(folder)],
@@ -279,3 +280,47 @@ def test_billion_laughs_gives_a_short_error_quickly(folder: Path) -> None:
 def test_deeply_nested_yaml_is_one_line(folder: Path) -> None:
     with pytest.raises(InputError, match="nested too deeply"):
         load_or_raise("scenarios: " + "[" * 20_000 + "]" * 20_000 + "\n", folder)
+
+
+# --- run --resume on a hostile run folder ---------------------------------------------------------
+
+MANIFEST_KEYS = st.sampled_from(
+    ["run_id", "format_version", "config", "environment", "status", "pid", "host", "pid_started", "heartbeat",
+     "repeats", "plugins", "shard", "config", "config"]
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def valid_manifest() -> dict[str, Any]:
+    """A manifest ``--resume`` accepts: an interrupted run of a small valid config, on this machine."""
+    config = parse_config(yaml.safe_load(VALID_YAML), "valid.yaml")
+    return {
+        "run_id": "r", "format_version": FORMAT_VERSION, "config": config.model_dump(mode="json"),
+        "environment": environment(torch.device("cpu")), "repeats": 1, "status": "interrupted",
+    }  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.dictionaries(MANIFEST_KEYS | KEYS, VALUES, max_size=4),
+    st.dictionaries(KEYS, VALUES, max_size=3),
+    st.booleans(),
+    st.binary(max_size=200),
+)
+def test_any_manifest_resumes_or_gives_one_line(
+    folder: Path, valid_manifest: dict[str, Any], changes: dict[str, Any], config_changes: dict[str, Any],
+    force: bool, csv_tail: bytes,
+) -> None:  # fmt: skip
+    """A damaged manifest (any field, the config's fields), a damaged CSV: a plan, "nothing to resume", or one line."""
+    run_dir = folder / f"resume{next(_names)}"
+    run_dir.mkdir()
+    manifest = {**valid_manifest, "config": {**valid_manifest["config"], **config_changes}, **changes}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (run_dir / "results.csv").write_bytes(",".join(COLUMNS).encode() + b"\r\n" + csv_tail)
+    with inside(folder):
+        try:
+            prepare_resume(str(run_dir), folder, force)
+        except NothingToResumeError:
+            pass
+        except InputError as error:
+            one_line_input_error(error)

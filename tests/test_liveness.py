@@ -86,3 +86,22 @@ def test_start_ticks_survive_a_command_name_with_parentheses(monkeypatch: pytest
     monkeypatch.setattr(liveness, "PROC", tmp_path)
     assert liveness._start_ticks(42) == 22
     assert liveness._start_ticks(43) is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "silence_s"),
+    [
+        ({}, STALE_AFTER_S),
+        ({"config": {"timing": {"max_run_time_s": 600.0}}, "implementations": ["a", "b", "c"]}, 3600.0),
+        ({"config": {"isolation": "process", "case_timeout_s": 7200}}, 14400.0),
+        ({"config": {"isolation": "inprocess", "case_timeout_s": 7200}}, STALE_AFTER_S),
+        ({"config": {"timing": {"max_run_time_s": float("inf")}, "case_timeout_s": 10**400}}, STALE_AFTER_S),
+        ({"config": ["not", "a", "mapping"], "implementations": "abc"}, STALE_AFTER_S),
+    ],
+)
+def test_a_run_whose_cases_take_long_may_be_silent_longer(extra: dict[str, Any], silence_s: float) -> None:
+    """Rows of a case arrive after all its implementations are timed: a long case is not a dead run."""
+    manifest = running(pid=dead_pid(), host=f"not-{HOST}", heartbeat=NOW.isoformat(), **extra)
+    assert liveness.longest_silence_s(manifest) == silence_s
+    assert effective_status(manifest, now=NOW + dt.timedelta(seconds=silence_s - 1)) == "running"
+    assert effective_status(manifest, now=NOW + dt.timedelta(seconds=silence_s + 1)) == "interrupted"

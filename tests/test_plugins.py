@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import yaml
@@ -139,8 +140,11 @@ def test_class_entry_is_measured_with_empty_modelled_columns(
     modelled = [info.name for info in columns_info() if info.role == "modelled"]
     assert rows.loc[cls, modelled].isna().all()
     assert rows.loc["naive", modelled].notna().all()
-    needs_cost = ["achieved_tflops", "achieved_gbps", "roofline_bound", "attainable_tflops", "roofline_efficiency"]
-    assert rows.loc[cls, needs_cost].isna().all() and rows.loc["naive", needs_cost].notna().all()
+    # no cost model, yet a roofline: its FLOPs and bytes are counted from the ops it dispatched
+    placed = ["achieved_tflops", "achieved_gbps", "roofline_bound", "attainable_tflops", "roofline_efficiency"]
+    assert rows.loc[cls, placed].notna().all() and rows.loc[cls, "intensity_source"] == "measured"
+    assert rows.loc[cls, "measured_flops"] == rows.loc["naive", "measured_flops"]
+    assert pd.isna(rows.loc[cls, "model_disagreement"]) and pd.isna(rows.loc[cls, "achieved_useful_tflops"])
     assert rows.loc[cls, "latency_ms"] > 0 and rows.loc[cls, "tokens_per_s"] > 0
     assert rows.loc[cls, "max_rel_err"] < 1e-3
 

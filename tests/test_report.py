@@ -6,13 +6,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from synthetic_runs import HOSTILE, row, samples, sweep_report, write_run
+import pytest
+from synthetic_runs import HOSTILE, row, samples, sweep_report, with_counts, write_probe_run, write_run
 from typer.testing import CliRunner
 
 from mhabench import report, runner
 from mhabench.cli import app
 from mhabench.config import parse_config
-from mhabench.results import load_run
+from mhabench.errors import InputError
+from mhabench.results import load_run, require_results, resolve_run
+from mhabench.schema import COLUMNS, SAMPLES_COLUMN
 
 cli = CliRunner()
 EMBEDDED_PNG = '<img src="data:image/png;base64,'
@@ -97,3 +100,106 @@ def test_end_to_end_real_run_report(tmp_path: Path, tiny_config_data: dict[str, 
     page = written[1].read_text()
     assert page.count(EMBEDDED_PNG) == 4  # both seq plots, roofline, speedup; heads fixed → skipped
     assert page.count("<td>naive</td>") == 2 and page.count("<td>fused</td>") == 2
+
+
+# --- sections: model disagreements, run-to-run spread, throughput columns ----------------------------
+
+
+@pytest.fixture
+def no_plots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sections under test without rendering plots (tests/test_plots.py covers those)."""
+    monkeypatch.setattr(report, "all_plots", lambda rows, baseline: [])
+
+
+def _markdown(tmp_path: Path, rows: list[dict[str, Any]]) -> str:
+    return report.to_markdown(report.build(load_run(write_run(tmp_path, "r", rows))))
+
+
+def _section(markdown: str, heading: str) -> str:
+    return markdown.split(f"\n## {heading}\n")[1].split("\n## ")[0].strip()
+
+
+def _table_rows(section: str) -> list[list[str]]:
+    lines = [line for line in section.splitlines() if line.startswith("| ")][1:]  # without the header
+    return [[cell.strip() for cell in line.strip("| ").split(" | ")] for line in lines]
+
+
+def test_model_disagreements_lists_rows_whose_counts_miss_the_model(tmp_path: Path, no_plots: None) -> None:
+    rows = [with_counts(row("naive", samples(4, 0.01)), bytes_factor=2.0),
+            with_counts(row("fused", samples(1, 0.01)), flops_factor=1.1)]  # fmt: skip
+    section = _section(_markdown(tmp_path, rows), "Model disagreements")
+    assert section.startswith("1 row(s) whose FLOPs or bytes counted")
+    (cells,) = _table_rows(section)  # fused is 10 % off: within the 25 % the model is allowed
+    assert cells[1:] == ["naive", "8.39 M", "8.39 M", "384.0 KiB", "768.0 KiB", "21.3", "10.7", "100%"]
+
+
+def test_model_disagreements_says_none_or_not_available(tmp_path: Path, no_plots: None) -> None:
+    agreeing = [with_counts(row("naive", samples(4, 0.01))), with_counts(row("fused", samples(1, 0.01)), 1.2)]
+    assert _section(_markdown(tmp_path / "a", agreeing), "Model disagreements").startswith("None: every counted row")
+    uncounted = [row("naive", samples(4, 0.01))]
+    assert _section(_markdown(tmp_path / "b", uncounted), "Model disagreements").startswith("Not available")
+
+
+def test_run_to_run_spread_per_case_and_implementation(tmp_path: Path, no_plots: None) -> None:
+    scales, impls = (1.0, 1.1, 0.9), (("naive", 4.0), ("fused", 1.0))
+    rows = [row(impl, [ms * scale] * 12, repeat=repeat) for repeat, scale in enumerate(scales) for impl, ms in impls]
+    section = _section(_markdown(tmp_path / "three", rows), "Run-to-run spread")
+    assert section.startswith("3 repeats.")
+    naive, fused = _table_rows(section)
+    assert fused[1:] == ["fused", "3", "1.000 / 1.100 / 0.900", "1.000", "20.0%", "4.00×", "0.0%"]
+    assert naive[1:3] == ["naive", "3"] and naive[6] == "1.00×"
+    assert "## Run-to-run spread" not in _markdown(tmp_path / "one", rows[:2])
+
+
+def test_useful_tflops_and_skipped_masked_work_in_the_scenario_table(tmp_path: Path, no_plots: None) -> None:
+    rows = [{**row(impl, samples(ms, 0.01)), "causal": True, "achieved_useful_tflops": useful,
+             "skips_masked_work": impl == "fused"}
+            for impl, ms, useful in (("naive", 4.0, 0.001), ("fused", 1.0, 0.004))]  # fmt: skip
+    table = _section(_markdown(tmp_path, rows), "Results")
+    header = table.splitlines()[2]
+    assert "| TFLOP/s | useful TFLOP/s | skips masked | roofline eff. |" in header
+    at = header.strip("| ").split(" | ").index("skips masked")
+    assert [cells[at] for cells in _table_rows(table)] == ["no", "yes"]
+    assert [cells[at - 1] for cells in _table_rows(table)] == ["0.001", "0.004"]
+
+
+def test_plain_runs_have_no_throughput_extras(sweep_report: Path) -> None:
+    markdown = (sweep_report / "report.md").read_text()
+    assert "useful TFLOP/s" not in markdown and "skips masked" not in markdown
+    assert "## Run-to-run spread" not in markdown and "Not available: no row has counted" in markdown
+
+
+# --- probe runs --------------------------------------------------------------------------------------
+
+
+def test_report_of_a_probe_run_starts_with_its_claims(tmp_path: Path) -> None:
+    run_dir = write_probe_run(tmp_path, "probe")
+    result = cli.invoke(app, ["report", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    markdown = (run_dir / "report.md").read_text()
+    headings = [line for line in markdown.splitlines() if line.startswith("## ")]
+    assert headings == ["## Claims", "## Environment", "## Configuration"]
+    assert "2 claims: 1 PASS, 1 NO-GUARANTEE" in markdown and "No benchmark rows (a probe run)" in markdown
+    assert "median ms" not in markdown and HOSTILE not in markdown
+    page = (run_dir / "report.html").read_text()
+    assert EMBEDDED_PNG not in page and "d_k too small &lt;script&gt;" in page
+
+
+def test_report_of_a_probe_run_without_claims_or_of_a_run_without_rows(tmp_path: Path) -> None:
+    unfinished = write_probe_run(tmp_path, "unfinished", claims=False)
+    assert cli.invoke(app, ["report", str(unfinished), "--format", "md"]).exit_code == 0
+    assert "## Claims\n\nNo claims.csv: the probe run stopped" in (unfinished / "report.md").read_text()
+    empty = write_run(tmp_path, "empty", [])
+    assert cli.invoke(app, ["report", str(empty), "--format", "md"]).exit_code == 0
+    assert "No benchmark rows (run complete)" in (empty / "report.md").read_text()
+
+
+def test_a_probe_run_loads_with_empty_rows_and_compare_refuses_it(tmp_path: Path) -> None:
+    run_dir = write_probe_run(tmp_path, "probe")
+    assert resolve_run("latest", tmp_path) == run_dir
+    run = load_run(run_dir)
+    assert run.rows.empty and list(run.rows.columns) == [*COLUMNS, SAMPLES_COLUMN]
+    with pytest.raises(InputError, match=r"probe is a probe run: no results to compare$"):
+        require_results(run)
+    bench = load_run(write_run(tmp_path, "bench", [row("fused", samples(1, 0.01))]))
+    assert require_results(bench) is bench

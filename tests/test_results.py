@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from mhabench import compare
 from mhabench.cli import app
 from mhabench.errors import ResultsCorruptError, RunNotFoundError
-from mhabench.results import RunWriter, load_run, new_run_dir, resolve_run, rows_frame, sanitize_name
+from mhabench.results import RunWriter, load_run, new_run_dir, read_manifest, resolve_run, rows_frame, sanitize_name
 from mhabench.schema import COLUMNS, FORMAT_VERSION, SAMPLES_COLUMN, ResultRow
 
 NOW = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
@@ -273,3 +273,90 @@ def test_same_name_and_time_gets_a_suffix(tmp_path: Path) -> None:
     first = new_run_dir(tmp_path, "dup", NOW)
     second = new_run_dir(tmp_path, "dup", NOW)
     assert (first.name, second.name) == ("20250102T030405Z-dup", "20250102T030405Z-dup-1")
+
+
+# --- reopening a killed run (run --resume) -------------------------------------------------------
+
+
+def killed_run(root: Path, rows: list[ResultRow], tail: bytes = b"") -> Path:
+    """A run killed after appending ``rows`` (no close), with ``tail`` half-written at the end of its CSV."""
+    writer = RunWriter(new_run_dir(root, "killed", NOW))
+    writer.write_manifest({"run_id": writer.run_id, "format_version": FORMAT_VERSION, "status": "running"})
+    for r in rows:
+        writer.append(r)
+    with open(writer.run_dir / "results.csv", "ab") as handle:
+        handle.write(tail)
+    return writer.run_dir
+
+
+def keys(rows: list[ResultRow]) -> list[tuple[str, str, int]]:
+    return [(r.case.case_id, r.case.impl, r.case.repeat) for r in rows]
+
+
+def keyed(impl: str, times_ms: list[float] | None = None, **metrics: Any) -> ResultRow:
+    """A row with its ``repeat`` key, as the runner writes it."""
+    return row(impl, times_ms, **{"repeat": 0, **metrics})
+
+
+def test_reopen_keeps_finished_rows_and_appends_after_them(tmp_path: Path) -> None:
+    """CSV: naive, per_head (error), fused, and half of a fourth line; Parquet: the first two rows only."""
+    done = [keyed("naive", [1.0, 2.0], latency_ms=1.5, samples=2), keyed("per_head", status="error", error="boom")]
+    lagging = keyed("fused", [3.0], latency_ms=3.0, samples=1)  # timed, but its samples never reached the Parquet
+    run_dir = killed_run(tmp_path, [*done, lagging], tail=b"r,s,s/b1-n8-d16-h2-float32,torch_m")
+    assert parquet_rows(run_dir) == 2
+    (run_dir / "results.parquet.tmp").write_bytes(b"half a parquet file")
+
+    writer = RunWriter.reopen(run_dir)
+    assert keys(writer.rows) == keys(done)  # the lagging ok row is left out: resume measures it again
+    assert [r.latency.times_ms if r.latency else None for r in writer.rows] == [(1.0, 2.0), None]
+    assert not (run_dir / "results.parquet.tmp").exists()
+    assert (run_dir / "results.csv").read_bytes().endswith(b"\r\n")
+    assert list(load_run(run_dir).rows["impl"]) == ["naive", "per_head"]
+    writer.append(lagging)
+    writer.append(keyed("torch_mha", [4.0], latency_ms=4.0, samples=1))
+    writer.close()
+    run = load_run(run_dir)
+    assert list(run.rows["impl"]) == ["naive", "per_head", "fused", "torch_mha"]
+    assert list(run.rows[SAMPLES_COLUMN]) == [[1.0, 2.0], [], [3.0], [4.0]]
+
+
+def test_reopen_after_a_kill_anywhere_in_the_last_line(tmp_path: Path) -> None:
+    """A cut of the CSV's last line (a kill during its write: start, middle, before \\r, before \\n) loses that
+    row and nothing else."""
+    rows = [keyed("naive", status="error", error='a, "quoted" reason'), keyed("fused", status="unsupported", error="x")]
+    full = (killed_run(tmp_path / "full", rows) / "results.csv").read_bytes()
+    last_line_start = full.rindex(b"\n", 0, len(full) - 1) + 1
+    middle = (last_line_start + len(full)) // 2
+    for cut in (last_line_start, last_line_start + 1, middle, len(full) - 2, len(full) - 1, len(full)):
+        run_dir = killed_run(tmp_path / str(cut), rows[:1], tail=full[last_line_start:cut])
+        expected = rows if cut == len(full) else rows[:1]
+        assert keys(RunWriter.reopen(run_dir).rows) == keys(expected), cut
+        assert keys(load_run(run_dir).result_rows()) == keys(expected), cut
+
+
+def test_reopen_after_a_kill_inside_the_header(tmp_path: Path) -> None:
+    run_dir = killed_run(tmp_path, [])
+    (run_dir / "results.csv").write_bytes(",".join(COLUMNS[:5]).encode())
+    writer = RunWriter.reopen(run_dir)
+    assert writer.rows == []
+    assert (run_dir / "results.csv").read_text(encoding="utf-8").splitlines() == [",".join(COLUMNS)]
+
+
+def test_reopen_tells_repeats_apart_and_keeps_the_first_of_a_duplicate_key(tmp_path: Path) -> None:
+    first, second = keyed("naive", [1.0], latency_ms=1.0, samples=1), keyed("naive", [2.0], latency_ms=2.0, samples=1)
+    again = ResultRow.from_record({**second.record(), "repeat": 1})
+    run_dir = killed_run(tmp_path, [first, again, second])
+    writer = RunWriter.reopen(run_dir)
+    assert keys(writer.rows) == [(IDENTITY["case_id"], "naive", 0), (IDENTITY["case_id"], "naive", 1)]
+    assert [r.latency.times_ms for r in writer.rows if r.latency] == [(1.0,), (2.0,)]
+
+
+def test_read_manifest_is_one_line_on_damage(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, "m", [keyed("naive")])
+    assert read_manifest(run_dir)["status"] == "complete"
+    (run_dir / "manifest.json").write_text("[1]", encoding="utf-8")
+    with pytest.raises(ResultsCorruptError, match="not a JSON object"):
+        read_manifest(run_dir)
+    (run_dir / "results.csv").write_text("a,b\n1,2\n", encoding="utf-8")
+    with pytest.raises(ResultsCorruptError, match="not mhabench results"):
+        RunWriter.reopen(run_dir)

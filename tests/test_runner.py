@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import CORE_IMPLEMENTATIONS
 
-from mhabench import runner
+from mhabench import case_runner, runner
 from mhabench.config import RunConfig, parse_config
 from mhabench.errors import UnsupportedError
 from mhabench.measure.hardware import DevicePeaks
@@ -140,13 +140,14 @@ def test_raising_implementation_becomes_an_error_row(
     config = tiny(tiny_config_data, implementations=["naive", broken, "fused"])
     result = runner.run(config, tmp_path)
 
-    on_disk = csv_rows(result.run_dir)
-    assert [(row["impl"], row["status"]) for row in on_disk] == [("naive", "ok"), (broken, "error"), ("fused", "ok")]
-    assert on_disk[1]["error"] == "RuntimeError: kernel exploded"
-    assert on_disk[1]["latency_ms"] == ""
-    assert float(on_disk[0]["latency_ms"]) > 0 and float(on_disk[2]["latency_ms"]) > 0
+    # a failure is on disk at once; the ok rows follow the case's shared timing rounds
+    on_disk = {row["impl"]: row for row in csv_rows(result.run_dir)}
+    assert {impl: row["status"] for impl, row in on_disk.items()} == {"naive": "ok", broken: "error", "fused": "ok"}
+    assert on_disk[broken]["error"] == "RuntimeError: kernel exploded"
+    assert on_disk[broken]["latency_ms"] == ""
+    assert float(on_disk["naive"]["latency_ms"]) > 0 and float(on_disk["fused"]["latency_ms"]) > 0
     loaded = load_run(result.run_dir)
-    assert list(loaded.rows["status"]) == ["ok", "error", "ok"]
+    assert list(loaded.rows["status"]) == ["error", "ok", "ok"]
     assert loaded.manifest["status"] == "complete"
 
 
@@ -220,8 +221,8 @@ def test_plan_predicts_without_building_or_running(
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("--dry-run must not build inputs or modules")
 
-    monkeypatch.setattr(runner, "make_inputs", never)
-    monkeypatch.setattr(runner, "prepare", never)
+    monkeypatch.setattr(case_runner, "make_inputs", never)
+    monkeypatch.setattr(case_runner, "prepare", never)
     rows = runner.plan(tiny(tiny_config_data))
     assert [r.case.impl for r in rows] == list(CORE_IMPLEMENTATIONS)
     assert {(r.status, r.case.run_id) for r in rows} == {("planned", "dry-run")}
@@ -237,8 +238,8 @@ def test_a_case_outside_the_capabilities_is_an_unsupported_row(
 ) -> None:
     """torch_mha cannot group K/V heads: the runner writes the reason without building it; the others run."""
     built: list[str] = []
-    real_prepare = runner.prepare
-    monkeypatch.setattr(runner, "prepare", lambda spec, *args: built.append(spec.name) or real_prepare(spec, *args))
+    real_prepare = case_runner.prepare
+    monkeypatch.setattr(case_runner, "prepare", lambda spec, *args: built.append(spec.name) or real_prepare(spec, *args))
     scenario = {"name": "gqa", "batch": 1, "seq_len": 6, "d_model": 16, "heads": 4, "kv_heads": 2}
     config = tiny(tiny_config_data, scenarios=[scenario], implementations=["torch_mha", "fused"])
     result = runner.run(config, tmp_path)
@@ -265,21 +266,45 @@ def test_a_case_outside_the_capabilities_is_an_unsupported_row(
 )
 def test_a_failure_row_is_identity_and_a_one_line_outcome(exc: BaseException, outcome: Outcome) -> None:
     case_identity = CaseIdentity(run_id="r", impl="naive", case_id="s/x")
-    failed = runner.failure_row(case_identity, exc)
+    failed = case_runner.failure_row(case_identity, exc)
     assert failed == ResultRow(case_identity, outcome)  # nothing measured, nothing modelled
 
 
-@pytest.mark.parametrize(
-    ("extra", "scenario_extra", "fragment"),
-    [({"isolation": "process"}, {}, "isolation: 'process'"), ({}, {"tensor_parallel": [1, 2]}, "tensor_parallel: [2]")],
-)
-def test_settings_the_runner_cannot_honour_are_refused_before_any_row(
-    tmp_path: Path, extra: dict, scenario_extra: dict, fragment: str
-) -> None:
+def test_tensor_parallel_without_torchrun_is_refused_before_any_row(tmp_path: Path) -> None:
     from mhabench.config import parse_config
     from mhabench.errors import InputError
 
-    data = {**extra, "scenarios": [{"seq_len": 8, "d_model": 16, "heads": 2, **scenario_extra}]}
-    with pytest.raises(InputError, match=re.escape(fragment)):
-        runner.run(parse_config(data, "x.yaml"), tmp_path / "out")
+    data = {"scenarios": [{"seq_len": 8, "d_model": 16, "heads": 2, "tensor_parallel": [1, 2]}]}
+    with pytest.raises(InputError, match=re.escape("torchrun --nproc-per-node 2")):
+        runner.run(parse_config(data, "x.yaml"), tmp_path / "out", config_path="x.yaml")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_call_failing_in_the_shared_rounds_fails_only_its_own_row(
+    tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks
+) -> None:
+    """Correct on its checked call, then raising: the rounds fail, each impl is timed alone, one error row."""
+    from mhabench.impls import build
+    from mhabench.impls.registry import _REGISTRY, register
+
+    class FailsWhenTimed(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner, self.calls = inner, 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            if self.calls > 1:
+                raise RuntimeError("kernel lost its mind")
+            return self.inner(x)
+
+    name = "test-fails-when-timed"
+    register(name, description="test only")(lambda w, heads, causal: FailsWhenTimed(build("fused", w, heads, causal)))
+    try:
+        result = runner.run(tiny(tiny_config_data, implementations=["naive", name, "fused"]), tmp_path)
+    finally:
+        _REGISTRY.pop(name, None)
+    rows = {row.case.impl: row for row in result.rows}
+    assert rows[name].outcome == Outcome("error", "RuntimeError: kernel lost its mind")
+    assert rows["naive"].status == rows["fused"].status == "ok"
+    assert rows["naive"].latency.latency_ms > 0 and rows["fused"].latency.latency_ms > 0

@@ -10,22 +10,33 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
 from mhabench import config as config_mod
 from mhabench import results, runner
+from mhabench.cli import app
 from mhabench.errors import InputError, OutputFolderError
 from mhabench.shard import (
     ROW_KEY,
     Pair,
     Shard,
     assign_shards,
+    folder_name,
     merge_runs,
     parse_shard,
     predicted_pair_s,
+    predicted_times,
     shard_pairs,
+    shard_selector,
 )
 
 TIMING = {"min_run_time_s": 0.2, "max_run_time_s": 3.0, "min_samples": 10}
+# a real, tiny sweep: three cases × two implementations, measured on the CPU
+SHARDED_CONFIG = {
+    "name": "sharded", "device": "cpu", "implementations": ["naive", "fused"],
+    "timing": {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 3, "warmup_runs": 1},
+    "scenarios": [{"name": "t", "batch": 1, "seq_len": [8, 16, 32], "d_model": 16, "heads": 2}],
+}  # fmt: skip
 
 # --- parsing -------------------------------------------------------------------------------------
 
@@ -113,12 +124,7 @@ def test_more_shards_than_pairs_leaves_some_empty() -> None:
 @pytest.fixture(scope="module")
 def unsharded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real, tiny run: three cases × two implementations, measured on the CPU."""
-    data = {
-        "name": "sharded", "device": "cpu", "implementations": ["naive", "fused"],
-        "timing": {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 3, "warmup_runs": 1},
-        "scenarios": [{"name": "t", "batch": 1, "seq_len": [8, 16, 32], "d_model": 16, "heads": 2}],
-    }  # fmt: skip
-    config = config_mod.parse_config(data, "sharded.yaml")
+    config = config_mod.parse_config(SHARDED_CONFIG, "sharded.yaml")
     return runner.run(config, tmp_path_factory.mktemp("runs")).run_dir
 
 
@@ -171,7 +177,7 @@ def test_merge_of_two_shards_equals_the_unsharded_run(unsharded: Path, tmp_path:
     for column in ("latency_ms", "flops", "max_rel_err", "status"):
         pd.testing.assert_series_equal(left[column], right[column])
     assert [list(t) for t in left[results.SAMPLES_COLUMN]] == [list(t) for t in right[results.SAMPLES_COLUMN]]
-    assert pd.read_csv(merged.run_dir / results.CSV_NAME)[ROW_KEY].shape == (len(left), 2)
+    assert pd.read_csv(merged.run_dir / results.CSV_NAME)[ROW_KEY].shape == (len(left), len(ROW_KEY))
 
 
 def test_merge_names_missing_shards(unsharded: Path, tmp_path: Path) -> None:
@@ -234,3 +240,68 @@ def test_merge_will_not_write_into_a_used_folder(unsharded: Path, tmp_path: Path
     with pytest.raises(OutputFolderError, match="already exists"):
         merge_runs(shards, used)
     assert (used / "keep.txt").read_text() == "mine"
+
+
+# --- the selector the runner uses, and the command line -------------------------------------------
+
+
+def selected(config: config_mod.RunConfig, shard: Shard, repeat: int = 0) -> set[Pair]:
+    device = config_mod.resolve_device(config.device)
+    select = shard_selector(config, device, runner.implementations_of(config), shard)
+    return {
+        (case.case_id, spec.name)
+        for case in config_mod.expand_cases(config, device)
+        for spec in runner.implementations_of(config)
+        if select(case, spec.name, repeat)
+    }
+
+
+def test_selector_gives_every_pair_to_one_shard_with_all_its_repeats() -> None:
+    config = config_mod.parse_config(SHARDED_CONFIG, "sharded.yaml")
+    first, second = selected(config, Shard(0, 2)), selected(config, Shard(1, 2))
+    assert first and second and not first & second and len(first | second) == 6
+    assert selected(config, Shard(0, 2), repeat=3) == first  # a pair's repeats stay on one machine
+    assert selected(config_mod.parse_config(SHARDED_CONFIG, "sharded.yaml"), Shard(0, 2)) == first
+
+
+def test_predicted_times_grow_with_the_cost_model_and_respect_the_timing() -> None:
+    data = {**SHARDED_CONFIG, "timing": {"min_run_time_s": 0.2, "max_run_time_s": 3.0, "min_samples": 10}}
+    data["scenarios"] = [{"name": "t", "batch": 1, "seq_len": [8, 1 << 16], "d_model": 4096, "heads": 32}]
+    config = config_mod.parse_config(data, "big.yaml")
+    predicted = predicted_times(config, config_mod.resolve_device("cpu"), runner.implementations_of(config))
+    small, large = (
+        predicted[(case.case_id, "naive")] for case in config_mod.expand_cases(config, config_mod.resolve_device("cpu"))
+    )
+    assert 0.2 < small < 0.25  # the timer's minimum and a few millisecond calls: a small case costs the floor
+    assert large > 3.0  # capped timing plus the untimed calls of a long call
+
+
+def test_folder_name_marks_a_shard() -> None:
+    assert folder_name("sweep", {"index": 1, "count": 4}) == "sweep-shard-1-of-4"
+    assert folder_name(None, None) == "run"
+
+
+def test_cli_shards_and_merge_equal_the_unsharded_case_set(unsharded: Path, tmp_path: Path) -> None:
+    config_path = tmp_path / "sharded.yaml"
+    config_path.write_text(json.dumps(SHARDED_CONFIG))
+    for index in range(2):
+        done = CliRunner().invoke(app, ["run", str(config_path), "--shard", f"{index}/2", "--out", str(tmp_path / "s")])
+        assert done.exit_code == 0, done.output
+    shards = sorted((tmp_path / "s").iterdir())
+    assert [p.name.split("-sharded-")[-1] for p in shards] == ["shard-0-of-2", "shard-1-of-2"]
+    done = CliRunner().invoke(app, ["merge", *map(str, shards), "--out", str(tmp_path / "merged")])
+    assert done.exit_code == 0, done.output
+    assert f"results: {tmp_path / 'merged'}" in done.output.replace("\n", "")
+    merged, whole = results.load_run(tmp_path / "merged"), results.load_run(unsharded)
+    key = sorted(map(tuple, merged.rows[ROW_KEY].to_numpy().tolist()))
+    assert key == sorted(map(tuple, whole.rows[ROW_KEY].to_numpy().tolist()))
+    assert set(merged.rows["status"]) == {"ok"}
+    assert CliRunner().invoke(app, ["compare", str(tmp_path / "merged")]).exit_code == 0  # read like any run
+
+
+def test_cli_merge_errors_are_one_line_exit_2(unsharded: Path, tmp_path: Path) -> None:
+    shards = split_run(unsharded, tmp_path, 2)
+    done = CliRunner().invoke(app, ["merge", str(shards[0]), "--out", str(tmp_path / "merged")])
+    assert done.exit_code == 2
+    assert done.output.strip() == "error: merge: missing shard(s) 1/2 of 2"
+    assert CliRunner().invoke(app, ["merge", str(shards[0])]).exit_code == 2  # --out is required

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from mhabench.distributed.launch import check_divisible
 from mhabench.impls.base import AttentionModule, frozen, linear, materialized_attention, repeat_kv
 from mhabench.impls.fused import pack_qkv
-from mhabench.impls.registry import Capabilities, register
+from mhabench.impls.registry import Capabilities, ImplSpec, register
 from mhabench.measure import cost
 from mhabench.weights import AttentionWeights
 
@@ -166,6 +166,11 @@ class TensorParallelAttention(AttentionModule):
         """Sum the ranks' partial outputs (one all-reduce), then add ``W_o``'s bias once."""
         out = all_reduce_sum(partial, self.tp)
         return out if self.b_out is None else out + self.b_out
+
+
+def is_tensor_parallel(spec: ImplSpec) -> bool:
+    """Whether ``spec`` splits its heads over a group: only such layers can run a ``tensor_parallel`` > 1 case."""
+    return isinstance(spec.factory, type) and issubclass(spec.factory, TensorParallelAttention)
 
 
 @register(

@@ -181,8 +181,9 @@ def _out_proj_elements(w: Workload) -> int:
 
 
 def _fused(w: Workload) -> tuple[int, int, int]:
+    """No head-merge copy: SDPA writes its output token-major, so merging the heads is a view."""
     qkv_width = w.d_model + 2 * w.kv_dim
-    proj = gemm_bytes(w.tokens, w.d_model, qkv_width) + _out_proj_elements(w)
+    proj = gemm_bytes(w.tokens, w.d_model, qkv_width) + gemm_bytes(w.tokens, w.d_model, w.d_model)
     attn = 2 * w.tokens * w.d_model + 2 * w.batch * w.kv_heads * w.kv_len * w.head_dim
     peak = w.tokens * qkv_width + 3 * w.tokens * w.d_model
     return proj, attn, peak

@@ -13,29 +13,45 @@ in the ``memory_method`` column.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+OpObserver = Callable[[Any, tuple[Any, ...], dict[str, Any], Any], None]
+"""Called with ``(func, args, kwargs, out)`` after every op (e.g. :class:`mhabench.measure.counters.OpCounter`)."""
+
 
 class LiveStorageTracker(TorchDispatchMode):
-    """Counts bytes of storages created under the mode; remembers the peak and the ops called."""
+    """Counts bytes of storages created under the mode; remembers the peak and the ops called.
 
-    def __init__(self) -> None:
+    ``observers`` see every op too, so other per-op measurements (FLOP and byte counts) ride on
+    this one dispatch mode instead of stacking a second one around the call.
+    """
+
+    def __init__(self, observers: Sequence[OpObserver] = ()) -> None:
         super().__init__()
         self.live_bytes = 0
         self.peak_bytes = 0
         self.ops: set[str] = set()
         self.op_calls = 0
         self._tracked: set[int] = set()
+        self._observers = tuple(observers)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
+            # A composite op (linear, SDPA) arrives whole under inference_mode; decomposing it here
+            # shows the same ops as under no_grad (the backend SDPA picked, the matmuls).
+            with self:
+                return func.decompose(*args, **kwargs)
         out = func(*args, **kwargs)
         self.ops.add(func.__name__.split(".")[0])
         self.op_calls += 1
+        for observe in self._observers:
+            observe(func, args, kwargs, out)
         input_storages = {_storage_ptr(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
         for leaf in tree_leaves(out):
             if isinstance(leaf, torch.Tensor) and _storage_ptr(leaf) not in input_storages:

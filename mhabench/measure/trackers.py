@@ -3,8 +3,9 @@
 ``with Tracker(...) as t: call()`` then ``t.result()``. A new measurement is one tracker here and
 one field in :mod:`mhabench.schema`; the runner composes them around the checked call.
 
-- :class:`DispatchTracker`: the aten ops one call dispatched (which SDPA backend ran) and, on the
-  CPU, the peak of live tensor storage (:class:`mhabench.measure.memory.LiveStorageTracker`).
+- :class:`DispatchTracker`: the aten ops one call dispatched (which SDPA backend ran), on the CPU the
+  peak of live tensor storage (:class:`mhabench.measure.memory.LiveStorageTracker`), and the FLOPs
+  and bytes those ops add up to (:class:`mhabench.measure.counters.OpCounter`), all in one pass.
 - :class:`CudaMemoryTracker`: the caching allocator's peak above what was allocated before.
 - :class:`Stopwatch`: wall time of the enclosed block, device work included.
 """
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from mhabench.measure.counters import OpCounter, OpCounts
 from mhabench.measure.memory import LiveStorageTracker, sdpa_backend, tracker_method
 from mhabench.schema import Dispatch
 
@@ -35,10 +37,11 @@ class PeakMemory:
 
 
 class DispatchTracker:
-    """Ops dispatched by the enclosed calls, and the CPU peak of the storages they created."""
+    """Ops dispatched by the enclosed calls, the CPU peak of the storages they created, their counts."""
 
     def __init__(self) -> None:
-        self._storage = LiveStorageTracker()
+        self._counter = OpCounter()
+        self._storage = LiveStorageTracker(observers=[self._counter.observe])
 
     def __enter__(self) -> Self:
         self._storage.__enter__()
@@ -56,6 +59,10 @@ class DispatchTracker:
 
     def cpu_memory(self) -> PeakMemory:
         return PeakMemory(self._storage.peak_bytes, tracker_method(self._storage.ops))
+
+    def counts(self) -> OpCounts:
+        """FLOPs and bytes of the dispatched ops (docs/cost-model.md, "Counted versus modelled")."""
+        return self._counter.result()
 
 
 class CudaMemoryTracker:

@@ -1,4 +1,4 @@
-"""The "Claims" section of ``mhabench report`` for a run folder that holds a claims.csv."""
+"""The "Claims" section of ``mhabench report`` for a run folder that holds a claims.csv (or only probes.csv)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from mhabench import report
 from mhabench.errors import ResultsCorruptError
 from mhabench.probe.claims import CLAIM_COLUMNS
-from mhabench.probe.run import CLAIMS_NAME
+from mhabench.probe.run import CLAIMS_NAME, PROBES_NAME
 from mhabench.probe.table import verdict_counts, verdict_table
 
 
@@ -28,9 +28,16 @@ def read_claims(run_dir: Path) -> list[dict[str, str]]:
 
 
 def claims_blocks(run_dir: Path) -> list[report.Block]:
-    """Heading, verdict counts and the verdict table; nothing when the run has no claims.csv."""
+    """Heading, verdict counts and the verdict table; nothing when the run has no claims.csv.
+
+    A probe run stopped before its end has probes.csv but no claims.csv (the claims are evaluated once
+    every case is measured): the section says so rather than vanishing."""
     if not (run_dir / CLAIMS_NAME).is_file():
-        return []
+        if not (run_dir / PROBES_NAME).is_file():
+            return []
+        note = (f"No {CLAIMS_NAME}: the probe run stopped before its claims were evaluated; {PROBES_NAME} holds "
+                "the statistics of the cases it finished.")  # fmt: skip
+        return [report.Heading("Claims"), report.Paragraph(note)]
     records = read_claims(run_dir)
     explanation = (
         "PASS / FAIL: measured against the theory within the tolerance; NO-GUARANTEE: the theory's premise "

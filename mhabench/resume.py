@@ -1,0 +1,147 @@
+"""``run --resume RUN``: may this run folder be finished here, and with which config?
+
+A killed run keeps every finished row (``results.RunWriter``); resuming measures only the missing
+(case, implementation, repeat) triples and appends them. That is only sound when the new rows are
+comparable with the old ones, so :func:`prepare_resume` checks, before anything runs, that this
+machine has the same mhabench, torch, result format and device as the manifest recorded, and that
+the recorded config still validates and still describes the rows in the folder. A run whose process
+is alive is never resumed (two writers would interleave rows); a complete run has nothing to resume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import mhabench
+from mhabench import plugins
+from mhabench.config import RunConfig, count_cases, expand_cases, parse_config, resolve_device
+from mhabench.environment import canonical_device
+from mhabench.errors import InputError, MhabenchError, quote
+from mhabench.guard import check_row_count
+from mhabench.impls import core_implementations
+from mhabench.liveness import effective_status
+from mhabench.measure.hardware import device_name
+from mhabench.results import MANIFEST_NAME, finished_rows, read_manifest, resolve_run
+from mhabench.schema import FORMAT_VERSION
+
+
+class NothingToResumeError(MhabenchError):
+    """The run is complete. Exit 0: resuming is idempotent, so a retry loop may always call it."""
+
+    exit_code = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumePlan:
+    """What ``runner.run(config, run_dir.parent, resume_dir=run_dir)`` needs, and why it may run."""
+
+    run_dir: Path
+    config: RunConfig
+    """Re-validated from the manifest, with the run's plugins loaded again."""
+    manifest: dict[str, Any]
+    """As written by the killed run (``repeats``, ``shard``, ``plugins``, …)."""
+    differences: tuple[str, ...] = ()
+    """Why rows measured now would not be comparable with the folder's; non-empty only under ``--force``."""
+
+
+def prepare_resume(ref: str, results_root: Path, force: bool) -> ResumePlan:
+    """Check that the run ``ref`` (folder, run id or ``latest``) can be finished here; one-line errors.
+
+    Raises :class:`InputError` (exit 2) for a live run (always), an unreadable or foreign folder, a
+    config that no longer validates, or incomparable rows (unless ``force``), and
+    :class:`NothingToResumeError` (exit 0) for a complete run.
+    """
+    run_dir = resolve_run(ref, results_root)
+    manifest = read_manifest(run_dir)
+    _check_status(run_dir, manifest)
+    plugins.load_plugin_files(_string_list(manifest.get("plugins")))
+    config = _recorded_config(run_dir, manifest)
+    device = resolve_device(config.device)
+    differences = (
+        *format_difference(run_dir, manifest),
+        *environment_differences(manifest, device),
+        *foreign_rows(run_dir, config, device, _repeats(manifest)),
+    )
+    if differences and not force:
+        raise InputError(
+            f"{run_dir}: cannot resume: {'; '.join(differences)} (rows measured now would not be comparable; "
+            "--force resumes anyway)"
+        )
+    return ResumePlan(run_dir, config, manifest, differences)
+
+
+def _check_status(run_dir: Path, manifest: dict[str, Any]) -> None:
+    status = effective_status(manifest)
+    if status == "running":
+        raise InputError(
+            f"{run_dir}: still running (pid {manifest.get('pid')} on {manifest.get('host')}); "
+            "resume it after that process has ended"
+        )
+    if status == "complete":
+        raise NothingToResumeError(f"nothing to resume: {run_dir} is complete")
+
+
+def _string_list(value: Any) -> list[str]:
+    return [str(item) for item in value] if isinstance(value, list) else []
+
+
+def _repeats(manifest: dict[str, Any]) -> int:
+    repeats = manifest.get("repeats", 1)
+    return repeats if type(repeats) is int and repeats >= 1 else 1
+
+
+def _recorded_config(run_dir: Path, manifest: dict[str, Any]) -> RunConfig:
+    """The manifest's resolved config, validated again by this mhabench (errors name the manifest)."""
+    data = manifest.get("config")
+    if not isinstance(data, dict):
+        raise InputError(f"{run_dir / MANIFEST_NAME}: no config recorded; this run cannot be resumed")
+    return parse_config(data, str(run_dir / MANIFEST_NAME))
+
+
+def format_difference(run_dir: Path, manifest: dict[str, Any]) -> list[str]:
+    """An older result format is a difference (``--force`` rewrites the rows in this one); a newer one is refused."""
+    version = manifest.get("format_version", 1)
+    if type(version) is not int or version > FORMAT_VERSION:
+        raise InputError(
+            f"{run_dir}: written in result format version {quote(version)}; this mhabench writes version "
+            f"{FORMAT_VERSION} and cannot resume it"
+        )
+    return [f"result format version {version} then, {FORMAT_VERSION} now"] if version != FORMAT_VERSION else []
+
+
+def environment_differences(manifest: dict[str, Any], device: torch.device) -> list[str]:
+    """What of mhabench, torch and the device differs from the manifest's record, one phrase each."""
+    recorded = manifest.get("environment")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    now = {
+        "mhabench_version": mhabench.__version__, "torch": torch.__version__, "device": canonical_device(device),
+        "device_kind": device.type, "device_name": device_name(device),
+    }  # fmt: skip
+    return [
+        f"{key} {quote(recorded.get(key), 60)} then, {quote(value, 60)} now"
+        for key, value in now.items()
+        if recorded.get(key) != value
+    ]
+
+
+def foreign_rows(run_dir: Path, config: RunConfig, device: torch.device, repeats: int) -> list[str]:
+    """Rows in the folder that the recorded config does not produce here (its cases are named otherwise)."""
+    names = config.implementations or core_implementations()
+    check_row_count(count_cases(config, device) * repeats, len(names), config.max_rows)  # before expanding
+    expected = {
+        (case.case_id, name, repeat)
+        for case in expand_cases(config, device)
+        for name in names
+        for repeat in range(repeats)
+    }
+    foreign = [
+        row for row in finished_rows(run_dir) if (row.case.case_id, row.case.impl, row.case.repeat) not in expected
+    ]
+    if not foreign:
+        return []
+    first = foreign[0].case
+    return [f"{len(foreign)} row(s) are not cases of the recorded config (e.g. {quote(first.case_id)} {first.impl})"]

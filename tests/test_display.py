@@ -1,0 +1,96 @@
+"""The run summary: every row for a small run, one line per case above the threshold, repeats and spread."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+from synthetic_runs import rounds, row
+
+from mhabench import display
+
+
+def rendered(renderables: list) -> str:
+    console = Console(file=io.StringIO(), width=250, color_system=None)
+    for renderable in renderables:
+        console.print(renderable)
+    return console.file.getvalue()
+
+
+def sweep(cases: int) -> list[dict]:
+    """``cases`` cases of naive, per_head, fused in interleaved rounds; fused wins, except per_head at n=1."""
+    rows = []
+    for n in range(1, cases + 1):
+        fused_ms = 9.0 if n == 1 else 4.0
+        times = rounds({"naive": 10.0, "per_head": 8.0, "fused": fused_ms}, count=10, drift=0.2, seed=n)
+        rows += [row(impl, ms, seq_len=n) for impl, ms in times.items()]
+    return rows
+
+
+def large_run() -> pd.DataFrame:
+    """42 rows: above the threshold, with one oom and one error among them."""
+    rows = sweep(14)
+    rows[-1] = row("fused", [], seq_len=14, status="oom", error="out of memory")
+    rows[-2] = row("per_head", [], seq_len=14, status="error", error="boom")
+    return pd.DataFrame(rows)
+
+
+def test_a_small_run_prints_every_row() -> None:
+    frame = pd.DataFrame(sweep(3))
+    assert len(frame) <= display.COMPACT_ABOVE_ROWS
+    text = rendered(display.run_summary(frame, "naive", Path("results/run")))
+    assert text.count("per_head") == 3 and "median of per-round ratios" in text
+    assert "rows by status" not in text
+
+
+def test_a_large_run_prints_one_line_per_case_with_status_counts(tmp_path: Path) -> None:
+    frame = large_run()
+    assert len(frame) > display.COMPACT_ABOVE_ROWS
+    text = rendered(display.run_summary(frame, "naive", tmp_path / "run"))
+    lines = [line for line in text.splitlines() if "n=" in line and "h=4" in line]
+    assert len(lines) == 14  # one per case, not one per row
+    assert "per_head" in lines[0] and all("fused" in line for line in lines[1:13])
+    assert "naive" in lines[13] and "oom 1, error 1" in lines[13]  # only the baseline ran in the last case
+    assert "rows by status: ok 40, oom 1, error 1" in text
+    assert str(tmp_path / "run" / "results.csv") in text and "results.parquet" in text
+    assert f"mhabench report {tmp_path / 'run'}" in text
+
+
+def test_compact_table_carries_the_paired_speedup_and_its_interval() -> None:
+    table = display.compact_table(large_run(), "naive")
+    second = table.records.iloc[1]
+    assert second["winner"] == "fused" and second["speedup_method"] == "paired"
+    assert second["speedup_ci_low"] < second["speedup"] < second["speedup_ci_high"]
+    assert 2.3 < second["speedup"] < 2.7  # 10 ms / 4 ms with 1 % noise per sample
+    assert table.cells[1][3] == display.speedup_text(second) and "[" in table.cells[1][3]
+    assert "speedup spread" not in table.headers
+
+
+def test_a_case_with_no_ok_row_has_no_winner() -> None:
+    frame = pd.DataFrame([row("naive", [], status="oom"), row("fused", [], status="oom"), *sweep(14)])
+    table = display.compact_table(frame, "naive")
+    assert table.cells[0][1] == "-" and table.cells[0][-1] == "oom 2" and table.styles[0] == "failed"
+
+
+def test_repeats_add_a_rep_and_a_spread_column() -> None:
+    rows = [row(impl, [ms * (1 + rep / 10)] * 4, repeat=rep) for rep in range(3)
+            for impl, ms in (("naive", 10.0), ("fused", 5.0 if rep else 4.0))]  # fmt: skip
+    table = display.results_table(pd.DataFrame(rows), "naive")
+    assert "rep" in table.headers and "speedup spread" in table.headers
+    spread = table.cells[1][table.headers.index("speedup spread")]  # fused: speedups 2.5, 2, 2
+    assert spread == "25.0%"
+    single = display.results_table(pd.DataFrame(rows[:2]), "naive")
+    assert "rep" not in single.headers and "speedup spread" not in single.headers
+
+
+def test_status_counts_follow_the_documented_order() -> None:
+    counts = display.status_counts(["error", "ok", "crashed", "ok", "weird", "skipped"])
+    assert list(counts.items()) == [("ok", 2), ("skipped", 1), ("error", 1), ("crashed", 1), ("weird", 1)]
+
+
+def test_method_phrase_names_what_the_table_shows() -> None:
+    assert display.method_phrase(["paired", ""]) == "median of per-round ratios"
+    assert display.method_phrase(["medians"]) == "ratio of medians"
+    assert "ratio of medians where rounds do not align" in display.method_phrase(["paired", "medians"])

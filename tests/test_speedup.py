@@ -1,0 +1,135 @@
+"""Paired speedups (median of per-round ratios), their fallback, repeats and run-to-run spread."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+from synthetic_runs import rounds, row
+
+from mhabench import stats
+from mhabench.speedup import MEDIANS, PAIRED, case_winners, relative_range, repeat_spread, speedup_rows
+
+
+def speedups(*rows: dict, baseline: str = "naive") -> pd.DataFrame:
+    return speedup_rows(pd.DataFrame(list(rows)), baseline).set_index(["impl", "repeat"])
+
+
+def test_every_round_twice_as_fast_is_exactly_two() -> None:
+    result = speedups(row("naive", [2.0, 4.0, 6.0]), row("fused", [1.0, 2.0, 3.0])).loc[("fused", 0)]
+    assert result["speedup_method"] == PAIRED
+    assert (result["speedup"], result["speedup_ci_low"], result["speedup_ci_high"]) == (2.0, 2.0, 2.0)
+
+
+def test_pairing_follows_the_rounds_not_the_medians() -> None:
+    """Same samples shuffled: the ratio of medians is still 4/2 = 2, the per-round ratios are 2/3, 4, 3."""
+    result = speedups(row("naive", [2.0, 4.0, 6.0]), row("fused", [3.0, 1.0, 2.0])).loc[("fused", 0)]
+    assert stats.ratio_of_medians([2.0, 4.0, 6.0], [3.0, 1.0, 2.0]).ratio == pytest.approx(2.0)
+    assert result["speedup"] == pytest.approx(3.0)
+    assert result["speedup_method"] == PAIRED
+
+
+def test_the_baseline_against_itself_is_one_with_no_width() -> None:
+    result = speedups(row("naive", [2.0, 4.0, 5.0]), row("fused", [1.0, 2.0, 3.0])).loc[("naive", 0)]
+    assert (result["speedup"], result["speedup_ci_low"], result["speedup_ci_high"]) == (1.0, 1.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("base_ms", "impl_ms"),
+    [([2.0, 4.0, 6.0, 8.0], [1.0, 2.0, 3.0]), ([2.0, 4.0], [1.0, 2.0]), ([4.0], [2.0])],
+    ids=["lengths differ", "two rounds", "one median (CSV only)"],
+)
+def test_unaligned_samples_fall_back_to_the_ratio_of_medians(base_ms: list[float], impl_ms: list[float]) -> None:
+    result = speedups(row("naive", base_ms), row("fused", impl_ms)).loc[("fused", 0)]
+    assert result["speedup_method"] == MEDIANS
+    assert result["speedup"] == pytest.approx(np.median(base_ms) / np.median(impl_ms))
+
+
+def test_failed_rows_have_no_speedup_and_the_winner_falls_back_to_latency() -> None:
+    result = speedups(row("naive", [], status="oom", error="out of memory"), row("fused", [1.0, 2.0, 3.0]),
+                      row("per_head", [3.0, 4.0, 5.0]))  # fmt: skip
+    assert math.isnan(result.loc[("fused", 0), "speedup"]) and result.loc[("fused", 0), "speedup_method"] == ""
+    assert bool(result.loc[("fused", 0), "winner"]) and not bool(result.loc[("naive", 0), "winner"])
+
+
+def test_paired_interval_is_narrow_when_the_machine_drifts_between_rounds() -> None:
+    """30 % speed drift between rounds, 1 % noise within: pairing removes the drift, medians cannot."""
+    times = rounds({"naive": 10.0, "fused": 4.0}, count=20, drift=0.3, noise=0.01, seed=3)
+    paired = stats.paired_ratio(times["naive"], times["fused"])
+    unpaired = stats.ratio_of_medians(times["naive"], times["fused"])
+    assert paired.ci_low < 2.5 < paired.ci_high
+    assert paired.ci_high - paired.ci_low < 0.1 < unpaired.ci_high - unpaired.ci_low
+
+
+@pytest.mark.parametrize("n", [4, 5, 12])
+def test_median_ranks_have_the_distribution_of_a_resampled_median(n: int) -> None:
+    """The order-statistic shortcut against brute force: sort n indices drawn with replacement."""
+    drawn = np.sort(np.random.default_rng(7).integers(0, n, (100_000, n)), axis=1)
+    for rank, column in zip(stats.bootstrap_median_ranks(n), ((n - 1) // 2, n // 2), strict=True):
+        expected = np.bincount(drawn[:, column], minlength=n) / len(drawn)
+        assert np.abs(np.bincount(rank, minlength=n) / len(rank) - expected).max() < 0.04
+
+
+def test_paired_interval_agrees_with_scipy_paired_bootstrap() -> None:
+    rng = np.random.default_rng(11)
+    base, impl = rng.lognormal(1.0, 0.2, 25), rng.lognormal(0.2, 0.2, 25)
+    ours = stats.paired_ratio(base, impl)
+    theirs = scipy_stats.bootstrap(
+        (base, impl), lambda b, i, axis=-1: np.median(b / i, axis=axis), paired=True, vectorized=True,
+        n_resamples=20_000, method="percentile", rng=np.random.default_rng(0),
+    ).confidence_interval  # fmt: skip
+    width = theirs.high - theirs.low
+    assert ours.ratio == pytest.approx(float(np.median(base / impl)))
+    assert abs(ours.ci_low - theirs.low) < 0.1 * width and abs(ours.ci_high - theirs.high) < 0.1 * width
+
+
+def test_paired_ratio_refuses_unequal_lengths() -> None:
+    with pytest.raises(ValueError, match="equal lengths"):
+        stats.paired_ratio([1.0, 2.0, 3.0], [1.0, 2.0])
+
+
+# --- repeats ----------------------------------------------------------------------------------------
+
+
+def repeated_rows() -> list[dict]:
+    """Three repeats of one case with constant samples: every number below is exact."""
+    latencies = [(10.0, 5.0), (11.0, 5.5), (12.0, 4.0)]  # (naive, fused) per repeat: speedups 2, 2, 3
+    return [
+        row(impl, [ms] * 4, repeat=repeat)
+        for repeat, pair in enumerate(latencies)
+        for impl, ms in zip(("naive", "fused"), pair, strict=True)
+    ]
+
+
+def test_each_repeat_is_paired_within_itself() -> None:
+    result = speedups(*repeated_rows())
+    assert [result.loc[("fused", r), "speedup"] for r in range(3)] == [2.0, 2.0, 3.0]
+    assert all(result.loc[("fused", r), "speedup_method"] == PAIRED for r in range(3))
+
+
+def test_repeat_spread_numbers() -> None:
+    spread = repeat_spread(pd.DataFrame(repeated_rows()), "naive").set_index("impl")
+    fused, naive = spread.loc["fused"], spread.loc["naive"]
+    assert fused["repeats"] == 3 and fused["latency_ms_by_repeat"] == [5.0, 5.5, 4.0]
+    assert fused["latency_ms"] == 5.0 and fused["latency_spread"] == pytest.approx((5.5 - 4.0) / 5.0)
+    assert fused["speedup"] == 2.0 and fused["speedup_spread"] == pytest.approx((3 - 2) / 2)
+    assert naive["latency_spread"] == pytest.approx(2 / 11) and naive["speedup_spread"] == 0.0
+
+
+def test_relative_range_needs_two_finite_values() -> None:
+    assert relative_range([2.0, math.nan, 3.0]) == pytest.approx(0.4)
+    assert math.isnan(relative_range([2.0])) and math.isnan(relative_range([]))
+
+
+def test_case_winners_over_repeats_and_failures() -> None:
+    rows = [*repeated_rows(), row("naive", [2.0, 3.0, 4.0], seq_len=256), row("fused", [], seq_len=256, status="oom"),
+            row("naive", [], seq_len=512, status="error", error="boom")]  # fmt: skip
+    winners = case_winners(pd.DataFrame(rows), "naive").set_index("case")
+    assert list(winners["winner"]) == ["fused", "naive", ""]
+    first = winners.iloc[0]
+    assert first["speedup"] == 2.0 and first["speedup_spread"] == pytest.approx(0.5) and first["repeats"] == 3
+    assert math.isnan(first["speedup_ci_low"])  # several repeats: the spread, not one repeat's interval
+    assert winners.iloc[1]["statuses"] == {"ok": 1, "oom": 1} and winners.iloc[2]["statuses"] == {"error": 1}
