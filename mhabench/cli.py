@@ -111,9 +111,10 @@ def run(
     force: Annotated[bool, typer.Option("--force", help="--resume even if the rows would not be comparable.")] = False,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
+    from mhabench.distributed.launch import errors_end_every_rank, launch_env
     from mhabench.shard import parse_shard
 
-    with user_errors():
+    with user_errors(), errors_end_every_rank(launch_env()):  # under torchrun: one line, from rank 0
         added = [name for path in plugin or [] for name in plugins.load_plugin(path)]
         if baseline not in available_implementations():
             known = ", ".join(sorted(available_implementations()))
@@ -159,15 +160,19 @@ def _shard_selection(config: config_mod.RunConfig, shard: Any) -> tuple[Any, dic
 
 def _resume(ref: str, results_root: Path, force: bool, baseline: str) -> None:
     """``--resume``: measure the (case, implementation, repeat) triples the run folder lacks."""
-    from mhabench.resume import prepare_resume
+    from mhabench.resume import NothingToResumeError, prepare_resume
 
-    plan = prepare_resume(ref, results_root, force)
+    try:
+        plan = prepare_resume(ref, results_root, force)
+    except NothingToResumeError as exc:  # a finished run: success, so a retry loop may always --resume
+        err_console.print(escape(str(exc)), highlight=False, soft_wrap=True)
+        return
     shard = plan.manifest.get("shard")
     select, _ = _shard_selection(plan.config, _shard_of(shard)) if shard else (None, None)
     with display.RichProgress(console) as progress:
         result = runner.run(
             plan.config, plan.run_dir.parent, progress=progress, argv=sys.argv, select=select,
-            resume_dir=plan.run_dir,
+            resume_dir=plan.run_dir, resume_differences=plan.differences,
         )  # fmt: skip
     _print_run(result, baseline)
 

@@ -58,11 +58,12 @@ def prepare_resume(ref: str, results_root: Path, force: bool) -> ResumePlan:
     run_dir = resolve_run(ref, results_root)
     manifest = read_manifest(run_dir)
     _check_status(run_dir, manifest)
+    older_format = format_difference(run_dir, manifest)  # a newer format is refused before its config is read
     plugins.load_plugin_files(_string_list(manifest.get("plugins")))
     config = _recorded_config(run_dir, manifest)
     device = resolve_device(config.device)
     differences = (
-        *format_difference(run_dir, manifest),
+        *older_format,
         *environment_differences(manifest, device),
         *foreign_rows(run_dir, config, device, _repeats(manifest)),
     )

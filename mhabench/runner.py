@@ -35,6 +35,7 @@ from mhabench.measure.drift import DriftWatch
 from mhabench.measure.hardware import DevicePeaks, device_peaks
 from mhabench.results import RunWriter, new_run_dir, read_manifest, rows_frame
 from mhabench.schema import FORMAT_VERSION, Outcome, ResultRow
+from mhabench.shard import folder_name
 
 Selector = Callable[[Case, str, int], bool]
 """(case, implementation name, repeat) → measure it in this run? (``--shard``, ``--resume``)"""
@@ -72,19 +73,23 @@ def implementations_of(config: RunConfig) -> list[ImplSpec]:
 def run(
     config: RunConfig, out_root: Path, progress: Progress | None = None, argv: list[str] | None = None, *,
     repeats: int = 1, select: Selector | None = None, resume_dir: Path | None = None,
-    manifest_extra: dict[str, Any] | None = None, config_path: str = "CONFIG",
+    manifest_extra: dict[str, Any] | None = None, config_path: str = "CONFIG", resume_differences: tuple[str, ...] = (),
 ) -> RunResult | None:  # fmt: skip
     """Run every case of ``config`` ``repeats`` times; write ``out_root/<run_id>/``; return the rows.
 
     ``select`` keeps a subset of the (case, implementation, repeat) triples (a shard). With
-    ``resume_dir`` the rows already in that folder are kept and only the missing triples run. Under
+    ``resume_dir`` the rows already in that folder are kept and only the missing triples run
+    (``resume_differences``: what ``--force`` overrode, recorded in the manifest). Under
     torchrun this is a tensor-parallel run, which returns None on every rank but 0.
     """
     launch = launch_env()
     if launch is not None:
         from mhabench.distributed.run import run_distributed  # torch.distributed only when launched
 
-        return run_distributed(config, out_root, progress, argv, launch)
+        return run_distributed(
+            config, out_root, progress, argv, launch, repeats=repeats, select=select, manifest_extra=manifest_extra,
+            config_path=config_path, resume_dir=resume_dir,
+        )  # fmt: skip
     device = resolve_device(config.device)
     specs = implementations_of(config)
     check_row_count(count_cases(config, device) * repeats, len(specs), config.max_rows)
@@ -97,8 +102,10 @@ def run(
     if resume_dir is not None:
         writer, manifest = RunWriter.reopen(resume_dir), read_manifest(resume_dir)
         repeats = int(manifest.get("repeats", 1))
-        manifest.setdefault("resumed", []).append({"at": _now(), "command": argv or [], **liveness_fields()})
-        manifest.update(status="running", finished_at=None, **liveness_fields())
+        resumed = {"at": _now(), "command": argv or [], "forced_differences": list(resume_differences)}
+        manifest.setdefault("resumed", []).append({**resumed, **liveness_fields()})
+        # reopen rewrote the rows in this version's format
+        manifest.update(status="running", finished_at=None, format_version=FORMAT_VERSION, **liveness_fields())
     else:
         started = dt.datetime.now(dt.timezone.utc)
         writer = RunWriter(new_run_dir(out_root, _folder_name(config, manifest_extra), started))
@@ -106,6 +113,7 @@ def run(
             "run_id": writer.run_id, "format_version": FORMAT_VERSION, "command": argv or [],
             "config": config.model_dump(mode="json"), "environment": {**environment(device), **process},
             "roofline": {}, "cases": len(cases), "implementations": [s.name for s in specs], "repeats": repeats,
+            "plugins": list(plugins.loaded_plugin_files()),  # --resume loads them again
             "started_at": started.isoformat(), "finished_at": None, "status": "running", **liveness_fields(),
             **(manifest_extra or {}),
         }  # fmt: skip
@@ -139,10 +147,8 @@ def _now() -> str:
 
 
 def _folder_name(config: RunConfig, manifest_extra: dict[str, Any] | None) -> str:
-    """``<config name>``, with ``-shard-I-of-N`` for a shard so the shards of one sweep sort together."""
-    shard = (manifest_extra or {}).get("shard")
-    suffix = f"-shard-{shard['index']}-of-{shard['count']}" if shard else ""
-    return (config.name or "run") + suffix
+    """``<config name>``, with ``-shard-I-of-N`` for a shard (the same rule as under torchrun)."""
+    return folder_name(config.name, (manifest_extra or {}).get("shard"))
 
 
 Pending = tuple[int, Case, list[str]]

@@ -87,7 +87,8 @@ class CaseIdentity:
 class Outcome:
     """``ok``, or why there are no measurements: mismatch, unsupported, oom, error."""
 
-    status: str = column("ok | mismatch | unsupported | oom | error", role="outcome", label="status")
+    status: str = column("ok | mismatch | unsupported | skipped | oom | error | timeout | crashed", role="outcome",
+                         label="status")  # fmt: skip
     error: str = column("one-line reason when status is not ok", role="outcome", label="error")
 
 

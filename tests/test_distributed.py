@@ -94,11 +94,17 @@ def test_tensor_parallel_without_torchrun_names_the_command() -> None:
     assert "\n" not in message and caught.value.exit_code == 2
 
 
-@pytest.mark.parametrize(("sizes", "world_size"), [([1, 2, 4], 2), ([1, 2], 4), ([1], 2)])
+@pytest.mark.parametrize(("sizes", "world_size"), [([1, 2, 4], 2), ([1, 2], 4)])
 def test_world_size_must_match_the_largest_tensor_parallel(sizes: list[int], world_size: int) -> None:
     launch = LaunchEnv(rank=0, world_size=world_size, local_rank=0, master_addr="127.0.0.1")
     with pytest.raises(InputError, match=f"WORLD_SIZE {world_size} .*--nproc-per-node {max(sizes)} "):
         check_launch(sizes, launch, "c.yaml")
+
+
+def test_a_single_rank_config_under_torchrun_is_told_to_drop_torchrun() -> None:
+    words = r"every value is 1 but torchrun started WORLD_SIZE 2 .*; run it without torchrun: `mhabench run c\.yaml`$"
+    with pytest.raises(InputError, match=words):
+        check_launch([1], LaunchEnv(0, 2, 0, "127.0.0.1"), "c.yaml")
 
 
 def test_matching_launches_pass() -> None:

@@ -16,8 +16,10 @@ from mhabench import results, runner
 from mhabench.distributed.launch import LaunchEnv
 from mhabench.distributed.run import run_distributed
 from mhabench.errors import ConfigError, InputError
+from mhabench.measure.hardware import DevicePeaks
 
-D_MODEL, SEQ_LEN, BATCH = 32, 12, 2
+D_MODEL, SEQ_LEN, BATCH = 64, 512, 2  # enough compute that the all-reduce is a minority of a T = 2 call
+ONE_HEAD_CASE = f"p/b{BATCH}-n{SEQ_LEN}-d{D_MODEL}-h1-tp2-float32-causal-bias"
 TORCHRUN_TIMEOUT_S = 120
 TINY_TIMING = {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 3, "warmup_runs": 1}
 
@@ -145,11 +147,11 @@ def config_with(**scenario: Any) -> config_mod.RunConfig:
 
 @pytest.mark.parametrize(
     ("scenario", "world_size", "words"),
-    [({"heads": [1], "kv_heads": None}, 2, "tp.yaml: p/b2-n12-d32-h1-tp2-float32-causal-bias: tensor_parallel: "
+    [({"heads": [1], "kv_heads": None}, 2, f"tp.yaml: {ONE_HEAD_CASE}: tensor_parallel: "
                                            "heads 1 is not divisible by tensor_parallel 2"),
      ({}, 4, "tp.yaml: tensor_parallel: the largest value is 2 but torchrun started WORLD_SIZE 4 processes; "
              "use `torchrun --nproc-per-node 2 -m mhabench run tp.yaml`"),
-     ({"tensor_parallel": [1]}, 2, "the largest value is 1 but torchrun started WORLD_SIZE 2")],
+     ({"tensor_parallel": [1]}, 2, "every value is 1 but torchrun started WORLD_SIZE 2")],
 )  # fmt: skip
 def test_bad_launches_raise_on_rank0_and_end_the_other_ranks_quietly(
     tmp_path: Path, scenario: dict[str, Any], world_size: int, words: str
@@ -207,7 +209,9 @@ def test_the_shipped_config_validates_and_splits_over_two_ranks() -> None:
     assert len(cases) == 8 and config.implementations == ["tp_fused", "tp_naive"]
 
 
-def test_without_torchrun_a_tp_implementation_is_the_whole_layer_on_one_device(tmp_path: Path) -> None:
+def test_without_torchrun_a_tp_implementation_is_the_whole_layer_on_one_device(
+    tmp_path: Path, fixed_peaks: DevicePeaks
+) -> None:
     data = tp_config_data(tensor_parallel=1)
     result = runner.run(config_mod.parse_config(data, "tp.yaml"), tmp_path)
     assert result is not None

@@ -32,7 +32,7 @@ from mhabench.schema import COLUMNS, FORMAT_VERSION
 
 INT64 = (-(2**63), 2**63 - 1)
 MESSAGE_LIMIT = 1000  # the longest legitimate line lists every registered implementation
-MAX_DRY_RUN_CASES = 64  # keep the CLI examples fast until the runner enforces max_rows
+MAX_DRY_RUN_CASES = 64  # keep the CLI examples fast: a dry run renders a table row per (case, implementation)
 FIELD_NAMES = sorted({*RunConfig.model_fields, *ScenarioSpec.model_fields, *TimingConfig.model_fields})
 KEYS = st.sampled_from([*FIELD_NAMES, "hedas", "sead", "seq-len", "Heads", ""]) | st.text(max_size=12)
 SCALARS = st.one_of(

@@ -16,6 +16,7 @@ from mhabench import config as config_mod
 from mhabench import results, runner
 from mhabench.cli import app
 from mhabench.errors import InputError, OutputFolderError
+from mhabench.measure.hardware import DevicePeaks
 from mhabench.shard import (
     ROW_KEY,
     Pair,
@@ -281,7 +282,9 @@ def test_folder_name_marks_a_shard() -> None:
     assert folder_name(None, None) == "run"
 
 
-def test_cli_shards_and_merge_equal_the_unsharded_case_set(unsharded: Path, tmp_path: Path) -> None:
+def test_cli_shards_and_merge_equal_the_unsharded_case_set(
+    unsharded: Path, tmp_path: Path, fixed_peaks: DevicePeaks
+) -> None:
     config_path = tmp_path / "sharded.yaml"
     config_path.write_text(json.dumps(SHARDED_CONFIG))
     for index in range(2):

@@ -83,6 +83,11 @@ def check_launch(tensor_parallel: Sequence[int], launch: LaunchEnv | None, confi
             f"{config_path}: tensor_parallel: {largest} needs one process per rank; "
             f"launch it with `{torchrun_command(largest, config_path)}`"
         )
+    if world_size != largest and largest == 1:
+        raise InputError(
+            f"{config_path}: tensor_parallel: every value is 1 but torchrun started WORLD_SIZE {world_size} "
+            f"processes; run it without torchrun: `mhabench run {config_path}`"
+        )
     if world_size != largest:
         raise InputError(
             f"{config_path}: tensor_parallel: the largest value is {largest} but torchrun started "

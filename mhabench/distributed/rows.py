@@ -56,7 +56,7 @@ from mhabench.modes import Step, parameter_count, prepare
 from mhabench.reference import check_output
 from mhabench.schema import CaseIdentity, Correctness, Distributed, LatencyStats, Memory, Outcome, ResultRow
 
-COMM_CALLS = 5
+COMM_CALLS = 10
 """Tracked calls whose median all-reduce time is ``comm_ms``."""
 
 Problem = TypeVar("Problem")
@@ -218,12 +218,12 @@ def checked_layer(
 def timed_row(checked: Checked, case: Case, setup: RankSetup, tp: TPGroup) -> ResultRow:
     """Communication, lockstep latency and every rank's peak memory of a checked layer: its ok row."""
     call, timing = checked.step.run, setup.timing
-    with torch.inference_mode():
-        comm = measure_comm(call, tp, calls=COMM_CALLS)
+    with torch.inference_mode():  # communication after the timing loop, which has warmed everything up
         samples_ms, calls_per_sample = lockstep_times_ms(
             call, setup.device, tp, warmup_runs=timing.warmup_runs, min_samples=timing.min_samples,
             min_run_time_s=timing.min_run_time_s,
         )  # fmt: skip
+        comm = measure_comm(call, tp, calls=COMM_CALLS)
     latency = LatencyStats.from_samples(
         tuple(samples_ms), calls_per_sample, timing.noise_threshold, checked.compile_time_s
     )

@@ -308,9 +308,14 @@ def all_reduce_sum(tensor: torch.Tensor, tp: TPGroup) -> torch.Tensor:
 
 
 def measure_comm(call: Callable[[], object], tp: TPGroup, calls: int = 5) -> CommStats:
-    """Communication of one layer call: the median over ``calls`` tracked calls (same count on every rank)."""
+    """Communication of one layer call: the median over ``calls`` tracked calls (same count on every rank).
+
+    The ranks meet before each tracked call, so its all-reduce waits only for the imbalance of that
+    call, not for a lag left over from the calls before it.
+    """
     per_call = []
     for _ in range(calls):
+        _agree_max(0, tp)
         with CommTracker() as tracker:
             call()
         per_call.append(tracker.stats(tp.size))
