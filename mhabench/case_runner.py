@@ -232,11 +232,15 @@ def check_impl(spec: ImplSpec, case: Case, inputs: CaseInputs, device: torch.dev
 
 def run_case(
     case: Case, specs: list[ImplSpec], device: torch.device, run_id: str, peaks: DevicePeaks,
-    timing: TimingConfig, *, repeat: int = 0,
+    timing: TimingConfig, *, repeat: int = 0, guard: bool = True,
 ) -> Iterator[ResultRow]:  # fmt: skip
-    """Yield one row per implementation: failures as they happen, then the ok rows after the rounds."""
+    """Yield one row per implementation: failures as they happen, then the ok rows after the rounds.
+
+    ``guard``: skip what would not fit (``memory_guard``); off, such a case is tried and may be ``oom``.
+    """
     runnable = {spec.name: unsupported_reason(spec, case, device) for spec in specs}
-    too_big = {spec.name: memory_guard(spec, case, device) for spec in specs if runnable[spec.name] is None}
+    guarded = [spec for spec in specs if guard and runnable[spec.name] is None]
+    too_big = {spec.name: memory_guard(spec, case, device) for spec in guarded}
     runnable |= {name: reason for name, reason in too_big.items() if reason is not None}
     try:
         inputs = make_inputs(case, device) if any(reason is None for reason in runnable.values()) else None

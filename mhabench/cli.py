@@ -109,6 +109,10 @@ def run(
         str | None, typer.Option("--resume", help="Finish a killed run (folder, run id or latest).")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="--resume even if the rows would not be comparable.")] = False,
+    no_memory_guard: Annotated[
+        bool, typer.Option("--no-memory-guard", help="Try cases predicted not to fit (they may end as oom).")
+    ] = False,
+    allocator: Annotated[str | None, typer.Option("--allocator", help="CPU allocator policy: steady | system.")] = None,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     from mhabench.distributed.launch import errors_end_every_rank, launch_env
@@ -130,7 +134,8 @@ def run(
         loaded = [
             config_mod.with_overrides(
                 c, device=device, implementations=impl or plugins.with_plugin_implementations(c.implementations, added),
-                max_rows=max_rows, isolation=isolation,
+                max_rows=max_rows, isolation=isolation, memory_guard=False if no_memory_guard else None,
+                allocator=allocator,
             )
             for c in loaded
         ]  # fmt: skip
@@ -356,3 +361,19 @@ def spread(
     with user_errors():
         frame = spread_mod.runs_as_repeats([results.load_run(ref, results_root) for ref in run_refs])
         _fresh_console().print(to_rich(spread_mod.spread_table(frame, baseline)))
+
+
+@app.command("check-timing")
+def check_timing(
+    config_path: Annotated[Path, typer.Argument(metavar="CONFIG", help="Scenario YAML (CPU).")],
+) -> None:
+    """Our CPU medians against torch.utils.benchmark.Timer on every case; exit 1 if any differ by more than 5 %."""
+    from mhabench.timing_check import check_timing as check
+
+    with user_errors():
+        table = check(config_mod.load_config(config_path))
+        _fresh_console().print(to_rich(table))
+        failed = sum(1 for cells in table.cells if cells[-1] != "PASS")
+        _fresh_console().print(f"{len(table.cells) - failed} of {len(table.cells)} agree within 5 %")
+        if failed:
+            raise typer.Exit(1)

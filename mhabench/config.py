@@ -172,6 +172,9 @@ class RunConfig(_Strict):
     isolation: IsolationMode = Field(
         "inprocess", description="process runs each case in a child process, so a hang or crash loses one case"
     )
+    memory_guard: bool = Field(
+        True, description="skip a case whose predicted peak (or its float64 reference's) exceeds free memory"
+    )
     case_timeout_s: float = Field(
         600.0, gt=0, le=604_800, allow_inf_nan=False, description="isolation process: a case is killed after this"
     )
@@ -390,6 +393,8 @@ def with_overrides(
     implementations: list[str] | None = None,
     max_rows: int | None = None,
     isolation: str | None = None,
+    memory_guard: bool | None = None,
+    allocator: str | None = None,
 ) -> RunConfig:
     """The config with command-line ``--device`` / ``--impl`` / ``--max-rows`` / ``--isolation`` taking precedence."""
     update: dict[str, Any] = {}
@@ -402,6 +407,12 @@ def with_overrides(
         if isinstance(max_rows, bool) or not 1 <= max_rows <= MAX_ROWS_LIMIT:
             raise ConfigError(f"--max-rows: must be between 1 and {MAX_ROWS_LIMIT:,} (got {quote(max_rows)})")
         update["max_rows"] = max_rows
+    if memory_guard is not None:
+        update["memory_guard"] = memory_guard
+    if allocator is not None:
+        if allocator not in ("steady", "system"):
+            raise ConfigError(f"--allocator: must be steady or system (got {quote(allocator)})")
+        update["allocator"] = allocator
     if isolation is not None:
         if isolation not in get_args(IsolationMode):
             raise ConfigError(

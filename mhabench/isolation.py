@@ -70,6 +70,7 @@ class CaseJob:
     timing: TimingConfig
     repeat: int
     setup: ChildSetup
+    memory_guard: bool = True
 
 
 def isolated_case(job: CaseJob, timeout_s: float) -> Iterator[ResultRow]:
@@ -144,7 +145,9 @@ def _case_child(sender: Connection, job: CaseJob) -> None:
         if device.type == "cuda":
             torch.cuda.set_device(device)
         sender.send(("ready", None))
-        for row in run_case(job.case, specs, device, job.run_id, job.peaks, job.timing, repeat=job.repeat):
+        for row in run_case(
+            job.case, specs, device, job.run_id, job.peaks, job.timing, repeat=job.repeat, guard=job.memory_guard
+        ):
             sender.send(("row", row))
         message: tuple[str, Any] = ("done", None)
     except BaseException as exc:  # the child's only job is to report; KeyboardInterrupt included

@@ -207,9 +207,12 @@ def case_rows(
 ) -> Iterator[ResultRow]:  # fmt: skip
     """The rows of one case, measured here or in a child process (``isolation: process``)."""
     if not isolate:
-        return run_case(case, [get_spec(name) for name in names], device, run_id, peaks, config.timing, repeat=repeat)
+        specs = [get_spec(name) for name in names]
+        return run_case(case, specs, device, run_id, peaks, config.timing, repeat=repeat, guard=config.memory_guard)
     setup = ChildSetup(allocator=config.allocator, threads=config.threads, plugin_files=plugins.loaded_plugin_files())
-    job = CaseJob(case, names, canonical_device(device), run_id, peaks, config.timing, repeat, setup)
+    job = CaseJob(
+        case, names, canonical_device(device), run_id, peaks, config.timing, repeat, setup, config.memory_guard
+    )
     return isolated_case(job, config.case_timeout_s)
 
 

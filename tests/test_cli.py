@@ -16,6 +16,7 @@ from typer.testing import CliRunner, Result
 import mhabench
 from mhabench.cli import app
 from mhabench.measure.hardware import DevicePeaks
+from mhabench.results import load_run
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised when CUDA is missing")
 
@@ -170,3 +171,28 @@ def test_an_output_folder_that_cannot_be_created_is_one_line_exit_2(tmp_path: Pa
     assert result.exit_code == 2
     assert "--out: cannot create a run folder" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("flags", "status"), [((), "skipped"), (("--no-memory-guard",), "ok")])
+def test_no_memory_guard_tries_what_the_guard_would_skip(
+    tmp_path: Path, tiny_config_data: dict[str, Any], fixed_peaks: DevicePeaks, monkeypatch: pytest.MonkeyPatch,
+    flags: tuple[str, ...], status: str,
+) -> None:  # fmt: skip
+    """The guard's verdict is mocked ("will not fit"); --no-memory-guard runs the case anyway."""
+    monkeypatch.setattr("mhabench.case_runner.fits", lambda *args, **kwargs: "predicted 9 GB > available 1 GB")
+    config = write_config(tmp_path, {**tiny_config_data, "implementations": ["fused"]})
+    result = invoke("run", config, "--out", tmp_path / "out", *flags)
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "out").iterdir()
+    assert list(load_run(run_dir).rows["status"]) == [status]
+
+
+def test_allocator_option_is_recorded_and_checked(
+    tmp_path: Path, tiny_config_data: dict[str, Any], fixed_peaks: DevicePeaks
+) -> None:
+    config = write_config(tmp_path, {**tiny_config_data, "implementations": ["fused"]})
+    assert invoke("run", config, "--out", tmp_path / "out", "--allocator", "system").exit_code == 0
+    (run_dir,) = (tmp_path / "out").iterdir()
+    assert load_run(run_dir).manifest["environment"]["allocator"] == "system"
+    bad = invoke("run", config, "--out", tmp_path / "out", "--allocator", "jemalloc")
+    assert bad.exit_code == 2 and "--allocator: must be steady or system" in bad.output

@@ -1,0 +1,68 @@
+"""``mhabench check-timing CONFIG``: mhabench's CPU medians against an independent timer, case by case.
+
+A benchmark should agree with someone else's stopwatch. For every (case, implementation) of a config
+this times the same call with :func:`mhabench.measure.timing.measure_latency` (warm-up by time, then
+blocks) and with ``torch.utils.benchmark.Timer.blocked_autorange``, alternating the two a few times
+so that a machine drifting during the check moves both alike, and compares the medians. On CUDA the
+headline latency is device time with a cold L2, which no host timer measures: ``make gpu-check``
+compares it with ``triton.testing.do_bench`` instead.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+from torch.utils import benchmark
+
+from mhabench.case_runner import make_inputs, unsupported_reason
+from mhabench.config import RunConfig, expand_cases, resolve_device
+from mhabench.errors import InputError
+from mhabench.measure.allocator import apply_process_settings
+from mhabench.measure.timing import measure_latency
+from mhabench.modes import prepare
+from mhabench.runner import implementations_of
+from mhabench.table import TableModel, format_number
+
+TOLERANCE = 0.05
+"""Largest relative gap between the two medians that counts as agreement."""
+ALTERNATIONS = 3
+"""How many times each timer runs, alternating with the other."""
+
+
+def check_timing(config: RunConfig, tolerance: float = TOLERANCE) -> TableModel:
+    """One line per (case, implementation): both medians, their ratio and PASS or FAIL."""
+    device = resolve_device(config.device)
+    if device.type != "cpu":
+        raise InputError("check-timing: compares CPU timers; on CUDA run `make gpu-check` (do_bench)")
+    apply_process_settings(config.allocator, config.threads)
+    cells, records = [], []
+    for case in expand_cases(config, device):
+        inputs = make_inputs(case, device)
+        for spec in implementations_of(config):
+            if unsupported_reason(spec, case, device) is not None:
+                continue
+            _, step = prepare(spec, case, inputs.weights, inputs.x)
+            ours_ms, timer_ms = _both_medians_ms(step.run, device, config)
+            ratio = ours_ms / timer_ms
+            verdict = "PASS" if abs(ratio - 1) <= tolerance else "FAIL"
+            records.append({"case_id": case.case_id, "impl": spec.name, "mhabench_ms": ours_ms,
+                            "timer_ms": timer_ms, "ratio": ratio, "verdict": verdict})  # fmt: skip
+            cells.append([case.case_id, spec.name, format_number(ours_ms, ".4g"), format_number(timer_ms, ".4g"),
+                          format_number(ratio, ".3f"), verdict])  # fmt: skip
+    return TableModel(
+        title=f"mhabench medians vs torch.utils.benchmark.Timer ({torch.get_num_threads()} threads, ±{tolerance:.0%})",
+        headers=["case", "impl", "mhabench ms", "Timer ms", "ratio", "verdict"], cells=cells,
+        numeric=[False, False, True, True, True, False], styles=["" if c[-1] == "PASS" else "failed" for c in cells],
+    )  # fmt: skip
+
+
+def _both_medians_ms(call: object, device: torch.device, config: RunConfig) -> tuple[float, float]:
+    """Each timer's median of its medians over ``ALTERNATIONS`` alternating runs."""
+    timer = benchmark.Timer(stmt="call()", globals={"call": call}, num_threads=torch.get_num_threads())
+    ours, theirs = [], []
+    with torch.inference_mode():
+        for _ in range(ALTERNATIONS):
+            ours.append(measure_latency(call, device, config.timing).latency_ms)  # type: ignore[arg-type]
+            theirs.append(timer.blocked_autorange(min_run_time=config.timing.min_run_time_s).median * 1e3)
+    return statistics.median(ours), statistics.median(theirs)
