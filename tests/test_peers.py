@@ -20,11 +20,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from mhabench import AttentionWeights, build, case_runner, runner
-from mhabench.modes import workload
 from mhabench.config import Case, TimingConfig, parse_config
 from mhabench.errors import UnsupportedError
 from mhabench.impls import core_implementations, get_spec
 from mhabench.measure.timing import measure_latency
+from mhabench.modes import workload
 from mhabench.reference import TOLERANCE, numerical_error, reference_attention
 from mhabench.schema import Dispatch
 

@@ -239,7 +239,7 @@ def test_a_case_outside_the_capabilities_is_an_unsupported_row(
     """torch_mha cannot group K/V heads: the runner writes the reason without building it; the others run."""
     built: list[str] = []
     real_prepare = case_runner.prepare
-    monkeypatch.setattr(case_runner, "prepare", lambda spec, *args: built.append(spec.name) or real_prepare(spec, *args))
+    monkeypatch.setattr(case_runner, "prepare", lambda spec, *a: built.append(spec.name) or real_prepare(spec, *a))
     scenario = {"name": "gqa", "batch": 1, "seq_len": 6, "d_model": 16, "heads": 4, "kv_heads": 2}
     config = tiny(tiny_config_data, scenarios=[scenario], implementations=["torch_mha", "fused"])
     result = runner.run(config, tmp_path)
