@@ -130,10 +130,13 @@ def roofline(
     achieved_tflops = flops / latency_s / 1e12
     attainable = peaks.attainable_tflops(intensity)
     useful = cost.useful_flops / latency_s / 1e12 if cost is not None else None
+    # a kernel that skips masked blocks never executes the full n² FLOPs: judged on the useful ones,
+    # or a causal row would read up to 2× its real efficiency (above 1 on an H200)
+    judged = useful if skips_masked_work and useful is not None else achieved_tflops
     return dataclasses.replace(
         base, achieved_tflops=achieved_tflops, achieved_gbps=moved / latency_s / 1e9,
         roofline_bound=peaks.bound(intensity), attainable_tflops=attainable,
-        roofline_efficiency=achieved_tflops / attainable, intensity_source=source, achieved_useful_tflops=useful,
+        roofline_efficiency=judged / attainable, intensity_source=source, achieved_useful_tflops=useful,
     )  # fmt: skip
 
 

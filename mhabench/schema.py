@@ -233,7 +233,10 @@ class Roofline:
     """Throughput from the measured latency and the modelled cost, placed on the device's roofline."""
 
     tokens_per_s: float = column("query tokens per second", role="derived", unit="tokens/s", label="tokens/s")
-    achieved_tflops: float = column("flops / latency", role="derived", unit="TFLOP/s", label="TFLOP/s")
+    achieved_tflops: float = column(
+        "flops / latency (counted FLOPs where measured; with skips_masked_work above the executed rate: "
+        "see achieved_useful_tflops)", role="derived", unit="TFLOP/s", label="TFLOP/s",
+    )  # fmt: skip
     achieved_gbps: float = column("bytes_moved / latency", role="derived", unit="GB/s", label="GB/s")
     peak_tflops: float = column("compute roof for this dtype", role="measured", unit="TFLOP/s", label="peak TFLOP/s")
     peak_gbps: float = column("memory-bandwidth roof", role="measured", unit="GB/s", label="peak GB/s")
@@ -242,7 +245,10 @@ class Roofline:
     roofline_bound: str = column("compute or memory: which roof limits this intensity", role="derived", label="bound")
     attainable_tflops: float = column("min(peak, intensity × bandwidth)", role="derived", unit="TFLOP/s",
                                       label="attainable TFLOP/s")  # fmt: skip
-    roofline_efficiency: float = column("achieved / attainable", role="derived", unit="ratio", label="roofline eff.")
+    roofline_efficiency: float = column(
+        "achieved / attainable (useful FLOPs where the kernel skips masked work)", role="derived", unit="ratio",
+        label="roofline eff.",
+    )  # fmt: skip
     intensity_source: str = column("measured (counted ops) or modelled: what achieved_gbps and the roofline use",
                                    role="identity", label="intensity from")  # fmt: skip
     achieved_useful_tflops: float = column("useful_flops / latency (masked pairs not counted)", role="derived",

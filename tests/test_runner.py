@@ -97,7 +97,11 @@ def test_tiny_run_end_to_end_with_real_peak_measurement(tiny_config_data: dict[s
         assert row["roofline_source"] == "measured"
         assert row["arithmetic_intensity"] == pytest.approx(row["flops"] / row["bytes_moved"])
         assert row["roofline_bound"] in {"memory", "compute"}
-        assert row["roofline_efficiency"] == pytest.approx(row["achieved_tflops"] / row["attainable_tflops"])
+        judged = row["achieved_useful_tflops"] if row["skips_masked_work"] else row["achieved_tflops"]
+        assert row["roofline_efficiency"] == pytest.approx(judged / row["attainable_tflops"])
+    assert frame.set_index("impl")["skips_masked_work"].to_dict() == {
+        "naive": False, "per_head": False, "fused": True, "torch_mha": False,
+    }  # causal: fused's flash kernel skips masked blocks; torch_mha passes a dense mask, computed in full
     backends = dict(zip(frame["impl"], frame["sdpa_backend"], strict=True))
     assert backends["naive"] == backends["per_head"] == ""
     assert backends["fused"] == "flash"
@@ -308,3 +312,22 @@ def test_a_call_failing_in_the_shared_rounds_fails_only_its_own_row(
     assert rows[name].outcome == Outcome("error", "RuntimeError: kernel lost its mind")
     assert rows["naive"].status == rows["fused"].status == "ok"
     assert rows["naive"].latency.latency_ms > 0 and rows["fused"].latency.latency_ms > 0
+
+
+def test_roofline_judges_a_mask_skipping_kernel_on_useful_flops() -> None:
+    """Causal flash/cuDNN never runs the masked half: efficiency on useful FLOPs, throughput on both."""
+    from mhabench.config import Case
+    from mhabench.impls import get_spec
+    from mhabench.schema import LatencyStats
+
+    case = Case("t", 1, 1024, 512, 8, causal=True, bias=False, dtype="float32", seed=0)
+    cost = case_runner.modelled_cost(get_spec("fused"), case)
+    latency = LatencyStats(latency_ms=2.0)
+    peaks = DevicePeaks(peak_tflops=1000.0, peak_gbps=1000.0, source="test")
+    skipping = case_runner.roofline(case, cost, None, latency, peaks, skips_masked_work=True)
+    full = case_runner.roofline(case, cost, None, latency, peaks, skips_masked_work=False)
+    assert skipping.achieved_tflops == full.achieved_tflops == cost.flops / 2e-3 / 1e12
+    assert skipping.achieved_useful_tflops == cost.useful_flops / 2e-3 / 1e12 < skipping.achieved_tflops
+    assert full.roofline_efficiency == full.achieved_tflops / full.attainable_tflops
+    assert skipping.roofline_efficiency == skipping.achieved_useful_tflops / skipping.attainable_tflops
+    assert (skipping.intensity_source, skipping.skips_masked_work) == ("modelled", True)

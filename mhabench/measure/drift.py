@@ -100,6 +100,7 @@ class DriftWatch:
         if measure is None:
             call, self.workload = reference_workload(device)
             measure = functools.partial(time_reference_ms, call, device, seconds)
+            measure()  # discarded: a process's first timing pays its start-up (thread pool, first page faults)
         else:
             self.workload = "workload"
         self._measure, self._clock, self._interval_s = measure, clock, interval_s
