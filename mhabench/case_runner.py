@@ -287,7 +287,9 @@ def timed_rows(
     for item in passed:
         if failed:
             with _failures_as_rows(device) as alone_failed, torch.inference_mode():
-                latency = measure_latency(item.step.run, device, timing, item.compile_time_s)
+                latency = dataclasses.replace(
+                    measure_latency(item.step.run, device, timing, item.compile_time_s), interleaved=False
+                )
             if alone_failed:
                 yield failure_row(item.identity, alone_failed[0])
                 continue

@@ -171,6 +171,10 @@ class LatencyStats:
     )
     compile_time_s: float = column("first-call time of a compiling implementation", role="measured", unit="s",
                                    label="compile s")  # fmt: skip
+    interleaved: bool = column(
+        "samples taken in rounds shared with the case's other implementations: sample i of each is from "
+        "round i, so speedups pair them", role="measured", label="interleaved",
+    )  # fmt: skip
     times_ms: tuple[float, ...] = column("raw per-call samples (Parquet only)", role="measured", unit="ms",
                                          label="samples ms", in_csv=False)  # fmt: skip
 

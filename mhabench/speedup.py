@@ -56,9 +56,12 @@ def is_ok(row: Row) -> bool:
     return row.get("status") == "ok" and bool(samples_of(row))
 
 
-def speedup_estimate(base_ms: list[float], impl_ms: list[float]) -> tuple[stats.RatioEstimate, str]:
-    """Paired when the samples line up round by round, else the ratio of medians; and which one it was."""
-    if len(base_ms) == len(impl_ms) >= MIN_PAIRED_ROUNDS:
+def speedup_estimate(
+    base_ms: list[float], impl_ms: list[float], interleaved: bool = True
+) -> tuple[stats.RatioEstimate, str]:
+    """Paired when both rows were timed in the same rounds (``interleaved``) and the samples line up
+    round by round, else the ratio of medians; and which one it was."""
+    if interleaved and len(base_ms) == len(impl_ms) >= MIN_PAIRED_ROUNDS:
         return stats.paired_ratio(base_ms, impl_ms), PAIRED
     return stats.ratio_of_medians(base_ms, impl_ms), MEDIANS
 
@@ -98,7 +101,8 @@ def _case_speedups(group: dict[int, Row], baseline: str) -> dict[int, dict[str, 
 
 def _row_speedup(row: Row, base: Row | None) -> dict[str, Any]:
     ok = is_ok(row) and base is not None
-    estimate, method = speedup_estimate(samples_of(base), samples_of(row)) if ok else (None, "")
+    together = ok and _interleaved(row) and _interleaved(base)
+    estimate, method = speedup_estimate(samples_of(base), samples_of(row), together) if ok else (None, "")
     return {
         "case": case_label(row),
         "speedup": estimate.ratio if estimate else math.nan,
@@ -107,6 +111,12 @@ def _row_speedup(row: Row, base: Row | None) -> dict[str, Any]:
         "speedup_method": method,
         "memory_ratio": ratio(row.get("peak_memory_bytes"), base.get("peak_memory_bytes")) if ok else math.nan,
     }
+
+
+def _interleaved(row: Row | None) -> bool:
+    """The row's samples come from shared rounds (a run older than the ``interleaved`` column: no)."""
+    value = row.get("interleaved") if row is not None else None
+    return value is not None and not (isinstance(value, float) and math.isnan(value)) and bool(value)
 
 
 def best(speedup: Mapping[Any, float], latency_ms: Mapping[Any, float]) -> Any:

@@ -99,8 +99,12 @@ def test_tiny_run_end_to_end_with_real_peak_measurement(tiny_config_data: dict[s
         assert row["roofline_bound"] in {"memory", "compute"}
         judged = row["achieved_useful_tflops"] if row["skips_masked_work"] else row["achieved_tflops"]
         assert row["roofline_efficiency"] == pytest.approx(judged / row["attainable_tflops"])
+    assert frame["interleaved"].all()  # every ok row timed in the case's shared rounds
     assert frame.set_index("impl")["skips_masked_work"].to_dict() == {
-        "naive": False, "per_head": False, "fused": True, "torch_mha": False,
+        "naive": False,
+        "per_head": False,
+        "fused": True,
+        "torch_mha": False,
     }  # causal: fused's flash kernel skips masked blocks; torch_mha passes a dense mask, computed in full
     backends = dict(zip(frame["impl"], frame["sdpa_backend"], strict=True))
     assert backends["naive"] == backends["per_head"] == ""
@@ -312,6 +316,7 @@ def test_a_call_failing_in_the_shared_rounds_fails_only_its_own_row(
     assert rows[name].outcome == Outcome("error", "RuntimeError: kernel lost its mind")
     assert rows["naive"].status == rows["fused"].status == "ok"
     assert rows["naive"].latency.latency_ms > 0 and rows["fused"].latency.latency_ms > 0
+    assert rows["naive"].latency.interleaved is False  # timed alone: its speedups are not paired
 
 
 def test_roofline_judges_a_mask_skipping_kernel_on_useful_flops() -> None:

@@ -133,3 +133,18 @@ def test_case_winners_over_repeats_and_failures() -> None:
     assert first["speedup"] == 2.0 and first["speedup_spread"] == pytest.approx(0.5) and first["repeats"] == 3
     assert math.isnan(first["speedup_ci_low"])  # several repeats: the spread, not one repeat's interval
     assert winners.iloc[1]["statuses"] == {"ok": 1, "oom": 1} and winners.iloc[2]["statuses"] == {"error": 1}
+
+
+def test_rows_not_timed_in_shared_rounds_are_never_paired() -> None:
+    """Equal sample counts are not enough: a row timed alone (or an older run's row) gets the ratio of medians."""
+    import pandas as pd
+    from synthetic_runs import row
+
+    from mhabench.speedup import speedup_rows
+
+    base, other = row("naive", [2.0, 4.0, 6.0]), row("fused", [1.0, 2.0, 3.0])
+    paired = speedup_rows(pd.DataFrame([base, other]), "naive").set_index("impl")
+    assert paired.loc["fused", "speedup_method"] == "paired"
+    for alone in ({**other, "interleaved": False}, {k: v for k, v in other.items() if k != "interleaved"}):
+        frame = speedup_rows(pd.DataFrame([base, alone]), "naive").set_index("impl")
+        assert frame.loc["fused", "speedup_method"] == "medians" and frame.loc["fused", "speedup"] == 2.0

@@ -229,6 +229,7 @@ def _latency(blocks: list[Block], warmup: WarmUp, timing: TimingConfig, compile_
     stats = LatencyStats.from_samples(
         tuple(block.per_call_ms for block in blocks), warmup.block_calls, timing.noise_threshold, compile_time_s
     )
+    stats = dataclasses.replace(stats, interleaved=True)
     host_ms = [block.host_ms for block in blocks if not math.isnan(block.host_ms)]
     return dataclasses.replace(stats, host_latency_ms=statistics.median(host_ms)) if host_ms else stats
 
