@@ -16,7 +16,7 @@ from typer.core import TyperGroup
 
 import mhabench
 from mhabench import config as config_mod
-from mhabench import display, plugins, runner, schema
+from mhabench import display, overrides, plugins, runner, schema
 from mhabench.errors import InputError, MhabenchError
 from mhabench.impls import get_spec
 from mhabench.impls.registry import available_implementations
@@ -132,7 +132,7 @@ def run(
             [config_mod.load_config(path) for path in configs] if configs else [config_mod.load_default_config(device)]
         )
         loaded = [
-            config_mod.with_overrides(
+            overrides.with_overrides(
                 c, device=device, implementations=impl or plugins.with_plugin_implementations(c.implementations, added),
                 max_rows=max_rows, isolation=isolation, memory_guard=False if no_memory_guard else None,
                 allocator=allocator,

@@ -13,7 +13,7 @@ import math
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 import torch
 import yaml
@@ -385,38 +385,3 @@ def expand_cases(config: RunConfig, device: torch.device) -> list[Case]:
             fields = dict(zip(SWEEP_FIELDS, values, strict=True))
             cases.append(Case(scenario=spec.name, dtype=dtype, seed=spec.seed, **fields))
     return cases
-
-
-def with_overrides(
-    config: RunConfig,
-    device: str | None = None,
-    implementations: list[str] | None = None,
-    max_rows: int | None = None,
-    isolation: str | None = None,
-    memory_guard: bool | None = None,
-    allocator: str | None = None,
-) -> RunConfig:
-    """The config with command-line ``--device`` / ``--impl`` / ``--max-rows`` / ``--isolation`` taking precedence."""
-    update: dict[str, Any] = {}
-    if device is not None:
-        update["device"] = check_device_option(device)
-    if implementations:
-        check_implementations(implementations, "--impl")
-        update["implementations"] = implementations
-    if max_rows is not None:
-        if isinstance(max_rows, bool) or not 1 <= max_rows <= MAX_ROWS_LIMIT:
-            raise ConfigError(f"--max-rows: must be between 1 and {MAX_ROWS_LIMIT:,} (got {quote(max_rows)})")
-        update["max_rows"] = max_rows
-    if memory_guard is not None:
-        update["memory_guard"] = memory_guard
-    if allocator is not None:
-        if allocator not in ("steady", "system"):
-            raise ConfigError(f"--allocator: must be steady or system (got {quote(allocator)})")
-        update["allocator"] = allocator
-    if isolation is not None:
-        if isolation not in get_args(IsolationMode):
-            raise ConfigError(
-                f"--isolation: must be one of {', '.join(get_args(IsolationMode))} (got {quote(isolation)})"
-            )
-        update["isolation"] = isolation
-    return config.model_copy(update=update)

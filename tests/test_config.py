@@ -19,9 +19,9 @@ from mhabench.config import (
     load_default_config,
     parse_config,
     resolve_device,
-    with_overrides,
 )
 from mhabench.errors import ConfigError, DeviceUnavailableError, InputError, UnknownImplementationError
+from mhabench.overrides import with_overrides
 
 SOURCE = "configs/x.yaml"
 VALID_YAML = """\

@@ -1,0 +1,46 @@
+"""Command-line options over a loaded config: ``--device``, ``--impl``, ``--max-rows``, ``--isolation``,
+``--no-memory-guard`` and ``--allocator`` take precedence over the file, each checked with a one-line
+error that names the option (the file's own values were checked when it was parsed).
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+from mhabench.config import MAX_ROWS_LIMIT, IsolationMode, RunConfig, check_device_option, check_implementations
+from mhabench.errors import ConfigError, quote
+
+
+def with_overrides(
+    config: RunConfig,
+    device: str | None = None,
+    implementations: list[str] | None = None,
+    max_rows: int | None = None,
+    isolation: str | None = None,
+    memory_guard: bool | None = None,
+    allocator: str | None = None,
+) -> RunConfig:
+    """The config with the command line's values, where given, in place of the file's."""
+    update: dict[str, Any] = {}
+    if device is not None:
+        update["device"] = check_device_option(device)
+    if implementations:
+        check_implementations(implementations, "--impl")
+        update["implementations"] = implementations
+    if max_rows is not None:
+        if isinstance(max_rows, bool) or not 1 <= max_rows <= MAX_ROWS_LIMIT:
+            raise ConfigError(f"--max-rows: must be between 1 and {MAX_ROWS_LIMIT:,} (got {quote(max_rows)})")
+        update["max_rows"] = max_rows
+    if memory_guard is not None:
+        update["memory_guard"] = memory_guard
+    if allocator is not None:
+        if allocator not in ("steady", "system"):
+            raise ConfigError(f"--allocator: must be steady or system (got {quote(allocator)})")
+        update["allocator"] = allocator
+    if isolation is not None:
+        if isolation not in get_args(IsolationMode):
+            raise ConfigError(
+                f"--isolation: must be one of {', '.join(get_args(IsolationMode))} (got {quote(isolation)})"
+            )
+        update["isolation"] = isolation
+    return config.model_copy(update=update)
