@@ -55,7 +55,15 @@ from mhabench.weights import AttentionWeights
 
 
 class CudaContextLostError(MhabenchError):
-    """A sticky CUDA error: the process's CUDA context cannot run anything else."""
+    """A sticky CUDA error: the process's CUDA context cannot run anything else.
+
+    ``culprit`` is the failure row of the implementation whose call raised it, when that is known
+    (its checked call); None when the error came out of the case's shared timing rounds.
+    """
+
+    def __init__(self, message: str, culprit: ResultRow | None = None) -> None:
+        super().__init__(message)
+        self.culprit = culprit
 
 
 @dataclasses.dataclass
@@ -126,7 +134,10 @@ def roofline(
         tokens_per_s=workload(case).tokens / latency_s, peak_tflops=peaks.peak_tflops, peak_gbps=peaks.peak_gbps,
         roofline_source=peaks.source, skips_masked_work=skips_masked_work,
     )  # fmt: skip
-    if counts is not None and counts.measured_bytes:
+    # counted where they describe the call; not when an opaque op (a custom kernel) hid part of it and the
+    # implementation has a model (``counted`` then leaves the disagreement empty)
+    hidden = counts is not None and cost is not None and counts.model_disagreement is None
+    if counts is not None and counts.measured_bytes and not hidden:
         flops, moved, source = counts.measured_flops, counts.measured_bytes, "measured"
     elif cost is not None:
         flops, moved, source = cost.flops, cost.bytes_moved, "modelled"
@@ -251,25 +262,31 @@ def run_case(
     guarded = [spec for spec in specs if guard and runnable[spec.name] is None]
     too_big = {spec.name: memory_guard(spec, case, device) for spec in guarded}
     runnable |= {name: reason for name, reason in too_big.items() if reason is not None}
+    inputs, input_error = None, None
     try:
         inputs = make_inputs(case, device) if any(reason is None for reason in runnable.values()) else None
-    except Exception as exc:  # e.g. the input itself does not fit in memory
-        for spec in specs:
-            yield failure_row(identity(run_id, case, spec.name, device, repeat), exc)
-        return
+    except Exception as exc:  # e.g. the input itself does not fit in memory: the runnable rows say so
+        input_error = exc
     passed: list[Checked] = []
     for spec in specs:
         ident = identity(run_id, case, spec.name, device, repeat)
         reason = runnable[spec.name]
-        if reason is not None or inputs is None:
-            yield ResultRow(ident, Outcome("skipped" if too_big.get(spec.name) else "unsupported", reason or ""))
+        if reason is not None:
+            yield ResultRow(ident, Outcome("skipped" if too_big.get(spec.name) else "unsupported", reason))
             continue
-        with _failures_as_rows(device) as failed:
-            result = check_impl(spec, case, inputs, device, ident)
-            if isinstance(result, ResultRow):
-                yield result
-            else:
-                passed.append(result)
+        if input_error is not None:  # drawing the input failed: every runnable row says why
+            yield failure_row(ident, input_error)
+            continue
+        assert inputs is not None
+        try:
+            with _failures_as_rows(device) as failed:
+                result = check_impl(spec, case, inputs, device, ident)
+                if isinstance(result, ResultRow):
+                    yield result
+                else:
+                    passed.append(result)
+        except CudaContextLostError as lost:
+            raise CudaContextLostError(str(lost), failure_row(ident, lost.__context__ or lost)) from None
         if failed:
             yield failure_row(ident, failed[0])
     yield from timed_rows(passed, case, device, peaks, timing)
@@ -294,7 +311,7 @@ def timed_rows(
         if failed:
             with _failures_as_rows(device) as alone_failed, torch.inference_mode():
                 latency = dataclasses.replace(
-                    measure_latency(item.step.run, device, timing, item.compile_time_s), interleaved=False
+                    measure_latency(item.step.run, device, timing, item.compile_time_s), rounds_id=None
                 )
             if alone_failed:
                 yield failure_row(item.identity, alone_failed[0])
@@ -322,12 +339,12 @@ class _failures_as_rows:
         return self.failed
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if isinstance(exc, Exception) and is_sticky_cuda_error(exc):  # before any other CUDA call: it would fail too
+            raise CudaContextLostError(f"not run: an earlier CUDA error left the context unusable ({exc})") from None
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
         if exc is None or not isinstance(exc, Exception):
             return False
-        if is_sticky_cuda_error(exc):  # the CUDA context is unusable: nothing after this can run
-            raise CudaContextLostError(f"not run: an earlier CUDA error left the context unusable ({exc})") from None
         self.failed.append(exc)
         return True
 

@@ -69,7 +69,9 @@ class TimingConfig(_Strict):
     min_run_time_s: Seconds = Field(0.2, description="minimum total timed run per row")
     max_run_time_s: Seconds = Field(3.0, description="cap on the timed run per row")
     min_samples: int = Field(10, gt=0, le=1_000_000, strict=True, description="samples wanted (within the cap)")
-    warmup_runs: int = Field(2, ge=0, le=1_000_000, description="untimed calls before timing; the minimum when timed")
+    warmup_runs: int = Field(
+        2, ge=0, le=1_000_000, description="fewest untimed calls before timing, unless warmup_max_s runs out first"
+    )
     noise_threshold: float = Field(0.1, gt=0, allow_inf_nan=False, description="IQR / median above which it is noisy")
     warmup_max_s: float = Field(
         1.0, ge=0, le=3600, allow_inf_nan=False, description="cap on the time spent warming up one implementation"
@@ -279,7 +281,11 @@ def register_plugin_entries(names: list[str], source: str) -> list[str]:
 
 
 def check_implementations(names: list[str], where: str) -> None:
-    """Every name must be registered; the error lists the known ones."""
+    """Every name must be registered (the error lists the known ones) and named once (a second row of the
+    same (case, implementation) would be a duplicate that merge and --resume refuse)."""
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"{where}: {', '.join(map(quote, repeated))} named more than once")
     for name in names:
         try:
             get_spec(name)

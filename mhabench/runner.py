@@ -194,8 +194,11 @@ def run_cases(
         try:
             for row in rows:
                 _record(writer, row, progress, done)
-        except CudaContextLostError:
+        except CudaContextLostError as lost:
             isolate = True
+            drift.stop("this process lost its CUDA context; the rest of the run was measured in child processes")
+            if lost.culprit is not None:  # its own error, once; the others of the case are measured without it
+                _record(writer, lost.culprit, progress, done)
             rest = [name for name in names if name not in done]
             for row in case_rows(case, rest, device, writer.run_id, peaks[case.dtype], config, repeat, True):
                 _record(writer, row, progress, done)

@@ -160,7 +160,8 @@ class LatencyStats:
     latency_p25_ms: float = column("25th percentile of the samples", role="measured", unit="ms", label="p25 ms")
     latency_p75_ms: float = column("75th percentile of the samples", role="measured", unit="ms", label="p75 ms")
     latency_mean_ms: float = column("mean of the samples", role="measured", unit="ms", label="mean ms")
-    samples: int = column("timed samples (each the mean of one block of calls)", role="measured", label="samples")
+    samples: int = column("timed samples, one per round (each from one block of calls)", role="measured",
+                          label="samples")  # fmt: skip
     calls_per_sample: int = column("calls per timed block", role="measured", label="calls/sample")
     noisy: bool = column("IQR / median above the config's noise_threshold", role="derived", label="noisy")
     host_latency_ms: float = column(
@@ -171,12 +172,14 @@ class LatencyStats:
     )
     compile_time_s: float = column("first-call time of a compiling implementation", role="measured", unit="s",
                                    label="compile s")  # fmt: skip
-    interleaved: bool = column(
-        "samples taken in rounds shared with the case's other implementations: sample i of each is from "
-        "round i, so speedups pair them", role="measured", label="interleaved",
+    rounds_id: str = column(
+        "the timing rounds the samples come from: rows with the same id were timed in the same rounds, sample "
+        "i of each in round i, so their speedups are paired (empty: timed alone)", role="identity", label="rounds",
     )  # fmt: skip
-    times_ms: tuple[float, ...] = column("raw per-call samples (Parquet only)", role="measured", unit="ms",
-                                         label="samples ms", in_csv=False)  # fmt: skip
+    times_ms: tuple[float, ...] = column(
+        "the samples, round i at index i: per-call time of one block (CPU: its mean; CUDA: its median per call); "
+        "Parquet only", role="measured", unit="ms", label="samples ms", in_csv=False,
+    )  # fmt: skip
 
     @classmethod
     def from_samples(

@@ -57,11 +57,11 @@ def is_ok(row: Row) -> bool:
 
 
 def speedup_estimate(
-    base_ms: list[float], impl_ms: list[float], interleaved: bool = True
+    base_ms: list[float], impl_ms: list[float], same_rounds: bool = True
 ) -> tuple[stats.RatioEstimate, str]:
-    """Paired when both rows were timed in the same rounds (``interleaved``) and the samples line up
+    """Paired when both rows were timed in the same rounds (same ``rounds_id``) and the samples line up
     round by round, else the ratio of medians; and which one it was."""
-    if interleaved and len(base_ms) == len(impl_ms) >= MIN_PAIRED_ROUNDS:
+    if same_rounds and len(base_ms) == len(impl_ms) >= MIN_PAIRED_ROUNDS:
         return stats.paired_ratio(base_ms, impl_ms), PAIRED
     return stats.ratio_of_medians(base_ms, impl_ms), MEDIANS
 
@@ -101,7 +101,7 @@ def _case_speedups(group: dict[int, Row], baseline: str) -> dict[int, dict[str, 
 
 def _row_speedup(row: Row, base: Row | None) -> dict[str, Any]:
     ok = is_ok(row) and base is not None
-    together = ok and _interleaved(row) and _interleaved(base)
+    together = ok and _rounds_of(row) is not None and _rounds_of(row) == _rounds_of(base)
     estimate, method = speedup_estimate(samples_of(base), samples_of(row), together) if ok else (None, "")
     return {
         "case": case_label(row),
@@ -113,10 +113,10 @@ def _row_speedup(row: Row, base: Row | None) -> dict[str, Any]:
     }
 
 
-def _interleaved(row: Row | None) -> bool:
-    """The row's samples come from shared rounds (a run older than the ``interleaved`` column: no)."""
-    value = row.get("interleaved") if row is not None else None
-    return value is not None and not (isinstance(value, float) and math.isnan(value)) and bool(value)
+def _rounds_of(row: Row | None) -> str | None:
+    """The id of the rounds the row's samples come from (None: timed alone, or a run older than the column)."""
+    value = row.get("rounds_id") if row is not None else None
+    return value if isinstance(value, str) and value else None
 
 
 def best(speedup: Mapping[Any, float], latency_ms: Mapping[Any, float]) -> Any:

@@ -41,6 +41,9 @@ def runs_as_repeats(runs: list[Run]) -> pd.DataFrame:
 
 def spread_table(frame: pd.DataFrame, baseline: str) -> TableModel:
     """Per case and implementation: every repeat's speedup over ``baseline``, and the spreads."""
+    present = sorted(set(frame["impl"]))
+    if baseline not in present:
+        raise InputError(f"--baseline: {baseline!r} is not in these runs (they have {', '.join(present)})")
     speedups = speedup_rows(frame, baseline)
     lines = spread_of(speedups)
     lines = lines[lines["impl"] != baseline]

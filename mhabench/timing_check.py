@@ -15,9 +15,11 @@ import statistics
 import torch
 from torch.utils import benchmark
 
-from mhabench.case_runner import make_inputs, unsupported_reason
+from mhabench.case_runner import make_inputs, memory_guard, unsupported_reason
 from mhabench.config import RunConfig, expand_cases, resolve_device
+from mhabench.distributed.launch import check_launch
 from mhabench.errors import InputError
+from mhabench.failures import classify_failure
 from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.timing import measure_latency
 from mhabench.modes import prepare
@@ -30,30 +32,43 @@ ALTERNATIONS = 3
 """How many times each timer runs, alternating with the other."""
 
 
-def check_timing(config: RunConfig, tolerance: float = TOLERANCE) -> TableModel:
-    """One line per (case, implementation): both medians, their ratio and PASS or FAIL."""
+def check_timing(config: RunConfig, config_path: str = "CONFIG", tolerance: float = TOLERANCE) -> TableModel:
+    """One line per (case, implementation): both medians, their ratio and PASS, FAIL, or why it did not run.
+
+    Cases are screened like ``run`` screens them (capabilities, the memory guard, tensor-parallel
+    degrees refused without torchrun); a call that raises is a FAIL line with its one-line error.
+    """
     device = resolve_device(config.device)
     if device.type != "cpu":
         raise InputError("check-timing: compares CPU timers; on CUDA run `make gpu-check` (do_bench)")
+    cases = expand_cases(config, device)
+    check_launch(sorted({case.tensor_parallel for case in cases}), None, config_path)
     apply_process_settings(config.allocator, config.threads)
-    cells, records = [], []
-    for case in expand_cases(config, device):
-        inputs = make_inputs(case, device)
+    cells = []
+    for case in cases:
         for spec in implementations_of(config):
-            if unsupported_reason(spec, case, device) is not None:
+            reason = unsupported_reason(spec, case, device) or (
+                config.memory_guard and memory_guard(spec, case, device)
+            )
+            if reason:
+                cells.append([case.case_id, spec.name, "-", "-", "-", f"not run: {reason}"])
                 continue
-            _, step = prepare(spec, case, inputs.weights, inputs.x)
-            ours_ms, timer_ms = _both_medians_ms(step.run, device, config)
+            try:
+                inputs = make_inputs(case, device)
+                _, step = prepare(spec, case, inputs.weights, inputs.x)
+                ours_ms, timer_ms = _both_medians_ms(step.run, device, config)
+            except Exception as exc:  # the implementation's failure is this line's verdict, not a traceback
+                cells.append([case.case_id, spec.name, "-", "-", "-", f"FAIL: {classify_failure(exc)[1]}"])
+                continue
             ratio = ours_ms / timer_ms
             verdict = "PASS" if abs(ratio - 1) <= tolerance else "FAIL"
-            records.append({"case_id": case.case_id, "impl": spec.name, "mhabench_ms": ours_ms,
-                            "timer_ms": timer_ms, "ratio": ratio, "verdict": verdict})  # fmt: skip
             cells.append([case.case_id, spec.name, format_number(ours_ms, ".4g"), format_number(timer_ms, ".4g"),
                           format_number(ratio, ".3f"), verdict])  # fmt: skip
     return TableModel(
         title=f"mhabench medians vs torch.utils.benchmark.Timer ({torch.get_num_threads()} threads, ±{tolerance:.0%})",
         headers=["case", "impl", "mhabench ms", "Timer ms", "ratio", "verdict"], cells=cells,
-        numeric=[False, False, True, True, True, False], styles=["" if c[-1] == "PASS" else "failed" for c in cells],
+        numeric=[False, False, True, True, True, False],
+        styles=["failed" if c[-1].startswith("FAIL") else "" for c in cells],
     )  # fmt: skip
 
 

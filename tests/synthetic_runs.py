@@ -76,7 +76,7 @@ def row(
     return {
         **identity, "max_abs_err": 1e-7, "max_rel_err": 2e-7, "latency_ms": median, "latency_p25_ms": p25,
         "latency_p75_ms": p75, "latency_mean_ms": float(np.mean(times_ms)), "samples": len(times_ms),
-        "calls_per_sample": 1, "noisy": (p75 - p25) / median > 0.1, "interleaved": True,
+        "calls_per_sample": 1, "noisy": (p75 - p25) / median > 0.1, "rounds_id": f"{run_id}-{case_id}-{repeat}",
         "tokens_per_s": seq_len / (median / 1e3),
         "peak_memory_bytes": bytes_moved * 2, "memory_method": "synthetic", "flops": flops, "useful_flops": flops,
         "bytes_moved": bytes_moved, "arithmetic_intensity": flops / bytes_moved, "achieved_tflops": achieved,

@@ -196,3 +196,10 @@ def test_allocator_option_is_recorded_and_checked(
     assert load_run(run_dir).manifest["environment"]["allocator"] == "system"
     bad = invoke("run", config, "--out", tmp_path / "out", "--allocator", "jemalloc")
     assert bad.exit_code == 2 and "--allocator: must be steady or system" in bad.output
+
+
+def test_resume_refuses_other_run_options_in_one_line(tmp_path: Path) -> None:
+    """A resumed run keeps the settings it started with: --impl or --isolation would be silently ignored."""
+    result = invoke("run", "--resume", "latest", "--out", tmp_path, "--impl", "naive", "--isolation", "process")
+    assert result.exit_code == 2
+    assert "--resume: finishes a run with the settings it started with; drop --impl, --isolation" in result.output

@@ -308,3 +308,31 @@ def test_count_cuda_kernels_on_a_gpu() -> None:
     with torch.no_grad():
         module(x)
         assert count_cuda_kernels(lambda: module(x), device) == 3
+
+
+@torch.library.custom_op("mhabench_test::attend", mutates_args=())
+def _custom_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+@_custom_attend.register_fake
+def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(q)
+
+
+def test_a_custom_op_is_opaque_and_the_roofline_keeps_the_model() -> None:
+    """A torch.library op (how flash_attn ≥ 2.6 ships its kernels) hides its FLOPs: the counts are a lower
+    bound, no disagreement is claimed, and the row's roofline uses the cost model instead."""
+    from mhabench.case_runner import roofline
+    from mhabench.measure.hardware import DevicePeaks
+    from mhabench.schema import LatencyStats
+
+    q = k = v = torch.randn(1, 2, 64, 16)
+    counts = count(lambda: _custom_attend(q, k, v))
+    assert counts.opaque_ops == ("attend",) and counts.flops == 0
+    case = Case("t", 1, 64, 32, 2, causal=False, bias=False, dtype="float32", seed=0)
+    model = ModelledCost.from_cost(get_spec("fused").cost(workload(case)))
+    row = counted(counts, model)
+    assert row.model_disagreement is None and row.model_disagrees is None
+    placed = roofline(case, model, row, LatencyStats(latency_ms=1.0), DevicePeaks(1.0, 1.0, "test"), False)
+    assert placed.intensity_source == "modelled" and placed.achieved_tflops == model.flops / 1e-3 / 1e12

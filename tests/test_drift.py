@@ -82,3 +82,14 @@ def test_the_default_reference_is_a_fixed_matmul_timed_like_a_row(monkeypatch: p
     assert calls[0].shape == (512, 512) and calls[0].dtype == torch.float32 and torch.equal(calls[0], calls[1])
     first, _ = reference_workload(CPU)
     assert torch.equal(first(), calls[0])  # seeded inputs: every run times the same matmul
+
+
+def test_a_stopped_watch_times_nothing_more_and_says_why() -> None:
+    """After a sticky CUDA error the parent's context is gone: no more reference timings, and the manifest says so."""
+    measure, clock, now = fake([2.0])
+    watch = DriftWatch(CPU, 0.1, measure=measure, clock=clock, interval_s=60.0)
+    watch.stop("context lost")
+    now[0] = 120.0
+    watch.between_cases()
+    entry = watch.finish()  # a further timing would exhaust the fake and raise
+    assert entry["reference_ms"] == [2.0] and entry["stopped"] == "context lost" and not entry["exceeded"]

@@ -99,7 +99,7 @@ def test_tiny_run_end_to_end_with_real_peak_measurement(tiny_config_data: dict[s
         assert row["roofline_bound"] in {"memory", "compute"}
         judged = row["achieved_useful_tflops"] if row["skips_masked_work"] else row["achieved_tflops"]
         assert row["roofline_efficiency"] == pytest.approx(judged / row["attainable_tflops"])
-    assert frame["interleaved"].all()  # every ok row timed in the case's shared rounds
+    assert frame["rounds_id"].notna().all() and frame["rounds_id"].nunique() == 1  # one case: one set of rounds
     assert frame.set_index("impl")["skips_masked_work"].to_dict() == {
         "naive": False,
         "per_head": False,
@@ -316,7 +316,7 @@ def test_a_call_failing_in_the_shared_rounds_fails_only_its_own_row(
     assert rows[name].outcome == Outcome("error", "RuntimeError: kernel lost its mind")
     assert rows["naive"].status == rows["fused"].status == "ok"
     assert rows["naive"].latency.latency_ms > 0 and rows["fused"].latency.latency_ms > 0
-    assert rows["naive"].latency.interleaved is False  # timed alone: its speedups are not paired
+    assert rows["naive"].latency.rounds_id is None  # timed alone: its speedups are not paired
 
 
 def test_roofline_judges_a_mask_skipping_kernel_on_useful_flops() -> None:
@@ -336,3 +336,60 @@ def test_roofline_judges_a_mask_skipping_kernel_on_useful_flops() -> None:
     assert full.roofline_efficiency == full.achieved_tflops / full.attainable_tflops
     assert skipping.roofline_efficiency == skipping.achieved_useful_tflops / skipping.attainable_tflops
     assert (skipping.intensity_source, skipping.skips_masked_work) == ("modelled", True)
+
+
+STICKY_PLUGIN = """
+import torch
+from mhabench.impls.registry import register
+
+
+@register("sticky-test", description="raises a sticky CUDA error text on every call")
+class Sticky(torch.nn.Module):
+    def __init__(self, weights, heads, causal=False):
+        super().__init__()
+
+    def forward(self, x):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+"""
+
+
+def test_after_a_sticky_cuda_error_the_rest_of_the_run_goes_on_in_child_processes(
+    tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks
+) -> None:
+    """The error text is CUDA's, raised on the CPU: the parent stops using its context and its drift watch,
+    the unfinished implementations of that case run in a child (where the culprit fails again, alone)."""
+    from mhabench import plugins
+    from mhabench.impls.registry import _REGISTRY
+
+    plugin = tmp_path / "sticky.py"
+    plugin.write_text(STICKY_PLUGIN, encoding="utf-8")
+    plugins.load_plugin(plugin)
+    try:
+        config = tiny(tiny_config_data, implementations=["naive", "sticky-test", "fused"])
+        result = runner.run(config, tmp_path / "out")
+    finally:
+        _REGISTRY.pop("sticky-test", None)
+    statuses = {row.case.impl: row.status for row in result.rows}
+    assert statuses == {"naive": "ok", "sticky-test": "error", "fused": "ok"}
+    assert "illegal memory access" in next(r for r in result.rows if r.case.impl == "sticky-test").outcome.error
+    manifest = load_run(result.run_dir).manifest
+    assert manifest["status"] == "complete" and "lost its CUDA context" in manifest["drift"]["stopped"]
+
+
+def test_an_input_that_cannot_be_drawn_fails_only_the_runnable_rows(
+    tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_memory(*args: object) -> None:
+        raise torch.OutOfMemoryError("out of memory drawing the input")
+
+    monkeypatch.setattr(case_runner, "make_inputs", no_memory)
+    scenario = {"name": "gqa", "batch": 1, "seq_len": 6, "d_model": 16, "heads": 4, "kv_heads": 2}
+    result = runner.run(tiny(tiny_config_data, scenarios=[scenario], implementations=["torch_mha", "fused"]), tmp_path)
+    assert [(r.case.impl, r.status) for r in result.rows] == [("torch_mha", "unsupported"), ("fused", "oom")]
+
+
+def test_an_implementation_named_twice_is_refused_in_one_line(tiny_config_data: dict[str, Any]) -> None:
+    from mhabench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="'naive' named more than once"):
+        tiny(tiny_config_data, implementations=["naive", "fused", "naive"])

@@ -145,6 +145,7 @@ def test_rows_not_timed_in_shared_rounds_are_never_paired() -> None:
     base, other = row("naive", [2.0, 4.0, 6.0]), row("fused", [1.0, 2.0, 3.0])
     paired = speedup_rows(pd.DataFrame([base, other]), "naive").set_index("impl")
     assert paired.loc["fused", "speedup_method"] == "paired"
-    for alone in ({**other, "interleaved": False}, {k: v for k, v in other.items() if k != "interleaved"}):
+    elsewhere = {**other, "rounds_id": "other-rounds"}  # e.g. measured again by --resume, or on another shard
+    for alone in ({**other, "rounds_id": None}, {k: v for k, v in other.items() if k != "rounds_id"}, elsewhere):
         frame = speedup_rows(pd.DataFrame([base, alone]), "naive").set_index("impl")
         assert frame.loc["fused", "speedup_method"] == "medians" and frame.loc["fused", "speedup"] == 2.0

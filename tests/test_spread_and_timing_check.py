@@ -67,3 +67,31 @@ def test_check_timing_really_times_both(tmp_path: Path, tiny_config_data: dict[s
     table = check_timing(load_config(tiny_cpu_config(tmp_path, tiny_config_data)))
     assert [cells[1] for cells in table.cells] == ["naive", "fused"]
     assert all(float(cells[2]) > 0 and float(cells[3]) > 0 for cells in table.cells)
+
+
+def test_spread_refuses_a_baseline_the_runs_lack(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["spread", str(spread_run(tmp_path, "a", 1.0)), "--baseline", "nosuch"])
+    assert result.exit_code == 2
+    assert "--baseline: 'nosuch' is not in these runs (they have fused, naive)" in result.output
+
+
+def test_check_timing_reports_a_failing_call_and_an_unsupported_case_as_lines(
+    tmp_path: Path, tiny_config_data: dict[str, Any], temp_impl: Any
+) -> None:
+    import yaml
+
+    def explode(x: object) -> object:
+        raise RuntimeError("kernel exploded")
+
+    broken = temp_impl(explode)
+    data = {
+        **tiny_config_data,
+        "implementations": [broken, "torch_mha"],
+        "scenarios": [{"name": "g", "batch": 1, "seq_len": 8, "d_model": 16, "heads": 4, "kv_heads": 2}],
+    }
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    result = CliRunner().invoke(app, ["check-timing", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "FAIL: RuntimeError: kernel exploded" in result.output
+    assert "not run: torch_mha: no grouped K/V heads" in result.output and "0 of 1 agree" in result.output

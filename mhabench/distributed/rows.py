@@ -73,6 +73,8 @@ class RankSetup:
     peaks: Mapping[str, DevicePeaks]
     """One device's roofs per dtype (rank 0 measured them; every rank holds the same)."""
     timing: TimingConfig
+    memory_guard: bool = True
+    """``memory_guard`` of the config (``--no-memory-guard``): skip what is predicted not to fit."""
 
 
 def first_failure(problem: Problem | None, tp: TPGroup) -> tuple[int, Problem] | None:
@@ -108,7 +110,10 @@ def agreed_outcome(outcome: Outcome | None, tp: TPGroup) -> Outcome | None:
 
 def single_rank_rows(case: Case, specs: list[ImplSpec], setup: RankSetup, repeat: int) -> Iterator[ResultRow]:
     """The single-process rows of a T = 1 case (rank 0 alone), with the distributed columns filled."""
-    rows = run_case(case, specs, setup.device, setup.run_id, setup.peaks[case.dtype], setup.timing, repeat=repeat)
+    rows = run_case(
+        case, specs, setup.device, setup.run_id, setup.peaks[case.dtype], setup.timing, repeat=repeat,
+        guard=setup.memory_guard,
+    )  # fmt: skip
     for row in rows:
         peak = row.memory.peak_memory_bytes if row.memory is not None else math.nan
         yield with_distributed(row, setup, CommStats(0.0, 0, math.nan), [peak])
@@ -130,7 +135,7 @@ def with_distributed(row: ResultRow, setup: RankSetup, comm: CommStats | None, r
 # --- T > 1 ---------------------------------------------------------------------------------------
 
 
-def refusal(spec: ImplSpec, case: Case, device: torch.device) -> Outcome | None:
+def refusal(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True) -> Outcome | None:
     """Why ``spec`` is not run on this T > 1 case: not tensor-parallel, its capabilities, or too big."""
     if not is_tensor_parallel(spec):
         return Outcome(
@@ -139,7 +144,7 @@ def refusal(spec: ImplSpec, case: Case, device: torch.device) -> Outcome | None:
     reason = unsupported_reason(spec, case, device)
     if reason is not None:
         return Outcome("unsupported", reason)
-    too_big = memory_guard(spec, case, device)
+    too_big = memory_guard(spec, case, device) if guard else None
     return Outcome("skipped", too_big) if too_big is not None else None
 
 
@@ -155,7 +160,7 @@ def tensor_parallel_rows(
     inputs: CaseInputs | None = None
     for spec in specs:
         ident = identity(setup.run_id, case, spec.name, setup.device, repeat)
-        problem = agreed_outcome(refusal(spec, case, setup.device), tp)
+        problem = agreed_outcome(refusal(spec, case, setup.device, setup.memory_guard), tp)
         if problem is None:
             failed = None
             try:

@@ -73,7 +73,10 @@ def run_distributed(
         writer = _rank0_writer(launch, out_root, folder_name(config.name, (manifest_extra or {}).get("shard")))
         groups = tensor_parallel_groups(sorted({case.tensor_parallel for _, case, _ in todo} | {1}))
         peaks = _shared_peaks(launch, device, sorted({case.dtype for _, case, _ in todo}))
-        setup = RankSetup(device, launch.world_size, backend_name(device.type), _run_id(writer), peaks, config.timing)
+        setup = RankSetup(
+            device, launch.world_size, backend_name(device.type), _run_id(writer), peaks, config.timing,
+            config.memory_guard,
+        )  # fmt: skip
         if writer is None:
             run_cases(todo, groups, setup, None, None)
             return None

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from mhabench.errors import UnsupportedError
-from mhabench.failures import one_line
+from mhabench.failures import is_sticky_cuda_error, one_line
 
 FALLBACK_L2_BYTES = 64 * 2**20  # torch builds that do not report L2_cache_size
 FLUSH_MIN_BYTES = 256 * 2**20  # like triton.testing.do_bench: comfortably above any L2 up to B200's 126 MB
@@ -66,11 +66,6 @@ class CudaTimes:
     @property
     def median_host_ms(self) -> float:
         return statistics.median(self.host_ms) if self.host_ms else math.nan
-
-    @property
-    def launch_overhead_ms(self) -> float:
-        """Host minus device median: what launching and synchronizing one call adds."""
-        return self.median_host_ms - self.median_device_ms
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +145,8 @@ def capture_graph(fn: Callable[[], object], device: torch.device) -> Callable[[]
         with torch.cuda.graph(graph):
             fn()
     except RuntimeError as exc:
+        if is_sticky_cuda_error(exc) or isinstance(exc, torch.OutOfMemoryError):
+            raise  # the context is lost, or memory ran out: not a property of graph capture
         raise UnsupportedError(f"cuda_graphs: the call cannot be captured in a CUDA graph ({one_line(exc)})") from None
     return graph.replay
 

@@ -106,6 +106,8 @@ class DriftWatch:
         self._measure, self._clock, self._interval_s = measure, clock, interval_s
         self.noise_threshold = noise_threshold
         self.reference_ms: list[float] = []
+        self.stopped = ""
+        """Why the reference is no longer timed ("" while it is)."""
         self.check()
 
     def check(self) -> None:
@@ -115,13 +117,19 @@ class DriftWatch:
 
     def between_cases(self) -> None:
         """Time the reference again when ``interval_s`` has passed since the last timing (long runs only)."""
-        if self._clock() - self._last_s >= self._interval_s:
+        if not self.stopped and self._clock() - self._last_s >= self._interval_s:
             self.check()
+
+    def stop(self, reason: str) -> None:
+        """Time the reference no more (this process lost its CUDA context); the manifest says why."""
+        self.stopped = reason
 
     def result(self) -> Drift:
         return Drift(tuple(self.reference_ms), self.noise_threshold, self.workload)
 
     def finish(self) -> dict[str, Any]:
         """Time the reference a last time; the manifest's ``drift`` entry (``result().warning()`` is the line)."""
+        if self.stopped:
+            return {**self.result().manifest(), "stopped": self.stopped}
         self.check()
         return self.result().manifest()

@@ -29,6 +29,7 @@ import gc
 import math
 import statistics
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
@@ -225,11 +226,13 @@ def _timers(
     return timers
 
 
-def _latency(blocks: list[Block], warmup: WarmUp, timing: TimingConfig, compile_time_s: float) -> LatencyStats:
+def _latency(
+    blocks: list[Block], warmup: WarmUp, timing: TimingConfig, compile_time_s: float, rounds_id: str
+) -> LatencyStats:
     stats = LatencyStats.from_samples(
         tuple(block.per_call_ms for block in blocks), warmup.block_calls, timing.noise_threshold, compile_time_s
     )
-    stats = dataclasses.replace(stats, interleaved=True)
+    stats = dataclasses.replace(stats, rounds_id=rounds_id)
     host_ms = [block.host_ms for block in blocks if not math.isnan(block.host_ms)]
     return dataclasses.replace(stats, host_latency_ms=statistics.median(host_ms)) if host_ms else stats
 
@@ -257,8 +260,11 @@ def time_in_rounds(
         }
         blocks = run_rounds(timers, {name: warmup.block_calls for name, warmup in warmups.items()}, timing, seed)
     compile_times = compile_time_s or {}
+    rounds_id = uuid.uuid4().hex[:16]  # these rounds only: a resumed or sharded row never pairs with them
     return {
-        name: Timed(_latency(blocks[name], warmups[name], timing, compile_times.get(name, math.nan)), warmups[name])
+        name: Timed(
+            _latency(blocks[name], warmups[name], timing, compile_times.get(name, math.nan), rounds_id), warmups[name]
+        )
         for name in calls
     }
 
