@@ -113,6 +113,9 @@ def run(
         bool, typer.Option("--no-memory-guard", help="Try cases predicted not to fit (they may end as oom).")
     ] = False,
     allocator: Annotated[str | None, typer.Option("--allocator", help="CPU allocator policy: steady | system.")] = None,
+    threads: Annotated[
+        int | None, typer.Option("--threads", help="torch threads (default: the config's, else all).")
+    ] = None,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     from mhabench.distributed.launch import errors_end_every_rank, launch_env
@@ -127,7 +130,7 @@ def run(
             _refuse_with_resume(
                 CONFIG=configs, **{"--device": device, "--impl": impl, "--dry-run": dry_run, "--repeat": repeat > 1,
                 "--isolation": isolation, "--shard": shard, "--no-memory-guard": no_memory_guard,
-                "--allocator": allocator, "--max-rows": max_rows},
+                "--allocator": allocator, "--max-rows": max_rows, "--threads": threads},
             )  # fmt: skip
             _resume(resume, out, force, baseline)
             return
@@ -140,7 +143,7 @@ def run(
             overrides.with_overrides(
                 c, device=device, implementations=impl or plugins.with_plugin_implementations(c.implementations, added),
                 max_rows=max_rows, isolation=isolation, memory_guard=False if no_memory_guard else None,
-                allocator=allocator,
+                allocator=allocator, threads=threads,
             )
             for c in loaded
         ]  # fmt: skip

@@ -1,5 +1,5 @@
 """Command-line options over a loaded config: ``--device``, ``--impl``, ``--max-rows``, ``--isolation``,
-``--no-memory-guard`` and ``--allocator`` take precedence over the file, each checked with a one-line
+``--no-memory-guard``, ``--allocator`` and ``--threads`` take precedence over the file, each checked with a one-line
 error that names the option (the file's own values were checked when it was parsed).
 """
 
@@ -19,6 +19,7 @@ def with_overrides(
     isolation: str | None = None,
     memory_guard: bool | None = None,
     allocator: str | None = None,
+    threads: int | None = None,
 ) -> RunConfig:
     """The config with the command line's values, where given, in place of the file's."""
     update: dict[str, Any] = {}
@@ -37,6 +38,10 @@ def with_overrides(
         if allocator not in ("steady", "system"):
             raise ConfigError(f"--allocator: must be steady or system (got {quote(allocator)})")
         update["allocator"] = allocator
+    if threads is not None:
+        if isinstance(threads, bool) or not 1 <= threads <= 4096:
+            raise ConfigError(f"--threads: must be between 1 and 4096 (got {quote(threads)})")
+        update["threads"] = threads
     if isolation is not None:
         if isolation not in get_args(IsolationMode):
             raise ConfigError(

@@ -203,3 +203,15 @@ def test_resume_refuses_other_run_options_in_one_line(tmp_path: Path) -> None:
     result = invoke("run", "--resume", "latest", "--out", tmp_path, "--impl", "naive", "--isolation", "process")
     assert result.exit_code == 2
     assert "--resume: finishes a run with the settings it started with; drop --impl, --isolation" in result.output
+
+
+def test_threads_option_sets_and_records_the_thread_count(
+    tmp_path: Path, tiny_config_data: dict[str, Any], fixed_peaks: DevicePeaks
+) -> None:
+    config = write_config(tmp_path, {**tiny_config_data, "implementations": ["fused"]})
+    assert invoke("run", config, "--out", tmp_path / "out", "--threads", "1").exit_code == 0
+    (run_dir,) = (tmp_path / "out").iterdir()
+    manifest = load_run(run_dir).manifest
+    assert manifest["environment"]["threads"] == 1 and manifest["config"]["threads"] == 1
+    bad = invoke("run", config, "--out", tmp_path / "out", "--threads", "0")
+    assert bad.exit_code == 2 and "--threads: must be between 1 and 4096" in bad.output
