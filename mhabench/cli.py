@@ -180,8 +180,10 @@ def _resume(ref: str, results_root: Path, force: bool, baseline: str) -> None:
     except NothingToResumeError as exc:  # a finished run: success, so a retry loop may always --resume
         err_console.print(escape(str(exc)), highlight=False, soft_wrap=True)
         return
-    shard = plan.manifest.get("shard")
-    select, _ = _shard_selection(plan.config, _shard_of(shard)) if shard else (None, None)
+    from mhabench.shard import manifest_shard
+
+    shard = manifest_shard(plan.manifest, f"--resume: {plan.run_dir}") if "shard" in plan.manifest else None
+    select, _ = _shard_selection(plan.config, shard)
     with display.RichProgress(console) as progress:
         result = runner.run(
             plan.config, plan.run_dir.parent, progress=progress, argv=sys.argv, select=select,
@@ -195,16 +197,6 @@ def _refuse_with_resume(**given: Any) -> None:
     named = [name for name, value in given.items() if value]
     if named:
         raise InputError(f"--resume: finishes a run with the settings it started with; drop {', '.join(named)}")
-
-
-def _shard_of(entry: Any) -> Any:
-    """The manifest's ``shard`` entry as a Shard; a damaged entry is a one-line error."""
-    from mhabench.shard import parse_shard
-
-    try:
-        return parse_shard(f"{int(entry['index'])}/{int(entry['count'])}")
-    except (KeyError, TypeError, ValueError):
-        raise InputError(f"--resume: the manifest's shard entry is damaged ({str(entry)[:80]})") from None
 
 
 def _print_run(result: runner.RunResult | None, baseline: str) -> None:

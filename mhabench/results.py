@@ -254,12 +254,7 @@ def resolve_run(ref: str | Path, results_root: Path = Path("results")) -> Path:
 def load_run(path: str | Path, results_root: Path = Path("results")) -> Run:
     """Read a run folder (or run id, or ``latest``): manifest and rows, raw samples included."""
     run_dir = resolve_run(path, results_root)
-    try:
-        manifest = json.loads((run_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
-        if not isinstance(manifest, dict):
-            raise ValueError("manifest is not a JSON object")
-    except (OSError, ValueError) as exc:
-        raise ResultsCorruptError(f"{run_dir / MANIFEST_NAME}: cannot read the manifest ({exc})") from None
+    manifest = read_manifest(run_dir)
     version = manifest.get("format_version", 1)  # runs written before the schema had no version: format 1
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise ResultsCorruptError(

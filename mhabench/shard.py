@@ -28,7 +28,7 @@ from mhabench.config import Case, RunConfig, expand_cases
 from mhabench.errors import InputError, OutputFolderError
 from mhabench.impls.registry import ImplSpec
 from mhabench.modes import workload
-from mhabench.results import CSV_NAME, MANIFEST_NAME, PARQUET_NAME, SAMPLES_COLUMN, load_run
+from mhabench.results import CSV_NAME, MANIFEST_NAME, PARQUET_NAME, SAMPLES_COLUMN, Run, load_run
 
 Pair = tuple[str, str]
 """``(case key, implementation name)``: one (case, implementation) of a sweep, every repeat of it."""
@@ -144,21 +144,17 @@ def folder_name(config_name: str | None, shard_entry: Mapping[str, Any] | None) 
 # --- merging ---------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class ShardRun:
-    """One shard's run folder as merge reads it: manifest and rows, nothing interpreted."""
+def manifest_shard(manifest: Mapping[str, Any], where: object) -> Shard:
+    """The ``shard`` entry of a run's manifest; a one-line error when it has none or it is damaged."""
+    info = manifest.get("shard")
+    try:
+        return Shard(int(info["index"]), int(info["count"]))  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):
+        raise InputError(f"{where}: not a shard (its manifest has no 'shard': {{index, count}})") from None
 
-    path: Path
-    manifest: dict[str, Any]
-    rows: pd.DataFrame
 
-    @property
-    def shard(self) -> Shard:
-        info = self.manifest.get("shard")
-        try:
-            return Shard(int(info["index"]), int(info["count"]))
-        except (TypeError, KeyError, ValueError):
-            raise InputError(f"{self.path}: not a shard (its manifest has no 'shard': {{index, count}})") from None
+def _shard(run: Run) -> Shard:
+    return manifest_shard(run.manifest, run.path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,13 +166,7 @@ class MergeResult:
     forced: list[str]
 
 
-def read_shard_run(path: Path) -> ShardRun:
-    """Manifest and rows of one run folder, read as ``compare`` reads it (``results.load_run``)."""
-    run = load_run(path)
-    return ShardRun(run.path, run.manifest, run.rows)
-
-
-def _facts(run: ShardRun) -> dict[str, str]:
+def _facts(run: Run) -> dict[str, str]:
     """What must agree between shards: the config, the mhabench version and the device kind."""
     environment = run.manifest.get("environment") or {}
     return {
@@ -187,7 +177,7 @@ def _facts(run: ShardRun) -> dict[str, str]:
     }
 
 
-def _disagreements(runs: Sequence[ShardRun]) -> list[str]:
+def _disagreements(runs: Sequence[Run]) -> list[str]:
     first = _facts(runs[0])
     found = []
     for run in runs[1:]:
@@ -198,25 +188,25 @@ def _disagreements(runs: Sequence[ShardRun]) -> list[str]:
     return found
 
 
-def _check_shard_set(runs: Sequence[ShardRun]) -> None:
+def _check_shard_set(runs: Sequence[Run]) -> None:
     """One run per shard index, all of the same count, none missing."""
-    counts = {run.shard.count for run in runs}
+    counts = {_shard(run).count for run in runs}
     if len(counts) > 1:
         raise InputError(f"merge: the runs split the sweep differently (shard counts {sorted(counts)})")
     count = counts.pop()
     seen: dict[int, Path] = {}
     for run in runs:
-        if run.shard.index in seen:
-            raise InputError(f"merge: shard {run.shard} given twice ({seen[run.shard.index]} and {run.path})")
-        seen[run.shard.index] = run.path
+        if _shard(run).index in seen:
+            raise InputError(f"merge: shard {_shard(run)} given twice ({seen[_shard(run).index]} and {run.path})")
+        seen[_shard(run).index] = run.path
     missing = [f"{index}/{count}" for index in range(count) if index not in seen]
     if missing:
         raise InputError(f"merge: missing shard(s) {', '.join(missing)} of {count}")
 
 
-def _check_complete(runs: Sequence[ShardRun]) -> list[str]:
+def _check_complete(runs: Sequence[Run]) -> list[str]:
     return [
-        f"{run.path}: shard {run.shard} is {run.manifest.get('status')!r}, not 'complete'"
+        f"{run.path}: shard {_shard(run)} is {run.manifest.get('status')!r}, not 'complete'"
         for run in runs
         if run.manifest.get("status") != "complete"
     ]
@@ -241,17 +231,17 @@ def _prepare_out_dir(out_dir: Path) -> None:
         raise OutputFolderError(f"--out: cannot create {out_dir} ({exc.strerror})") from None
 
 
-def _provenance(run: ShardRun) -> dict[str, Any]:
+def _provenance(run: Run) -> dict[str, Any]:
     """Where one shard came from, kept in the merged manifest (each shard ran on its own machine)."""
     return {
         "run_id": run.manifest.get("run_id", run.path.name),
         "path": str(run.path),
-        "shard": str(run.shard),
+        "shard": str(_shard(run)),
         "environment": run.manifest.get("environment"),
     }
 
 
-def _merged_manifest(runs: Sequence[ShardRun], run_id: str, rows: pd.DataFrame, forced: list[str]) -> dict[str, Any]:
+def _merged_manifest(runs: Sequence[Run], run_id: str, rows: pd.DataFrame, forced: list[str]) -> dict[str, Any]:
     """The first shard's manifest, re-labelled: it describes the union of the shards."""
     manifest = {key: value for key, value in runs[0].manifest.items() if key != "shard"}
     started = [str(run.manifest.get("started_at")) for run in runs if run.manifest.get("started_at")]
@@ -284,7 +274,7 @@ def merge_runs(run_dirs: Sequence[Path], out_dir: Path, force: bool = False) -> 
     """
     if not run_dirs:
         raise InputError("merge: name the shard run folders to merge")
-    runs = sorted((read_shard_run(Path(path)) for path in run_dirs), key=lambda run: run.shard.index)
+    runs = sorted((load_run(Path(path)) for path in run_dirs), key=lambda run: _shard(run).index)
     _check_shard_set(runs)
     forced = _disagreements(runs) + _check_complete(runs)
     if forced and not force:

@@ -46,6 +46,7 @@ def check_timing(config: RunConfig, config_path: str = "CONFIG", tolerance: floa
     apply_process_settings(config.allocator, config.threads)
     cells = []
     for case in cases:
+        inputs = None  # drawn once per case, when the first implementation needs it
         for spec in implementations_of(config):
             reason = unsupported_reason(spec, case, device) or (
                 config.memory_guard and memory_guard(spec, case, device)
@@ -54,7 +55,7 @@ def check_timing(config: RunConfig, config_path: str = "CONFIG", tolerance: floa
                 cells.append([case.case_id, spec.name, "-", "-", "-", f"not run: {reason}"])
                 continue
             try:
-                inputs = make_inputs(case, device)
+                inputs = inputs or make_inputs(case, device)
                 _, step = prepare(spec, case, inputs.weights, inputs.x)
                 ours_ms, timer_ms = _both_medians_ms(step.run, device, config)
             except Exception as exc:  # the implementation's failure is this line's verdict, not a traceback

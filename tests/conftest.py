@@ -12,7 +12,7 @@ from torch import nn
 
 from mhabench.config import TimingConfig
 from mhabench.impls import register
-from mhabench.impls.registry import _REGISTRY
+from mhabench.impls.registry import _REGISTRY, available_implementations
 from mhabench.measure.hardware import DevicePeaks
 
 CORE_IMPLEMENTATIONS = ("naive", "per_head", "fused", "torch_mha")
@@ -77,4 +77,13 @@ def temp_impl() -> Iterator[Callable[..., str]]:
 
     yield add
     for name in names:
+        _REGISTRY.pop(name, None)
+
+
+@pytest.fixture
+def registry_snapshot() -> Iterator[None]:
+    """Implementations a test registers (plugins included) are removed from the registry afterwards."""
+    before = set(available_implementations())
+    yield
+    for name in set(available_implementations()) - before:
         _REGISTRY.pop(name, None)

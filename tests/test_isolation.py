@@ -12,7 +12,6 @@ import dataclasses
 import os
 import signal
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from conftest import FIXED_PEAKS, TINY_TIMING
 from mhabench import isolation, plugins
 from mhabench.config import Case, TimingConfig
 from mhabench.impls import available_implementations
-from mhabench.impls.registry import _REGISTRY
 from mhabench.isolation import CaseJob, ChildSetup, _death, isolated_case
 from mhabench.schema import ResultRow
 
@@ -157,14 +155,6 @@ def test_a_child_that_does_not_start_in_time_is_a_timeout(monkeypatch: pytest.Mo
     rows = list(isolated_case(job(["naive", "fused"], ()), 60.0))
     assert outcomes(rows) == [("naive", "timeout"), ("fused", "timeout")]
     assert rows[0].outcome.error == "the child process did not start within 0.01 s"
-
-
-@pytest.fixture
-def registry_snapshot() -> Iterator[None]:
-    before = set(available_implementations())
-    yield
-    for name in set(available_implementations()) - before:
-        _REGISTRY.pop(name, None)
 
 
 def test_loaded_plugin_files_name_files_and_class_entries(tmp_path: Path, registry_snapshot: None) -> None:

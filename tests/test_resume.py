@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,6 @@ from mhabench.cli import app
 from mhabench.config import expand_cases, parse_config
 from mhabench.environment import environment
 from mhabench.errors import ConfigError, InputError, PluginError
-from mhabench.impls import available_implementations
-from mhabench.impls.registry import _REGISTRY
 from mhabench.liveness import liveness_fields
 from mhabench.results import RunWriter, load_run
 from mhabench.resume import NothingToResumeError, prepare_resume
@@ -157,14 +154,6 @@ def test_rows_the_config_would_not_produce_are_a_difference(tmp_path: Path) -> N
     (run_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     with pytest.raises(InputError, match=r"2 row\(s\) are not cases of the recorded config \(e\.g\. 't/b1-n8"):
         prepare_resume(str(run_dir), tmp_path, force=False)
-
-
-@pytest.fixture
-def registry_snapshot() -> Iterator[None]:
-    before = set(available_implementations())
-    yield
-    for name in set(available_implementations()) - before:
-        _REGISTRY.pop(name, None)
 
 
 def test_the_run_s_plugins_are_loaded_again(tmp_path: Path, registry_snapshot: None) -> None:
