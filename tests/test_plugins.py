@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import textwrap
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -18,8 +17,7 @@ from mhabench import AttentionWeights, Capabilities, build, runner
 from mhabench.cli import app
 from mhabench.config import load_config
 from mhabench.errors import PluginError
-from mhabench.impls import available_implementations, get_spec
-from mhabench.impls.registry import _REGISTRY
+from mhabench.impls import get_spec
 from mhabench.measure import cost as cost_model
 from mhabench.modes import parameter_count
 from mhabench.plugins import load_plugin
@@ -47,15 +45,6 @@ class {cls}(nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal).transpose(1, 2).flatten(2)
         return F.linear(out, w.w_o.t(), w.b_o)
 """
-
-
-@pytest.fixture
-def registry_snapshot() -> Iterator[None]:
-    """Plugins register into the global registry; drop whatever a test added."""
-    before = set(available_implementations())
-    yield
-    for name in set(available_implementations()) - before:
-        _REGISTRY.pop(name, None)
 
 
 def unique(prefix: str) -> str:
