@@ -1,7 +1,8 @@
 # Quick start: `make run` (set up + run the default scenario) and `make test` (set up + tests).
 # Only Python 3.10+ is needed. TORCH picks the torch wheel installed first; the default CPU build is
 # small and fast. On a CUDA machine: `make run TORCH='torch>=2.5,<=2.14.1'`.
-# GPU machines without a package index: `make wheels` here, carry wheels/ there, `make gpu-check` (docs/gpu.md).
+# GPU machines without a package index: `make wheels` here, carry wheels/ there, `make gpu-check` and
+# `make gpu-sweep` (docs/gpu.md).
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
@@ -19,8 +20,9 @@ GPU_CHECK_OUT ?= gpu-check
 # What the GPU machines' image lacks of the runtime dependencies (pip adds their own dependencies).
 GPU_WHEEL_SPECS ?= "pydantic>=2.5"
 GPU_WHEEL_PYTHON ?= 3.12
+GPU_RUN = PYTHONPATH=$(abspath $(GPU_SITE))$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON)
 
-.PHONY: setup browser run test lint clean cuda-warning wheels gpu-check
+.PHONY: setup browser run test lint clean cuda-warning wheels gpu-check gpu-site gpu-sweep
 
 setup: $(STAMP)
 
@@ -67,12 +69,29 @@ wheels:
 # Every CUDA path, one PASS/FAIL/SKIP line per check, figures in $(GPU_CHECK_OUT)/gpu_check.json.
 # Uses $(GPU_PYTHON) as it is; installs $(WHEELS)/*.whl (when present) and the project into
 # $(GPU_SITE) with --no-index --no-deps, so nothing is fetched and the system site is never written.
-gpu-check:
+gpu-check: gpu-site
+	$(GPU_RUN) -m mhabench.gpu_check --out $(GPU_CHECK_OUT)
+
+gpu-site:
 	@if ls $(WHEELS)/*.whl >/dev/null 2>&1; then \
 	  $(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --upgrade --target $(GPU_SITE) $(WHEELS)/*.whl; \
 	fi
 	$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --no-build-isolation --upgrade --target $(GPU_SITE) .
-	PYTHONPATH=$(abspath $(GPU_SITE))$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m mhabench.gpu_check --out $(GPU_CHECK_OUT)
+
+# The GPU default sweep (`mhabench run`, no config), timed from the shell: the whole command's wall time,
+# start-up included, into $(GPU_CHECK_OUT)/sweep_wall.txt. With PROFILE=1 it runs under cProfile
+# instead (slower) and prints where the time went, by mhabench function. SKIP without CUDA.
+gpu-sweep: gpu-site
+	@mkdir -p $(GPU_CHECK_OUT)
+	@$(GPU_RUN) -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' || \
+	  { echo "gpu-sweep: SKIP ($(GPU_PYTHON)'s torch sees no CUDA device)"; exit 0; }; \
+	start=$$(date +%s%N); \
+	$(GPU_RUN) $(if $(PROFILE),-m cProfile -o $(GPU_CHECK_OUT)/sweep.prof) -m mhabench run --out $(GPU_CHECK_OUT)/results; \
+	status=$$?; end=$$(date +%s%N); \
+	echo "mhabench run (GPU default sweep): $$(( (end - start) / 1000000 )) ms wall$(if $(PROFILE), under cProfile)" \
+	  | tee $(GPU_CHECK_OUT)/sweep_wall.txt; \
+	$(if $(PROFILE),$(GPU_PYTHON) -c "import pstats; pstats.Stats('$(GPU_CHECK_OUT)/sweep.prof').sort_stats('cumulative').print_stats('mhabench/', 30)";) \
+	exit $$status
 
 clean:
 	rm -rf $(VENV) build *.egg-info

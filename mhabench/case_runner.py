@@ -19,6 +19,7 @@ CUDA error, after which nothing in this process can run (:class:`CudaContextLost
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Iterator
 
@@ -89,12 +90,25 @@ def make_inputs(case: Case, device: torch.device) -> CaseInputs:
     d_model = 4096 a float64 draw on the host would take 4.3 GB of RAM and seconds of one core.
     """
     dtype = DTYPES[case.dtype]
-    kv_dim = case.kv_heads * case.head_dim
-    weights = AttentionWeights.random(case.d_model, case.bias, case.seed, dtype, device, kv_dim=kv_dim)
+    weights = shared_weights(case.d_model, case.bias, case.seed, dtype, device, case.kv_heads * case.head_dim)
     generator = torch.Generator(device=device).manual_seed(case.seed + 1)
     shape = (case.batch, input_len(case), case.d_model)
     x = torch.randn(shape, generator=generator, dtype=torch.float32, device=device)
     return CaseInputs(weights, x.to(dtype=dtype))
+
+
+@functools.lru_cache(maxsize=1)
+def shared_weights(
+    d_model: int, bias: bool, seed: int, dtype: torch.dtype, device: torch.device, kv_dim: int
+) -> AttentionWeights:
+    """The weight set of the last case, reused while the next cases ask for the same one.
+
+    A sweep's consecutive cases usually differ only in batch, length or mask, and a d_model = 4096
+    set takes 1–2 s of one host core to draw in float64: longer than many cases' timed calls. Every
+    implementation copies what it changes (frozen parameters alias the tensors; gradients land on
+    the parameters), so a reused set holds the same numbers as a fresh draw.
+    """
+    return AttentionWeights.random(d_model, bias, seed, dtype, device, kv_dim=kv_dim)
 
 
 def identity(run_id: str, case: Case, impl: str, device: torch.device, repeat: int = 0) -> CaseIdentity:
@@ -197,13 +211,25 @@ def checked_call(
 COMPILED_CPU_MEMORY = "not measured (CPU: torch.compile runs eagerly under the dispatch-mode tracker)"
 
 
-def peak_memory(call: Callable[[], torch.Tensor], device: torch.device, checked: CheckedCall) -> PeakMemory:
-    """CUDA: one more call under the allocator tracker. CPU: the checked call's storage peak."""
-    if device.type == "cuda":
-        with torch.inference_mode() if checked.cpu_memory is None else torch.no_grad(), CudaMemoryTracker(device) as m:
+def device_call(
+    spec: ImplSpec, call: Callable[[], torch.Tensor], device: torch.device, checked: CheckedCall,
+    count_kernels: bool = True,
+) -> tuple[PeakMemory, int | None]:  # fmt: skip
+    """Peak memory and kernels per call (None: not counted).
+
+    CUDA: one more call, under the allocator tracker and, for an eager implementation when
+    ``count_kernels``, the profiler, which allocates nothing on the device (one call for both: at
+    n = 16k some calls take a third of a second). CPU: the checked call's storage peak, no kernels.
+    """
+    if device.type != "cuda":
+        return checked.cpu_memory or PeakMemory(math.nan, COMPILED_CPU_MEMORY), None
+    kernels = None
+    with torch.inference_mode() if spec.compiles else torch.no_grad(), CudaMemoryTracker(device) as memory:
+        if count_kernels and not spec.compiles:  # a compiled graph is timed, not profiled
+            kernels = count_cuda_kernels(call, device)
+        else:
             call()
-        return m.result()
-    return checked.cpu_memory or PeakMemory(math.nan, COMPILED_CPU_MEMORY)
+    return memory.result(), kernels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,13 +259,11 @@ def check_impl(spec: ImplSpec, case: Case, inputs: CaseInputs, device: torch.dev
     del output
     correctness = Correctness(check.max_abs_err, check.max_rel_err)
     cost = modelled_cost(spec, case)
-    dispatch = checked.dispatch
-    if device.type == "cuda" and not spec.compiles:
-        dispatch = dataclasses.replace(dispatch, kernels_per_call=count_cuda_kernels(step.run, device))
+    memory, kernels = device_call(spec, step.run, device, checked)
+    dispatch = dataclasses.replace(checked.dispatch, kernels_per_call=kernels)
     counts = counted(checked.counts, cost) if checked.counts is not None else None
     if not check.ok:  # reported, never timed
         return ResultRow(ident, Outcome("mismatch", check.reason), correctness, dispatch, cost=cost, counted=counts)
-    memory = peak_memory(step.run, device, checked)
     return Checked(
         spec, step, ident, correctness, dispatch, counts,
         Memory(memory.peak_bytes, memory.method, parameter_count(module), step.kv_cache_bytes), cost,

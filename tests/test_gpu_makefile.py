@@ -91,3 +91,46 @@ def test_gpu_check_never_reaches_an_index(tmp_path: Path) -> None:
 def test_wheels_and_check_output_are_not_committed() -> None:
     ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
     assert "wheels/" in ignored and "gpu-check/" in ignored
+
+
+def fake_gpu_python(tmp_path: Path, cuda: bool, run_status: int) -> Path:
+    """A python that installs nothing, answers is_available(), and logs what it was asked to run."""
+    script = tmp_path / "python3"
+    log = tmp_path / "calls.log"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {log}\n'
+        f'case "$*" in *is_available*) exit {0 if cuda else 1};; *"mhabench run"*) exit {run_status};; esac\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+@pytest.mark.parametrize("run_status", [0, 1])
+def test_gpu_sweep_times_the_default_run_and_keeps_its_exit_status(tmp_path: Path, run_status: int) -> None:
+    python, out = fake_gpu_python(tmp_path, cuda=True, run_status=run_status), tmp_path / "out"
+    done = gpu_sweep(python, out)
+    assert (done.returncode == 0) == (run_status == 0)
+    wall = (out / "sweep_wall.txt").read_text(encoding="utf-8")
+    assert wall.startswith("mhabench run (GPU default sweep): ") and wall.strip().endswith("ms wall")
+    calls = (tmp_path / "calls.log").read_text(encoding="utf-8").splitlines()
+    assert f"-m mhabench run --out {out}/results" in calls
+    assert not any("cProfile" in call for call in calls)
+
+
+def gpu_sweep(python: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return make("gpu-sweep", *args, f"GPU_PYTHON={python}", f"WHEELS={out / 'no-wheels'}", f"GPU_CHECK_OUT={out}")
+
+
+def test_gpu_sweep_profiles_on_request(tmp_path: Path) -> None:
+    python, out = fake_gpu_python(tmp_path, cuda=True, run_status=0), tmp_path / "out"
+    done = gpu_sweep(python, out, "PROFILE=1")
+    assert done.returncode == 0 and "under cProfile" in (out / "sweep_wall.txt").read_text(encoding="utf-8")
+    calls = (tmp_path / "calls.log").read_text(encoding="utf-8")
+    assert f"-m cProfile -o {out}/sweep.prof -m mhabench run" in calls and "pstats" in calls
+
+
+def test_gpu_sweep_skips_without_cuda(tmp_path: Path) -> None:
+    done = gpu_sweep(fake_gpu_python(tmp_path, cuda=False, run_status=0), tmp_path / "out")
+    assert done.returncode == 0 and "gpu-sweep: SKIP" in done.stdout
+    assert "mhabench run" not in (tmp_path / "calls.log").read_text(encoding="utf-8")

@@ -208,3 +208,19 @@ def test_weights_are_the_modules_frozen_parameters(name: str, bias: bool) -> Non
     assert sum(p.numel() for p in parameters) == weights.parameter_count()
     assert len(module.state_dict()) == len(parameters)
     assert len(parameters) == len({id(p) for p in parameters})
+
+
+def test_consecutive_cases_share_one_weight_set_with_the_same_numbers() -> None:
+    """Drawing d_model = 4096 weights takes seconds of host time: a case reuses the previous case's set."""
+    from mhabench import case_runner
+    from mhabench.config import expand_cases, parse_config
+
+    cpu = torch.device("cpu")
+    config = parse_config({"scenarios": [{"seed": 7, "seq_len": [8, 16], "d_model": 32, "heads": 4}]}, "x.yaml")
+    first, second = expand_cases(config, cpu)
+    other = parse_config({"scenarios": [{"seed": 8, "seq_len": 8, "d_model": 32, "heads": 4}]}, "x.yaml")
+    other_seed = expand_cases(other, cpu)[0]
+    shared = case_runner.make_inputs(first, cpu).weights
+    assert case_runner.make_inputs(second, cpu).weights is shared
+    assert torch.equal(shared.w_q, AttentionWeights.random(32, seed=7).w_q)
+    assert not torch.equal(case_runner.make_inputs(other_seed, cpu).weights.w_q, shared.w_q)

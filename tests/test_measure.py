@@ -276,3 +276,76 @@ def test_decode_step_peak_excludes_the_preallocated_cache() -> None:
         peak_bytes, _ = peak_memory(step.run, CPU)
     assert step.kv_cache_bytes == 2 * 257 * 64 * 4
     assert 0 < peak_bytes < step.kv_cache_bytes / 4
+
+
+def _checked_on(device_memory: PeakMemory | None) -> object:
+    from mhabench.case_runner import CheckedCall
+    from mhabench.schema import Dispatch
+
+    return CheckedCall(Dispatch(), None, device_memory, math.nan)
+
+
+@pytest.mark.parametrize(
+    ("compiles", "count_kernels", "kernels"), [(False, True, 3), (True, True, None), (False, False, None)]
+)
+def test_device_call_measures_memory_and_kernels_in_one_cuda_call(
+    monkeypatch: pytest.MonkeyPatch, compiles: bool, count_kernels: bool, kernels: int | None
+) -> None:
+    """CUDA: one extra call gives the allocator peak and, for an eager implementation, the kernel count."""
+    import dataclasses
+
+    from mhabench import case_runner
+    from mhabench.impls import get_spec
+
+    allocator = FakeCudaAllocator(monkeypatch, allocated=10 * MiB, peak=10 * MiB)
+    calls: list[str] = []
+
+    def call() -> None:
+        calls.append("call")
+        allocator.peak = 42 * MiB
+
+    def profiled(fn: object, device: torch.device) -> int:
+        calls.append("profiler")
+        fn()  # type: ignore[operator]
+        return 3
+
+    monkeypatch.setattr(case_runner, "count_cuda_kernels", profiled)
+    spec = dataclasses.replace(get_spec("fused"), compiles=compiles)
+    checked = _checked_on(None if compiles else PeakMemory(1.0, "dispatch_storage_tracker"))
+    memory, counted_kernels = case_runner.device_call(spec, call, torch.device("cuda:0"), checked, count_kernels)
+    assert memory == PeakMemory(32 * MiB, "cuda_allocator")
+    assert counted_kernels == kernels
+    assert calls == (["profiler", "call"] if kernels else ["call"])
+
+
+def test_device_call_on_the_cpu_reuses_the_checked_call() -> None:
+    from mhabench import case_runner
+    from mhabench.impls import get_spec
+
+    def call() -> None:
+        raise AssertionError("the CPU peak comes from the checked call: no second call")
+
+    cpu_peak = PeakMemory(5.0, "dispatch_storage_tracker")
+    assert case_runner.device_call(get_spec("naive"), call, CPU, _checked_on(cpu_peak)) == (cpu_peak, None)
+    compiled_memory, kernels = case_runner.device_call(get_spec("naive"), call, CPU, _checked_on(None))
+    assert math.isnan(compiled_memory.peak_bytes) and compiled_memory.method == case_runner.COMPILED_CPU_MEMORY
+    assert kernels is None
+
+
+@pytest.mark.cuda
+def test_device_call_on_a_gpu_matches_separate_memory_and_kernel_measurements() -> None:
+    """The profiler around the memory call changes neither the peak nor the count."""
+    from mhabench import case_runner
+    from mhabench.impls import get_spec
+    from mhabench.measure.counters import count_cuda_kernels
+
+    device = torch.device("cuda")
+    module = build("naive", AttentionWeights.random(512, dtype=torch.bfloat16, device=device), 8)
+    x = torch.randn(2, 1024, 512, dtype=torch.bfloat16, device=device)
+    with torch.no_grad():
+        module(x)  # lazy set-up (cuBLAS handles) before anything is measured
+        alone_peak, _ = peak_memory(lambda: module(x), device)
+        alone_kernels = count_cuda_kernels(lambda: module(x), device)
+    memory, kernels = case_runner.device_call(get_spec("naive"), lambda: module(x), device, _checked_on(None))
+    assert memory == PeakMemory(alone_peak, "cuda_allocator") and kernels == alone_kernels
+    assert alone_peak >= 2 * 8 * 1024 * 1024 * 2  # naive's (2, 8, 1024, 1024) bf16 scores, at least once

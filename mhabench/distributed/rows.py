@@ -29,11 +29,11 @@ from mhabench.case_runner import (
     Checked,
     CudaContextLostError,
     checked_call,
+    device_call,
     identity,
     make_inputs,
     memory_guard,
     modelled_cost,
-    peak_memory,
     roofline,
     run_case,
     unsupported_reason,
@@ -212,7 +212,7 @@ def checked_layer(
     problem = agreed_outcome(own.outcome if own is not None else None, tp)
     if problem is not None:
         return own if own is not None else ResultRow(ident, problem)
-    memory = peak_memory(step.run, setup.device, checked)
+    memory, _ = device_call(spec, step.run, setup.device, checked, count_kernels=False)  # no profiler around NCCL
     return Checked(
         spec, step, ident, correctness, checked.dispatch, None,
         Memory(memory.peak_bytes, memory.method, parameter_count(module), step.kv_cache_bytes),
