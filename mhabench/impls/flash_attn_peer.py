@@ -13,26 +13,15 @@ installed`` (``pip install mhabench[gpu]`` on a CUDA machine with a matching whe
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
 import torch
 import torch.nn.functional as F
 
 from mhabench.errors import UnsupportedError
 from mhabench.impls.fused import FusedAttention
-from mhabench.impls.registry import Capabilities, register
+from mhabench.impls.registry import Capabilities, optional_import, register
 from mhabench.measure import cost
 
 MAX_HEAD_DIM = 256  # FlashAttention-2's largest supported head dimension
-
-
-def flash_attn_module() -> ModuleType:
-    """The installed ``flash_attn`` package (imported on first use: it initialises CUDA)."""
-    try:
-        return importlib.import_module("flash_attn")
-    except ImportError as exc:
-        raise UnsupportedError(f"flash_attn: not installed ({exc})") from None
 
 
 @register(
@@ -50,7 +39,7 @@ class FlashAttnAttention(FusedAttention):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.head_dim > MAX_HEAD_DIM:
             raise UnsupportedError(f"flash_attn: head_dim {self.head_dim} > {MAX_HEAD_DIM} has no kernel")
-        flash = flash_attn_module()
+        flash = optional_import("flash_attn")
         batch, seq_len, _ = x.shape
         qkv = F.linear(x, self.w_qkv, self.b_qkv)
         if self.kv_heads == self.heads:

@@ -10,13 +10,15 @@ case an implementation cannot run becomes an ``unsupported`` row without buildin
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import importlib.util
 from collections.abc import Callable
+from types import ModuleType
 
 import torch
 from torch import nn
 
-from mhabench.errors import RegistryError, UnknownImplementationError
+from mhabench.errors import RegistryError, UnknownImplementationError, UnsupportedError
 from mhabench.measure.cost import CostModel
 from mhabench.weights import AttentionWeights
 
@@ -55,6 +57,17 @@ class Capabilities:
             (mode == "train" and not self.train, "no backward pass"),
         ]
         return next((f"{name}: {reason}" for failed, reason in checks if failed), None)
+
+
+def optional_import(module: str) -> ModuleType:
+    """An optional peer's package, imported on first use (importing a GPU kernel package initialises CUDA).
+
+    Missing, it is an ``unsupported`` row naming the package, never an error.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise UnsupportedError(f"{module.split('.')[0]}: not installed ({exc})") from None
 
 
 @dataclasses.dataclass(frozen=True)

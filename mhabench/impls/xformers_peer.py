@@ -11,24 +11,12 @@ Optional: without the ``xformers`` package the runner reports ``unsupported: xfo
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
 import torch
 import torch.nn.functional as F
 
-from mhabench.errors import UnsupportedError
 from mhabench.impls.fused import FusedAttention
-from mhabench.impls.registry import Capabilities, register
+from mhabench.impls.registry import Capabilities, optional_import, register
 from mhabench.measure import cost
-
-
-def xformers_ops() -> ModuleType:
-    """``xformers.ops``, imported on first use (importing it initialises CUDA and its kernels)."""
-    try:
-        return importlib.import_module("xformers.ops")
-    except ImportError as exc:
-        raise UnsupportedError(f"xformers: not installed ({exc})") from None
 
 
 @register(
@@ -43,7 +31,7 @@ class XformersAttention(FusedAttention):
     """:class:`FusedAttention`'s projections around xFormers' memory-efficient kernel."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        ops = xformers_ops()
+        ops = optional_import("xformers.ops")
         batch, seq_len, _ = x.shape
         q, k, v = F.linear(x, self.w_qkv, self.b_qkv).split(self.split_sizes, dim=-1)
         group = self.heads // self.kv_heads
