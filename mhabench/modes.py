@@ -103,8 +103,9 @@ def _train(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tenso
     """Forward + backward w.r.t. the input and the module's own parameters (its layout: packed for fused)."""
     module = build(spec.name, weights, case.heads, case.causal)
     leaves = [x.detach().requires_grad_(), *(p.requires_grad_() for p in module.parameters())]
-    generator = torch.Generator().manual_seed(case.seed + 2)
-    grad_output = torch.randn(x.shape, generator=generator, dtype=torch.float64).to(dtype=x.dtype, device=x.device)
+    # drawn where it is used, in float32, like the input (a host float64 draw at GPU sizes takes seconds)
+    generator = torch.Generator(device=x.device).manual_seed(case.seed + 2)
+    grad_output = torch.randn(x.shape, generator=generator, dtype=torch.float32, device=x.device).to(dtype=x.dtype)
 
     def run() -> torch.Tensor:
         with torch.inference_mode(False), torch.enable_grad():
