@@ -79,18 +79,19 @@ gpu-site:
 	$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --no-build-isolation --upgrade --target $(GPU_SITE) .
 
 # The GPU default sweep (`mhabench run`, no config), timed from the shell: the whole command's wall time,
-# start-up included, into $(GPU_CHECK_OUT)/sweep_wall.txt. With PROFILE=1 it runs under cProfile
-# instead (slower) and prints where the time went, by mhabench function. SKIP without CUDA.
+# start-up included, into $(GPU_CHECK_OUT)/sweep_wall.txt; the run's exit status is make's. With
+# PROFILE=1 it runs under cProfile (mhabench.profiled; slower) and prints where the time went, by
+# mhabench function. SKIP without a CUDA torch.
+SWEEP_PROFILE = $(filter 1,$(PROFILE))
 gpu-sweep: gpu-site
 	@mkdir -p $(GPU_CHECK_OUT)
 	@$(GPU_RUN) -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' || \
-	  { echo "gpu-sweep: SKIP ($(GPU_PYTHON)'s torch sees no CUDA device)"; exit 0; }; \
+	  { echo "gpu-sweep: SKIP ($(GPU_PYTHON) has no torch that sees a CUDA device)"; exit 0; }; \
 	start=$$(date +%s%N); \
-	$(GPU_RUN) $(if $(PROFILE),-m cProfile -o $(GPU_CHECK_OUT)/sweep.prof) -m mhabench run --out $(GPU_CHECK_OUT)/results; \
+	$(GPU_RUN) -m $(if $(SWEEP_PROFILE),mhabench.profiled $(GPU_CHECK_OUT)/sweep.prof,mhabench) run --out $(GPU_CHECK_OUT)/results; \
 	status=$$?; end=$$(date +%s%N); \
-	echo "mhabench run (GPU default sweep): $$(( (end - start) / 1000000 )) ms wall$(if $(PROFILE), under cProfile)" \
+	echo "mhabench run (GPU default sweep): $$(( (end - start) / 1000000 )) ms wall$(if $(SWEEP_PROFILE), under cProfile)" \
 	  | tee $(GPU_CHECK_OUT)/sweep_wall.txt; \
-	$(if $(PROFILE),$(GPU_PYTHON) -c "import pstats; pstats.Stats('$(GPU_CHECK_OUT)/sweep.prof').sort_stats('cumulative').print_stats('mhabench/', 30)";) \
 	exit $$status
 
 clean:

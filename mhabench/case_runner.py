@@ -90,7 +90,7 @@ def make_inputs(case: Case, device: torch.device) -> CaseInputs:
     d_model = 4096 a float64 draw on the host would take 4.3 GB of RAM and seconds of one core.
     """
     dtype = DTYPES[case.dtype]
-    weights = shared_weights(case.d_model, case.bias, case.seed, dtype, device, case.kv_heads * case.head_dim)
+    weights = case_weights(case.d_model, case.bias, case.seed, dtype, device, case.kv_heads * case.head_dim)
     generator = torch.Generator(device=device).manual_seed(case.seed + 1)
     shape = (case.batch, input_len(case), case.d_model)
     x = torch.randn(shape, generator=generator, dtype=torch.float32, device=device)
@@ -98,15 +98,15 @@ def make_inputs(case: Case, device: torch.device) -> CaseInputs:
 
 
 @functools.lru_cache(maxsize=1)
-def shared_weights(
+def case_weights(
     d_model: int, bias: bool, seed: int, dtype: torch.dtype, device: torch.device, kv_dim: int
 ) -> AttentionWeights:
     """The weight set of the last case, reused while the next cases ask for the same one.
 
     A sweep's consecutive cases usually differ only in batch, length or mask, and a d_model = 4096
-    set takes 1–2 s of one host core to draw in float64: longer than many cases' timed calls. Every
-    implementation copies what it changes (frozen parameters alias the tensors; gradients land on
-    the parameters), so a reused set holds the same numbers as a fresh draw.
+    set takes 1–2 s of one host core to draw in float64: longer than many cases' timed calls. No
+    implementation may write to the weights (docs/plugins.md): modules copy or alias them, train
+    steps take gradients with ``torch.autograd.grad``, so a reused set holds the numbers of a fresh draw.
     """
     return AttentionWeights.random(d_model, bias, seed, dtype, device, kv_dim=kv_dim)
 

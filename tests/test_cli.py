@@ -215,3 +215,14 @@ def test_threads_option_sets_and_records_the_thread_count(
     assert manifest["environment"]["threads"] == 1 and manifest["config"]["threads"] == 1
     bad = invoke("run", config, "--out", tmp_path / "out", "--threads", "0")
     assert bad.exit_code == 2 and "--threads: must be between 1 and 4096" in bad.output
+
+
+def test_profiled_keeps_the_exit_status_and_writes_the_statistics(tmp_path: Path) -> None:
+    """``python -m cProfile`` would turn this bad-input exit 2 into 0 (make gpu-sweep PROFILE=1)."""
+    stats = tmp_path / "run.prof"
+    done = subprocess.run(
+        [sys.executable, "-m", "mhabench.profiled", str(stats), "run", str(tmp_path / "missing.yaml")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "missing.yaml" in done.stderr
+    assert stats.stat().st_size > 0 and "cumtime" in done.stdout and "mhabench/cli.py" in done.stdout

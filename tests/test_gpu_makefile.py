@@ -100,7 +100,7 @@ def fake_gpu_python(tmp_path: Path, cuda: bool, run_status: int) -> Path:
     script.write_text(
         "#!/bin/sh\n"
         f'echo "$*" >> {log}\n'
-        f'case "$*" in *is_available*) exit {0 if cuda else 1};; *"mhabench run"*) exit {run_status};; esac\n'
+        f'case "$*" in *is_available*) exit {0 if cuda else 1};; *" run --out "*) exit {run_status};; esac\n'
     )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return script
@@ -122,15 +122,23 @@ def gpu_sweep(python: Path, out: Path, *args: str) -> subprocess.CompletedProces
     return make("gpu-sweep", *args, f"GPU_PYTHON={python}", f"WHEELS={out / 'no-wheels'}", f"GPU_CHECK_OUT={out}")
 
 
-def test_gpu_sweep_profiles_on_request(tmp_path: Path) -> None:
-    python, out = fake_gpu_python(tmp_path, cuda=True, run_status=0), tmp_path / "out"
+@pytest.mark.parametrize("run_status", [0, 1])
+def test_gpu_sweep_profiles_on_request_and_keeps_the_exit_status(tmp_path: Path, run_status: int) -> None:
+    python, out = fake_gpu_python(tmp_path, cuda=True, run_status=run_status), tmp_path / "out"
     done = gpu_sweep(python, out, "PROFILE=1")
-    assert done.returncode == 0 and "under cProfile" in (out / "sweep_wall.txt").read_text(encoding="utf-8")
+    assert (done.returncode == 0) == (run_status == 0)
+    assert "under cProfile" in (out / "sweep_wall.txt").read_text(encoding="utf-8")
     calls = (tmp_path / "calls.log").read_text(encoding="utf-8")
-    assert f"-m cProfile -o {out}/sweep.prof -m mhabench run" in calls and "pstats" in calls
+    assert f"-m mhabench.profiled {out}/sweep.prof run --out {out}/results" in calls
+
+
+def test_gpu_sweep_profile_0_does_not_profile(tmp_path: Path) -> None:
+    python, out = fake_gpu_python(tmp_path, cuda=True, run_status=0), tmp_path / "out"
+    assert gpu_sweep(python, out, "PROFILE=0").returncode == 0
+    assert "profiled" not in (tmp_path / "calls.log").read_text(encoding="utf-8")
 
 
 def test_gpu_sweep_skips_without_cuda(tmp_path: Path) -> None:
     done = gpu_sweep(fake_gpu_python(tmp_path, cuda=False, run_status=0), tmp_path / "out")
     assert done.returncode == 0 and "gpu-sweep: SKIP" in done.stdout
-    assert "mhabench run" not in (tmp_path / "calls.log").read_text(encoding="utf-8")
+    assert " run --out " not in (tmp_path / "calls.log").read_text(encoding="utf-8")

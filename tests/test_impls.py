@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import CORE_IMPLEMENTATIONS
+from conftest import CORE_IMPLEMENTATIONS, TINY_TIMING
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -224,3 +226,23 @@ def test_consecutive_cases_share_one_weight_set_with_the_same_numbers() -> None:
     assert case_runner.make_inputs(second, cpu).weights is shared
     assert torch.equal(shared.w_q, AttentionWeights.random(32, seed=7).w_q)
     assert not torch.equal(case_runner.make_inputs(other_seed, cpu).weights.w_q, shared.w_q)
+
+
+def test_no_implementation_writes_to_the_weights_the_next_case_reuses(tmp_path: Path, fixed_peaks: object) -> None:
+    """Forward, train and decode cases of every eager CPU implementation leave the shared set as drawn."""
+    from mhabench import case_runner, runner
+    from mhabench.config import parse_config
+
+    names = [n for n in available_implementations() if "cpu" in get_spec(n).capabilities.devices]
+    names = [n for n in names if not get_spec(n).compiles and not get_spec(n).capabilities.requires]
+    shape = {"seq_len": 8, "d_model": 32, "heads": 4, "bias": True, "seed": 3}
+    modes = [{"name": "fwd"}, {"name": "train", "mode": "train"}, {"name": "dec", "phase": "decode"}]
+    scenarios = [{**mode, **shape} for mode in modes]
+    config = parse_config({"implementations": names, "timing": TINY_TIMING, "scenarios": scenarios}, "x.yaml")
+    result = runner.run(config, tmp_path)
+    assert result is not None and {row.outcome.status for row in result.rows} <= {"ok", "unsupported"}
+    hits = case_runner.case_weights.cache_info().hits
+    reused = case_runner.case_weights(32, True, 3, torch.float32, torch.device("cpu"), 32)
+    assert case_runner.case_weights.cache_info().hits == hits + 1  # the set the last case ran with
+    fresh = AttentionWeights.random(32, True, 3)
+    assert all(torch.equal(a, b) for a, b in zip(reused.tensors(), fresh.tensors(), strict=True))
