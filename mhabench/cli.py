@@ -53,7 +53,7 @@ app = typer.Typer(
     help="Ablation and benchmarking lab for multi-head attention.",
     pretty_exceptions_enable=False,
 )
-console = Console(width=None if sys.stdout.isatty() else 140)
+console = Console(width=None if sys.stdout.isatty() else 200)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 
@@ -203,7 +203,7 @@ def _print_run(result: runner.RunResult | None, baseline: str) -> None:
     """The run summary (compact above a few dozen rows); nothing on the non-zero ranks of torchrun."""
     if result is None:
         return
-    for renderable in display.run_summary(result.frame, baseline, result.run_dir):
+    for renderable in display.run_summary(result.frame, baseline, result.run_dir, console.width):
         console.print(renderable)
     console.print(f"results: {result.run_dir}")
     for warning in result.warnings:

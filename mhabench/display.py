@@ -23,7 +23,7 @@ from rich.text import Text
 from mhabench.results import CSV_NAME, PARQUET_NAME
 from mhabench.schema import label
 from mhabench.speedup import DEFAULT_BASELINE, MEDIANS, PAIRED, case_winners, repeat_count, speedup_rows, spread_of
-from mhabench.table import TableModel, case_label, format_number, human_bytes, human_count, to_rich
+from mhabench.table import TableModel, case_label, fit_columns, format_number, human_bytes, human_count, to_rich
 
 COMPACT_ABOVE_ROWS = 40
 """A run with more rows than this gets the compact summary: about a terminal screen of table."""
@@ -184,11 +184,20 @@ def compact_table(rows: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> Table
     return TableModel(title, headers, cells, numeric, styles, records=winners)
 
 
-def run_summary(rows: pd.DataFrame, baseline: str, run_dir: Path) -> list[RenderableType]:
-    """What ``mhabench run`` prints at the end: every row for a small run; above ``COMPACT_ABOVE_ROWS``
-    rows, the compact table, the counts by status and where every row is."""
+# Left out of the run summary, in this order, while the terminal is too narrow for it.
+DROPPABLE = tuple(
+    label(name)
+    for name in ("bytes_moved", "flops", "achieved_tflops", "max_rel_err", "arithmetic_intensity", "peak_memory_bytes")
+)
+
+
+def run_summary(rows: pd.DataFrame, baseline: str, run_dir: Path, width: int | None = None) -> list[RenderableType]:
+    """What ``mhabench run`` prints at the end: every row for a small run (columns that a ``width``
+    terminal cannot show left out); above ``COMPACT_ABOVE_ROWS`` rows, the compact table, the counts
+    by status and where every row is."""
     if len(rows) <= COMPACT_ABOVE_ROWS:
-        return [to_rich(results_table(rows, baseline))]
+        table = results_table(rows, baseline)
+        return [to_rich(fit_columns(table, width, DROPPABLE) if width else table)]
     return [
         to_rich(compact_table(rows, baseline)),
         Text(f"rows by status: {_counts_text(status_counts(rows['status']))}"),

@@ -48,13 +48,50 @@ class TableModel:
     """One group value per row; the terminal draws a line where it changes (e.g. the case)."""
     records: pd.DataFrame | None = None
     """The unformatted values, for CSV and JSON."""
+    caption: str = ""
+    """A line under the terminal table (e.g. which columns were left out to fit it)."""
 
     def style(self, index: int) -> str:
         return self.styles[index] if self.styles else ""
 
 
+STATUS_WIDTH = 20  # a failure's message may be long; folded, it need not set the table's width
+
+
+def natural_width(table: TableModel) -> int:
+    """Terminal columns the table needs with no cell wrapped (headers may wrap at spaces)."""
+    widths = []
+    for index, header in enumerate(table.headers):
+        cells = [len(row[index]) for row in table.cells] or [0]
+        words = max((len(word) for word in header.split()), default=0)
+        widths.append(max(words, min(max(cells), STATUS_WIDTH) if header == "status" else max(cells)))
+    return sum(widths) + 3 * len(widths) + 1  # one space of padding each side and a border per column
+
+
+def fit_columns(table: TableModel, width: int, droppable: Sequence[str]) -> TableModel:
+    """``table`` without the ``droppable`` columns, first ones first, that a ``width`` terminal cannot show.
+
+    Wrapped into lines of a few characters, a wide table cannot be read at all; the caption names
+    what was left out (the CSV and ``mhabench report`` have every column).
+    """
+    dropped: list[str] = []
+    for header in droppable:
+        if natural_width(table) <= width:
+            break
+        if header not in table.headers:
+            continue
+        keep = [i for i, h in enumerate(table.headers) if h != header]
+        table = dataclasses.replace(
+            table, headers=[table.headers[i] for i in keep], numeric=[table.numeric[i] for i in keep],
+            cells=[[row[i] for i in keep] for row in table.cells],
+        )  # fmt: skip
+        dropped.append(header)
+    note = f"not shown at {width} columns: {', '.join(dropped)} (every column: mhabench report)" if dropped else ""
+    return dataclasses.replace(table, caption=note) if note else table
+
+
 def to_rich(table: TableModel) -> Table:
-    out = Table(title=table.title)
+    out = Table(title=table.title, caption=table.caption or None)
     for index, (header, numeric) in enumerate(zip(table.headers, table.numeric, strict=True)):
         # the group label (the case) stays on one line so a narrow terminal still shows it whole
         out.add_column(header, justify="right" if numeric else "left", overflow="fold", no_wrap=index == 0)

@@ -10,6 +10,8 @@ from rich.console import Console
 from synthetic_runs import rounds, row
 
 from mhabench import display
+from mhabench.schema import label
+from mhabench.table import fit_columns, natural_width
 
 
 def rendered(renderables: list) -> str:
@@ -94,3 +96,21 @@ def test_method_phrase_names_what_the_table_shows() -> None:
     assert display.method_phrase(["paired", ""]) == "median of per-round ratios"
     assert display.method_phrase(["medians"]) == "ratio of medians"
     assert "ratio of medians where rounds do not align" in display.method_phrase(["paired", "medians"])
+
+
+def test_a_narrow_terminal_leaves_out_the_cost_columns_and_says_so() -> None:
+    """Every cell wrapped into a few characters is unreadable: drop columns, cost columns first."""
+    frame = pd.DataFrame(sweep(3))
+    wide = display.results_table(frame, "naive")
+    assert natural_width(wide) > 140
+    narrow = fit_columns(wide, 140, display.DROPPABLE)
+    assert natural_width(narrow) <= 140
+    dropped = [h for h in display.DROPPABLE if h not in narrow.headers]
+    assert dropped == list(display.DROPPABLE[: len(dropped)])  # first ones first
+    assert set(wide.headers) - set(narrow.headers) == set(dropped)
+    assert {"case", "impl", "median ms (IQR)", "speedup vs naive", "status"} <= set(narrow.headers)
+    assert narrow.caption == f"not shown at 140 columns: {', '.join(dropped)} (every column: mhabench report)"
+    assert all(len(cells) == len(narrow.headers) for cells in narrow.cells)
+    assert fit_columns(wide, 400, display.DROPPABLE) == wide  # room for everything: unchanged, no caption
+    text = rendered(display.run_summary(frame, "naive", Path("results/run"), width=140))
+    assert "not shown at 140 columns" in text and label("bytes_moved") not in text.split("\n")[2]
