@@ -53,8 +53,9 @@ app = typer.Typer(
     help="Ablation and benchmarking lab for multi-head attention.",
     pretty_exceptions_enable=False,
 )
-console = Console(width=None if sys.stdout.isatty() else 200)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+PIPE_WIDTH = 200  # output to a file or a pipe: wide enough that the run summary's table never wraps
+console = Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else PIPE_WIDTH)
 
 
 @contextlib.contextmanager
