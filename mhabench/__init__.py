@@ -2,9 +2,9 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from mhabench import cost
 from mhabench.impls import Capabilities, available_implementations, build, register
-from mhabench.measure import cost
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 try:
     __version__ = version("mhabench")

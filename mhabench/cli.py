@@ -15,14 +15,17 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 import mhabench
-from mhabench import config as config_mod
-from mhabench import display, overrides, plugins, runner, schema
+from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.errors import InputError, MhabenchError
 from mhabench.impls import get_spec
 from mhabench.impls.registry import available_implementations
-from mhabench.results import rows_frame
-from mhabench.speedup import DEFAULT_BASELINE
-from mhabench.table import to_rich
+from mhabench.results import schema
+from mhabench.results.store import rows_frame
+from mhabench.run import runner
+from mhabench.scenario import config as config_mod
+from mhabench.scenario import overrides, plugins
+from mhabench.views import summary as display
+from mhabench.views.table import to_rich
 
 
 class OneLineErrors(TyperGroup):
@@ -120,7 +123,7 @@ def run(
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     from mhabench.distributed.launch import errors_end_every_rank, launch_env
-    from mhabench.shard import parse_shard
+    from mhabench.run.shard import parse_shard
 
     with user_errors(), errors_end_every_rank(launch_env()):  # under torchrun: one line, from rank 0
         added = [name for path in plugin or [] for name in plugins.load_plugin(path)]
@@ -165,7 +168,7 @@ def _shard_selection(config: config_mod.RunConfig, shard: Any) -> tuple[Any, dic
     """``--shard I/N``: the selector of this shard's (case, implementation) pairs and its manifest entry."""
     if shard is None:
         return None, None
-    from mhabench.shard import shard_selector
+    from mhabench.run.shard import shard_selector
 
     device = config_mod.resolve_device(config.device)
     select = shard_selector(config, device, runner.implementations_of(config), shard)
@@ -174,14 +177,14 @@ def _shard_selection(config: config_mod.RunConfig, shard: Any) -> tuple[Any, dic
 
 def _resume(ref: str, results_root: Path, force: bool, baseline: str) -> None:
     """``--resume``: measure the (case, implementation, repeat) triples the run folder lacks."""
-    from mhabench.resume import NothingToResumeError, prepare_resume
+    from mhabench.run.resume import NothingToResumeError, prepare_resume
 
     try:
         plan = prepare_resume(ref, results_root, force)
     except NothingToResumeError as exc:  # a finished run: success, so a retry loop may always --resume
         err_console.print(escape(str(exc)), highlight=False, soft_wrap=True)
         return
-    from mhabench.shard import manifest_shard
+    from mhabench.run.shard import manifest_shard
 
     shard = manifest_shard(plan.manifest, f"--resume: {plan.run_dir}") if "shard" in plan.manifest else None
     select, _ = _shard_selection(plan.config, shard)
@@ -262,8 +265,10 @@ def compare(
     ),
 ) -> None:
     """One run: speedup of every impl over a baseline. Two runs: what got faster or slower, with statistics."""
-    from mhabench import compare as compare_mod
-    from mhabench import compare_view, results, stats
+    from mhabench.analysis import compare as compare_mod
+    from mhabench.analysis import stats
+    from mhabench.results import store as results
+    from mhabench.views import compare as compare_view
 
     with user_errors():
         if output is not None:
@@ -305,8 +310,8 @@ def report(
     ),
 ) -> None:
     """Write report.md and a self-contained report.html (tables, plots) for a run."""
-    from mhabench import report as report_mod
-    from mhabench import results
+    from mhabench.results import store as results
+    from mhabench.views import report as report_mod
 
     with user_errors():
         formats = report_mod.parse_formats(report_format)
@@ -347,7 +352,7 @@ def merge(
     ] = False,
 ) -> None:
     """Combine the shard runs of one sweep into one run folder that compare and report read like any other."""
-    from mhabench.shard import merge_runs
+    from mhabench.run.shard import merge_runs
 
     with user_errors():
         merged = merge_runs(runs, out, force=force)
@@ -367,8 +372,8 @@ def spread(
     ),
 ) -> None:
     """Run-to-run spread of every speedup: several runs of one config, or the repeats of one run."""
-    from mhabench import results
-    from mhabench import spread as spread_mod
+    from mhabench.analysis import spread as spread_mod
+    from mhabench.results import store as results
 
     with user_errors():
         frame = spread_mod.runs_as_repeats([results.load_run(ref, results_root) for ref in run_refs])
@@ -380,7 +385,7 @@ def check_timing(
     config_path: Annotated[Path, typer.Argument(metavar="CONFIG", help="Scenario YAML (CPU).")],
 ) -> None:
     """Our CPU medians against torch.utils.benchmark.Timer on every case; exit 1 if any differ by more than 5 %."""
-    from mhabench.timing_check import check_timing as check
+    from mhabench.checks.timing import check_timing as check
 
     with user_errors():
         table = check(config_mod.load_config(config_path), str(config_path))

@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch import nn
 
-from mhabench.config import TimingConfig
 from mhabench.impls import register
 from mhabench.impls.registry import _REGISTRY, available_implementations
-from mhabench.measure.hardware import DevicePeaks
+from mhabench.measure.peaks import DevicePeaks
+from mhabench.scenario.config import TimingConfig
 
 CORE_IMPLEMENTATIONS = ("naive", "per_head", "fused", "torch_mha")
 TINY_TIMING = {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 3, "warmup_runs": 1, "warmup_max_s": 0.1}
@@ -55,7 +55,7 @@ def tiny_config_data() -> dict[str, Any]:
 @pytest.fixture
 def fixed_peaks(monkeypatch: pytest.MonkeyPatch) -> DevicePeaks:
     """Skip the ~1-2 s hardware measurement: the runner sees fixed, clearly labelled peaks."""
-    monkeypatch.setattr("mhabench.runner.device_peaks", lambda device, dtype: FIXED_PEAKS)
+    monkeypatch.setattr("mhabench.run.runner.device_peaks", lambda device, dtype: FIXED_PEAKS)
     return FIXED_PEAKS
 
 

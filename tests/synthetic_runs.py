@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from mhabench.results import RunWriter
-from mhabench.schema import FORMAT_VERSION, ResultRow
+from mhabench.results.schema import FORMAT_VERSION, ResultRow
+from mhabench.results.store import RunWriter
 
 ENVIRONMENT = {
     "mhabench_version": "0.1.0", "git_commit": "abc", "python": "3.11", "platform": "test", "torch": "2.13.0",

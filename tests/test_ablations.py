@@ -13,15 +13,16 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from mhabench import AttentionWeights, build, runner
-from mhabench.config import parse_config
+from mhabench import AttentionWeights, build
+from mhabench import cost as cost_model
+from mhabench.cost import Workload
 from mhabench.impls import get_spec
-from mhabench.measure import cost as cost_model
-from mhabench.measure.cost import Workload
-from mhabench.measure.hardware import DevicePeaks
-from mhabench.modes import parameter_count
-from mhabench.probe import stats as probe_stats
-from mhabench.reference import TOLERANCE, numerical_error, reference_attention
+from mhabench.impls.reference import TOLERANCE, numerical_error, reference_attention
+from mhabench.measure.peaks import DevicePeaks
+from mhabench.probe import verdict_stats as probe_stats
+from mhabench.run import runner
+from mhabench.run.steps import parameter_count
+from mhabench.scenario.config import parse_config
 
 ABLATIONS = ("shared_qk", "unscaled", "additive", "full_dim_heads")
 D_MODEL, HEADS = 32, 4

@@ -15,8 +15,8 @@ from typer.testing import CliRunner, Result
 
 import mhabench
 from mhabench.cli import app
-from mhabench.measure.hardware import DevicePeaks
-from mhabench.results import load_run
+from mhabench.measure.peaks import DevicePeaks
+from mhabench.results.store import load_run
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised when CUDA is missing")
 
@@ -179,7 +179,7 @@ def test_no_memory_guard_tries_what_the_guard_would_skip(
     flags: tuple[str, ...], status: str,
 ) -> None:  # fmt: skip
     """The guard's verdict is mocked ("will not fit"); --no-memory-guard runs the case anyway."""
-    monkeypatch.setattr("mhabench.case_runner.fits", lambda *args, **kwargs: "predicted 9 GB > available 1 GB")
+    monkeypatch.setattr("mhabench.run.case.fits", lambda *args, **kwargs: "predicted 9 GB > available 1 GB")
     config = write_config(tmp_path, {**tiny_config_data, "implementations": ["fused"]})
     result = invoke("run", config, "--out", tmp_path / "out", *flags)
     assert result.exit_code == 0, result.output
@@ -221,7 +221,7 @@ def test_profiled_keeps_the_exit_status_and_writes_the_statistics(tmp_path: Path
     """``python -m cProfile`` would turn this bad-input exit 2 into 0 (make gpu-sweep PROFILE=1)."""
     stats = tmp_path / "run.prof"
     done = subprocess.run(
-        [sys.executable, "-m", "mhabench.profiled", str(stats), "run", str(tmp_path / "missing.yaml")],
+        [sys.executable, "-m", "mhabench.checks.profiled", str(stats), "run", str(tmp_path / "missing.yaml")],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 2 and "missing.yaml" in done.stderr

@@ -12,11 +12,11 @@ import pytest
 from synthetic_runs import make_older, rounds, row, samples, write_run
 from typer.testing import CliRunner
 
-from mhabench import compare, stats
+from mhabench.analysis import compare, stats
 from mhabench.cli import app
 from mhabench.errors import InputError
-from mhabench.results import load_run
-from mhabench.schema import CASE_KEY
+from mhabench.results.schema import CASE_KEY
+from mhabench.results.store import load_run
 
 cli = CliRunner()
 COLOUR_SGR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|9[0-7]|38;[25];[0-9;]+)(?:;[0-9;]*)?m")

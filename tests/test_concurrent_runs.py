@@ -15,15 +15,17 @@ from pathlib import Path
 import yaml
 from conftest import TINY_TIMING
 
-from mhabench.results import load_run
+from mhabench.results.store import load_run
 
 FROZEN_PREFIX = "20300101T000000Z-pair"
 FROZEN_CLOCK = """
 import datetime as dt
 import sys
 
-from mhabench import cli, results, runner
-from mhabench.measure.hardware import DevicePeaks
+from mhabench import cli
+from mhabench.results import store as results
+from mhabench.run import runner
+from mhabench.measure.peaks import DevicePeaks
 
 frozen = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
 runner.new_run_dir = lambda root, name, now: results.new_run_dir(root, name, frozen)

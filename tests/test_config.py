@@ -11,7 +11,8 @@ import pytest
 import torch
 import yaml
 
-from mhabench.config import (
+from mhabench.errors import ConfigError, DeviceUnavailableError, InputError, UnknownImplementationError
+from mhabench.scenario.config import (
     Case,
     RunConfig,
     expand_cases,
@@ -20,8 +21,7 @@ from mhabench.config import (
     parse_config,
     resolve_device,
 )
-from mhabench.errors import ConfigError, DeviceUnavailableError, InputError, UnknownImplementationError
-from mhabench.overrides import with_overrides
+from mhabench.scenario.overrides import with_overrides
 
 SOURCE = "configs/x.yaml"
 VALID_YAML = """\
@@ -84,7 +84,7 @@ def test_configs_default_is_the_packaged_file_and_the_documented_scenario() -> N
     """``configs/default.yaml`` must resolve to the file the wheel ships, and that file must hold the
     scenario the README documents (a copy that drifted, or an edited default, fails here)."""
     shipped = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
-    packaged = Path(str(resources.files("mhabench").joinpath("default.yaml"))).resolve()
+    packaged = Path(str(resources.files("mhabench.scenario").joinpath("default.yaml"))).resolve()
     assert shipped.resolve() == packaged
     config = load_default_config()
     assert (config.name, config.device, config.dtype) == ("default", "auto", ["auto"])
@@ -249,7 +249,7 @@ def test_auto_dtype_on_cuda_follows_the_compute_capability(
 
 def test_the_embedded_default_follows_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """No config on a CUDA machine: the data-centre GPU sweep; on the CPU the small one; --device decides."""
-    from mhabench.config import default_config_name, load_default_config
+    from mhabench.scenario.config import default_config_name, load_default_config
 
     assert default_config_name("cpu") == "default.yaml" and load_default_config("cpu").name == "default"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

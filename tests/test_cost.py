@@ -11,9 +11,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from mhabench import AttentionWeights, build
+from mhabench import cost as cost_model
+from mhabench.cost import SOFTMAX_FLOPS_PER_SCORE, Workload, gemm_bytes
 from mhabench.impls import get_spec
-from mhabench.measure import cost as cost_model
-from mhabench.measure.cost import SOFTMAX_FLOPS_PER_SCORE, Workload, gemm_bytes
 
 SDPA_USERS = {"fused", "torch_mha"}
 

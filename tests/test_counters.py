@@ -16,13 +16,13 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from mhabench import AttentionWeights, build
-from mhabench.config import Case
 from mhabench.impls import get_spec
+from mhabench.impls.reference import check_output, expected_output
 from mhabench.measure.counters import DISAGREEMENT_LIMIT, OpCounts, count_cuda_kernels, counted
 from mhabench.measure.trackers import DispatchTracker
-from mhabench.modes import prepare, workload
-from mhabench.reference import check_output, expected_output
-from mhabench.schema import ModelledCost
+from mhabench.results.schema import ModelledCost
+from mhabench.run.steps import prepare, workload
+from mhabench.scenario.config import Case
 
 F32 = 4  # bytes per float32 element
 
@@ -323,9 +323,9 @@ def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 def test_a_custom_op_is_opaque_and_the_roofline_keeps_the_model() -> None:
     """A torch.library op (how flash_attn ≥ 2.6 ships its kernels) hides its FLOPs: the counts are a lower
     bound, no disagreement is claimed, and the row's roofline uses the cost model instead."""
-    from mhabench.case_runner import roofline
-    from mhabench.measure.hardware import DevicePeaks
-    from mhabench.schema import LatencyStats
+    from mhabench.measure.peaks import DevicePeaks
+    from mhabench.results.schema import LatencyStats
+    from mhabench.run.case import roofline
 
     q = k = v = torch.randn(1, 2, 64, 16)
     counts = count(lambda: _custom_attend(q, k, v))

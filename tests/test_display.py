@@ -9,9 +9,9 @@ import pandas as pd
 from rich.console import Console
 from synthetic_runs import rounds, row
 
-from mhabench import display
-from mhabench.schema import label
-from mhabench.table import fit_columns, natural_width
+from mhabench.results.schema import label
+from mhabench.views import summary as display
+from mhabench.views.table import fit_columns, natural_width
 
 
 def rendered(renderables: list) -> str:

@@ -29,7 +29,10 @@ from mhabench.distributed.launch import (
     launch_env,
     shutdown_distributed,
 )
-from mhabench.distributed.tp import (
+from mhabench.errors import ConfigError, InputError, MhabenchError
+from mhabench.impls import build, get_spec
+from mhabench.impls.reference import numerical_error, reference_attention
+from mhabench.impls.tensor_parallel import (
     SINGLE_RANK,
     CommTracker,
     TensorParallelFused,
@@ -44,11 +47,8 @@ from mhabench.distributed.tp import (
     tensor_parallel_groups,
     using_group,
 )
-from mhabench.errors import ConfigError, InputError, MhabenchError
-from mhabench.impls import build, get_spec
+from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.memory import LiveStorageTracker
-from mhabench.reference import numerical_error, reference_attention
-from mhabench.weights import AttentionWeights
 
 VARIANTS = {"tp_fused": TensorParallelFused, "tp_naive": TensorParallelNaive}
 # (heads, kv_heads): MHA, GQA split over the ranks, MQA with its one K/V head replicated

@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
-from mhabench import config as config_mod
-from mhabench import results, runner
 from mhabench.distributed.launch import LaunchEnv
 from mhabench.distributed.run import run_distributed
 from mhabench.errors import ConfigError, InputError
-from mhabench.measure.hardware import DevicePeaks
+from mhabench.measure.peaks import DevicePeaks
+from mhabench.results import store as results
+from mhabench.run import runner
+from mhabench.scenario import config as config_mod
 
 D_MODEL, SEQ_LEN, BATCH = 64, 512, 2  # enough compute that the all-reduce is a minority of a T = 2 call
 ONE_HEAD_CASE = f"p/b{BATCH}-n{SEQ_LEN}-d{D_MODEL}-h1-tp2-float32-causal-bias"
@@ -26,9 +27,9 @@ TINY_TIMING = {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 3,
 # A tensor-parallel layer whose construction fails on rank 1 only, before any collective: the ranks
 # must agree on it (an error row naming rank 1) and go on with the next implementation in lockstep.
 FLAKY_PLUGIN = """
-from mhabench.distributed.tp import TensorParallelFused
+from mhabench.impls.tensor_parallel import TensorParallelFused
 from mhabench.impls import register
-from mhabench.measure import cost
+from mhabench import cost
 
 
 @register("tp_flaky", description="tp_fused that fails on rank 1 (test)", cost=cost.FUSED)

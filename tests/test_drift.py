@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 import pytest
 import torch
 
-from mhabench.config import TimingConfig
 from mhabench.measure import drift as drift_module
 from mhabench.measure.drift import Drift, DriftWatch, reference_workload
+from mhabench.scenario.config import TimingConfig
 
 CPU = torch.device("cpu")
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mhabench.errors import UnsupportedError
-from mhabench.failures import MAX_MESSAGE_CHARS, classify_failure, is_sticky_cuda_error, one_line
+from mhabench.torch_errors import MAX_MESSAGE_CHARS, classify_failure, is_sticky_cuda_error, one_line
 
 OOM_MESSAGES = [
     "CUDA out of memory. Tried to allocate 64.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 1.2 GiB is "

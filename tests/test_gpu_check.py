@@ -1,4 +1,4 @@
-"""``python3 -m mhabench.gpu_check`` on a machine without CUDA: one SKIP line per check, exit 0, the JSON
+"""``python3 -m mhabench.checks.gpu`` on a machine without CUDA: one SKIP line per check, exit 0, the JSON
 written; and ``make gpu-check`` doing the same through its --no-index --no-deps install."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mhabench import gpu_check
+from mhabench.checks import gpu as gpu_check
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the path taken without CUDA")
@@ -49,7 +49,7 @@ def test_without_cuda_every_check_skips_and_exits_0(tmp_path: Path, capsys: pyte
 
 @needs_no_cuda
 def test_module_entry_point(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "mhabench.gpu_check", "--out", str(tmp_path)]
+    command = [sys.executable, "-m", "mhabench.checks.gpu", "--out", str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert_skip_report(done.stdout, tmp_path)

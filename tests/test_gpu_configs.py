@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from mhabench.config import Case, expand_cases, load_config
 from mhabench.impls import flash_attn_peer, get_spec, xformers_peer  # noqa: F401  (registers the peers)
-from mhabench.modes import workload
-from mhabench.reference import SAMPLE_ABOVE_SCORES
+from mhabench.impls.reference import SAMPLE_ABOVE_SCORES
+from mhabench.run.steps import workload
+from mhabench.scenario.config import Case, expand_cases, load_config
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 GPU_CONFIGS = sorted(CONFIGS.glob("gpu-*.yaml"))
@@ -98,7 +98,7 @@ def test_gpu_configs_load(path: Path) -> None:
 
 
 def test_packaged_gpu_default_is_the_config_file() -> None:
-    packaged = resources.files("mhabench").joinpath("default_gpu.yaml").read_text(encoding="utf-8")
+    packaged = resources.files("mhabench.scenario").joinpath("default_gpu.yaml").read_text(encoding="utf-8")
     assert packaged == (CONFIGS / "gpu-default.yaml").read_text(encoding="utf-8")
 
 

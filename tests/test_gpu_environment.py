@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mhabench import environment as env
-from mhabench.environment import auto_dtype, canonical_device, math_settings, nvidia_smi
+from mhabench.measure import environment as env
+from mhabench.measure.environment import auto_dtype, canonical_device, math_settings, nvidia_smi
 
 UUID = "4f0c2b43-aaaa-bbbb-cccc-0123456789ab"
 SMI_OUTPUT = (

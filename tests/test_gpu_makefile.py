@@ -85,7 +85,7 @@ def test_gpu_check_never_reaches_an_index(tmp_path: Path) -> None:
     recipe = make("-n", "gpu-check", f"WHEELS={wheels}").stdout
     installs = [line for line in recipe.splitlines() if "pip install" in line]
     assert len(installs) == 2 and all("--no-index --no-deps" in line and "--target" in line for line in installs)
-    assert "-m mhabench.gpu_check --out gpu-check" in recipe
+    assert "-m mhabench.checks.gpu --out gpu-check" in recipe
 
 
 def test_wheels_and_check_output_are_not_committed() -> None:
@@ -129,7 +129,7 @@ def test_gpu_sweep_profiles_on_request_and_keeps_the_exit_status(tmp_path: Path,
     assert (done.returncode == 0) == (run_status == 0)
     assert "under cProfile" in (out / "sweep_wall.txt").read_text(encoding="utf-8")
     calls = (tmp_path / "calls.log").read_text(encoding="utf-8")
-    assert f"-m mhabench.profiled {out}/sweep.prof run --out {out}/results" in calls
+    assert f"-m mhabench.checks.profiled {out}/sweep.prof run --out {out}/results" in calls
 
 
 def test_gpu_sweep_profile_0_does_not_profile(tmp_path: Path) -> None:

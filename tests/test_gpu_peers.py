@@ -13,9 +13,9 @@ import torch.nn.functional as F
 
 from mhabench.errors import UnsupportedError
 from mhabench.impls import build, flash_attn_peer, get_spec, xformers_peer  # noqa: F401  (registers the peers)
+from mhabench.impls.reference import reference_attention
 from mhabench.impls.sdpa import kernel_skips_masked_work
-from mhabench.reference import reference_attention
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 
 def sdpa_bnhd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:

@@ -17,12 +17,12 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from mhabench.config import TimingConfig
 from mhabench.errors import UnsupportedError
 from mhabench.measure import cuda_timing
 from mhabench.measure.cuda_timing import Lead, cuda_event_times_ms, event_times_ms, flush_bytes_for
 from mhabench.measure.rounds import time_in_rounds
 from mhabench.measure.timing import measure_latency
+from mhabench.scenario.config import TimingConfig
 
 # A launch-bound call (queuing it takes longer than running it), and leads that outlast a launch, as on a GPU.
 CALL_MS, FLUSH_MS, LAUNCH_MS, SYNC_MS = 0.02, 0.5, 0.05, 0.01

@@ -9,9 +9,9 @@ import pytest
 import torch
 import yaml
 
-from mhabench import guard
-from mhabench.config import count_cases, expand_cases, parse_config
 from mhabench.errors import ConfigError, InputError
+from mhabench.run import memory_guard as guard
+from mhabench.scenario.config import count_cases, expand_cases, parse_config
 
 CPU = torch.device("cpu")
 CUDA = torch.device("cuda")

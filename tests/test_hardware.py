@@ -8,8 +8,8 @@ import types
 import pytest
 import torch
 
-from mhabench.measure import hardware
-from mhabench.measure.hardware import (
+from mhabench.measure import peaks as hardware
+from mhabench.measure.peaks import (
     DevicePeaks,
     cuda_copy_bytes,
     datasheet_peaks,

@@ -15,7 +15,7 @@ from torch import nn
 from mhabench import AttentionWeights, available_implementations, build, register
 from mhabench.errors import ConfigError, RegistryError, UnknownImplementationError
 from mhabench.impls import core_implementations, get_spec
-from mhabench.reference import TOLERANCE, numerical_error, reference_attention
+from mhabench.impls.reference import TOLERANCE, numerical_error, reference_attention
 
 CORE = [name for name in available_implementations() if name in CORE_IMPLEMENTATIONS]
 FP32_TOL = TOLERANCE["float32"]
@@ -214,8 +214,8 @@ def test_weights_are_the_modules_frozen_parameters(name: str, bias: bool) -> Non
 
 def test_consecutive_cases_share_one_weight_set_with_the_same_numbers() -> None:
     """Drawing d_model = 4096 weights takes seconds of host time: a case reuses the previous case's set."""
-    from mhabench import case_runner
-    from mhabench.config import expand_cases, parse_config
+    from mhabench.run import case as case_runner
+    from mhabench.scenario.config import expand_cases, parse_config
 
     cpu = torch.device("cpu")
     config = parse_config({"scenarios": [{"seed": 7, "seq_len": [8, 16], "d_model": 32, "heads": 4}]}, "x.yaml")
@@ -230,8 +230,9 @@ def test_consecutive_cases_share_one_weight_set_with_the_same_numbers() -> None:
 
 def test_no_implementation_writes_to_the_weights_the_next_case_reuses(tmp_path: Path, fixed_peaks: object) -> None:
     """Forward, train and decode cases of every eager CPU implementation leave the shared set as drawn."""
-    from mhabench import case_runner, runner
-    from mhabench.config import parse_config
+    from mhabench.run import case as case_runner
+    from mhabench.run import runner
+    from mhabench.scenario.config import parse_config
 
     names = [n for n in available_implementations() if "cpu" in get_spec(n).capabilities.devices]
     names = [n for n in names if not get_spec(n).compiles and not get_spec(n).capabilities.requires]

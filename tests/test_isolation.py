@@ -19,11 +19,12 @@ import pytest
 import torch
 from conftest import FIXED_PEAKS, TINY_TIMING
 
-from mhabench import isolation, plugins
-from mhabench.config import Case, TimingConfig
 from mhabench.impls import available_implementations
-from mhabench.isolation import CaseJob, ChildSetup, _death, isolated_case
-from mhabench.schema import ResultRow
+from mhabench.results.schema import ResultRow
+from mhabench.run import isolation
+from mhabench.run.isolation import CaseJob, ChildSetup, _death, isolated_case
+from mhabench.scenario import plugins
+from mhabench.scenario.config import Case, TimingConfig
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from mhabench import liveness
-from mhabench.liveness import STALE_AFTER_S, effective_status, heartbeat, liveness_fields
+from mhabench.results import liveness
+from mhabench.results.liveness import STALE_AFTER_S, effective_status, heartbeat, liveness_fields
 
 HOST = socket.gethostname()
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)

@@ -10,12 +10,12 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from mhabench import AttentionWeights, build
-from mhabench.config import TimingConfig
-from mhabench.measure.hardware import DevicePeaks, datasheet_peaks, device_peaks
 from mhabench.measure.memory import LiveStorageTracker, sdpa_backend
+from mhabench.measure.peaks import DevicePeaks, datasheet_peaks, device_peaks
 from mhabench.measure.timing import measure_latency
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, PeakMemory, Stopwatch
-from mhabench.schema import LatencyStats
+from mhabench.results.schema import LatencyStats
+from mhabench.scenario.config import TimingConfig
 
 MiB = 2**20
 CPU = torch.device("cpu")
@@ -219,7 +219,7 @@ def test_datasheet_table() -> None:
 
 def test_cpu_peaks_are_measured_never_looked_up(monkeypatch: pytest.MonkeyPatch) -> None:
     sentinel = DevicePeaks(1.0, 1.0, "measured")
-    monkeypatch.setattr("mhabench.measure.hardware.measured_peaks", lambda device, dtype: sentinel)
+    monkeypatch.setattr("mhabench.measure.peaks.measured_peaks", lambda device, dtype: sentinel)
     assert device_peaks(CPU, torch.float32) is sentinel
 
 
@@ -263,10 +263,10 @@ def test_views_and_in_place_writes_of_existing_tensors_allocate_nothing() -> Non
 
 def test_decode_step_peak_excludes_the_preallocated_cache() -> None:
     """One decode step's peak is the new token's activations, not the KV cache filled before it."""
-    from mhabench.case_runner import make_inputs
-    from mhabench.config import expand_cases, parse_config
     from mhabench.impls import get_spec
-    from mhabench.modes import prepare
+    from mhabench.run.case import make_inputs
+    from mhabench.run.steps import prepare
+    from mhabench.scenario.config import expand_cases, parse_config
 
     config = parse_config({"scenarios": [{"seq_len": 256, "d_model": 64, "heads": 4, "phase": "decode"}]}, "x.yaml")
     case = expand_cases(config, CPU)[0]
@@ -279,8 +279,8 @@ def test_decode_step_peak_excludes_the_preallocated_cache() -> None:
 
 
 def _checked_on(device_memory: PeakMemory | None) -> object:
-    from mhabench.case_runner import CheckedCall
-    from mhabench.schema import Dispatch
+    from mhabench.results.schema import Dispatch
+    from mhabench.run.case import CheckedCall
 
     return CheckedCall(Dispatch(), None, device_memory, math.nan)
 
@@ -294,8 +294,8 @@ def test_device_call_measures_memory_and_kernels_in_one_cuda_call(
     """CUDA: one extra call gives the allocator peak and, for an eager implementation, the kernel count."""
     import dataclasses
 
-    from mhabench import case_runner
     from mhabench.impls import get_spec
+    from mhabench.run import case as case_runner
 
     allocator = FakeCudaAllocator(monkeypatch, allocated=10 * MiB, peak=10 * MiB)
     calls: list[str] = []
@@ -319,8 +319,8 @@ def test_device_call_measures_memory_and_kernels_in_one_cuda_call(
 
 
 def test_device_call_on_the_cpu_reuses_the_checked_call() -> None:
-    from mhabench import case_runner
     from mhabench.impls import get_spec
+    from mhabench.run import case as case_runner
 
     def call() -> None:
         raise AssertionError("the CPU peak comes from the checked call: no second call")
@@ -335,9 +335,9 @@ def test_device_call_on_the_cpu_reuses_the_checked_call() -> None:
 @pytest.mark.cuda
 def test_device_call_on_a_gpu_matches_separate_memory_and_kernel_measurements() -> None:
     """The profiler around the memory call changes neither the peak nor the count."""
-    from mhabench import case_runner
     from mhabench.impls import get_spec
     from mhabench.measure.counters import count_cuda_kernels
+    from mhabench.run import case as case_runner
 
     device = torch.device("cuda")
     module = build("naive", AttentionWeights.random(512, dtype=torch.bfloat16, device=device), 8)

@@ -13,15 +13,15 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from mhabench import AttentionWeights, build
-from mhabench.config import Case, expand_cases, parse_config
+from mhabench import cost as cost_model
+from mhabench.cost import Workload
 from mhabench.errors import ConfigError
 from mhabench.impls import get_spec
 from mhabench.impls.kv_cache import KVCache
-from mhabench.measure import cost as cost_model
-from mhabench.measure.cost import Workload
-from mhabench.modes import parameter_count, prepare, workload
-from mhabench.reference import decode_reference, numerical_error
-from mhabench.runner import run
+from mhabench.impls.reference import decode_reference, numerical_error
+from mhabench.run.runner import run
+from mhabench.run.steps import parameter_count, prepare, workload
+from mhabench.scenario.config import Case, expand_cases, parse_config
 
 DECODERS = ("naive", "per_head", "fused")
 D_MODEL, HEADS = 32, 4

@@ -19,14 +19,16 @@ from torch._dynamo.utils import counters
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from mhabench import AttentionWeights, build, case_runner, runner
-from mhabench.config import Case, TimingConfig, parse_config
+from mhabench import AttentionWeights, build
 from mhabench.errors import UnsupportedError
 from mhabench.impls import core_implementations, get_spec
+from mhabench.impls.reference import TOLERANCE, numerical_error, reference_attention
 from mhabench.measure.timing import measure_latency
-from mhabench.modes import workload
-from mhabench.reference import TOLERANCE, numerical_error, reference_attention
-from mhabench.schema import Dispatch
+from mhabench.results.schema import Dispatch
+from mhabench.run import case as case_runner
+from mhabench.run import runner
+from mhabench.run.steps import workload
+from mhabench.scenario.config import Case, TimingConfig, parse_config
 
 SDPA = ["sdpa_math", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn"]
 PEERS = [*SDPA, "compiled", "flex"]
@@ -166,7 +168,7 @@ def peer_rows(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pd.DataFrame
         "peers.yaml",
     )  # fmt: skip
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("mhabench.runner.device_peaks", lambda device, dtype: FIXED_PEAKS)
+        patch.setattr("mhabench.run.runner.device_peaks", lambda device, dtype: FIXED_PEAKS)
         result = runner.run(config, Path(tmp_path_factory.mktemp("peers")))
     yield result.frame.set_index("impl")
 

@@ -14,7 +14,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from synthetic_runs import five_field_rows, row, samples, with_counts
 
-from mhabench import plots
+from mhabench.views import plots
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

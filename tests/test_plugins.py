@@ -13,17 +13,18 @@ import yaml
 from conftest import TINY_TIMING
 from typer.testing import CliRunner
 
-from mhabench import AttentionWeights, Capabilities, build, runner
+from mhabench import AttentionWeights, Capabilities, build
+from mhabench import cost as cost_model
 from mhabench.cli import app
-from mhabench.config import load_config
 from mhabench.errors import PluginError
 from mhabench.impls import get_spec
-from mhabench.measure import cost as cost_model
-from mhabench.modes import parameter_count
-from mhabench.plugins import load_plugin
-from mhabench.reference import numerical_error, reference_attention
-from mhabench.results import load_run
-from mhabench.schema import columns_info
+from mhabench.impls.reference import numerical_error, reference_attention
+from mhabench.results.schema import columns_info
+from mhabench.results.store import load_run
+from mhabench.run import runner
+from mhabench.run.steps import parameter_count
+from mhabench.scenario.config import load_config
+from mhabench.scenario.plugins import load_plugin
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "my_attention.py"
 

@@ -17,7 +17,7 @@ from mhabench.probe.claims import CLAIM_COLUMNS, PASS
 from mhabench.probe.config import ProbeConfig, load_probe_config, parse_probe_config
 from mhabench.probe.report import claims_blocks
 from mhabench.probe.run import PROBE_COLUMNS, run_config
-from mhabench.table import TableModel
+from mhabench.views.table import TableModel
 
 CLAIMS_YAML = Path(__file__).resolve().parents[1] / "configs" / "claims.yaml"
 TINY = {"name": "t", "seq_len": 12, "d_model": 32, "heads": [4, 1], "samples": 2, "claims": ["var_qk", "equivalence"]}

@@ -8,9 +8,8 @@ import math
 import pytest
 import torch
 
-from mhabench.measure.cost import Workload
-from mhabench.measure.memory import LiveStorageTracker
-from mhabench.reference import (
+from mhabench.cost import Workload
+from mhabench.impls.reference import (
     FLOAT64_BYTES,
     Reference,
     RowSample,
@@ -22,7 +21,8 @@ from mhabench.reference import (
     reference_bytes,
     sample_rows,
 )
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
+from mhabench.measure.memory import LiveStorageTracker
 
 
 def textbook(weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:

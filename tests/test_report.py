@@ -10,12 +10,13 @@ import pytest
 from synthetic_runs import HOSTILE, row, samples, sweep_report, with_counts, write_probe_run, write_run
 from typer.testing import CliRunner
 
-from mhabench import report, runner
 from mhabench.cli import app
-from mhabench.config import parse_config
 from mhabench.errors import InputError
-from mhabench.results import load_run, require_results, resolve_run
-from mhabench.schema import COLUMNS, SAMPLES_COLUMN
+from mhabench.results.schema import COLUMNS, SAMPLES_COLUMN
+from mhabench.results.store import load_run, require_results, resolve_run
+from mhabench.run import runner
+from mhabench.scenario.config import parse_config
+from mhabench.views import report
 
 cli = CliRunner()
 EMBEDDED_PNG = '<img src="data:image/png;base64,'

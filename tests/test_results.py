@@ -14,11 +14,19 @@ from synthetic_runs import row as synthetic_row
 from synthetic_runs import samples, sweep_rows
 from typer.testing import CliRunner
 
-from mhabench import compare
+from mhabench.analysis import compare
 from mhabench.cli import app
 from mhabench.errors import ResultsCorruptError, RunNotFoundError
-from mhabench.results import RunWriter, load_run, new_run_dir, read_manifest, resolve_run, rows_frame, sanitize_name
-from mhabench.schema import COLUMNS, FORMAT_VERSION, SAMPLES_COLUMN, ResultRow
+from mhabench.results.schema import COLUMNS, FORMAT_VERSION, SAMPLES_COLUMN, ResultRow
+from mhabench.results.store import (
+    RunWriter,
+    load_run,
+    new_run_dir,
+    read_manifest,
+    resolve_run,
+    rows_frame,
+    sanitize_name,
+)
 
 NOW = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
 IDENTITY = {

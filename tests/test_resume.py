@@ -24,15 +24,15 @@ import yaml
 from conftest import TINY_TIMING
 from typer.testing import CliRunner
 
-from mhabench.case_runner import identity
 from mhabench.cli import app
-from mhabench.config import expand_cases, parse_config
-from mhabench.environment import environment
 from mhabench.errors import ConfigError, InputError, PluginError
-from mhabench.liveness import liveness_fields
-from mhabench.results import RunWriter, load_run
-from mhabench.resume import NothingToResumeError, prepare_resume
-from mhabench.schema import FORMAT_VERSION, Outcome, ResultRow
+from mhabench.measure.environment import environment
+from mhabench.results.liveness import liveness_fields
+from mhabench.results.schema import FORMAT_VERSION, Outcome, ResultRow
+from mhabench.results.store import RunWriter, load_run
+from mhabench.run.case import identity
+from mhabench.run.resume import NothingToResumeError, prepare_resume
+from mhabench.scenario.config import expand_cases, parse_config
 
 CPU = torch.device("cpu")
 CONFIG: dict[str, Any] = {

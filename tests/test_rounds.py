@@ -16,7 +16,6 @@ import pytest
 import torch
 from torch.utils import benchmark
 
-from mhabench.config import TimingConfig
 from mhabench.measure.rounds import (
     WARMUP_TOLERANCE,
     CpuTimer,
@@ -27,6 +26,7 @@ from mhabench.measure.rounds import (
     warm_up,
 )
 from mhabench.measure.timing import measure_latency
+from mhabench.scenario.config import TimingConfig
 
 CPU = torch.device("cpu")
 # Blocks of min_run_time_s / min_samples = 10 ms; a round ends after 4 samples and 40 ms of each.

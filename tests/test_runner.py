@@ -14,13 +14,14 @@ import pytest
 import torch
 from conftest import CORE_IMPLEMENTATIONS
 
-from mhabench import case_runner, runner
-from mhabench.config import RunConfig, parse_config
 from mhabench.errors import UnsupportedError
-from mhabench.measure.hardware import DevicePeaks
-from mhabench.reference import TOLERANCE, reference_attention
-from mhabench.results import load_run, rows_frame
-from mhabench.schema import COLUMNS, CaseIdentity, Outcome, ResultRow
+from mhabench.impls.reference import TOLERANCE, reference_attention
+from mhabench.measure.peaks import DevicePeaks
+from mhabench.results.schema import COLUMNS, CaseIdentity, Outcome, ResultRow
+from mhabench.results.store import load_run, rows_frame
+from mhabench.run import case as case_runner
+from mhabench.run import runner
+from mhabench.scenario.config import RunConfig, parse_config
 
 
 def tiny(data: dict[str, Any], **changes: Any) -> RunConfig:
@@ -279,8 +280,8 @@ def test_a_failure_row_is_identity_and_a_one_line_outcome(exc: BaseException, ou
 
 
 def test_tensor_parallel_without_torchrun_is_refused_before_any_row(tmp_path: Path) -> None:
-    from mhabench.config import parse_config
     from mhabench.errors import InputError
+    from mhabench.scenario.config import parse_config
 
     data = {"scenarios": [{"seq_len": 8, "d_model": 16, "heads": 2, "tensor_parallel": [1, 2]}]}
     with pytest.raises(InputError, match=re.escape("torchrun --nproc-per-node 2")):
@@ -321,9 +322,9 @@ def test_a_call_failing_in_the_shared_rounds_fails_only_its_own_row(
 
 def test_roofline_judges_a_mask_skipping_kernel_on_useful_flops() -> None:
     """Causal flash/cuDNN never runs the masked half: efficiency on useful FLOPs, throughput on both."""
-    from mhabench.config import Case
     from mhabench.impls import get_spec
-    from mhabench.schema import LatencyStats
+    from mhabench.results.schema import LatencyStats
+    from mhabench.scenario.config import Case
 
     case = Case("t", 1, 1024, 512, 8, causal=True, bias=False, dtype="float32", seed=0)
     cost = case_runner.modelled_cost(get_spec("fused"), case)
@@ -358,8 +359,8 @@ def test_after_a_sticky_cuda_error_the_rest_of_the_run_goes_on_in_child_processe
 ) -> None:
     """The error text is CUDA's, raised on the CPU: the parent stops using its context and its drift watch,
     the unfinished implementations of that case run in a child (where the culprit fails again, alone)."""
-    from mhabench import plugins
     from mhabench.impls.registry import _REGISTRY
+    from mhabench.scenario import plugins
 
     plugin = tmp_path / "sticky.py"
     plugin.write_text(STICKY_PLUGIN, encoding="utf-8")

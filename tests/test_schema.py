@@ -7,8 +7,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from mhabench import schema
 from mhabench.cli import app
+from mhabench.results import schema
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "columns.md"
 

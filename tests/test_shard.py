@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from mhabench import config as config_mod
-from mhabench import results, runner
 from mhabench.cli import app
 from mhabench.errors import InputError, OutputFolderError
-from mhabench.measure.hardware import DevicePeaks
-from mhabench.shard import (
+from mhabench.measure.peaks import DevicePeaks
+from mhabench.results import store as results
+from mhabench.run import runner
+from mhabench.run.shard import (
     ROW_KEY,
     Pair,
     Shard,
@@ -30,6 +30,7 @@ from mhabench.shard import (
     shard_pairs,
     shard_selector,
 )
+from mhabench.scenario import config as config_mod
 
 TIMING = {"min_run_time_s": 0.2, "max_run_time_s": 3.0, "min_samples": 10}
 # a real, tiny sweep: three cases × two implementations, measured on the CPU

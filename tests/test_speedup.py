@@ -10,8 +10,8 @@ import pytest
 from scipy import stats as scipy_stats
 from synthetic_runs import rounds, row
 
-from mhabench import stats
-from mhabench.speedup import MEDIANS, PAIRED, case_winners, relative_range, repeat_spread, speedup_rows
+from mhabench.analysis import stats
+from mhabench.analysis.speedup import MEDIANS, PAIRED, case_winners, relative_range, repeat_spread, speedup_rows
 
 
 def speedups(*rows: dict, baseline: str = "naive") -> pd.DataFrame:
@@ -140,7 +140,7 @@ def test_rows_not_timed_in_shared_rounds_are_never_paired() -> None:
     import pandas as pd
     from synthetic_runs import row
 
-    from mhabench.speedup import speedup_rows
+    from mhabench.analysis.speedup import speedup_rows
 
     base, other = row("naive", [2.0, 4.0, 6.0]), row("fused", [1.0, 2.0, 3.0])
     paired = speedup_rows(pd.DataFrame([base, other]), "naive").set_index("impl")

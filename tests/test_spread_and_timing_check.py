@@ -53,7 +53,7 @@ def test_check_timing_passes_within_five_percent(
     tmp_path: Path, tiny_config_data: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
     timer_ms: float, exit_code: int, verdict: str,
 ) -> None:  # fmt: skip
-    monkeypatch.setattr("mhabench.timing_check._both_medians_ms", lambda *args: (1.0, timer_ms))
+    monkeypatch.setattr("mhabench.checks.timing._both_medians_ms", lambda *args: (1.0, timer_ms))
     result = CliRunner().invoke(app, ["check-timing", str(tiny_cpu_config(tmp_path, tiny_config_data))])
     assert result.exit_code == exit_code, result.output
     assert result.output.count(verdict) == 2 and ("2 of 2" if verdict == "PASS" else "0 of 2") in result.output
@@ -61,8 +61,8 @@ def test_check_timing_passes_within_five_percent(
 
 def test_check_timing_really_times_both(tmp_path: Path, tiny_config_data: dict[str, Any]) -> None:
     """Unpatched: both timers run on every (case, implementation) and give positive, finite medians."""
-    from mhabench.config import load_config
-    from mhabench.timing_check import check_timing
+    from mhabench.checks.timing import check_timing
+    from mhabench.scenario.config import load_config
 
     table = check_timing(load_config(tiny_cpu_config(tmp_path, tiny_config_data)))
     assert [cells[1] for cells in table.cells] == ["naive", "fused"]

@@ -6,7 +6,7 @@ the layer and makes the checked call, and rank 0 checks the all-reduced output a
 reference of the whole layer. Whatever can go wrong on one rank alone (too little memory, a layer
 that cannot be built, a mismatch) is agreed on before the next collective, since a rank that
 skipped a call alone would leave the others waiting in its all-reduce. The timing is
-:func:`~mhabench.distributed.tp.lockstep_times_ms`, not the single-process timer, because an
+:func:`~mhabench.impls.tensor_parallel.lockstep_times_ms`, not the single-process timer, because an
 adaptive timer would let each rank pick its own number of calls.
 
 A failure on one rank *inside* a layer call cannot be agreed on (the other ranks are already in
@@ -24,7 +24,21 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from mhabench.case_runner import (
+from mhabench.impls.reference import check_output
+from mhabench.impls.registry import ImplSpec
+from mhabench.impls.sdpa import kernel_skips_masked_work
+from mhabench.impls.tensor_parallel import (
+    CommStats,
+    TPGroup,
+    gather_peak_bytes,
+    is_tensor_parallel,
+    lockstep_times_ms,
+    measure_comm,
+    using_group,
+)
+from mhabench.measure.peaks import DevicePeaks
+from mhabench.results.schema import CaseIdentity, Correctness, Distributed, LatencyStats, Memory, Outcome, ResultRow
+from mhabench.run.case import (
     CaseInputs,
     Checked,
     CudaContextLostError,
@@ -38,23 +52,9 @@ from mhabench.case_runner import (
     run_case,
     unsupported_reason,
 )
-from mhabench.config import Case, TimingConfig
-from mhabench.distributed.tp import (
-    CommStats,
-    TPGroup,
-    gather_peak_bytes,
-    is_tensor_parallel,
-    lockstep_times_ms,
-    measure_comm,
-    using_group,
-)
-from mhabench.failures import classify_failure, is_sticky_cuda_error
-from mhabench.impls.registry import ImplSpec
-from mhabench.impls.sdpa import kernel_skips_masked_work
-from mhabench.measure.hardware import DevicePeaks
-from mhabench.modes import Step, parameter_count, prepare
-from mhabench.reference import check_output
-from mhabench.schema import CaseIdentity, Correctness, Distributed, LatencyStats, Memory, Outcome, ResultRow
+from mhabench.run.steps import Step, parameter_count, prepare
+from mhabench.scenario.config import Case, TimingConfig
+from mhabench.torch_errors import classify_failure, is_sticky_cuda_error
 
 COMM_CALLS = 10
 """Tracked calls whose median all-reduce time is ``comm_ms``."""

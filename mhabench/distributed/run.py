@@ -27,7 +27,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from mhabench.config import Case, RunConfig, count_cases, expand_cases, resolve_device
 from mhabench.distributed.launch import (
     LaunchEnv,
     agree_on_errors,
@@ -38,18 +37,19 @@ from mhabench.distributed.launch import (
     init_distributed,
 )
 from mhabench.distributed.rows import RankSetup, single_rank_rows, tensor_parallel_rows
-from mhabench.distributed.tp import TPGroup, tensor_parallel_groups
-from mhabench.environment import environment
 from mhabench.errors import ConfigError, InputError, MhabenchError, OutputFolderError
-from mhabench.guard import check_row_count
 from mhabench.impls import get_spec
-from mhabench.liveness import heartbeat, liveness_fields
+from mhabench.impls.tensor_parallel import TPGroup, tensor_parallel_groups
 from mhabench.measure.allocator import apply_process_settings
-from mhabench.measure.hardware import DevicePeaks
-from mhabench.results import RunWriter, new_run_dir
-from mhabench.runner import Pending, Progress, RunResult, Selector, implementations_of, pending, roofline_peaks
-from mhabench.schema import FORMAT_VERSION, ResultRow
-from mhabench.shard import folder_name
+from mhabench.measure.environment import environment
+from mhabench.measure.peaks import DevicePeaks
+from mhabench.results.liveness import heartbeat, liveness_fields
+from mhabench.results.schema import FORMAT_VERSION, ResultRow
+from mhabench.results.store import RunWriter, new_run_dir
+from mhabench.run.memory_guard import check_row_count
+from mhabench.run.runner import Pending, Progress, RunResult, Selector, implementations_of, pending, roofline_peaks
+from mhabench.run.shard import folder_name
+from mhabench.scenario.config import Case, RunConfig, count_cases, expand_cases, resolve_device
 
 
 class RankFailedError(MhabenchError):

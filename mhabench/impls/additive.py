@@ -3,7 +3,7 @@
 Dot-product and additive attention (Luong et al. 2015 compare them) are both O(n²·d), but the additive score
 needs d_k adds, d_k tanh and d_k multiply-adds per (query, key) pair and, done with tensor ops, an
 n×L×d_k intermediate — where the dot product is one GEMM. The FLOPs and bytes of that are written
-out in :mod:`mhabench.measure.cost` (``additive_model``).
+out in :mod:`mhabench.cost` (``additive_model``).
 
 The queries and keys are the usual per-head projections (so Bahdanau's W_q q + W_k k is the shared
 W_Q/W_K applied to x); each head h also has its own score vector v_h of d_k entries. It is not part
@@ -21,10 +21,10 @@ import math
 
 import torch
 
+from mhabench import cost
 from mhabench.impls.base import AttentionModule, causal_mask, frozen, linear, repeat_kv
 from mhabench.impls.registry import register
-from mhabench.measure import cost
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 SCORE_VECTOR_SEED = 4
 """Seed of the generator that draws the score vectors v (fixed, so every run uses the same v)."""

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from mhabench.errors import ConfigError
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 
 def head_layout(weights: AttentionWeights, heads: int) -> tuple[int, int]:

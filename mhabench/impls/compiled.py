@@ -14,11 +14,11 @@ from typing import TypeVar
 import torch
 from torch import nn
 
+from mhabench import cost
 from mhabench.errors import UnsupportedError
 from mhabench.impls.naive import NaiveAttention
 from mhabench.impls.registry import register
-from mhabench.measure import cost
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 F = TypeVar("F", bound=Callable[..., torch.Tensor])
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from mhabench import cost
 from mhabench.errors import UnsupportedError
 from mhabench.impls.fused import FusedAttention
 from mhabench.impls.registry import Capabilities, optional_import, register
-from mhabench.measure import cost
 
 MAX_HEAD_DIM = 256  # FlashAttention-2's largest supported head dimension
 

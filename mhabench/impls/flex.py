@@ -10,11 +10,11 @@ from __future__ import annotations
 import torch
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
+from mhabench import cost
 from mhabench.impls.compiled import compile_failure, compile_fresh
 from mhabench.impls.fused import FusedAttention
 from mhabench.impls.registry import Capabilities, register
-from mhabench.measure import cost
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 
 def causal_block_mask(q_len: int, kv_len: int, device: torch.device) -> BlockMask:

@@ -26,10 +26,10 @@ import math
 import torch
 import torch.nn.functional as F
 
+from mhabench import cost
 from mhabench.impls.base import AttentionModule, frozen
 from mhabench.impls.registry import Capabilities, register
-from mhabench.measure import cost
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 
 @dataclasses.dataclass(frozen=True)

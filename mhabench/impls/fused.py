@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from mhabench import cost
 from mhabench.impls.base import AttentionModule, frozen
 from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.registry import Capabilities, register
-from mhabench.measure import cost
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 
 def pack_qkv(weights: AttentionWeights) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from mhabench import cost
 from mhabench.impls.base import AttentionModule, linear, materialized_attention, repeat_kv
 from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.registry import Capabilities, register
-from mhabench.measure import cost
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 
 @register(

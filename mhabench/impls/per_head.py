@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from mhabench import cost
 from mhabench.impls.base import AttentionModule, frozen, linear, materialized_attention
 from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.registry import Capabilities, register
-from mhabench.measure import cost
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 
 class HeadBlocks(nn.Module):

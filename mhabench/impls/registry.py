@@ -2,7 +2,7 @@
 
 Modelled on tritonbench's decorator-registered backends: an implementation is a factory
 ``(weights, heads, causal) -> nn.Module`` plus what the runner needs to know before it builds one:
-the cost model that prices a workload (:class:`mhabench.measure.cost.CostModel`) and the
+the cost model that prices a workload (:class:`mhabench.cost.CostModel`) and the
 :class:`Capabilities` it has. The runner asks :meth:`Capabilities.unsupported_reason` up front, so a
 case an implementation cannot run becomes an ``unsupported`` row without building anything.
 """
@@ -18,9 +18,9 @@ from types import ModuleType
 import torch
 from torch import nn
 
+from mhabench.cost import CostModel
 from mhabench.errors import RegistryError, UnknownImplementationError, UnsupportedError
-from mhabench.measure.cost import CostModel
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 Factory = Callable[[AttentionWeights, int, bool], nn.Module]
 ReferenceFn = Callable[[AttentionWeights, torch.Tensor, int, bool], torch.Tensor]
@@ -102,7 +102,7 @@ def register(
 ) -> Callable[[Factory], Factory]:
     """Class/function decorator: register ``factory`` under ``name`` (duplicates are an error).
 
-    ``cost`` prices a workload (a :class:`CostModel` from :mod:`mhabench.measure.cost`, or None
+    ``cost`` prices a workload (a :class:`CostModel` from :mod:`mhabench.cost`, or None
     when unknown); ``capabilities`` says what it can run; ``core`` puts it in the default set that a
     config without ``implementations:`` runs; ``reference`` is the float64 function an ablation that
     computes something other than standard attention is checked against; ``compiles`` marks a

@@ -5,7 +5,7 @@ so the backends can be compared on the same weights and shapes. A backend torch 
 on this device/dtype/shape (efficient and cuDNN on the CPU, flash for some head sizes on CUDA)
 raises :class:`UnsupportedError`, which the runner records as an ``unsupported`` row. torch words
 this differently per device ("No viable backend…" on the CPU, "No available kernel.  Aborting
-execution." on CUDA, after warnings that name the reason); :mod:`mhabench.failures` knows both.
+execution." on CUDA, after warnings that name the reason); :mod:`mhabench.torch_errors` knows both.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import functools
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from mhabench import cost
 from mhabench.errors import UnsupportedError
-from mhabench.failures import is_no_kernel
 from mhabench.impls.fused import FusedAttention
 from mhabench.impls.registry import Capabilities, register
-from mhabench.measure import cost
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
+from mhabench.torch_errors import is_no_kernel
 
 
 class ForcedBackendAttention(FusedAttention):

@@ -15,11 +15,11 @@ import math
 
 import torch
 
+from mhabench import cost
 from mhabench.impls.base import AttentionModule, causal_mask, linear
+from mhabench.impls.reference import reference_attention
 from mhabench.impls.registry import Capabilities, register
-from mhabench.measure import cost
-from mhabench.reference import reference_attention
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 
 def shared_weights(weights: AttentionWeights) -> AttentionWeights:

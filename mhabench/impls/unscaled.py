@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import torch
 
+from mhabench import cost
 from mhabench.impls.base import attention_probabilities, repeat_kv
 from mhabench.impls.naive import NaiveAttention
+from mhabench.impls.reference import reference_attention
 from mhabench.impls.registry import Capabilities, register
-from mhabench.measure import cost
-from mhabench.reference import reference_attention
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 
 def unscaled_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:

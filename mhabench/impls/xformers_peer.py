@@ -14,9 +14,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from mhabench import cost
 from mhabench.impls.fused import FusedAttention
 from mhabench.impls.registry import Capabilities, optional_import, register
-from mhabench.measure import cost
 
 
 @register(

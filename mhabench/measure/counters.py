@@ -1,6 +1,6 @@
 """FLOPs and bytes counted from the ops one call dispatched, and CUDA kernels launched per call.
 
-The cost model (:mod:`mhabench.measure.cost`) prices an implementation by the label it was
+The cost model (:mod:`mhabench.cost`) prices an implementation by the label it was
 registered with; this module counts what actually ran, so a plugin needs no traffic declaration and
 a wrong label shows up as a disagreement. docs/cost-model.md ("Counted versus modelled") states the
 rules; in short:
@@ -31,7 +31,7 @@ from torch.autograd import DeviceType
 from torch.utils.flop_counter import flop_registry
 
 from mhabench.measure.memory import OPAQUE_OPS
-from mhabench.schema import Counted, ModelledCost
+from mhabench.results.schema import Counted, ModelledCost
 
 DISAGREEMENT_LIMIT = 0.25
 """Counted and modelled FLOPs or bytes further apart than this (relative to the model) flag the row."""

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from mhabench.errors import UnsupportedError
-from mhabench.failures import is_sticky_cuda_error, one_line
+from mhabench.torch_errors import is_sticky_cuda_error, one_line
 
 FALLBACK_L2_BYTES = 64 * 2**20  # torch builds that do not report L2_cache_size
 FLUSH_MIN_BYTES = 256 * 2**20  # like triton.testing.do_bench: comfortably above any L2 up to B200's 126 MB

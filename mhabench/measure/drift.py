@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from mhabench.config import TimingConfig
 from mhabench.measure.timing import measure_latency
+from mhabench.scenario.config import TimingConfig
 
 CHECK_INTERVAL_S = 60.0  # between cases, the reference is timed again once this much time has passed
 CPU_MATMUL_SIZE = 512  # float32: ~0.27 GFLOP, a few ms on a laptop core

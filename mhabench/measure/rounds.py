@@ -36,9 +36,9 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from mhabench.config import TimingConfig
 from mhabench.measure.cuda_timing import MAX_CALLS, CudaCalls, Lead, make_lead, on_device
-from mhabench.schema import LatencyStats
+from mhabench.results.schema import LatencyStats
+from mhabench.scenario.config import TimingConfig
 
 WARMUP_TOLERANCE = 0.05  # successive full warm-up blocks within 5 %: settled, and above typical block noise
 FULL_BLOCK_SHARE = 0.5  # a warm-up block at least half as long as a timed block is compared (not a ramp block)

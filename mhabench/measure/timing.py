@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import torch
 
-from mhabench.config import TimingConfig
 from mhabench.measure.rounds import interleaved_latency
-from mhabench.schema import LatencyStats
+from mhabench.results.schema import LatencyStats
+from mhabench.scenario.config import TimingConfig
 
 
 def measure_latency(

@@ -1,7 +1,7 @@
 """Measurements as context managers that return value objects (optimum-benchmark's tracker pattern).
 
 ``with Tracker(...) as t: call()`` then ``t.result()``. A new measurement is one tracker here and
-one field in :mod:`mhabench.schema`; the runner composes them around the checked call.
+one field in :mod:`mhabench.results.schema`; the runner composes them around the checked call.
 
 - :class:`DispatchTracker`: the aten ops one call dispatched (which SDPA backend ran), on the CPU the
   peak of live tensor storage (:class:`mhabench.measure.memory.LiveStorageTracker`), and the FLOPs
@@ -22,7 +22,7 @@ import torch
 
 from mhabench.measure.counters import OpCounter, OpCounts
 from mhabench.measure.memory import LiveStorageTracker, sdpa_backend, tracker_method
-from mhabench.schema import Dispatch
+from mhabench.results.schema import Dispatch
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -1,6 +1,6 @@
 """Probe files: the scenario fields of ``mhabench run`` plus ``claims:``, ``samples:`` and ``weights:``.
 
-A probe scenario is a :class:`mhabench.config.ScenarioSpec` (same fields, same sweeps, same
+A probe scenario is a :class:`mhabench.scenario.config.ScenarioSpec` (same fields, same sweeps, same
 checks) that also lists the claims to test. Probes measure bidirectional prefill attention on one
 device, so the fields that only matter to timing (``mode``, ``phase``, ``causal``,
 ``tensor_parallel``, …) must keep their defaults; anything else is one line naming the field.
@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from mhabench.config import ScenarioSpec, read_yaml
 from mhabench.errors import ConfigError, describe_validation_error
-from mhabench.guard import check_document_size
+from mhabench.run.memory_guard import check_document_size
+from mhabench.scenario.config import ScenarioSpec, read_yaml
 
 ClaimGroup = Literal["var_qk", "saturation", "rank", "diagonal", "jl", "equivalence", "trained"]
 PROBE_FIELDS = frozenset({"name", "batch", "seq_len", "d_model", "heads", "kv_heads", "bias", "seed"})

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from mhabench.errors import ConfigError, InputError
+from mhabench.impls.weights import AttentionWeights
 from mhabench.probe.config import ProbeCase, WeightsFile
-from mhabench.weights import AttentionWeights
 
 LAYER_NORM_EPS = 1e-5
 """GPT-2's LayerNorm epsilon."""

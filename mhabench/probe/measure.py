@@ -19,12 +19,12 @@ import torch
 
 from mhabench.impls import build
 from mhabench.impls.base import repeat_kv
-from mhabench.modes import parameter_count
-from mhabench.probe import stats
+from mhabench.impls.reference import numerical_error
+from mhabench.impls.weights import AttentionWeights
+from mhabench.probe import verdict_stats as stats
 from mhabench.probe.config import ProbeCase
 from mhabench.probe.inputs import ProbeSource
-from mhabench.reference import numerical_error
-from mhabench.weights import AttentionWeights
+from mhabench.run.steps import parameter_count
 
 TOP_K_SHARE = 8
 """Sparsity is the probability mass on the top L / 8 keys of a row."""

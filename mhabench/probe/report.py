@@ -5,11 +5,11 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from mhabench import report
 from mhabench.errors import ResultsCorruptError
 from mhabench.probe.claims import CLAIM_COLUMNS
 from mhabench.probe.run import CLAIMS_NAME, PROBES_NAME
 from mhabench.probe.table import verdict_counts, verdict_table
+from mhabench.views import report
 
 
 def read_claims(run_dir: Path) -> list[dict[str, str]]:

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from mhabench.environment import environment
+from mhabench.measure.environment import environment
 from mhabench.probe.claims import CLAIM_COLUMNS, ClaimRow, case_claims, run_claims, scenario_claims
 from mhabench.probe.config import ProbeCase, ProbeConfig, expand
 from mhabench.probe.inputs import PretrainedFile, ProbeSource, source_for
 from mhabench.probe.measure import CaseMeasurement, measure_case
-from mhabench.results import MANIFEST_NAME, new_run_dir
+from mhabench.results.store import MANIFEST_NAME, new_run_dir
 
 PROBES_NAME = "probes.csv"
 CLAIMS_NAME = "claims.csv"

@@ -1,4 +1,4 @@
-"""The verdict table: one :class:`mhabench.table.TableModel` for the terminal, report.md and report.html.
+"""The verdict table: one :class:`mhabench.views.table.TableModel` for the terminal, report.md and report.html.
 
 It is built from claims.csv records (or the equal :class:`ClaimRow` dicts of a run just finished), so
 the terminal and the report always show the same cells.
@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mhabench.probe.claims import FAIL, INFO, NO_GUARANTEE, PASS, UNTESTABLE
-from mhabench.table import TableModel
+from mhabench.views.table import TableModel
 
 HEADERS = ("case", "verdict", "claim", "theory", "measured ± sd", "tolerance", "source", "note")
 NUMERIC = (False, False, False, True, True, False, False, False)
 VERDICT_STYLES = {PASS: "", FAIL: "failed", NO_GUARANTEE: "maybe", INFO: "same", UNTESTABLE: "only"}
-"""Verdict → row style of :data:`mhabench.table.RICH_STYLES` (red, yellow, dim, magenta)."""
+"""Verdict → row style of :data:`mhabench.views.table.RICH_STYLES` (red, yellow, dim, magenta)."""
 
 
 def _number(value: Any) -> float | None:

@@ -23,8 +23,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 from PIL import Image
 
-from mhabench.schema import SHAPE_FIELDS, label
-from mhabench.speedup import DEFAULT_BASELINE, speedup_rows
+from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
+from mhabench.results.schema import SHAPE_FIELDS, label
 
 # Fields that make two rows different measurements (besides the implementation).
 PLOT_FIELDS = (*SHAPE_FIELDS, "dtype")

@@ -17,16 +17,16 @@ from typing import Any
 import torch
 
 import mhabench
-from mhabench import plugins
-from mhabench.config import RunConfig, count_cases, expand_cases, parse_config, resolve_device
-from mhabench.environment import canonical_device
 from mhabench.errors import InputError, MhabenchError, quote
-from mhabench.guard import check_row_count
 from mhabench.impls import core_implementations
-from mhabench.liveness import effective_status
-from mhabench.measure.hardware import device_name
-from mhabench.results import MANIFEST_NAME, finished_rows, read_manifest, resolve_run
-from mhabench.schema import FORMAT_VERSION
+from mhabench.measure.environment import canonical_device
+from mhabench.measure.peaks import device_name
+from mhabench.results.liveness import effective_status
+from mhabench.results.schema import FORMAT_VERSION
+from mhabench.results.store import MANIFEST_NAME, finished_rows, read_manifest, resolve_run
+from mhabench.run.memory_guard import check_row_count
+from mhabench.scenario import plugins
+from mhabench.scenario.config import RunConfig, count_cases, expand_cases, parse_config, resolve_device
 
 
 class NothingToResumeError(MhabenchError):

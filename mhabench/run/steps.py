@@ -25,13 +25,13 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from mhabench.config import DTYPES, Case
+from mhabench.cost import Workload
 from mhabench.impls import build
 from mhabench.impls.kv_cache import KVCache
+from mhabench.impls.reference import Reference, expected_output
 from mhabench.impls.registry import ImplSpec
-from mhabench.measure.cost import Workload
-from mhabench.reference import Reference, expected_output
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
+from mhabench.scenario.config import DTYPES, Case
 
 
 class Decoder(Protocol):

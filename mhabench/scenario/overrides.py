@@ -7,8 +7,14 @@ from __future__ import annotations
 
 from typing import Any, get_args
 
-from mhabench.config import MAX_ROWS_LIMIT, IsolationMode, RunConfig, check_device_option, check_implementations
 from mhabench.errors import ConfigError, quote
+from mhabench.scenario.config import (
+    MAX_ROWS_LIMIT,
+    IsolationMode,
+    RunConfig,
+    check_device_option,
+    check_implementations,
+)
 
 
 def with_overrides(

@@ -2,11 +2,11 @@
 
 Within one run every implementation is compared to a baseline case by case and repeat (the median
 of per-round ratios with a paired bootstrap CI, or the ratio of medians where rounds do not align:
-``mhabench.speedup``). Between two runs samples are never paired (different processes); rows are
+``mhabench.analysis.speedup``). Between two runs samples are never paired (different processes); rows are
 matched on their case key (``repeat`` and ``tensor_parallel`` included; an older run reads with
 their defaults) and a row changes only when the ratio of medians is past the threshold AND the
 Mann-Whitney U test, Holm-corrected over every compared row, says it is significant (see
-``mhabench.stats``). Before any number, the manifests
+``mhabench.analysis.stats``). Before any number, the manifests
 are compared: results from different device kinds are refused unless forced.
 """
 
@@ -20,12 +20,14 @@ from typing import Any
 
 import pandas as pd
 
-from mhabench import results, stats, table
-from mhabench.display import method_phrase, status_text
+from mhabench.analysis import stats
+from mhabench.analysis.speedup import DEFAULT_BASELINE, is_ok, repeat_count, samples_of, speedup_rows
 from mhabench.errors import InputError
-from mhabench.schema import CASE_KEY
-from mhabench.speedup import DEFAULT_BASELINE, is_ok, repeat_count, samples_of, speedup_rows
-from mhabench.table import TableModel, case_label, format_number
+from mhabench.results import store as results
+from mhabench.results.schema import CASE_KEY
+from mhabench.views import table
+from mhabench.views.summary import method_phrase, status_text
+from mhabench.views.table import TableModel, case_label, format_number
 
 ENVIRONMENT_FIELDS = (
     "device_kind", "device_name", "cpu_model", "torch", "cuda", "cudnn", "threads", "mhabench_version",

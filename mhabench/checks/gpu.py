@@ -1,4 +1,4 @@
-"""``python3 -m mhabench.gpu_check``: every CUDA path, one PASS/FAIL/SKIP line per check, in minutes.
+"""``python3 -m mhabench.checks.gpu``: every CUDA path, one PASS/FAIL/SKIP line per check, in minutes.
 
 Each check asserts what would be false if the code were wrong (a datasheet matching the device and its
 own measurement, an exact allocator peak, the backend that really ran), never that a number is positive.
@@ -26,21 +26,21 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from mhabench.config import TimingConfig
-from mhabench.environment import environment
+from mhabench import cost
+from mhabench.cost import Workload
 from mhabench.errors import UnsupportedError
-from mhabench.failures import classify_failure, one_line
 from mhabench.impls import build
+from mhabench.impls.reference import check_output, expected_output, reference_attention, reference_bytes
 from mhabench.impls.sdpa import kernel_skips_masked_work
-from mhabench.measure import cost
-from mhabench.measure.cost import Workload
+from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.cuda_timing import cuda_event_times_ms, l2_cache_bytes, sm_clock_mhz
-from mhabench.measure.hardware import match_datasheet, measured_peaks, mig_reason, sheet_peaks
+from mhabench.measure.environment import environment
 from mhabench.measure.memory import LiveStorageTracker, sdpa_backend
+from mhabench.measure.peaks import match_datasheet, measured_peaks, mig_reason, sheet_peaks
 from mhabench.measure.rounds import interleaved_medians_ms, time_in_rounds
 from mhabench.measure.trackers import CudaMemoryTracker
-from mhabench.reference import check_output, expected_output, reference_attention, reference_bytes
-from mhabench.weights import AttentionWeights
+from mhabench.scenario.config import TimingConfig
+from mhabench.torch_errors import classify_failure, one_line
 
 Verdict = tuple[bool | None, dict[str, Any]]  # (True PASS, False FAIL, None SKIP), figures for the line and JSON
 BF16 = torch.bfloat16
@@ -231,7 +231,7 @@ def check_oom_then_runs(ctx: Context) -> Verdict:
     return in_process[0] == "oom" and first_ok and statuses[1:] == ["ok"], figures
 
 
-STICKY_PROGRAM = """import torch; from mhabench.failures import classify_failure, is_sticky_cuda_error
+STICKY_PROGRAM = """import torch; from mhabench.torch_errors import classify_failure, is_sticky_cuda_error
 try:
     x = torch.zeros(4, device="{device}"); x[torch.tensor([99], device=x.device)] = 1; torch.cuda.synchronize()
 except Exception as exc:
@@ -374,7 +374,7 @@ def run_check(name: str, check: Callable[[Context], Verdict], ctx: Context) -> d
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m mhabench.gpu_check", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python3 -m mhabench.checks.gpu", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("gpu-check"), help="folder for gpu_check.json")
     parser.add_argument("--configs", type=Path, default=Path("configs"), help="folder with gpu-e2e.yaml etc.")
     parser.add_argument("--skip", nargs="*", default=[], choices=sorted(CHECKS), help="checks to leave out")
@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         device, reason = torch.device("cpu"), f"no CUDA device (torch {torch.__version__}, CUDA {torch.version.cuda})"
         checks = [{"name": name, "status": "SKIP", "reason": reason} for name in CHECKS]
         print("\n".join(f"SKIP {name}: {reason}" for name in CHECKS), flush=True)
-    command = [sys.executable, "-m", "mhabench.gpu_check", *(sys.argv[1:] if argv is None else argv)]
+    command = [sys.executable, "-m", "mhabench.checks.gpu", *(sys.argv[1:] if argv is None else argv)]
     report = {"command": command, "environment": environment(device), "checks": checks}
     (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
     failed = [check["name"] for check in checks if check["status"] == "FAIL"]

@@ -12,7 +12,7 @@ Per case, in order:
    and a speedup can be a median of per-round ratios;
 4. the ok rows follow, each with its roofline.
 
-Rows are :class:`mhabench.schema.ResultRow`; failures become rows, never exceptions, except a sticky
+Rows are :class:`mhabench.results.schema.ResultRow`; failures become rows, never exceptions, except a sticky
 CUDA error, after which nothing in this process can run (:class:`CudaContextLostError`).
 """
 
@@ -25,21 +25,18 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from mhabench.config import DTYPES, Case, TimingConfig
-from mhabench.environment import canonical_device
 from mhabench.errors import MhabenchError
-from mhabench.failures import classify_failure, is_sticky_cuda_error
-from mhabench.guard import fits
+from mhabench.impls.reference import Reference, check_output, reference_bytes
 from mhabench.impls.registry import ImplSpec
 from mhabench.impls.sdpa import kernel_skips_masked_work
+from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.counters import OpCounts, count_cuda_kernels, counted
-from mhabench.measure.hardware import DevicePeaks, device_name
+from mhabench.measure.environment import canonical_device
+from mhabench.measure.peaks import DevicePeaks, device_name
 from mhabench.measure.rounds import interleaved_latency
 from mhabench.measure.timing import measure_latency
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, PeakMemory, Stopwatch
-from mhabench.modes import Step, expected, input_len, parameter_count, prepare, workload
-from mhabench.reference import Reference, check_output, reference_bytes
-from mhabench.schema import (
+from mhabench.results.schema import (
     SHAPE_FIELDS,
     CaseIdentity,
     Correctness,
@@ -52,7 +49,10 @@ from mhabench.schema import (
     ResultRow,
     Roofline,
 )
-from mhabench.weights import AttentionWeights
+from mhabench.run.memory_guard import fits
+from mhabench.run.steps import Step, expected, input_len, parameter_count, prepare, workload
+from mhabench.scenario.config import DTYPES, Case, TimingConfig
+from mhabench.torch_errors import classify_failure, is_sticky_cuda_error
 
 
 class CudaContextLostError(MhabenchError):
@@ -253,7 +253,7 @@ def check_impl(spec: ImplSpec, case: Case, inputs: CaseInputs, device: torch.dev
 
     Returns a ``mismatch`` row when the output is off (NaN/Inf included), else what timing needs.
     """
-    module, step = prepare(spec, case, inputs.weights, inputs.x)  # forward, decode or train (mhabench.modes)
+    module, step = prepare(spec, case, inputs.weights, inputs.x)  # forward, decode or train (mhabench.run.steps)
     output, checked = checked_call(spec, step.run, device)
     check = check_output(output, inputs.reference_for(spec, case), case.dtype)
     del output

@@ -11,7 +11,7 @@ ranks) a K/V head cannot be split without splitting a head, so it is **replicate
 ``T / kv_heads`` ranks that serve its query group each hold a full copy of it and compute it
 again. That replication is real work and real memory on every rank, and it is what the results show.
 
-The layers are built from the same :class:`~mhabench.weights.AttentionWeights` as every other
+The layers are built from the same :class:`~mhabench.impls.weights.AttentionWeights` as every other
 implementation and checked against the float64 reference of the whole layer. Their registered cost
 is the whole layer's (``fused`` and ``materialized``), which is the sum over ranks; the K/V heads
 recomputed on replicating ranks are not in it.
@@ -31,12 +31,12 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from mhabench import cost
 from mhabench.distributed.launch import check_divisible
 from mhabench.impls.base import AttentionModule, frozen, linear, materialized_attention, repeat_kv
 from mhabench.impls.fused import pack_qkv
 from mhabench.impls.registry import Capabilities, ImplSpec, register
-from mhabench.measure import cost
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 # The all-reduce is not differentiable here and there is no sharded KV cache: forward prefill only.
 TP_CAPABILITIES = Capabilities(decode=False, train=False)

@@ -5,7 +5,7 @@
 - ``results.parquet``: the same rows plus ``times_ms`` (raw per-call latency samples);
 - ``manifest.json``: ``format_version``, environment, resolved config, roofline peaks, start and end.
 
-The columns are :mod:`mhabench.schema`'s.
+The columns are :mod:`mhabench.results.schema`'s.
 
 ``load_run`` reads a run back; ``resolve_run`` turns ``latest``, a run id or a path into a folder.
 """
@@ -25,8 +25,8 @@ from typing import Any
 import pandas as pd
 
 from mhabench.errors import OutputFolderError, ResultsCorruptError, RunNotFoundError
-from mhabench.liveness import effective_status
-from mhabench.schema import COLUMNS, FORMAT_VERSION, IDENTITY_COLUMNS, KEY_DEFAULTS, SAMPLES_COLUMN, ResultRow
+from mhabench.results.liveness import effective_status
+from mhabench.results.schema import COLUMNS, FORMAT_VERSION, IDENTITY_COLUMNS, KEY_DEFAULTS, SAMPLES_COLUMN, ResultRow
 
 CSV_NAME = "results.csv"
 PARQUET_NAME = "results.parquet"

@@ -1,4 +1,4 @@
-"""Runs a config: expand cases, run each (``mhabench.case_runner``), write every row as it exists.
+"""Runs a config: expand cases, run each (``mhabench.run.case``), write every row as it exists.
 
 A run is ``repeats`` passes over the cases (``run --repeat N``: every case of pass 0, then of pass
 1, …), in one process or, with ``isolation: process``, one child process per case. Each finished
@@ -20,22 +20,22 @@ from typing import Any, Protocol
 import pandas as pd
 import torch
 
-from mhabench import plugins
-from mhabench.case_runner import CudaContextLostError, identity, modelled_cost, run_case
-from mhabench.config import DTYPES, Case, RunConfig, count_cases, expand_cases, resolve_device
 from mhabench.distributed.launch import check_launch, launch_env
-from mhabench.environment import canonical_device, environment
-from mhabench.guard import check_row_count
 from mhabench.impls import core_implementations, get_spec
 from mhabench.impls.registry import ImplSpec
-from mhabench.isolation import CaseJob, ChildSetup, isolated_case
-from mhabench.liveness import heartbeat, liveness_fields
 from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.drift import DriftWatch
-from mhabench.measure.hardware import DevicePeaks, device_peaks
-from mhabench.results import RunWriter, new_run_dir, read_manifest, rows_frame
-from mhabench.schema import FORMAT_VERSION, Outcome, ResultRow
-from mhabench.shard import folder_name
+from mhabench.measure.environment import canonical_device, environment
+from mhabench.measure.peaks import DevicePeaks, device_peaks
+from mhabench.results.liveness import heartbeat, liveness_fields
+from mhabench.results.schema import FORMAT_VERSION, Outcome, ResultRow
+from mhabench.results.store import RunWriter, new_run_dir, read_manifest, rows_frame
+from mhabench.run.case import CudaContextLostError, identity, modelled_cost, run_case
+from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
+from mhabench.run.memory_guard import check_row_count
+from mhabench.run.shard import folder_name
+from mhabench.scenario import plugins
+from mhabench.scenario.config import DTYPES, Case, RunConfig, count_cases, expand_cases, resolve_device
 
 Selector = Callable[[Case, str, int], bool]
 """(case, implementation name, repeat) → measure it in this run? (``--shard``, ``--resume``)"""

@@ -15,16 +15,16 @@ import statistics
 import torch
 from torch.utils import benchmark
 
-from mhabench.case_runner import make_inputs, memory_guard, unsupported_reason
-from mhabench.config import RunConfig, expand_cases, resolve_device
 from mhabench.distributed.launch import check_launch
 from mhabench.errors import InputError
-from mhabench.failures import classify_failure
 from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.timing import measure_latency
-from mhabench.modes import prepare
-from mhabench.runner import implementations_of
-from mhabench.table import TableModel, format_number
+from mhabench.run.case import make_inputs, memory_guard, unsupported_reason
+from mhabench.run.runner import implementations_of
+from mhabench.run.steps import prepare
+from mhabench.scenario.config import RunConfig, expand_cases, resolve_device
+from mhabench.torch_errors import classify_failure
+from mhabench.views.table import TableModel, format_number
 
 TOLERANCE = 0.05
 """Largest relative gap between the two medians that counts as agreement."""

@@ -231,7 +231,7 @@ class ModelledCost:
 
     @classmethod
     def from_cost(cls, cost: Any) -> ModelledCost:
-        """Every field of this class read off a :class:`mhabench.measure.cost.Cost` (properties included)."""
+        """Every field of this class read off a :class:`mhabench.cost.Cost` (properties included)."""
         return cls(**{f.name: getattr(cost, f.name) for f in dataclasses.fields(cls)})
 
 
@@ -356,7 +356,7 @@ def reference_markdown() -> str:
     lines = [
         "# Result columns",
         "",
-        "Generated from `mhabench/schema.py` by `mhabench columns --markdown > docs/columns.md`; a test fails",
+        "Generated from `mhabench/results/schema.py` by `mhabench columns --markdown > docs/columns.md`; a test fails",
         "when this file and the schema differ. `results.csv` has every column below except `times_ms`,",
         f"which only `results.parquet` holds. Format version {FORMAT_VERSION}.",
         "",

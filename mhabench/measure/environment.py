@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 import mhabench
-from mhabench.measure.hardware import cpu_model, device_name
+from mhabench.measure.peaks import cpu_model, device_name
 
 NVIDIA_SMI_TIMEOUT_S = 10
 # nvidia-smi --query-gpu fields → manifest keys

@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from mhabench import plugins
-from mhabench.case_runner import identity, run_case
 from mhabench.errors import shorten
 from mhabench.impls import get_spec
 from mhabench.measure.allocator import apply_process_settings
-from mhabench.schema import Outcome, ResultRow
+from mhabench.results.schema import Outcome, ResultRow
+from mhabench.run.case import identity, run_case
+from mhabench.scenario import plugins
 
 if TYPE_CHECKING:
-    from mhabench.config import Case, TimingConfig
-    from mhabench.measure.hardware import DevicePeaks
+    from mhabench.measure.peaks import DevicePeaks
+    from mhabench.scenario.config import Case, TimingConfig
 
 ERROR_LIMIT = 300
 """Longest error text kept from a child: one readable line."""

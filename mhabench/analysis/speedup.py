@@ -3,10 +3,10 @@
 Within one case and one repeat, implementations are timed in interleaved rounds: sample i of every
 implementation comes from round i, so both sides of a ratio saw the same machine state. The speedup
 of an implementation is therefore the median of its per-round ratios ``baseline[i] / impl[i]``, with
-a 95% bootstrap interval that resamples rounds (:func:`mhabench.stats.paired_ratio`); a slow round
+a 95% bootstrap interval that resamples rounds (:func:`mhabench.analysis.stats.paired_ratio`); a slow round
 slows both sides and cancels. Rows whose samples are not aligned (an older run, a CSV-only run,
 fewer than ``MIN_PAIRED_ROUNDS`` rounds) fall back to the ratio of medians with an unpaired
-bootstrap (:func:`mhabench.stats.ratio_of_medians`); ``speedup_method`` says which one a row got.
+bootstrap (:func:`mhabench.analysis.stats.ratio_of_medians`); ``speedup_method`` says which one a row got.
 
 The run summary, ``compare RUN``, the report and the plots all read speedups from
 :func:`speedup_rows`; :func:`repeat_spread` says how much a ``--repeat N`` run moved between its
@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mhabench import stats
-from mhabench.schema import SAMPLES_COLUMN
-from mhabench.table import case_label
+from mhabench.analysis import stats
+from mhabench.results.schema import SAMPLES_COLUMN
+from mhabench.views.table import case_label
 
 DEFAULT_BASELINE = "naive"
 MIN_PAIRED_ROUNDS = 3

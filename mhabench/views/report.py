@@ -17,15 +17,15 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from mhabench import table
-from mhabench.display import results_table
+from mhabench.analysis.speedup import DEFAULT_BASELINE, repeat_count, repeat_spread
 from mhabench.errors import InputError
-from mhabench.markdown import md_cell
-from mhabench.plots import Plot, all_plots
-from mhabench.results import Run
-from mhabench.schema import label
-from mhabench.speedup import DEFAULT_BASELINE, repeat_count, repeat_spread
-from mhabench.table import TableModel, case_label, format_number, human_bytes, human_count
+from mhabench.results.schema import label
+from mhabench.results.store import Run
+from mhabench.views import table
+from mhabench.views.markdown import md_cell
+from mhabench.views.plots import Plot, all_plots
+from mhabench.views.summary import results_table
+from mhabench.views.table import TableModel, case_label, format_number, human_bytes, human_count
 
 FORMATS = {"html": ("html",), "md": ("md",), "both": ("md", "html")}
 PLOTS_DIR = "report_plots"

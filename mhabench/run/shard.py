@@ -24,11 +24,11 @@ from typing import Any
 import pandas as pd
 import torch
 
-from mhabench.config import Case, RunConfig, expand_cases
 from mhabench.errors import InputError, OutputFolderError
 from mhabench.impls.registry import ImplSpec
-from mhabench.modes import workload
-from mhabench.results import CSV_NAME, MANIFEST_NAME, PARQUET_NAME, SAMPLES_COLUMN, Run, load_run
+from mhabench.results.store import CSV_NAME, MANIFEST_NAME, PARQUET_NAME, SAMPLES_COLUMN, Run, load_run
+from mhabench.run.steps import workload
+from mhabench.scenario.config import Case, RunConfig, expand_cases
 
 Pair = tuple[str, str]
 """``(case key, implementation name)``: one (case, implementation) of a sweep, every repeat of it."""

@@ -2,7 +2,7 @@
 
 ``mhabench spread RUN [RUN ...]`` answers the question a reader of any benchmark asks first. Several
 runs (e.g. three back-to-back ``make run``s, each a fresh process) are read as the repeats of one
-run — run *i* becomes repeat *i* — and :func:`mhabench.speedup.spread_of` gives, per (case,
+run — run *i* becomes repeat *i* — and :func:`mhabench.analysis.speedup.spread_of` gives, per (case,
 implementation), each run's speedup over the baseline and their spread ``(max − min) / median``.
 One run made with ``--repeat N`` is its own repeats.
 """
@@ -13,10 +13,10 @@ import math
 
 import pandas as pd
 
+from mhabench.analysis.speedup import speedup_rows, spread_of
 from mhabench.errors import InputError
-from mhabench.results import Run
-from mhabench.speedup import speedup_rows, spread_of
-from mhabench.table import TableModel, format_number
+from mhabench.results.store import Run
+from mhabench.views.table import TableModel, format_number
 
 
 def runs_as_repeats(runs: list[Run]) -> pd.DataFrame:

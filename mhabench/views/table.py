@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 from rich.table import Table
 
-from mhabench.markdown import md_table
+from mhabench.views.markdown import md_table
 
 # Row style → how the terminal shows it; HTML uses the style name as the row's class.
 RICH_STYLES = {

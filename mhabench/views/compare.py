@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from mhabench.compare import Comparison, comparison_table
-from mhabench.table import to_rich
+from mhabench.analysis.compare import Comparison, comparison_table
+from mhabench.views.table import to_rich
 
 
 def differences_text(comparison: Comparison) -> Text | None:

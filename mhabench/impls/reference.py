@@ -23,7 +23,7 @@ from typing import Protocol
 
 import torch
 
-from mhabench.weights import AttentionWeights
+from mhabench.impls.weights import AttentionWeights
 
 BLOCK_BYTES = 256 * 2**20
 SAMPLE_ABOVE_SCORES = 2**28
@@ -212,7 +212,7 @@ def check_output(output: torch.Tensor, reference: torch.Tensor | Reference, dtyp
 
 
 class AttentionShape(Protocol):
-    """The shape fields :func:`reference_bytes` needs (``mhabench.measure.cost.Workload`` has them)."""
+    """The shape fields :func:`reference_bytes` needs (``mhabench.cost.Workload`` has them)."""
 
     batch: int
     seq_len: int

@@ -4,7 +4,7 @@
 it per scenario to Markdown and HTML. Above ``COMPACT_ABOVE_ROWS`` rows a table of every row is
 unreadable in a terminal, so :func:`run_summary` prints one line per case instead (its winner and
 paired speedup) with the counts by status, and points to the files and the report. Speedups come
-from :mod:`mhabench.speedup`.
+from :mod:`mhabench.analysis.speedup`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,18 @@ from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
-from mhabench.results import CSV_NAME, PARQUET_NAME
-from mhabench.schema import label
-from mhabench.speedup import DEFAULT_BASELINE, MEDIANS, PAIRED, case_winners, repeat_count, speedup_rows, spread_of
-from mhabench.table import TableModel, case_label, fit_columns, format_number, human_bytes, human_count, to_rich
+from mhabench.analysis.speedup import (
+    DEFAULT_BASELINE,
+    MEDIANS,
+    PAIRED,
+    case_winners,
+    repeat_count,
+    speedup_rows,
+    spread_of,
+)
+from mhabench.results.schema import label
+from mhabench.results.store import CSV_NAME, PARQUET_NAME
+from mhabench.views.table import TableModel, case_label, fit_columns, format_number, human_bytes, human_count, to_rich
 
 COMPACT_ABOVE_ROWS = 40
 """A run with more rows than this gets the compact summary: about a terminal screen of table."""

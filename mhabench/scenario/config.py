@@ -19,9 +19,7 @@ import torch
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from mhabench import plugins
 from mhabench.distributed.launch import divisibility_problem
-from mhabench.environment import auto_dtype
 from mhabench.errors import (
     ConfigError,
     DeviceUnavailableError,
@@ -31,8 +29,10 @@ from mhabench.errors import (
     quote,
     shorten,
 )
-from mhabench.guard import check_document_size
 from mhabench.impls import get_spec
+from mhabench.measure.environment import auto_dtype
+from mhabench.run.memory_guard import check_document_size
+from mhabench.scenario import plugins
 
 DtypeName = Literal["float32", "float16", "bfloat16"]
 DTYPES: dict[str, torch.dtype] = {
@@ -336,7 +336,7 @@ def default_config_name(device: str | None = None) -> str:
 
 def default_config_text(name: str = DEFAULT_CONFIG_NAME) -> str:
     """An embedded default scenario, shipped as package data."""
-    return resources.files("mhabench").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("mhabench.scenario").joinpath(name).read_text(encoding="utf-8")
 
 
 def load_default_config(device: str | None = None) -> RunConfig:
@@ -366,7 +366,7 @@ def resolve_device(requested: str) -> torch.device:
 
 
 def resolve_dtype(requested: str, device: torch.device) -> str:
-    """``auto`` → :func:`mhabench.environment.auto_dtype` (float32 on the CPU, bf16 from Ampere, fp16 before)."""
+    """``auto`` → :func:`mhabench.measure.environment.auto_dtype` (float32 on the CPU, bf16 from Ampere, fp16 before)."""
     return auto_dtype(device) if requested == "auto" else requested
 
 
