@@ -80,7 +80,7 @@ gpu-site:
 
 # The GPU default sweep (`mhabench run`, no config), timed from the shell: the whole command's wall time,
 # start-up included, into $(GPU_CHECK_OUT)/sweep_wall.txt; the run's exit status is make's. With
-# PROFILE=1 it runs under cProfile (mhabench.checks.profiled; slower) and prints where the time went, by
+# PROFILE=1 it runs under cProfile (mhabench.profiled; slower) and prints where the time went, by
 # mhabench function. SKIP without a CUDA torch.
 SWEEP_PROFILE = $(filter 1,$(PROFILE))
 gpu-sweep: gpu-site
@@ -88,7 +88,7 @@ gpu-sweep: gpu-site
 	@$(GPU_RUN) -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' || \
 	  { echo "gpu-sweep: SKIP ($(GPU_PYTHON) has no torch that sees a CUDA device)"; exit 0; }; \
 	start=$$(date +%s%N); \
-	$(GPU_RUN) -m $(if $(SWEEP_PROFILE),mhabench.checks.profiled $(GPU_CHECK_OUT)/sweep.prof,mhabench) run --out $(GPU_CHECK_OUT)/results; \
+	$(GPU_RUN) -m $(if $(SWEEP_PROFILE),mhabench.profiled $(GPU_CHECK_OUT)/sweep.prof,mhabench) run --out $(GPU_CHECK_OUT)/results; \
 	status=$$?; end=$$(date +%s%N); \
 	echo "mhabench run (GPU default sweep): $$(( (end - start) / 1000000 )) ms wall$(if $(SWEEP_PROFILE), under cProfile)" \
 	  | tee $(GPU_CHECK_OUT)/sweep_wall.txt; \

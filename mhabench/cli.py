@@ -14,7 +14,6 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-import mhabench
 from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.errors import InputError, MhabenchError
 from mhabench.impls import get_spec
@@ -22,8 +21,11 @@ from mhabench.impls.registry import available_implementations
 from mhabench.results import schema
 from mhabench.results.store import rows_frame
 from mhabench.run import runner
+from mhabench.run.launch import launch_env
 from mhabench.scenario import config as config_mod
 from mhabench.scenario import overrides, plugins
+from mhabench.scenario.device import resolve_device
+from mhabench.version import __version__
 from mhabench.views import summary as display
 from mhabench.views.table import to_rich
 
@@ -76,7 +78,7 @@ def user_errors() -> Iterator[None]:
 
 def _version(value: bool) -> None:
     if value:
-        console.print(f"mhabench {mhabench.__version__}")
+        console.print(f"mhabench {__version__}")
         raise typer.Exit()
 
 
@@ -122,7 +124,7 @@ def run(
     ] = None,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
-    from mhabench.distributed.launch import errors_end_every_rank, launch_env
+    from mhabench.distributed.launch import errors_end_every_rank
     from mhabench.run.shard import parse_shard
 
     with user_errors(), errors_end_every_rank(launch_env()):  # under torchrun: one line, from rank 0
@@ -132,10 +134,20 @@ def run(
             raise InputError(f"--baseline: unknown implementation {baseline!r}; known: {known}")
         if resume is not None:
             _refuse_with_resume(
-                CONFIG=configs, **{"--device": device, "--impl": impl, "--dry-run": dry_run, "--repeat": repeat > 1,
-                "--isolation": isolation, "--shard": shard, "--no-memory-guard": no_memory_guard,
-                "--allocator": allocator, "--max-rows": max_rows, "--threads": threads},
-            )  # fmt: skip
+                CONFIG=configs,
+                **{
+                    "--device": device,
+                    "--impl": impl,
+                    "--dry-run": dry_run,
+                    "--repeat": repeat > 1,
+                    "--isolation": isolation,
+                    "--shard": shard,
+                    "--no-memory-guard": no_memory_guard,
+                    "--allocator": allocator,
+                    "--max-rows": max_rows,
+                    "--threads": threads,
+                },
+            )
             _resume(resume, out, force, baseline)
             return
         parsed_shard = parse_shard(shard) if shard is not None else None
@@ -145,23 +157,48 @@ def run(
         )
         loaded = [
             overrides.with_overrides(
-                c, device=device, implementations=impl or plugins.with_plugin_implementations(c.implementations, added),
-                max_rows=max_rows, isolation=isolation, memory_guard=False if no_memory_guard else None,
-                allocator=allocator, threads=threads,
+                c,
+                device=device,
+                implementations=impl or plugins.with_plugin_implementations(c.implementations, added),
+                max_rows=max_rows,
+                isolation=isolation,
+                memory_guard=False if no_memory_guard else None,
+                allocator=allocator,
+                threads=threads,
             )
             for c in loaded
-        ]  # fmt: skip
+        ]
         for path, config in zip(paths, loaded, strict=True):
             if dry_run:
                 console.print(to_rich(display.plan_table(rows_frame(runner.plan(config, repeat)))))
                 continue
             select, extra = _shard_selection(config, parsed_shard)
             with display.RichProgress(console) as progress:
-                result = runner.run(
-                    config, out, progress=progress, argv=sys.argv, repeats=repeat, select=select,
-                    manifest_extra=extra, config_path=path,
-                )  # fmt: skip
+                result = _launch(
+                    config,
+                    out,
+                    progress=progress,
+                    argv=sys.argv,
+                    repeats=repeat,
+                    select=select,
+                    manifest_extra=extra,
+                    config_path=path,
+                )
             _print_run(result, baseline)
+
+
+def _launch(config: config_mod.RunConfig, out_root: Path, **options: Any) -> runner.RunResult | None:
+    """Run in this process, or as this rank of a ``torchrun`` launch (None on every rank but 0).
+
+    The one place that looks at how mhabench was started; torch.distributed is imported only when launched.
+    """
+    launch = launch_env()
+    if launch is None:
+        return runner.run(config, out_root, **options)
+    from mhabench.distributed.run import run_distributed
+
+    options.pop("resume_differences", None)  # a resumed torchrun run records no forced differences
+    return run_distributed(config, out_root, options.pop("progress"), options.pop("argv"), launch, **options)
 
 
 def _shard_selection(config: config_mod.RunConfig, shard: Any) -> tuple[Any, dict[str, Any] | None]:
@@ -170,7 +207,7 @@ def _shard_selection(config: config_mod.RunConfig, shard: Any) -> tuple[Any, dic
         return None, None
     from mhabench.run.shard import shard_selector
 
-    device = config_mod.resolve_device(config.device)
+    device = resolve_device(config.device)
     select = shard_selector(config, device, runner.implementations_of(config), shard)
     return select, {"shard": {"index": shard.index, "count": shard.count}}
 
@@ -189,10 +226,15 @@ def _resume(ref: str, results_root: Path, force: bool, baseline: str) -> None:
     shard = manifest_shard(plan.manifest, f"--resume: {plan.run_dir}") if "shard" in plan.manifest else None
     select, _ = _shard_selection(plan.config, shard)
     with display.RichProgress(console) as progress:
-        result = runner.run(
-            plan.config, plan.run_dir.parent, progress=progress, argv=sys.argv, select=select,
-            resume_dir=plan.run_dir, resume_differences=plan.differences,
-        )  # fmt: skip
+        result = _launch(
+            plan.config,
+            plan.run_dir.parent,
+            progress=progress,
+            argv=sys.argv,
+            select=select,
+            resume_dir=plan.run_dir,
+            resume_differences=plan.differences,
+        )
     _print_run(result, baseline)
 
 

@@ -21,10 +21,19 @@ from mhabench.results.schema import FORMAT_VERSION, ResultRow
 from mhabench.results.store import RunWriter
 
 ENVIRONMENT = {
-    "mhabench_version": "0.1.0", "git_commit": "abc", "python": "3.11", "platform": "test", "torch": "2.13.0",
-    "cuda": None, "cudnn": None, "device": "cpu", "device_kind": "cpu", "device_name": "Test CPU",
-    "cpu_model": "Test CPU", "threads": 2,
-}  # fmt: skip
+    "mhabench_version": "0.1.0",
+    "git_commit": "abc",
+    "python": "3.11",
+    "platform": "test",
+    "torch": "2.13.0",
+    "cuda": None,
+    "cudnn": None,
+    "device": "cpu",
+    "device_kind": "cpu",
+    "device_name": "Test CPU",
+    "cpu_model": "Test CPU",
+    "threads": 2,
+}
 PEAK_TFLOPS, PEAK_GBPS = 0.5, 20.0
 HOSTILE = "<script>alert(1)</script>"
 
@@ -35,8 +44,9 @@ def samples(median_ms: float, spread: float, count: int = 30, seed: int = 0) -> 
     return [float(max(1e-3, v)) for v in rng.normal(median_ms, spread * median_ms, count)]
 
 
-def rounds(medians_ms: dict[str, float], count: int = 20, drift: float = 0.3, noise: float = 0.01,
-           seed: int = 0) -> dict[str, list[float]]:  # fmt: skip
+def rounds(
+    medians_ms: dict[str, float], count: int = 20, drift: float = 0.3, noise: float = 0.01, seed: int = 0
+) -> dict[str, list[float]]:
     """Interleaved-round samples: round i of every implementation shares one machine-speed factor.
 
     The factor varies by ``drift`` (relative) from round to round and each sample adds its own
@@ -50,21 +60,47 @@ def rounds(medians_ms: dict[str, float], count: int = 20, drift: float = 0.3, no
 
 
 def row(
-    impl: str, times_ms: list[float], *, seq_len: int = 128, heads: int = 4, d_model: int = 64,
-    scenario: str = "sweep", status: str = "ok", error: str = "", dtype: str = "float32", run_id: str = "run",
+    impl: str,
+    times_ms: list[float],
+    *,
+    seq_len: int = 128,
+    heads: int = 4,
+    d_model: int = 64,
+    scenario: str = "sweep",
+    status: str = "ok",
+    error: str = "",
+    dtype: str = "float32",
+    run_id: str = "run",
     repeat: int = 0,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """One results record with consistent made-up metrics (memory and cost grow with seq_len).
 
     A failed row is identity + outcome only, as the runner writes it.
     """
     case_id = f"{scenario}/b1-n{seq_len}-d{d_model}-h{heads}-{dtype}"
     identity = {
-        "run_id": run_id, "scenario": scenario, "case_id": case_id, "impl": impl, "device": "cpu",
-        "device_name": "Test CPU", "dtype": dtype, "batch": 1, "seq_len": seq_len, "d_model": d_model,
-        "heads": heads, "head_dim": d_model // heads, "kv_heads": heads, "mode": "forward", "phase": "prefill",
-        "causal": False, "bias": False, "tensor_parallel": 1, "repeat": repeat, "status": status, "error": error,
-    }  # fmt: skip
+        "run_id": run_id,
+        "scenario": scenario,
+        "case_id": case_id,
+        "impl": impl,
+        "device": "cpu",
+        "device_name": "Test CPU",
+        "dtype": dtype,
+        "batch": 1,
+        "seq_len": seq_len,
+        "d_model": d_model,
+        "heads": heads,
+        "head_dim": d_model // heads,
+        "kv_heads": heads,
+        "mode": "forward",
+        "phase": "prefill",
+        "causal": False,
+        "bias": False,
+        "tensor_parallel": 1,
+        "repeat": repeat,
+        "status": status,
+        "error": error,
+    }
     if status != "ok":
         return identity
     flops = 8 * seq_len * d_model**2 + 4 * seq_len**2 * d_model
@@ -74,16 +110,34 @@ def row(
     achieved = flops / (median / 1e3) / 1e12
     attainable = min(PEAK_TFLOPS, PEAK_GBPS * flops / bytes_moved / 1e3)
     return {
-        **identity, "max_abs_err": 1e-7, "max_rel_err": 2e-7, "latency_ms": median, "latency_p25_ms": p25,
-        "latency_p75_ms": p75, "latency_mean_ms": float(np.mean(times_ms)), "samples": len(times_ms),
-        "calls_per_sample": 1, "noisy": (p75 - p25) / median > 0.1, "rounds_id": f"{run_id}-{case_id}-{repeat}",
+        **identity,
+        "max_abs_err": 1e-7,
+        "max_rel_err": 2e-7,
+        "latency_ms": median,
+        "latency_p25_ms": p25,
+        "latency_p75_ms": p75,
+        "latency_mean_ms": float(np.mean(times_ms)),
+        "samples": len(times_ms),
+        "calls_per_sample": 1,
+        "noisy": (p75 - p25) / median > 0.1,
+        "rounds_id": f"{run_id}-{case_id}-{repeat}",
         "tokens_per_s": seq_len / (median / 1e3),
-        "peak_memory_bytes": bytes_moved * 2, "memory_method": "synthetic", "flops": flops, "useful_flops": flops,
-        "bytes_moved": bytes_moved, "arithmetic_intensity": flops / bytes_moved, "achieved_tflops": achieved,
-        "achieved_gbps": bytes_moved / (median / 1e3) / 1e9, "peak_tflops": PEAK_TFLOPS, "peak_gbps": PEAK_GBPS,
-        "roofline_source": "synthetic", "roofline_bound": "memory", "attainable_tflops": attainable,
-        "roofline_efficiency": achieved / attainable, "times_ms": list(times_ms),
-    }  # fmt: skip
+        "peak_memory_bytes": bytes_moved * 2,
+        "memory_method": "synthetic",
+        "flops": flops,
+        "useful_flops": flops,
+        "bytes_moved": bytes_moved,
+        "arithmetic_intensity": flops / bytes_moved,
+        "achieved_tflops": achieved,
+        "achieved_gbps": bytes_moved / (median / 1e3) / 1e9,
+        "peak_tflops": PEAK_TFLOPS,
+        "peak_gbps": PEAK_GBPS,
+        "roofline_source": "synthetic",
+        "roofline_bound": "memory",
+        "attainable_tflops": attainable,
+        "roofline_efficiency": achieved / attainable,
+        "times_ms": list(times_ms),
+    }
 
 
 def write_run(root: Path, name: str, rows: list[dict[str, Any]], **environment: Any) -> Path:
@@ -95,13 +149,19 @@ def write_run(root: Path, name: str, rows: list[dict[str, Any]], **environment: 
         writer.append(ResultRow.from_record({**values, "run_id": name}))
     writer.close()
     now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).isoformat()
-    writer.write_manifest({
-        "run_id": name, "format_version": FORMAT_VERSION, "command": ["mhabench", "run"],
-        "environment": {**ENVIRONMENT, **environment},
-        "config": {"name": name, "timing": {"min_run_time_s": 0.2}, "scenarios": [{"name": "sweep"}]},
-        "roofline": {"float32": {"peak_tflops": PEAK_TFLOPS, "peak_gbps": PEAK_GBPS, "source": "synthetic"}},
-        "started_at": now, "finished_at": now, "status": "complete",
-    })  # fmt: skip
+    writer.write_manifest(
+        {
+            "run_id": name,
+            "format_version": FORMAT_VERSION,
+            "command": ["mhabench", "run"],
+            "environment": {**ENVIRONMENT, **environment},
+            "config": {"name": name, "timing": {"min_run_time_s": 0.2}, "scenarios": [{"name": "sweep"}]},
+            "roofline": {"float32": {"peak_tflops": PEAK_TFLOPS, "peak_gbps": PEAK_GBPS, "source": "synthetic"}},
+            "started_at": now,
+            "finished_at": now,
+            "status": "complete",
+        }
+    )
     return run_dir
 
 
@@ -172,18 +232,43 @@ def with_counts(record: dict[str, Any], flops_factor: float = 1.0, bytes_factor:
     flops, moved = record["flops"] * flops_factor, record["bytes_moved"] * bytes_factor
     gap = max(abs(flops_factor - 1), abs(bytes_factor - 1))
     return {
-        **record, "measured_flops": int(flops), "measured_bytes": int(moved), "measured_intensity": flops / moved,
-        "model_disagreement": gap, "model_disagrees": gap > 0.25, "intensity_source": "measured",
+        **record,
+        "measured_flops": int(flops),
+        "measured_bytes": int(moved),
+        "measured_intensity": flops / moved,
+        "model_disagreement": gap,
+        "model_disagrees": gap > 0.25,
+        "intensity_source": "measured",
         "achieved_tflops": flops / (record["latency_ms"] / 1e3) / 1e12,
-    }  # fmt: skip
+    }
 
 
 PROBE_CLAIMS = [
-    {"claim": "var_qk", "statement": "Var(q·k) = d_k", "source": "seed", "case": "t/b1-n12-d32-h4", "theory": 8.0,
-     "measured": 8.1, "sd": 0.2, "tolerance": "10%", "verdict": "PASS", "note": ""},
-    {"claim": "jl", "statement": "JL distortion", "source": "seed", "case": "t/b1-n12-d32-h4", "theory": "",
-     "measured": 0.4, "sd": "", "tolerance": "-", "verdict": "NO-GUARANTEE", "note": f"d_k too small {HOSTILE}"},
-]  # fmt: skip
+    {
+        "claim": "var_qk",
+        "statement": "Var(q·k) = d_k",
+        "source": "seed",
+        "case": "t/b1-n12-d32-h4",
+        "theory": 8.0,
+        "measured": 8.1,
+        "sd": 0.2,
+        "tolerance": "10%",
+        "verdict": "PASS",
+        "note": "",
+    },
+    {
+        "claim": "jl",
+        "statement": "JL distortion",
+        "source": "seed",
+        "case": "t/b1-n12-d32-h4",
+        "theory": "",
+        "measured": 0.4,
+        "sd": "",
+        "tolerance": "-",
+        "verdict": "NO-GUARANTEE",
+        "note": f"d_k too small {HOSTILE}",
+    },
+]
 
 
 def write_probe_run(root: Path, name: str, *, claims: bool = True) -> Path:
@@ -196,8 +281,15 @@ def write_probe_run(root: Path, name: str, *, claims: bool = True) -> Path:
         pd.DataFrame(PROBE_CLAIMS).to_csv(run_dir / "claims.csv", index=False)
     now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).isoformat()
     manifest = {
-        "kind": "probe", "run_id": name, "command": ["mhabench", "probe"], "config": {"scenarios": [{"name": "t"}]},
-        "environment": ENVIRONMENT, "cases": 1, "started_at": now, "finished_at": now, "status": "complete",
-    }  # fmt: skip
+        "kind": "probe",
+        "run_id": name,
+        "command": ["mhabench", "probe"],
+        "config": {"scenarios": [{"name": "t"}]},
+        "environment": ENVIRONMENT,
+        "cases": 1,
+        "started_at": now,
+        "finished_at": now,
+        "status": "complete",
+    }
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     return run_dir

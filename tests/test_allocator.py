@@ -27,8 +27,12 @@ def test_steady_calls_mallopt_for_both_thresholds(monkeypatch: pytest.MonkeyPatc
     calls: list[tuple[int, int]] = []
     monkeypatch.setattr(allocator, "_mallopt", lambda param, value: calls.append((param, value)) or True)
     applied = allocator.apply_process_settings("steady", threads=None)
-    assert sorted(calls) == sorted([(allocator.M_MMAP_THRESHOLD, allocator.STEADY_THRESHOLD_BYTES),
-                                    (allocator.M_TRIM_THRESHOLD, allocator.STEADY_THRESHOLD_BYTES)])  # fmt: skip
+    assert sorted(calls) == sorted(
+        [
+            (allocator.M_MMAP_THRESHOLD, allocator.STEADY_THRESHOLD_BYTES),
+            (allocator.M_TRIM_THRESHOLD, allocator.STEADY_THRESHOLD_BYTES),
+        ]
+    )
     assert applied["allocator_applied"] is True
 
 

@@ -26,9 +26,17 @@ pytestmark = [
 
 def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [
-        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}", *args,
-    ]  # fmt: skip
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
 
 
@@ -45,9 +53,13 @@ def png_size(path: Path) -> tuple[int, int]:
 def test_chromium_renders_the_report_without_console_errors(page: Path, tmp_path: Path) -> None:
     shot = tmp_path / "shot.png"
     done = chromium(
-        tmp_path / "profile", "--enable-logging=stderr", "--v=0", f"--screenshot={shot}",
-        f"--window-size={WINDOW[0]},{WINDOW[1]}", page.resolve().as_uri(),
-    )  # fmt: skip
+        tmp_path / "profile",
+        "--enable-logging=stderr",
+        "--v=0",
+        f"--screenshot={shot}",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        page.resolve().as_uri(),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     for marker in ("ERROR:CONSOLE", "Uncaught", "Not allowed to load local resource"):
         assert marker not in done.stderr, done.stderr[-2000:]

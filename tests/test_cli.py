@@ -175,9 +175,13 @@ def test_an_output_folder_that_cannot_be_created_is_one_line_exit_2(tmp_path: Pa
 
 @pytest.mark.parametrize(("flags", "status"), [((), "skipped"), (("--no-memory-guard",), "ok")])
 def test_no_memory_guard_tries_what_the_guard_would_skip(
-    tmp_path: Path, tiny_config_data: dict[str, Any], fixed_peaks: DevicePeaks, monkeypatch: pytest.MonkeyPatch,
-    flags: tuple[str, ...], status: str,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    tiny_config_data: dict[str, Any],
+    fixed_peaks: DevicePeaks,
+    monkeypatch: pytest.MonkeyPatch,
+    flags: tuple[str, ...],
+    status: str,
+) -> None:
     """The guard's verdict is mocked ("will not fit"); --no-memory-guard runs the case anyway."""
     monkeypatch.setattr("mhabench.run.case.fits", lambda *args, **kwargs: "predicted 9 GB > available 1 GB")
     config = write_config(tmp_path, {**tiny_config_data, "implementations": ["fused"]})
@@ -221,8 +225,11 @@ def test_profiled_keeps_the_exit_status_and_writes_the_statistics(tmp_path: Path
     """``python -m cProfile`` would turn this bad-input exit 2 into 0 (make gpu-sweep PROFILE=1)."""
     stats = tmp_path / "run.prof"
     done = subprocess.run(
-        [sys.executable, "-m", "mhabench.checks.profiled", str(stats), "run", str(tmp_path / "missing.yaml")],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "mhabench.profiled", str(stats), "run", str(tmp_path / "missing.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 2 and "missing.yaml" in done.stderr
     assert stats.stat().st_size > 0 and "cumtime" in done.stdout and "mhabench/cli.py" in done.stdout

@@ -104,13 +104,24 @@ def test_bad_threshold_is_an_input_error(text: str) -> None:
 
 
 def test_unmatched_and_failed_rows_are_listed_not_compared(tmp_path: Path) -> None:
-    base = write_run(tmp_path, "base", [
-        row("naive", samples(10, 0.01)), row("fused", samples(5, 0.01)), row("per_head", samples(7, 0.01)),
-    ])  # fmt: skip
-    candidate = write_run(tmp_path, "cand", [
-        row("naive", samples(10, 0.01)), row("fused", [], status="oom", error="out of memory"),
-        row("torch_mha", samples(6, 0.01)),
-    ])  # fmt: skip
+    base = write_run(
+        tmp_path,
+        "base",
+        [
+            row("naive", samples(10, 0.01)),
+            row("fused", samples(5, 0.01)),
+            row("per_head", samples(7, 0.01)),
+        ],
+    )
+    candidate = write_run(
+        tmp_path,
+        "cand",
+        [
+            row("naive", samples(10, 0.01)),
+            row("fused", [], status="oom", error="out of memory"),
+            row("torch_mha", samples(6, 0.01)),
+        ],
+    )
     rows = compare.compare_runs(load_run(base), load_run(candidate), 0.05).rows.set_index("impl")
     assert rows.loc["naive", "verdict"] == "same"
     assert (
@@ -153,8 +164,9 @@ def test_within_run_speedups_are_paired_by_round(tmp_path: Path) -> None:
 
 def test_an_older_run_matches_a_new_one_on_the_key_defaults(tmp_path: Path) -> None:
     """A format-2 run has no repeat or tensor_parallel column: it reads as repeat 0, tensor_parallel 1."""
-    older = make_older(write_run(tmp_path, "old", [row("naive", samples(10, 0.01, count=12)),
-                                                   row("fused", samples(4, 0.01, count=9))]))  # fmt: skip
+    older = make_older(
+        write_run(tmp_path, "old", [row("naive", samples(10, 0.01, count=12)), row("fused", samples(4, 0.01, count=9))])
+    )
     new = write_run(tmp_path, "new", [row("naive", samples(10, 0.01, seed=3)), row("fused", samples(4, 0.01, seed=4))])
     assert "repeat" not in pd.read_csv(older / "results.csv").columns
     comparison = compare.compare_runs(load_run(older), load_run(new), 0.05)
@@ -170,8 +182,9 @@ def test_repeats_are_matched_repeat_by_repeat(tmp_path: Path) -> None:
     candidate = write_run(tmp_path, "cand", [row("fused", samples(4, 0.01, seed=r), repeat=r) for r in range(2)])
     comparison = compare.compare_runs(load_run(base), load_run(candidate), 0.05)
     assert list(zip(comparison.rows["repeat"], comparison.rows["verdict"], strict=True)) == [
-        (0, "same"), (1, "only in candidate"),
-    ]  # fmt: skip
+        (0, "same"),
+        (1, "only in candidate"),
+    ]
     assert "rep" in compare.comparison_table(comparison).headers
 
 

@@ -34,9 +34,12 @@ sys.argv = ["mhabench", *sys.argv[1:]]
 cli.main()
 """
 CONFIG = {
-    "name": "pair", "device": "cpu", "implementations": ["naive", "fused"], "timing": dict(TINY_TIMING),
+    "name": "pair",
+    "device": "cpu",
+    "implementations": ["naive", "fused"],
+    "timing": dict(TINY_TIMING),
     "scenarios": [{"name": "t", "seq_len": [8, 16], "d_model": 16, "heads": 2}],
-}  # fmt: skip
+}
 
 
 def test_two_runs_in_the_same_second_get_separate_complete_folders(tmp_path: Path) -> None:

@@ -77,8 +77,11 @@ def test_a_case_with_no_ok_row_has_no_winner() -> None:
 
 
 def test_repeats_add_a_rep_and_a_spread_column() -> None:
-    rows = [row(impl, [ms * (1 + rep / 10)] * 4, repeat=rep) for rep in range(3)
-            for impl, ms in (("naive", 10.0), ("fused", 5.0 if rep else 4.0))]  # fmt: skip
+    rows = [
+        row(impl, [ms * (1 + rep / 10)] * 4, repeat=rep)
+        for rep in range(3)
+        for impl, ms in (("naive", 10.0), ("fused", 5.0 if rep else 4.0))
+    ]
     table = display.results_table(pd.DataFrame(rows), "naive")
     assert "rep" in table.headers and "speedup spread" in table.headers
     spread = table.cells[1][table.headers.index("speedup spread")]  # fused: speedups 2.5, 2, 2

@@ -16,17 +16,13 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from mhabench.distributed.groups import tensor_parallel_groups
 from mhabench.distributed.launch import (
-    LaunchEnv,
     agree_on_errors,
     backend_for,
     backend_name,
-    check_divisible,
-    check_launch,
-    divisibility_problem,
     errors_end_every_rank,
     init_distributed,
-    launch_env,
     shutdown_distributed,
 )
 from mhabench.errors import ConfigError, InputError, MhabenchError
@@ -34,21 +30,19 @@ from mhabench.impls import build, get_spec
 from mhabench.impls.reference import numerical_error, reference_attention
 from mhabench.impls.tensor_parallel import (
     SINGLE_RANK,
-    CommTracker,
     TensorParallelFused,
     TensorParallelNaive,
     TPGroup,
     all_reduce_sum,
-    bus_bandwidth_gbps,
-    gather_peak_bytes,
+    check_divisible,
+    divisibility_problem,
     head_slice,
-    lockstep_times_ms,
-    measure_comm,
-    tensor_parallel_groups,
     using_group,
 )
 from mhabench.impls.weights import AttentionWeights
+from mhabench.measure.comm import CommTracker, bus_bandwidth_gbps, gather_peak_bytes, lockstep_times_ms, measure_comm
 from mhabench.measure.memory import LiveStorageTracker
+from mhabench.run.launch import LaunchEnv, check_launch, launch_env
 
 VARIANTS = {"tp_fused": TensorParallelFused, "tp_naive": TensorParallelNaive}
 # (heads, kv_heads): MHA, GQA split over the ranks, MQA with its one K/V head replicated
@@ -77,9 +71,12 @@ def test_launch_env_reads_torchrun_variables() -> None:
 
 @pytest.mark.parametrize(
     ("env", "field"),
-    [({"RANK": "x", "WORLD_SIZE": "2"}, "RANK"), ({"RANK": "2", "WORLD_SIZE": "2"}, "RANK"),
-     ({"RANK": "0", "WORLD_SIZE": "-1"}, "WORLD_SIZE")],
-)  # fmt: skip
+    [
+        ({"RANK": "x", "WORLD_SIZE": "2"}, "RANK"),
+        ({"RANK": "2", "WORLD_SIZE": "2"}, "RANK"),
+        ({"RANK": "0", "WORLD_SIZE": "-1"}, "WORLD_SIZE"),
+    ],
+)
 def test_bad_launch_variables_are_one_line_input_errors(env: dict[str, str], field: str) -> None:
     with pytest.raises(InputError, match=f"^{field}: ") as caught:
         launch_env(env)
@@ -114,12 +111,16 @@ def test_matching_launches_pass() -> None:
 
 @pytest.mark.parametrize(
     ("heads", "kv_heads", "tensor_parallel", "words"),
-    [(6, 6, 4, "heads 6 is not divisible by tensor_parallel 4"),
-     (8, 6, 2, None), (8, 6, 4, "kv_heads 6 is not divisible by tensor_parallel 4"),
-     (6, 3, 2, "kv_heads 3 is not divisible by tensor_parallel 2"),
-     (12, 3, 4, "kv_heads 3 does not divide tensor_parallel 4"),
-     (8, 2, 4, None), (8, 1, 8, None)],
-)  # fmt: skip
+    [
+        (6, 6, 4, "heads 6 is not divisible by tensor_parallel 4"),
+        (8, 6, 2, None),
+        (8, 6, 4, "kv_heads 6 is not divisible by tensor_parallel 4"),
+        (6, 3, 2, "kv_heads 3 is not divisible by tensor_parallel 2"),
+        (12, 3, 4, "kv_heads 3 does not divide tensor_parallel 4"),
+        (8, 2, 4, None),
+        (8, 1, 8, None),
+    ],
+)
 def test_heads_and_kv_heads_must_split_over_the_ranks(
     heads: int, kv_heads: int, tensor_parallel: int, words: str | None
 ) -> None:
@@ -232,9 +233,13 @@ def free_port() -> int:
 def join_rank(rank: int, world_size: int, port: int) -> LaunchEnv:
     """What torchrun would set, on the loopback interface only; then join the group."""
     os.environ.update(
-        RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo",
-    )  # fmt: skip
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        GLOO_SOCKET_IFNAME="lo",
+    )
     torch.set_num_threads(1)
     launch = launch_env()
     assert launch is not None
@@ -269,10 +274,13 @@ def measure_layouts(launch: LaunchEnv, world_size: int, out_dir: str) -> None:
             )
             report[f"{layout}/{variant}"] = {
                 "max_rel_err": numerical_error(output, reference)[1],
-                "comm_ms": comm.comm_ms, "allreduce_bytes": comm.allreduce_bytes,
-                "bus_bandwidth_gbps": comm.bus_bandwidth_gbps, "samples": len(times_ms), "calls": calls,
+                "comm_ms": comm.comm_ms,
+                "allreduce_bytes": comm.allreduce_bytes,
+                "bus_bandwidth_gbps": comm.bus_bandwidth_gbps,
+                "samples": len(times_ms),
+                "calls": calls,
                 "peaks": gather_peak_bytes(tracker.peak_bytes, tp),
-            }  # fmt: skip
+            }
     Path(out_dir, f"rank{launch.rank}.json").write_text(json.dumps(report))
 
 
@@ -357,10 +365,12 @@ def cuda_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
                     functools.partial(layer, x), device, tp, warmup_runs=1, min_samples=3, min_run_time_s=0.01
                 )
             report[f"{layout}/{variant}"] = {
-                "max_rel_err": numerical_error(output, reference)[1], "comm_ms": comm.comm_ms,
-                "allreduce_bytes": comm.allreduce_bytes, "samples": len(times_ms),
+                "max_rel_err": numerical_error(output, reference)[1],
+                "comm_ms": comm.comm_ms,
+                "allreduce_bytes": comm.allreduce_bytes,
+                "samples": len(times_ms),
                 "peaks": gather_peak_bytes(torch.cuda.max_memory_allocated(device), tp),
-            }  # fmt: skip
+            }
     Path(out_dir, "rank0.json").write_text(json.dumps(report))
     shutdown_distributed()
 

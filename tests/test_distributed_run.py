@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 import yaml
 
-from mhabench.distributed.launch import LaunchEnv
 from mhabench.distributed.run import run_distributed
 from mhabench.errors import ConfigError, InputError
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.results import store as results
 from mhabench.run import runner
+from mhabench.run.launch import LaunchEnv
 from mhabench.scenario import config as config_mod
+from mhabench.scenario.device import resolve_device
 
 D_MODEL, SEQ_LEN, BATCH = 64, 512, 2  # enough compute that the all-reduce is a minority of a T = 2 call
 ONE_HEAD_CASE = f"p/b{BATCH}-n{SEQ_LEN}-d{D_MODEL}-h1-tp2-float32-causal-bias"
@@ -44,13 +45,26 @@ class FailsOnRank1(TensorParallelFused):
 def tp_config_data(**scenario: Any) -> dict[str, Any]:
     """Grouped-query attention (one K/V head per rank at T = 2) at T = 1 and 2, float32 on the CPU."""
     return {
-        "name": "tp", "device": "cpu", "dtype": "float32", "timing": dict(TINY_TIMING),
+        "name": "tp",
+        "device": "cpu",
+        "dtype": "float32",
+        "timing": dict(TINY_TIMING),
         "implementations": ["tp_fused", "tp_naive"],
-        "scenarios": [{
-            "name": "p", "batch": BATCH, "seq_len": SEQ_LEN, "d_model": D_MODEL, "heads": 4, "kv_heads": 2,
-            "causal": True, "bias": True, "tensor_parallel": [1, 2], **scenario,
-        }],
-    }  # fmt: skip
+        "scenarios": [
+            {
+                "name": "p",
+                "batch": BATCH,
+                "seq_len": SEQ_LEN,
+                "d_model": D_MODEL,
+                "heads": 4,
+                "kv_heads": 2,
+                "causal": True,
+                "bias": True,
+                "tensor_parallel": [1, 2],
+                **scenario,
+            }
+        ],
+    }
 
 
 def torchrun(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -58,9 +72,16 @@ def torchrun(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
     env.update(GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).parents[1]))
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "mhabench",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "mhabench",
         *args,
-    ]  # fmt: skip
+    ]
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=TORCHRUN_TIMEOUT_S)
 
 
@@ -148,12 +169,21 @@ def config_with(**scenario: Any) -> config_mod.RunConfig:
 
 @pytest.mark.parametrize(
     ("scenario", "world_size", "words"),
-    [({"heads": [1], "kv_heads": None}, 2, f"tp.yaml: {ONE_HEAD_CASE}: tensor_parallel: "
-                                           "heads 1 is not divisible by tensor_parallel 2"),
-     ({}, 4, "tp.yaml: tensor_parallel: the largest value is 2 but torchrun started WORLD_SIZE 4 processes; "
-             "use `torchrun --nproc-per-node 2 -m mhabench run tp.yaml`"),
-     ({"tensor_parallel": [1]}, 2, "every value is 1 but torchrun started WORLD_SIZE 2")],
-)  # fmt: skip
+    [
+        (
+            {"heads": [1], "kv_heads": None},
+            2,
+            f"tp.yaml: {ONE_HEAD_CASE}: tensor_parallel: heads 1 is not divisible by tensor_parallel 2",
+        ),
+        (
+            {},
+            4,
+            "tp.yaml: tensor_parallel: the largest value is 2 but torchrun started WORLD_SIZE 4 processes; "
+            "use `torchrun --nproc-per-node 2 -m mhabench run tp.yaml`",
+        ),
+        ({"tensor_parallel": [1]}, 2, "every value is 1 but torchrun started WORLD_SIZE 2"),
+    ],
+)
 def test_bad_launches_raise_on_rank0_and_end_the_other_ranks_quietly(
     tmp_path: Path, scenario: dict[str, Any], world_size: int, words: str
 ) -> None:
@@ -187,10 +217,13 @@ def test_tensor_parallel_without_torchrun_names_the_command(tmp_path: Path) -> N
 
 @pytest.mark.parametrize(
     ("heads", "kv_heads", "tensor_parallel", "words"),
-    [(8, 2, [4], None), (8, 1, [1, 2, 8], None),  # fewer K/V heads than ranks: replicated
-     (8, 8, [3], "heads 8 is not divisible by tensor_parallel 3"),
-     (12, 3, [4], "kv_heads 3 does not divide tensor_parallel 4")],
-)  # fmt: skip
+    [
+        (8, 2, [4], None),
+        (8, 1, [1, 2, 8], None),  # fewer K/V heads than ranks: replicated
+        (8, 8, [3], "heads 8 is not divisible by tensor_parallel 3"),
+        (12, 3, [4], "kv_heads 3 does not divide tensor_parallel 4"),
+    ],
+)
 def test_the_config_validator_allows_replicated_kv_heads(
     heads: int, kv_heads: int, tensor_parallel: list[int], words: str | None
 ) -> None:
@@ -205,7 +238,7 @@ def test_the_config_validator_allows_replicated_kv_heads(
 
 def test_the_shipped_config_validates_and_splits_over_two_ranks() -> None:
     config = config_mod.load_config(Path(__file__).parents[1] / "configs" / "tensor-parallel.yaml")
-    cases = config_mod.expand_cases(config, config_mod.resolve_device("cpu"))
+    cases = config_mod.expand_cases(config, resolve_device("cpu"))
     assert sorted({case.tensor_parallel for case in cases}) == [1, 2]
     assert len(cases) == 8 and config.implementations == ["tp_fused", "tp_naive"]
 

@@ -203,13 +203,58 @@ def test_run_dry_run_on_any_document_exits_cleanly(folder: Path, document: Any) 
 
 TOKENS = st.sampled_from(
     [
-        "--dry-run", "--device", "cpu", "gpu", "cuda", "cuda:7", "auto", "--impl", "naive", "fused", "nope",
-        "--out", "out", "--plugin", "missing.py", "--baseline", "--threshold", "5%", "-1%", "abc", "--format",
-        "html", "pdf", "--force", "--fail-on-regression", "--output", "x.csv", "x.txt", "latest", "--max-rows",
-        "0", "10", "[/x].yaml", "", "-", "--", "--help", "--bogus", "missing.yaml", "--resume", "--isolation",
-        "process", "inprocess", "--repeat", "--shard", "1/2", "3/2", "x/y", "--no-memory-guard", "run.json",
+        "--dry-run",
+        "--device",
+        "cpu",
+        "gpu",
+        "cuda",
+        "cuda:7",
+        "auto",
+        "--impl",
+        "naive",
+        "fused",
+        "nope",
+        "--out",
+        "out",
+        "--plugin",
+        "missing.py",
+        "--baseline",
+        "--threshold",
+        "5%",
+        "-1%",
+        "abc",
+        "--format",
+        "html",
+        "pdf",
+        "--force",
+        "--fail-on-regression",
+        "--output",
+        "x.csv",
+        "x.txt",
+        "latest",
+        "--max-rows",
+        "0",
+        "10",
+        "[/x].yaml",
+        "",
+        "-",
+        "--",
+        "--help",
+        "--bogus",
+        "missing.yaml",
+        "--resume",
+        "--isolation",
+        "process",
+        "inprocess",
+        "--repeat",
+        "--shard",
+        "1/2",
+        "3/2",
+        "x/y",
+        "--no-memory-guard",
+        "run.json",
     ]
-)  # fmt: skip
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -293,9 +338,23 @@ def test_deeply_nested_yaml_is_one_line(folder: Path) -> None:
 # --- run --resume on a hostile run folder ---------------------------------------------------------
 
 MANIFEST_KEYS = st.sampled_from(
-    ["run_id", "format_version", "config", "environment", "status", "pid", "host", "pid_started", "heartbeat",
-     "repeats", "plugins", "shard", "config", "config"]
-)  # fmt: skip
+    [
+        "run_id",
+        "format_version",
+        "config",
+        "environment",
+        "status",
+        "pid",
+        "host",
+        "pid_started",
+        "heartbeat",
+        "repeats",
+        "plugins",
+        "shard",
+        "config",
+        "config",
+    ]
+)
 
 
 @pytest.fixture(scope="module")
@@ -303,9 +362,13 @@ def valid_manifest() -> dict[str, Any]:
     """A manifest ``--resume`` accepts: an interrupted run of a small valid config, on this machine."""
     config = parse_config(yaml.safe_load(VALID_YAML), "valid.yaml")
     return {
-        "run_id": "r", "format_version": FORMAT_VERSION, "config": config.model_dump(mode="json"),
-        "environment": environment(torch.device("cpu")), "repeats": 1, "status": "interrupted",
-    }  # fmt: skip
+        "run_id": "r",
+        "format_version": FORMAT_VERSION,
+        "config": config.model_dump(mode="json"),
+        "environment": environment(torch.device("cpu")),
+        "repeats": 1,
+        "status": "interrupted",
+    }
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -316,9 +379,13 @@ def valid_manifest() -> dict[str, Any]:
     st.binary(max_size=200),
 )
 def test_any_manifest_resumes_or_gives_one_line(
-    folder: Path, valid_manifest: dict[str, Any], changes: dict[str, Any], config_changes: dict[str, Any],
-    force: bool, csv_tail: bytes,
-) -> None:  # fmt: skip
+    folder: Path,
+    valid_manifest: dict[str, Any],
+    changes: dict[str, Any],
+    config_changes: dict[str, Any],
+    force: bool,
+    csv_tail: bytes,
+) -> None:
     """A damaged manifest (any field, the config's fields), a damaged CSV: a plan, "nothing to resume", or one line."""
     run_dir = folder / f"resume{next(_names)}"
     run_dir.mkdir()

@@ -17,9 +17,20 @@ from mhabench.checks import gpu as gpu_check
 ROOT = Path(__file__).resolve().parent.parent
 needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the path taken without CUDA")
 REQUIRED = {
-    "datasheet", "event_vs_host", "l2_effect", "peak_memory", "sdpa_backends", "no_kernel_unsupported",
-    "end_to_end", "compiled_flex", "oom_then_runs", "reference_cost", "fused_throughput", "do_bench", "pytest_cuda",
-}  # fmt: skip
+    "datasheet",
+    "event_vs_host",
+    "l2_effect",
+    "peak_memory",
+    "sdpa_backends",
+    "no_kernel_unsupported",
+    "end_to_end",
+    "compiled_flex",
+    "oom_then_runs",
+    "reference_cost",
+    "fused_throughput",
+    "do_bench",
+    "pytest_cuda",
+}
 
 
 def test_every_check_the_issue_asks_for_exists_and_says_what_it_asserts() -> None:
@@ -59,10 +70,19 @@ def test_module_entry_point(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_gpu_check_installs_without_an_index_and_skips(tmp_path: Path) -> None:
     """The venv's python stands in for the GPU machine's python3; no wheels folder, so only the project."""
-    variables = [f"GPU_PYTHON={sys.executable}", f"GPU_SITE={tmp_path / 'site'}", f"GPU_CHECK_OUT={tmp_path / 'out'}",
-                 f"WHEELS={tmp_path / 'no-wheels'}"]  # fmt: skip
-    done = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "gpu-check", *variables],
-                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    variables = [
+        f"GPU_PYTHON={sys.executable}",
+        f"GPU_SITE={tmp_path / 'site'}",
+        f"GPU_CHECK_OUT={tmp_path / 'out'}",
+        f"WHEELS={tmp_path / 'no-wheels'}",
+    ]
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(ROOT), "gpu-check", *variables],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "mhabench" / "gpu_check.py").is_file()
     assert_skip_report(

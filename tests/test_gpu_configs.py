@@ -55,8 +55,10 @@ def row_seconds(case: Case, impl: str, timing: dict[str, float], machine: Machin
         cost.flops / (EFFICIENCY[model.name] * machine.peak_flops), cost.bytes_moved / (0.8 * machine.peak_bytes_per_s)
     )
     call_s = max(call_s, MIN_CALL_S) + FLUSH_S
-    calls = min(max(math.ceil(timing["min_run_time_s"] / call_s), timing["min_samples"]),
-                max(math.floor(timing["max_run_time_s"] / call_s), 1))  # fmt: skip
+    calls = min(
+        max(math.ceil(timing["min_run_time_s"] / call_s), timing["min_samples"]),
+        max(math.floor(timing["max_run_time_s"] / call_s), 1),
+    )
     return (timing["warmup_runs"] + 5 + calls + min(calls, 20)) * call_s + ROW_OVERHEAD_S
 
 

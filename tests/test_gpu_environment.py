@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from mhabench.measure import environment as env
-from mhabench.measure.environment import auto_dtype, canonical_device, math_settings, nvidia_smi
+from mhabench.measure.environment import math_settings, nvidia_smi
+from mhabench.scenario.device import auto_dtype, canonical_device
 
 UUID = "4f0c2b43-aaaa-bbbb-cccc-0123456789ab"
 SMI_OUTPUT = (
@@ -35,9 +36,14 @@ def test_nvidia_smi_row_is_found_by_uuid(tmp_path: Path, monkeypatch: pytest.Mon
     args_file = fake_smi(tmp_path, monkeypatch, SMI_OUTPUT)
     info = nvidia_smi(torch.device("cuda:0"))
     assert info == {
-        "driver_version": "580.159.04", "sm_clock_mhz": 345.0, "sm_clock_max_mhz": 1980.0,
-        "memory_clock_mhz": 2619.0, "power_limit_w": 500.0, "mig_mode": None, "pstate": "P8",
-    }  # fmt: skip
+        "driver_version": "580.159.04",
+        "sm_clock_mhz": 345.0,
+        "sm_clock_max_mhz": 1980.0,
+        "memory_clock_mhz": 2619.0,
+        "power_limit_w": 500.0,
+        "mig_mode": None,
+        "pstate": "P8",
+    }
     assert "--format=csv,noheader,nounits" in args_file.read_text()
 
 
@@ -59,18 +65,28 @@ def test_without_nvidia_smi_nothing_is_recorded(monkeypatch: pytest.MonkeyPatch)
     assert nvidia_smi(torch.device("cuda")) == {}
 
 
-@pytest.mark.parametrize(("requested", "cuda", "expected"), [
-    ("cpu", False, "cpu"), ("auto", False, "cpu"), ("auto", True, "cuda:0"), ("cuda", True, "cuda:0"),
-    ("cuda:0", True, "cuda:0"), ("cuda:1", True, "cuda:1"), (torch.device("cuda"), True, "cuda:0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("requested", "cuda", "expected"),
+    [
+        ("cpu", False, "cpu"),
+        ("auto", False, "cpu"),
+        ("auto", True, "cuda:0"),
+        ("cuda", True, "cuda:0"),
+        ("cuda:0", True, "cuda:0"),
+        ("cuda:1", True, "cuda:1"),
+        (torch.device("cuda"), True, "cuda:0"),
+    ],
+)
 def test_one_spelling_per_device(monkeypatch: pytest.MonkeyPatch, requested: str, cuda: bool, expected: str) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     assert canonical_device(requested) == expected
 
 
-@pytest.mark.parametrize(("capability", "dtype"), [((7, 0), "float16"), ((7, 5), "float16"), ((8, 0), "bfloat16"),
-                                                   ((9, 0), "bfloat16"), ((10, 0), "bfloat16")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("capability", "dtype"),
+    [((7, 0), "float16"), ((7, 5), "float16"), ((8, 0), "bfloat16"), ((9, 0), "bfloat16"), ((10, 0), "bfloat16")],
+)
 def test_auto_dtype_is_fp16_before_ampere(
     monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int], dtype: str
 ) -> None:

@@ -129,7 +129,7 @@ def test_gpu_sweep_profiles_on_request_and_keeps_the_exit_status(tmp_path: Path,
     assert (done.returncode == 0) == (run_status == 0)
     assert "under cProfile" in (out / "sweep_wall.txt").read_text(encoding="utf-8")
     calls = (tmp_path / "calls.log").read_text(encoding="utf-8")
-    assert f"-m mhabench.checks.profiled {out}/sweep.prof run --out {out}/results" in calls
+    assert f"-m mhabench.profiled {out}/sweep.prof run --out {out}/results" in calls
 
 
 def test_gpu_sweep_profile_0_does_not_profile(tmp_path: Path) -> None:

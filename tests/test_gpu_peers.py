@@ -139,10 +139,19 @@ def test_other_runtime_errors_are_not_hidden(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.parametrize(
     ("backend", "impl", "skips"),
-    [("flash", "fused", True), ("cudnn", "sdpa_cudnn", True), ("efficient", "fused", True), ("math", "fused", False),
-     ("", "naive", False), ("", "flex", True), ("", "flash_attn", True), ("", "xformers", True),
-     ("efficient,math", "fused", False), ("", "compiled", False)],
-)  # fmt: skip
+    [
+        ("flash", "fused", True),
+        ("cudnn", "sdpa_cudnn", True),
+        ("efficient", "fused", True),
+        ("math", "fused", False),
+        ("", "naive", False),
+        ("", "flex", True),
+        ("", "flash_attn", True),
+        ("", "xformers", True),
+        ("efficient,math", "fused", False),
+        ("", "compiled", False),
+    ],
+)
 def test_which_kernels_skip_masked_work(backend: str, impl: str, skips: bool) -> None:
     assert kernel_skips_masked_work(backend, impl) is skips
 

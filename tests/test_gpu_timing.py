@@ -188,9 +188,13 @@ def test_rounds_on_cuda_take_event_medians_and_one_host_call_per_round(fake: Fak
 def test_rounds_can_time_one_call_warm_and_flushed(fake: FakeGpu) -> None:
     """The L2 check's arms: a flush before each flushed call, a spin before each warm one, in the same rounds."""
     timed = time_in_rounds(
-        {"warm": fake.call, "flushed": fake.call}, CUDA, ROUNDS_TIMING, 0, flush_l2={"warm": False, "flushed": True},
+        {"warm": fake.call, "flushed": fake.call},
+        CUDA,
+        ROUNDS_TIMING,
+        0,
+        flush_l2={"warm": False, "flushed": True},
         clock=fake.clock_s,
-    )  # fmt: skip
+    )
     medians = {name: result.latency.latency_ms for name, result in timed.items()}
     assert medians == {"warm": pytest.approx(CALL_MS), "flushed": pytest.approx(CALL_MS)}
     before_calls = [

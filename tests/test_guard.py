@@ -11,6 +11,7 @@ import yaml
 
 from mhabench.errors import ConfigError, InputError
 from mhabench.run import memory_guard as guard
+from mhabench.scenario import limits
 from mhabench.scenario.config import count_cases, expand_cases, parse_config
 
 CPU = torch.device("cpu")
@@ -125,19 +126,19 @@ def test_this_machine_reports_a_plausible_figure() -> None:
 
 def test_row_limit_says_the_count_and_the_flag() -> None:
     with pytest.raises(ConfigError) as caught:
-        guard.check_row_count(179_200, 4, 10_000)
+        limits.check_row_count(179_200, 4, 10_000)
     message = str(caught.value)
     assert isinstance(caught.value, InputError) and "\n" not in message
     assert "179,200 cases × 4 implementations = 716,800 rows" in message
     assert "--max-rows 716800" in message
-    guard.check_row_count(2_500, 4, 10_000)  # exactly at the limit: allowed
+    limits.check_row_count(2_500, 4, 10_000)  # exactly at the limit: allowed
 
 
 def test_alias_bomb_is_refused_fast_with_a_short_message() -> None:
     data = yaml.safe_load(BILLION_LAUGHS)
     start = time.perf_counter()
     with pytest.raises(ConfigError, match=r"^x\.yaml: the document expands to more than 100,000 values") as caught:
-        guard.check_document_size(data, "x.yaml")
+        limits.check_document_size(data, "x.yaml")
     assert time.perf_counter() - start < 1.0
     assert len(str(caught.value)) < 200
 
@@ -145,21 +146,21 @@ def test_alias_bomb_is_refused_fast_with_a_short_message() -> None:
 def test_shared_values_are_counted_as_if_copied_out() -> None:
     inner = list(range(10))  # 11 values with its list
     data = {"k": [inner] * 10}  # dict 1 + key 1 + list 1 + 10 × 11
-    guard.check_document_size(data, "x.yaml", limit=113)
+    limits.check_document_size(data, "x.yaml", limit=113)
     with pytest.raises(ConfigError, match="more than 112 values"):
-        guard.check_document_size(data, "x.yaml", limit=112)
+        limits.check_document_size(data, "x.yaml", limit=112)
 
 
 def test_self_referencing_alias_is_refused() -> None:
     with pytest.raises(ConfigError, match="refers to the value that contains it"):
-        guard.check_document_size(yaml.safe_load("a: &a [1, *a]\n"), "x.yaml")
+        limits.check_document_size(yaml.safe_load("a: &a [1, *a]\n"), "x.yaml")
 
 
 def test_deep_nesting_does_not_overflow_the_stack() -> None:
     data: list[object] = []
     for _ in range(50_000):
         data = [data]
-    guard.check_document_size(data, "x.yaml")  # 50,001 values: under the limit, and no RecursionError
+    limits.check_document_size(data, "x.yaml")  # 50,001 values: under the limit, and no RecursionError
 
 
 def test_case_count_matches_expansion_and_needs_no_expansion() -> None:

@@ -115,8 +115,12 @@ def _canonical_gradients(name: str, module: nn.Module, kv_dim: int) -> dict[str,
     live on the module, in its layout: packed and transposed for fused and torch_mha, blocks for per_head.
     """
     if name == "fused":
-        return {**_split_packed(module.w_qkv.grad.t(), kv_dim, "w"), **_split_packed(module.b_qkv.grad, kv_dim, "b"),
-                "w_o": module.w_out.grad.t(), "b_o": module.b_out.grad}  # fmt: skip
+        return {
+            **_split_packed(module.w_qkv.grad.t(), kv_dim, "w"),
+            **_split_packed(module.b_qkv.grad, kv_dim, "b"),
+            "w_o": module.w_out.grad.t(),
+            "b_o": module.b_out.grad,
+        }
     if name == "per_head":
         grads = {"w_o": module.w_o.grad, "b_o": module.b_o.grad}
         for part in "qkv":
@@ -126,9 +130,12 @@ def _canonical_gradients(name: str, module: nn.Module, kv_dim: int) -> dict[str,
         return grads
     if name == "torch_mha":
         mha = module.mha
-        return {**_split_packed(mha.in_proj_weight.grad.t(), kv_dim, "w"),
-                **_split_packed(mha.in_proj_bias.grad, kv_dim, "b"),
-                "w_o": mha.out_proj.weight.grad.t(), "b_o": mha.out_proj.bias.grad}  # fmt: skip
+        return {
+            **_split_packed(mha.in_proj_weight.grad.t(), kv_dim, "w"),
+            **_split_packed(mha.in_proj_bias.grad, kv_dim, "b"),
+            "w_o": mha.out_proj.weight.grad.t(),
+            "b_o": mha.out_proj.bias.grad,
+        }
     return {n: p.grad for n, p in module.named_parameters()}  # naive holds the four projections as they are
 
 

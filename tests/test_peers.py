@@ -120,9 +120,13 @@ def compiled_case() -> dict[str, object]:
     graphs_before = counters["stats"]["unique_graphs"]
     output, checked = case_runner.checked_call(get_spec("compiled"), lambda: module(x), CPU)
     return {
-        "weights": weights, "x": x, "module": module, "output": output, "checked": checked,
+        "weights": weights,
+        "x": x,
+        "module": module,
+        "output": output,
+        "checked": checked,
         "graphs_compiled": counters["stats"]["unique_graphs"] - graphs_before,
-    }  # fmt: skip
+    }
 
 
 def test_compiled_matches_naive_and_reference(compiled_case: dict) -> None:
@@ -162,11 +166,14 @@ def test_compiled_flops_under_flop_counter(compiled_case: dict) -> None:
 def peer_rows(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pd.DataFrame]:
     config = parse_config(
         {
-            "name": "peers", "device": "cpu", "implementations": ["naive", *PEERS], "timing": dict(TINY_TIMING),
+            "name": "peers",
+            "device": "cpu",
+            "implementations": ["naive", *PEERS],
+            "timing": dict(TINY_TIMING),
             "scenarios": [{"batch": 1, "seq_len": 16, "d_model": 32, "heads": 2, "causal": True}],
         },
         "peers.yaml",
-    )  # fmt: skip
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("mhabench.run.runner.device_peaks", lambda device, dtype: FIXED_PEAKS)
         result = runner.run(config, Path(tmp_path_factory.mktemp("peers")))

@@ -48,8 +48,9 @@ def test_a_five_field_sweep_is_faceted_into_panels_of_at_most_eight_lines(sweep:
 def test_the_legend_is_outside_every_axes(sweep: pd.DataFrame) -> None:
     small = sweep[(sweep["batch"] == 1) & (sweep["d_model"] == 64)]
     styles = plots.impl_styles(small)
-    (fig,), _, _ = plots.facet_figures(small[small["impl"].isin(["naive", "impl0"])], "seq_len",
-                                       [plots.LATENCY, plots.MEMORY], styles)  # fmt: skip
+    (fig,), _, _ = plots.facet_figures(
+        small[small["impl"].isin(["naive", "impl0"])], "seq_len", [plots.LATENCY, plots.MEMORY], styles
+    )
     FigureCanvasAgg(fig).draw()
     (legend,) = fig.legends
     box = legend.get_window_extent()
@@ -79,10 +80,14 @@ def test_a_plot_stops_at_max_images_and_says_so(sweep: pd.DataFrame, monkeypatch
 
 
 def test_repeats_of_a_point_are_one_line_at_their_median() -> None:
-    rows = pd.DataFrame([
-        row(impl, [ms * (1 + repeat) * seq_len / 64] * 3, seq_len=seq_len, repeat=repeat)
-        for impl, ms in (("naive", 2.0), ("fused", 1.0)) for seq_len in (64, 128) for repeat in range(3)
-    ])  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            row(impl, [ms * (1 + repeat) * seq_len / 64] * 3, seq_len=seq_len, repeat=repeat)
+            for impl, ms in (("naive", 2.0), ("fused", 1.0))
+            for seq_len in (64, 128)
+            for repeat in range(3)
+        ]
+    )
     (fig,), facets, _ = plots.facet_figures(rows, "seq_len", [plots.LATENCY], plots.impl_styles(rows))
     (ax,) = fig.axes
     assert facets == [] and len(ax.get_lines()) == 2

@@ -54,9 +54,11 @@ def unique(prefix: str) -> str:
 
 def write_config(path: Path, implementations: list[str]) -> Path:
     data = {
-        "device": "cpu", "implementations": implementations, "timing": dict(TINY_TIMING),
+        "device": "cpu",
+        "implementations": implementations,
+        "timing": dict(TINY_TIMING),
         "scenarios": [{"batch": 1, "seq_len": 9, "d_model": 16, "heads": 2, "causal": True, "bias": True}],
-    }  # fmt: skip
+    }
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
 
@@ -94,10 +96,11 @@ def test_run_with_plugin_option_adds_its_implementation(
     name = unique("cli_")
     plugin = tmp_path / "plugin.py"
     plugin.write_text(
-        "import mhabench\n" + CLASS_SOURCE.format(cls="CliAttention")
+        "import mhabench\n"
+        + CLASS_SOURCE.format(cls="CliAttention")
         + f'\nmhabench.register("{name}", description="cli plugin")(CliAttention)\n',
         encoding="utf-8",
-    )  # fmt: skip
+    )
     config = write_config(tmp_path / "cfg.yaml", ["naive"])
     code, output = cli("run", str(config), "--plugin", str(plugin), "--out", str(tmp_path / "out"))
     assert code == 0, output

@@ -81,8 +81,13 @@ def test_var_qk_passes_within_ten_percent_and_fails_beyond() -> None:
 
 @pytest.mark.parametrize(("bias", "trained"), [(True, False), (False, True)])
 def test_var_qk_has_no_guarantee_without_its_premise(bias: bool, trained: bool) -> None:
-    m = _measurement(_case(bias=bias, trained=trained), standard__var_q=1, standard__var_k=1,
-                     standard__var_scores=99, standard__var_scores_scaled=9)  # fmt: skip
+    m = _measurement(
+        _case(bias=bias, trained=trained),
+        standard__var_q=1,
+        standard__var_k=1,
+        standard__var_scores=99,
+        standard__var_scores_scaled=9,
+    )
     rows = claims.var_qk(m)
     assert {row.verdict for row in rows} == {NO_GUARANTEE}
     assert ("bias" if bias else "trained") in rows[0].note
@@ -90,9 +95,17 @@ def test_var_qk_has_no_guarantee_without_its_premise(bias: bool, trained: bool) 
 
 def test_entropy_claim_applies_to_scaled_scores_only() -> None:
     expected = math.log(128) - 0.5
-    m = _measurement(_case(), standard__var_scores=16, standard__var_scores_scaled=1, standard__entropy=expected + 0.01,
-                     unscaled__entropy=1.6, standard__row_max=0.07, unscaled__row_max=0.5,
-                     standard__dead_gradient_share=0, unscaled__dead_gradient_share=0.01)  # fmt: skip
+    m = _measurement(
+        _case(),
+        standard__var_scores=16,
+        standard__var_scores_scaled=1,
+        standard__entropy=expected + 0.01,
+        unscaled__entropy=1.6,
+        standard__row_max=0.07,
+        unscaled__row_max=0.5,
+        standard__dead_gradient_share=0,
+        unscaled__dead_gradient_share=0.01,
+    )
     verdicts = _verdicts(claims.saturation(m))
     assert verdicts == {"entropy_scaled": PASS, "entropy_unscaled": NO_GUARANTEE}
 
@@ -105,9 +118,16 @@ def test_rank_must_equal_the_bound_in_every_head_and_draw() -> None:
 
 
 def test_diagonal_claims() -> None:
-    m = _measurement(_case(), shared_qk__diag_argmax_share=0.9, standard__diag_argmax_share=0.01,
-                     shared_qk__diag_z=3, standard__diag_z=0, shared_qk__cauchy_schwarz_violations=0,
-                     shared_qk__asymmetry=0, standard__asymmetry=1.4)  # fmt: skip
+    m = _measurement(
+        _case(),
+        shared_qk__diag_argmax_share=0.9,
+        standard__diag_argmax_share=0.01,
+        shared_qk__diag_z=3,
+        standard__diag_z=0,
+        shared_qk__cauchy_schwarz_violations=0,
+        shared_qk__asymmetry=0,
+        standard__asymmetry=1.4,
+    )
     assert _verdicts(claims.diagonal(m)) == {
         "diag_shared_vs_separate": PASS,
         "diag_always_wins": FAIL,  # the seed's "a token's own key always wins": 90 % is not always
@@ -129,17 +149,27 @@ def test_trained_weight_claims_are_untestable_on_random_weights() -> None:
     random = [_measurement(dataclasses.replace(_case(head_dim=d), claims=("trained",))) for d in (16, 64)]
     rows = claims.scenario_claims(random)  # once per scenario, not once per case
     assert [(row.claim, row.verdict, row.case) for row in rows] == [
-        ("sparsity", UNTESTABLE, "s"), ("self_attention", UNTESTABLE, "s"), ("head_redundancy", UNTESTABLE, "s")
-    ]  # fmt: skip
-    m = _measurement(_case(trained=True), standard__top_k_mass=0.6, standard__self_attention_ratio=2,
-                     standard__masked_head_change=0.3)  # fmt: skip
+        ("sparsity", UNTESTABLE, "s"),
+        ("self_attention", UNTESTABLE, "s"),
+        ("head_redundancy", UNTESTABLE, "s"),
+    ]
+    m = _measurement(
+        _case(trained=True),
+        standard__top_k_mass=0.6,
+        standard__self_attention_ratio=2,
+        standard__masked_head_change=0.3,
+    )
     assert {row.verdict for row in claims.trained(m)} == {INFO}
 
 
 def _trend_case(head_dim: int, row_max_unscaled: float, dead_unscaled: float, row_max: float = 0.07) -> CaseMeasurement:
     case = ProbeCase("s", 1, 128, 256, 256 // head_dim, 256 // head_dim, False, 0, 2, ("saturation",))
-    values = {("unscaled", "row_max"): row_max_unscaled, ("standard", "row_max"): row_max,
-              ("unscaled", "dead_gradient_share"): dead_unscaled, ("standard", "dead_gradient_share"): 0.0}  # fmt: skip
+    values = {
+        ("unscaled", "row_max"): row_max_unscaled,
+        ("standard", "row_max"): row_max,
+        ("unscaled", "dead_gradient_share"): dead_unscaled,
+        ("standard", "dead_gradient_share"): 0.0,
+    }
     heads = {key: np.full((1, case.heads, 2), value) for key, value in values.items()}
     return CaseMeasurement(case, [0], heads, {})
 

@@ -19,8 +19,18 @@ D, LAYERS, VOCAB, POSITIONS = 16, 2, 50, 24
 
 
 def _case(**changes: Any) -> ProbeCase:
-    fields = {"scenario": "s", "batch": 2, "seq_len": 8, "d_model": D, "heads": 4, "kv_heads": 4, "bias": False,
-              "seed": 0, "samples": 2, "claims": ("rank",)} | changes  # fmt: skip
+    fields = {
+        "scenario": "s",
+        "batch": 2,
+        "seq_len": 8,
+        "d_model": D,
+        "heads": 4,
+        "kv_heads": 4,
+        "bias": False,
+        "seed": 0,
+        "samples": 2,
+        "claims": ("rank",),
+    } | changes
     return ProbeCase(**fields)
 
 
@@ -43,10 +53,13 @@ def _gpt2_like(path: Path, tensors: dict[str, torch.Tensor] | None = None) -> Pa
     data = {"wte.weight": randn(VOCAB, D), "wpe.weight": randn(POSITIONS, D)}
     for layer in range(LAYERS):
         data |= {
-            f"h.{layer}.attn.c_attn.weight": randn(D, 3 * D), f"h.{layer}.attn.c_attn.bias": randn(3 * D),
-            f"h.{layer}.attn.c_proj.weight": randn(D, D), f"h.{layer}.attn.c_proj.bias": randn(D),
-            f"h.{layer}.ln_1.weight": torch.ones(D), f"h.{layer}.ln_1.bias": torch.zeros(D),
-        }  # fmt: skip
+            f"h.{layer}.attn.c_attn.weight": randn(D, 3 * D),
+            f"h.{layer}.attn.c_attn.bias": randn(3 * D),
+            f"h.{layer}.attn.c_proj.weight": randn(D, D),
+            f"h.{layer}.attn.c_proj.bias": randn(D),
+            f"h.{layer}.ln_1.weight": torch.ones(D),
+            f"h.{layer}.ln_1.bias": torch.zeros(D),
+        }
     safetensors_torch.save_file(data | (tensors or {}), str(path))
     return path
 
@@ -105,8 +118,15 @@ def test_without_safetensors_the_error_names_the_extra(monkeypatch: pytest.Monke
 
 def test_pretrained_run_answers_what_random_weights_cannot(tmp_path: Path) -> None:
     path = _gpt2_like(tmp_path / "tiny.safetensors")
-    scenario = {"name": "gpt", "seq_len": 8, "d_model": D, "heads": 4, "samples": 2, "weights": {"path": str(path)},
-                "claims": ["var_qk", "rank", "equivalence", "trained"]}  # fmt: skip
+    scenario = {
+        "name": "gpt",
+        "seq_len": 8,
+        "d_model": D,
+        "heads": 4,
+        "samples": 2,
+        "weights": {"path": str(path)},
+        "claims": ["var_qk", "rank", "equivalence", "trained"],
+    }
     records = run_config(parse_probe_config({"scenarios": [scenario]}, "p.yaml"), tmp_path / "out").records
     verdicts = {r["claim"]: r["verdict"] for r in records if r["case"] != "—"}
     assert verdicts["var_qk"] == verdicts["rank_scores"] == NO_GUARANTEE  # learned weights: no random premise

@@ -160,9 +160,13 @@ def measured_bytes(weights: AttentionWeights, x: torch.Tensor, heads: int, **opt
 
 @pytest.mark.parametrize(
     ("batch", "n", "d_model", "heads", "kv_heads", "decode", "sample_above"),
-    [(2, 256, 64, 4, 4, False, 2**40), (2, 256, 64, 4, 1, False, 2**40), (3, 300, 64, 8, 2, False, 1000),
-     (4, 129, 64, 4, 4, True, 2**40)],
-)  # fmt: skip
+    [
+        (2, 256, 64, 4, 4, False, 2**40),
+        (2, 256, 64, 4, 1, False, 2**40),
+        (3, 300, 64, 8, 2, False, 1000),
+        (4, 129, 64, 4, 4, True, 2**40),
+    ],
+)
 def test_predicted_memory_bounds_the_real_peak(
     batch: int, n: int, d_model: int, heads: int, kv_heads: int, decode: bool, sample_above: int
 ) -> None:

@@ -59,8 +59,18 @@ def test_report_tables_have_the_issue_columns(sweep_report: Path) -> None:
     """Issue 3's per-scenario table: median ± IQR, speedup, memory, FLOPs, bytes, intensity, TFLOP/s,
     roofline efficiency, numerical error; the noisy flag is in the status cell."""
     page = (sweep_report / "report.html").read_text()
-    for header in ("median ms (IQR)", "speedup vs naive", "peak mem", "FLOPs", "bytes", "FLOP/B", "TFLOP/s",
-                   "roofline eff.", "rel err", "status"):  # fmt: skip
+    for header in (
+        "median ms (IQR)",
+        "speedup vs naive",
+        "peak mem",
+        "FLOPs",
+        "bytes",
+        "FLOP/B",
+        "TFLOP/s",
+        "roofline eff.",
+        "rel err",
+        "status",
+    ):
         assert f"<th>{header}</th>" in page, header
     assert "Test CPU" in page and "min_run_time_s: 0.2" in page  # environment and config
 
@@ -126,8 +136,10 @@ def _table_rows(section: str) -> list[list[str]]:
 
 
 def test_model_disagreements_lists_rows_whose_counts_miss_the_model(tmp_path: Path, no_plots: None) -> None:
-    rows = [with_counts(row("naive", samples(4, 0.01)), bytes_factor=2.0),
-            with_counts(row("fused", samples(1, 0.01)), flops_factor=1.1)]  # fmt: skip
+    rows = [
+        with_counts(row("naive", samples(4, 0.01)), bytes_factor=2.0),
+        with_counts(row("fused", samples(1, 0.01)), flops_factor=1.1),
+    ]
     section = _section(_markdown(tmp_path, rows), "Model disagreements")
     assert section.startswith("1 row(s) whose FLOPs or bytes counted")
     (cells,) = _table_rows(section)  # fused is 10 % off: within the 25 % the model is allowed
@@ -153,9 +165,15 @@ def test_run_to_run_spread_per_case_and_implementation(tmp_path: Path, no_plots:
 
 
 def test_useful_tflops_and_skipped_masked_work_in_the_scenario_table(tmp_path: Path, no_plots: None) -> None:
-    rows = [{**row(impl, samples(ms, 0.01)), "causal": True, "achieved_useful_tflops": useful,
-             "skips_masked_work": impl == "fused"}
-            for impl, ms, useful in (("naive", 4.0, 0.001), ("fused", 1.0, 0.004))]  # fmt: skip
+    rows = [
+        {
+            **row(impl, samples(ms, 0.01)),
+            "causal": True,
+            "achieved_useful_tflops": useful,
+            "skips_masked_work": impl == "fused",
+        }
+        for impl, ms, useful in (("naive", 4.0, 0.001), ("fused", 1.0, 0.004))
+    ]
     table = _section(_markdown(tmp_path, rows), "Results")
     header = table.splitlines()[2]
     assert "| TFLOP/s | useful TFLOP/s | skips masked | roofline eff. |" in header

@@ -30,10 +30,23 @@ from mhabench.results.store import (
 
 NOW = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
 IDENTITY = {
-    "run_id": "r", "scenario": "s", "case_id": "s/b1-n8-d16-h2-float32", "device": "cpu", "device_name": "Test CPU",
-    "dtype": "float32", "batch": 1, "seq_len": 8, "d_model": 16, "heads": 2, "head_dim": 8, "kv_heads": 2,
-    "mode": "forward", "phase": "prefill", "causal": False, "bias": False,
-}  # fmt: skip
+    "run_id": "r",
+    "scenario": "s",
+    "case_id": "s/b1-n8-d16-h2-float32",
+    "device": "cpu",
+    "device_name": "Test CPU",
+    "dtype": "float32",
+    "batch": 1,
+    "seq_len": 8,
+    "d_model": 16,
+    "heads": 2,
+    "head_dim": 8,
+    "kv_heads": 2,
+    "mode": "forward",
+    "phase": "prefill",
+    "causal": False,
+    "bias": False,
+}
 
 
 def row(impl: str, times_ms: list[float] | None = None, **metrics: Any) -> ResultRow:

@@ -36,9 +36,12 @@ from mhabench.scenario.config import expand_cases, parse_config
 
 CPU = torch.device("cpu")
 CONFIG: dict[str, Any] = {
-    "name": "tiny", "device": "cpu", "implementations": ["naive", "fused"], "timing": dict(TINY_TIMING),
+    "name": "tiny",
+    "device": "cpu",
+    "implementations": ["naive", "fused"],
+    "timing": dict(TINY_TIMING),
     "scenarios": [{"name": "t", "seq_len": [8, 16, 24, 32], "d_model": 16, "heads": 2}],
-}  # fmt: skip
+}
 Key = tuple[str, str, int]
 
 
@@ -66,11 +69,19 @@ def synthetic_run(
         for name in parsed.implementations or []:
             if len(writer.rows) < done:
                 writer.append(ResultRow(identity(writer.run_id, case, name, CPU), Outcome("error", "synthetic")))
-    writer.write_manifest({
-        "run_id": writer.run_id, "format_version": FORMAT_VERSION, "config": parsed.model_dump(mode="json"),
-        "environment": environment(CPU), "repeats": 1, "status": status, "pid": dead_pid(),
-        "host": socket.gethostname(), **manifest,
-    })  # fmt: skip
+    writer.write_manifest(
+        {
+            "run_id": writer.run_id,
+            "format_version": FORMAT_VERSION,
+            "config": parsed.model_dump(mode="json"),
+            "environment": environment(CPU),
+            "repeats": 1,
+            "status": status,
+            "pid": dead_pid(),
+            "host": socket.gethostname(),
+            **manifest,
+        }
+    )
     return run_dir
 
 
@@ -199,8 +210,10 @@ def test_a_run_killed_at_a_random_row_resumes_to_the_uninterrupted_rows(tmp_path
     config.write_text(yaml.safe_dump(CONFIG), encoding="utf-8")
     child = subprocess.Popen(
         [sys.executable, "-m", "mhabench", "run", str(config), "--out", str(tmp_path / "out")],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     run_dir = wait_for_rows(child, tmp_path / "out", k)
     child.send_signal(signal.SIGKILL)
     child.wait()

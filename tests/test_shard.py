@@ -31,14 +31,17 @@ from mhabench.run.shard import (
     shard_selector,
 )
 from mhabench.scenario import config as config_mod
+from mhabench.scenario.device import resolve_device
 
 TIMING = {"min_run_time_s": 0.2, "max_run_time_s": 3.0, "min_samples": 10}
 # a real, tiny sweep: three cases × two implementations, measured on the CPU
 SHARDED_CONFIG = {
-    "name": "sharded", "device": "cpu", "implementations": ["naive", "fused"],
+    "name": "sharded",
+    "device": "cpu",
+    "implementations": ["naive", "fused"],
     "timing": {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 3, "warmup_runs": 1},
     "scenarios": [{"name": "t", "batch": 1, "seq_len": [8, 16, 32], "d_model": 16, "heads": 2}],
-}  # fmt: skip
+}
 
 # --- parsing -------------------------------------------------------------------------------------
 
@@ -210,11 +213,13 @@ def test_merge_refuses_duplicate_rows(unsharded: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("changes", "field"),
-    [({"environment": {"mhabench_version": "9.9.9"}}, "mhabench_version"),
-     ({"environment": {"device_kind": "cuda"}}, "device_kind"),
-     ({"config": {"name": "other"}}, "config"),
-     ({"status": "interrupted"}, "'interrupted', not 'complete'")],
-)  # fmt: skip
+    [
+        ({"environment": {"mhabench_version": "9.9.9"}}, "mhabench_version"),
+        ({"environment": {"device_kind": "cuda"}}, "device_kind"),
+        ({"config": {"name": "other"}}, "config"),
+        ({"status": "interrupted"}, "'interrupted', not 'complete'"),
+    ],
+)
 def test_merge_refuses_disagreeing_shards_unless_forced(
     unsharded: Path, tmp_path: Path, changes: dict[str, Any], field: str
 ) -> None:
@@ -248,7 +253,7 @@ def test_merge_will_not_write_into_a_used_folder(unsharded: Path, tmp_path: Path
 
 
 def selected(config: config_mod.RunConfig, shard: Shard, repeat: int = 0) -> set[Pair]:
-    device = config_mod.resolve_device(config.device)
+    device = resolve_device(config.device)
     select = shard_selector(config, device, runner.implementations_of(config), shard)
     return {
         (case.case_id, spec.name)
@@ -270,9 +275,9 @@ def test_predicted_times_grow_with_the_cost_model_and_respect_the_timing() -> No
     data = {**SHARDED_CONFIG, "timing": {"min_run_time_s": 0.2, "max_run_time_s": 3.0, "min_samples": 10}}
     data["scenarios"] = [{"name": "t", "batch": 1, "seq_len": [8, 1 << 16], "d_model": 4096, "heads": 32}]
     config = config_mod.parse_config(data, "big.yaml")
-    predicted = predicted_times(config, config_mod.resolve_device("cpu"), runner.implementations_of(config))
+    predicted = predicted_times(config, resolve_device("cpu"), runner.implementations_of(config))
     small, large = (
-        predicted[(case.case_id, "naive")] for case in config_mod.expand_cases(config, config_mod.resolve_device("cpu"))
+        predicted[(case.case_id, "naive")] for case in config_mod.expand_cases(config, resolve_device("cpu"))
     )
     assert 0.2 < small < 0.25  # the timer's minimum and a few millisecond calls: a small case costs the floor
     assert large > 3.0  # capped timing plus the untimed calls of a long call

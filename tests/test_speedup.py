@@ -49,8 +49,11 @@ def test_unaligned_samples_fall_back_to_the_ratio_of_medians(base_ms: list[float
 
 
 def test_failed_rows_have_no_speedup_and_the_winner_falls_back_to_latency() -> None:
-    result = speedups(row("naive", [], status="oom", error="out of memory"), row("fused", [1.0, 2.0, 3.0]),
-                      row("per_head", [3.0, 4.0, 5.0]))  # fmt: skip
+    result = speedups(
+        row("naive", [], status="oom", error="out of memory"),
+        row("fused", [1.0, 2.0, 3.0]),
+        row("per_head", [3.0, 4.0, 5.0]),
+    )
     assert math.isnan(result.loc[("fused", 0), "speedup"]) and result.loc[("fused", 0), "speedup_method"] == ""
     assert bool(result.loc[("fused", 0), "winner"]) and not bool(result.loc[("naive", 0), "winner"])
 
@@ -78,9 +81,14 @@ def test_paired_interval_agrees_with_scipy_paired_bootstrap() -> None:
     base, impl = rng.lognormal(1.0, 0.2, 25), rng.lognormal(0.2, 0.2, 25)
     ours = stats.paired_ratio(base, impl)
     theirs = scipy_stats.bootstrap(
-        (base, impl), lambda b, i, axis=-1: np.median(b / i, axis=axis), paired=True, vectorized=True,
-        n_resamples=20_000, method="percentile", rng=np.random.default_rng(0),
-    ).confidence_interval  # fmt: skip
+        (base, impl),
+        lambda b, i, axis=-1: np.median(b / i, axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=20_000,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    ).confidence_interval
     width = theirs.high - theirs.low
     assert ours.ratio == pytest.approx(float(np.median(base / impl)))
     assert abs(ours.ci_low - theirs.low) < 0.1 * width and abs(ours.ci_high - theirs.high) < 0.1 * width
@@ -125,8 +133,12 @@ def test_relative_range_needs_two_finite_values() -> None:
 
 
 def test_case_winners_over_repeats_and_failures() -> None:
-    rows = [*repeated_rows(), row("naive", [2.0, 3.0, 4.0], seq_len=256), row("fused", [], seq_len=256, status="oom"),
-            row("naive", [], seq_len=512, status="error", error="boom")]  # fmt: skip
+    rows = [
+        *repeated_rows(),
+        row("naive", [2.0, 3.0, 4.0], seq_len=256),
+        row("fused", [], seq_len=256, status="oom"),
+        row("naive", [], seq_len=512, status="error", error="boom"),
+    ]
     winners = case_winners(pd.DataFrame(rows), "naive").set_index("case")
     assert list(winners["winner"]) == ["fused", "naive", ""]
     first = winners.iloc[0]

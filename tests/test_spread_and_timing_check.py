@@ -34,8 +34,11 @@ def test_spread_refuses_runs_of_different_pairs(tmp_path: Path) -> None:
 
 
 def test_one_repeated_run_is_its_own_repeats(tmp_path: Path) -> None:
-    rows = [row(impl, [2.0 if impl == "naive" else ms] * 5, repeat=r) for r, ms in enumerate((1.0, 1.0, 0.5))
-            for impl in ("naive", "fused")]  # fmt: skip
+    rows = [
+        row(impl, [2.0 if impl == "naive" else ms] * 5, repeat=r)
+        for r, ms in enumerate((1.0, 1.0, 0.5))
+        for impl in ("naive", "fused")
+    ]
     result = CliRunner().invoke(app, ["spread", str(write_run(tmp_path, "rep", rows))])
     assert result.exit_code == 0 and "2.00 / 2.00 / 4.00" in result.output and "100.0 %" in result.output
 
@@ -50,9 +53,13 @@ def tiny_cpu_config(tmp_path: Path, tiny_config_data: dict[str, Any]) -> Path:
 
 @pytest.mark.parametrize(("timer_ms", "exit_code", "verdict"), [(1.04, 0, "PASS"), (1.10, 1, "FAIL")])
 def test_check_timing_passes_within_five_percent(
-    tmp_path: Path, tiny_config_data: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
-    timer_ms: float, exit_code: int, verdict: str,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    tiny_config_data: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    timer_ms: float,
+    exit_code: int,
+    verdict: str,
+) -> None:
     monkeypatch.setattr("mhabench.checks.timing._both_medians_ms", lambda *args: (1.0, timer_ms))
     result = CliRunner().invoke(app, ["check-timing", str(tiny_cpu_config(tmp_path, tiny_config_data))])
     assert result.exit_code == exit_code, result.output

@@ -30,9 +30,17 @@ from mhabench.views.summary import method_phrase, status_text
 from mhabench.views.table import TableModel, case_label, format_number
 
 ENVIRONMENT_FIELDS = (
-    "device_kind", "device_name", "cpu_model", "torch", "cuda", "cudnn", "threads", "mhabench_version",
-    "python", "git_commit",
-)  # fmt: skip
+    "device_kind",
+    "device_name",
+    "cpu_model",
+    "torch",
+    "cuda",
+    "cudnn",
+    "threads",
+    "mhabench_version",
+    "python",
+    "git_commit",
+)
 OUTPUT_SUFFIXES = (".csv", ".json", ".md")
 
 
@@ -132,8 +140,12 @@ def compare_runs(base: results.Run, candidate: results.Run, threshold: float, fo
     merged = pd.merge(
         base.rows.drop_duplicates(key).assign(_order=lambda f: range(len(f))),
         candidate.rows.drop_duplicates(key).assign(_order=lambda f: range(len(base.rows), len(base.rows) + len(f))),
-        on=key, how="outer", suffixes=("_base", "_cand"), indicator=True, sort=False,
-    )  # fmt: skip
+        on=key,
+        how="outer",
+        suffixes=("_base", "_cand"),
+        indicator=True,
+        sort=False,
+    )
     merged = merged.sort_values(by="_order_base", key=lambda c: c.fillna(merged["_order_cand"]), kind="stable")
     if not (merged["_merge"] == "both").any():
         raise NoCommonRowsError(
@@ -161,10 +173,18 @@ def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
     shown = base if presence != "right_only" else cand
     out: dict[str, Any] = {c: row[c] for c in key}
     out.update(
-        scenario=shown.get("scenario"), case=case_label(shown), impl=shown["impl"],
-        base_ms=math.nan, candidate_ms=math.nan, ratio=math.nan, ci_low=math.nan, ci_high=math.nan,
-        p_value=math.nan, verdict=None, note="",
-    )  # fmt: skip
+        scenario=shown.get("scenario"),
+        case=case_label(shown),
+        impl=shown["impl"],
+        base_ms=math.nan,
+        candidate_ms=math.nan,
+        ratio=math.nan,
+        ci_low=math.nan,
+        ci_high=math.nan,
+        p_value=math.nan,
+        verdict=None,
+        note="",
+    )
     if presence != "both":
         out["verdict"] = "only in base" if presence == "left_only" else "only in candidate"
         return out
@@ -178,9 +198,13 @@ def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
     base_samples, cand_samples = samples_of(base), samples_of(cand)
     estimate = stats.ratio_of_medians(cand_samples, base_samples)
     out.update(
-        base_ms=float(base["latency_ms"]), candidate_ms=float(cand["latency_ms"]), ratio=estimate.ratio,
-        ci_low=estimate.ci_low, ci_high=estimate.ci_high, p_value=stats.mann_whitney_p(base_samples, cand_samples),
-    )  # fmt: skip
+        base_ms=float(base["latency_ms"]),
+        candidate_ms=float(cand["latency_ms"]),
+        ratio=estimate.ratio,
+        ci_low=estimate.ci_low,
+        ci_high=estimate.ci_high,
+        p_value=stats.mann_whitney_p(base_samples, cand_samples),
+    )
     if min(len(base_samples), len(cand_samples)) < 2:
         out["note"] = "fewer than 2 samples: no test"
     return out
@@ -214,11 +238,15 @@ def write_output(comparison: Comparison, path: Path) -> None:
 def _as_json(comparison: Comparison) -> dict[str, Any]:
     records = table.to_json_records(comparison_table(comparison))
     return {
-        "base": comparison.base_id, "candidate": comparison.candidate_id,
-        "baseline": comparison.baseline, "threshold": comparison.threshold, "alpha": stats.ALPHA,
+        "base": comparison.base_id,
+        "candidate": comparison.candidate_id,
+        "baseline": comparison.baseline,
+        "threshold": comparison.threshold,
+        "alpha": stats.ALPHA,
         "confidence_level": stats.CONFIDENCE_LEVEL,
-        "differences": [dataclasses.asdict(d) for d in comparison.differences], "rows": records,
-    }  # fmt: skip
+        "differences": [dataclasses.asdict(d) for d in comparison.differences],
+        "rows": records,
+    }
 
 
 def _ci(low: Any, high: Any) -> str:
@@ -241,15 +269,35 @@ def _speedup_table(comparison: Comparison) -> TableModel:
     """One run: speedups over the baseline, with the method; a ``rep`` column for a ``--repeat N`` run."""
     frame = comparison.rows
     with_repeats = repeat_count(frame) > 1
-    headers = ["case", "impl", *(["rep"] if with_repeats else []), "median ms", f"speedup vs {comparison.baseline}",
-               "95% CI", "method", "mem ratio", "FLOP/B", "winner", "status"]  # fmt: skip
+    headers = [
+        "case",
+        "impl",
+        *(["rep"] if with_repeats else []),
+        "median ms",
+        f"speedup vs {comparison.baseline}",
+        "95% CI",
+        "method",
+        "mem ratio",
+        "FLOP/B",
+        "winner",
+        "status",
+    ]
     cells = [
-        [r["case"], r["impl"], *([str(r["repeat"])] if with_repeats else []), format_number(r["latency_ms"], ".3f"),
-         format_number(r["speedup"], ".2f", "×"), _ci(r["speedup_ci_low"], r["speedup_ci_high"]),
-         r["speedup_method"] or "-", format_number(r["memory_ratio"], ".2f", "×"),
-         format_number(r["arithmetic_intensity"], ".1f"), "★" if r["winner"] else "", status_text(r)]
+        [
+            r["case"],
+            r["impl"],
+            *([str(r["repeat"])] if with_repeats else []),
+            format_number(r["latency_ms"], ".3f"),
+            format_number(r["speedup"], ".2f", "×"),
+            _ci(r["speedup_ci_low"], r["speedup_ci_high"]),
+            r["speedup_method"] or "-",
+            format_number(r["memory_ratio"], ".2f", "×"),
+            format_number(r["arithmetic_intensity"], ".1f"),
+            "★" if r["winner"] else "",
+            status_text(r),
+        ]
         for _, r in frame.iterrows()
-    ]  # fmt: skip
+    ]
     styles = ["failed" if r["status"] != "ok" else "winner" if r["winner"] else "" for _, r in frame.iterrows()]
     phrase = method_phrase(frame.get("speedup_method", []))
     title = f"{comparison.base_id}: speedup vs {comparison.baseline} ({phrase}, 95% bootstrap CI)"
@@ -260,14 +308,33 @@ def _runs_table(comparison: Comparison) -> TableModel:
     """Two runs: candidate/base ratio, CI, Holm-corrected p-value and verdict per matched row."""
     frame = comparison.rows
     with_repeats = "repeat" in frame.columns and frame["repeat"].nunique() > 1
-    headers = ["case", "impl", *(["rep"] if with_repeats else []), "base ms", "cand ms", "ratio", "95% CI",
-               "p (Holm)", "verdict", "note"]  # fmt: skip
+    headers = [
+        "case",
+        "impl",
+        *(["rep"] if with_repeats else []),
+        "base ms",
+        "cand ms",
+        "ratio",
+        "95% CI",
+        "p (Holm)",
+        "verdict",
+        "note",
+    ]
     cells = [
-        [r["case"], r["impl"], *([str(r["repeat"])] if with_repeats else []), format_number(r["base_ms"], ".3f"),
-         format_number(r["candidate_ms"], ".3f"), format_number(r["ratio"], ".3f"), _ci(r["ci_low"], r["ci_high"]),
-         format_number(r["p_holm"], ".2g"), r["verdict"], r["note"]]
+        [
+            r["case"],
+            r["impl"],
+            *([str(r["repeat"])] if with_repeats else []),
+            format_number(r["base_ms"], ".3f"),
+            format_number(r["candidate_ms"], ".3f"),
+            format_number(r["ratio"], ".3f"),
+            _ci(r["ci_low"], r["ci_high"]),
+            format_number(r["p_holm"], ".2g"),
+            r["verdict"],
+            r["note"],
+        ]
         for _, r in frame.iterrows()
-    ]  # fmt: skip
+    ]
     styles = [_verdict_style(str(r["verdict"])) for _, r in frame.iterrows()]
     title = (
         f"{comparison.base_id} → {comparison.candidate_id}: candidate/base median "

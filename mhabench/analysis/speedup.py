@@ -32,9 +32,16 @@ MIN_PAIRED_ROUNDS = 3
 """Fewer rounds than this give no useful interval: such rows use the ratio of medians instead."""
 PAIRED, MEDIANS = "paired", "medians"
 SPREAD_COLUMNS = [
-    "case_id", "case", "impl", "repeats", "latency_ms_by_repeat", "latency_ms", "latency_spread", "speedup",
+    "case_id",
+    "case",
+    "impl",
+    "repeats",
+    "latency_ms_by_repeat",
+    "latency_ms",
+    "latency_spread",
+    "speedup",
     "speedup_spread",
-]  # fmt: skip
+]
 
 
 Row = Mapping[str, Any]
@@ -176,11 +183,16 @@ def _spread_line(rows: list[Row]) -> dict[str, Any]:
     rows = sorted(rows, key=lambda row: row.get("repeat", 0))
     latency_ms, speedup = [float(row["latency_ms"]) for row in rows], [float(row["speedup"]) for row in rows]
     return {
-        "case_id": rows[0]["case_id"], "case": rows[0]["case"], "impl": rows[0]["impl"], "repeats": len(rows),
-        "latency_ms_by_repeat": latency_ms, "latency_ms": _median(latency_ms),
-        "latency_spread": relative_range(latency_ms), "speedup": _median(speedup),
+        "case_id": rows[0]["case_id"],
+        "case": rows[0]["case"],
+        "impl": rows[0]["impl"],
+        "repeats": len(rows),
+        "latency_ms_by_repeat": latency_ms,
+        "latency_ms": _median(latency_ms),
+        "latency_spread": relative_range(latency_ms),
+        "speedup": _median(speedup),
         "speedup_spread": relative_range(speedup),
-    }  # fmt: skip
+    }
 
 
 def repeat_count(frame: pd.DataFrame) -> int:
@@ -206,19 +218,34 @@ def case_winners(frame: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.Da
 def _case_line(rows: list[Row], spread: dict[tuple[Any, Any], Row], single_repeat: bool) -> dict[str, Any]:
     case_id = rows[0]["case_id"]
     candidates = {row["impl"]: spread[case_id, row["impl"]] for row in rows if (case_id, row["impl"]) in spread}
-    winner = best({impl: c["speedup"] for impl, c in candidates.items()},
-                  {impl: c["latency_ms"] for impl, c in candidates.items()})  # fmt: skip
-    line = {"case_id": case_id, "case": rows[0]["case"], "winner": "", "latency_ms": math.nan, "speedup": math.nan,
-            "speedup_ci_low": math.nan, "speedup_ci_high": math.nan, "speedup_method": "",
-            "speedup_spread": math.nan, "repeats": 0,
-            "statuses": dict(collections.Counter(row["status"] for row in rows))}  # fmt: skip
+    winner = best(
+        {impl: c["speedup"] for impl, c in candidates.items()},
+        {impl: c["latency_ms"] for impl, c in candidates.items()},
+    )
+    line = {
+        "case_id": case_id,
+        "case": rows[0]["case"],
+        "winner": "",
+        "latency_ms": math.nan,
+        "speedup": math.nan,
+        "speedup_ci_low": math.nan,
+        "speedup_ci_high": math.nan,
+        "speedup_method": "",
+        "speedup_spread": math.nan,
+        "repeats": 0,
+        "statuses": dict(collections.Counter(row["status"] for row in rows)),
+    }
     if winner is None:
         return line
     top, won = candidates[winner], [row for row in rows if row["impl"] == winner and row["status"] == "ok"]
     return {
-        **line, "winner": winner, "latency_ms": top["latency_ms"], "speedup": top["speedup"],
+        **line,
+        "winner": winner,
+        "latency_ms": top["latency_ms"],
+        "speedup": top["speedup"],
         "speedup_ci_low": won[0]["speedup_ci_low"] if single_repeat else math.nan,
         "speedup_ci_high": won[0]["speedup_ci_high"] if single_repeat else math.nan,
         "speedup_method": "+".join(sorted({str(row["speedup_method"]) for row in won if row["speedup_method"]})),
-        "speedup_spread": top["speedup_spread"], "repeats": top["repeats"],
-    }  # fmt: skip
+        "speedup_spread": top["speedup_spread"],
+        "repeats": top["repeats"],
+    }

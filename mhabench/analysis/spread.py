@@ -53,18 +53,23 @@ def spread_table(frame: pd.DataFrame, baseline: str) -> TableModel:
     }
     cells = [
         [
-            line["case"], line["impl"], str(line["repeats"]),
+            line["case"],
+            line["impl"],
+            str(line["repeats"]),
             " / ".join(format_number(v, ".2f") for v in by_pair[(line["case_id"], line["impl"])]),
-            _percent(line["speedup_spread"]), _percent(line["latency_spread"]),
+            _percent(line["speedup_spread"]),
+            _percent(line["latency_spread"]),
         ]
         for line in lines.to_dict("records")
-    ]  # fmt: skip
+    ]
     return TableModel(
         title=f"run-to-run spread of the speedup over {baseline}: (max − min) / median",
         headers=["case", "impl", "runs", "speedup per run", "speedup spread", "latency spread"],
-        cells=cells, numeric=[False, False, True, True, True, True], groups=[line[0] for line in cells],
+        cells=cells,
+        numeric=[False, False, True, True, True, True],
+        groups=[line[0] for line in cells],
         records=lines.drop(columns=["latency_ms_by_repeat"]),
-    )  # fmt: skip
+    )
 
 
 def _percent(value: float) -> str:

@@ -60,9 +60,15 @@ def ratio_of_medians(numerator: Sequence[float], denominator: Sequence[float]) -
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # degenerate (constant) samples warn; the interval is then [ratio, ratio]
         result = stats.bootstrap(
-            (num, den), _median_ratio, n_resamples=BOOTSTRAP_RESAMPLES, vectorized=True, paired=False,
-            confidence_level=CONFIDENCE_LEVEL, method="percentile", rng=np.random.default_rng(BOOTSTRAP_SEED),
-        )  # fmt: skip
+            (num, den),
+            _median_ratio,
+            n_resamples=BOOTSTRAP_RESAMPLES,
+            vectorized=True,
+            paired=False,
+            confidence_level=CONFIDENCE_LEVEL,
+            method="percentile",
+            rng=np.random.default_rng(BOOTSTRAP_SEED),
+        )
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     return RatioEstimate(ratio, low if math.isfinite(low) else ratio, high if math.isfinite(high) else ratio)
 

@@ -73,9 +73,14 @@ def check_datasheet(ctx: Context) -> Verdict:
     tflops_share = measured.peak_tflops / sheet.tensor_tflops
     bandwidth_share = measured.peak_gbps / (sheet.memory_tbps * 1e3)
     fp32 = {f"tf32={tf32}": dataclasses.asdict(sheet_peaks(sheet, torch.float32, tf32)) for tf32 in (False, True)}
-    figures = {"name": name, "model": sheet.model, "bf16_tflops_share": tflops_share,
-               "copy_bandwidth_share": bandwidth_share, "measured": dataclasses.asdict(measured),
-               "fp32_roofs": fp32}  # fmt: skip
+    figures = {
+        "name": name,
+        "model": sheet.model,
+        "bf16_tflops_share": tflops_share,
+        "copy_bandwidth_share": bandwidth_share,
+        "measured": dataclasses.asdict(measured),
+        "fp32_roofs": fp32,
+    }
     return 0.5 <= tflops_share <= 1.05 and 0.5 <= bandwidth_share <= 1.05, figures
 
 
@@ -94,13 +99,23 @@ def check_event_vs_host(ctx: Context) -> Verdict:
 def check_l2_effect(ctx: Context) -> Verdict:
     """A quarter-of-L2 re-read, warm (spin lead) and flushed arms in the same rounds: warm faster, flushed ≤ HBM."""
     x = torch.randn(l2_cache_bytes(ctx.device) // 16, device=ctx.device)
-    arms = time_in_rounds({"warm": x.sum, "flushed": x.sum}, ctx.device, TimingConfig(min_run_time_s=0.05), 0,
-                          flush_l2={"warm": False, "flushed": True})  # fmt: skip
+    arms = time_in_rounds(
+        {"warm": x.sum, "flushed": x.sum},
+        ctx.device,
+        TimingConfig(min_run_time_s=0.05),
+        0,
+        flush_l2={"warm": False, "flushed": True},
+    )
     warm_ms, cold_ms = (arms[arm].latency.latency_ms for arm in ("warm", "flushed"))
     sheet = match_datasheet(torch.cuda.get_device_name(ctx.device))
-    figures = {"bytes": x.nbytes, "warm_us": warm_ms * 1e3, "flushed_us": cold_ms * 1e3,
-               "warm_gbps": x.nbytes / warm_ms / 1e6, "flushed_gbps": x.nbytes / cold_ms / 1e6,
-               "hbm_gbps": sheet.memory_tbps * 1e3 if sheet else math.inf}  # fmt: skip
+    figures = {
+        "bytes": x.nbytes,
+        "warm_us": warm_ms * 1e3,
+        "flushed_us": cold_ms * 1e3,
+        "warm_gbps": x.nbytes / warm_ms / 1e6,
+        "flushed_gbps": x.nbytes / cold_ms / 1e6,
+        "hbm_gbps": sheet.memory_tbps * 1e3 if sheet else math.inf,
+    }
     return warm_ms < 0.9 * cold_ms and figures["flushed_gbps"] <= figures["hbm_gbps"], figures
 
 
@@ -143,9 +158,13 @@ def check_sdpa_backends(ctx: Context) -> Verdict:
     """bf16 d_k 128: each forced backend is the one the dispatched ops show; fused picks a fused one; fp32 no flash."""
     weights = AttentionWeights.random(1024, dtype=BF16, device=ctx.device)
     x = torch.randn(1, 512, 1024, device=ctx.device, dtype=BF16)
-    expected = {"fused": ("flash", "cudnn", "efficient"), "sdpa_flash": ("flash",),
-                "sdpa_efficient": ("efficient",), "sdpa_math": ("math",),
-                "sdpa_cudnn": ("cudnn", "unsupported")}  # fmt: skip
+    expected = {
+        "fused": ("flash", "cudnn", "efficient"),
+        "sdpa_flash": ("flash",),
+        "sdpa_efficient": ("efficient",),
+        "sdpa_math": ("math",),
+        "sdpa_cudnn": ("cudnn", "unsupported"),
+    }
     seen = {name: _backend_of(name, weights, x, 8) for name in expected}
     fp32 = _backend_of("fused", weights.to(dtype=torch.float32), x.float(), 8)
     right = all(ok and backend.startswith(expected[name]) for name, (backend, ok) in seen.items())
@@ -156,8 +175,10 @@ def check_no_kernel_unsupported(ctx: Context) -> Verdict:
     """Flash forced with fp32, or with head_dim 512, raises UnsupportedError (an ``unsupported`` row), not an error."""
     weights = AttentionWeights.random(1024, device=ctx.device)
     x = torch.randn(1, 128, 1024, device=ctx.device)
-    figures = {"fp32": _backend_of("sdpa_flash", weights, x, 8)[0],
-               "head_dim_512": _backend_of("sdpa_flash", weights.to(dtype=BF16), x.to(BF16), 2)[0]}  # fmt: skip
+    figures = {
+        "fp32": _backend_of("sdpa_flash", weights, x, 8)[0],
+        "head_dim_512": _backend_of("sdpa_flash", weights.to(dtype=BF16), x.to(BF16), 2)[0],
+    }
     return all(backend.startswith("unsupported") for backend in figures.values()), figures
 
 
@@ -203,11 +224,19 @@ def _oom_config(ctx: Context) -> Path:
     """naive at a length whose bf16 scores need 1.5× the free memory, then a small case."""
     free = torch.cuda.mem_get_info(ctx.device)[0]
     seq_len = math.ceil(math.sqrt(1.5 * free / (32 * 2)) / 1024) * 1024
-    scenarios = [{"name": "huge", "seq_len": seq_len, "d_model": 1024, "heads": 32},
-                 {"name": "small", "seq_len": 512, "d_model": 512, "heads": 8}]  # fmt: skip
+    scenarios = [
+        {"name": "huge", "seq_len": seq_len, "d_model": 1024, "heads": 32},
+        {"name": "small", "seq_len": 512, "d_model": 512, "heads": 8},
+    ]
     timing = {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 5}
-    config = {"name": "gpu-oom", "device": str(ctx.device), "dtype": "bfloat16", "implementations": ["naive"],
-              "timing": timing, "scenarios": scenarios}  # fmt: skip
+    config = {
+        "name": "gpu-oom",
+        "device": str(ctx.device),
+        "dtype": "bfloat16",
+        "implementations": ["naive"],
+        "timing": timing,
+        "scenarios": scenarios,
+    }
     path = ctx.out / "gpu-oom.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     return path
@@ -258,11 +287,14 @@ def check_reference_cost(ctx: Context) -> Verdict:
     seconds = time.perf_counter() - start
     with torch.inference_mode():
         check = check_output(build("fused", weights, 32, True)(x), reference, "bfloat16")
-    figures = {"seconds": seconds, "device_peak_bytes": tracker.result().peak_bytes,
-               "predicted_bytes": reference_bytes(Workload(8, 8192, 8192, 4096, 32, 32, True, 2)),
-               "host_growth_bytes": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before_kib) * 1024,
-               "sampled_rows": 0 if reference.rows is None else len(reference.rows.row_index),
-               "fused": dataclasses.asdict(check)}  # fmt: skip
+    figures = {
+        "seconds": seconds,
+        "device_peak_bytes": tracker.result().peak_bytes,
+        "predicted_bytes": reference_bytes(Workload(8, 8192, 8192, 4096, 32, 32, True, 2)),
+        "host_growth_bytes": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before_kib) * 1024,
+        "sampled_rows": 0 if reference.rows is None else len(reference.rows.row_index),
+        "fused": dataclasses.asdict(check),
+    }
     within = figures["device_peak_bytes"] <= 1.1 * figures["predicted_bytes"] and figures["host_growth_bytes"] < 2**31
     return seconds < 30 and within and check.ok, figures
 
@@ -276,23 +308,35 @@ def _throughput(ctx: Context, weights: AttentionWeights, seq_len: int, causal: b
         layer_ms = _median_ms(lambda: module(x), ctx.device)[0]
         kernel_ms = _median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), ctx.device)[0]
     layer = cost.FUSED(Workload(1, seq_len, seq_len, 4096, 32, 32, causal, 2))
-    return {"layer_ms": layer_ms, "layer_useful_tflops": layer.useful_flops / layer_ms / 1e9,
-            "layer_executed_tflops": layer.flops / layer_ms / 1e9, "kernel_ms": kernel_ms,
-            "kernel_useful_tflops": (layer.useful_flops - layer.proj_flops) / kernel_ms / 1e9}  # fmt: skip
+    return {
+        "layer_ms": layer_ms,
+        "layer_useful_tflops": layer.useful_flops / layer_ms / 1e9,
+        "layer_executed_tflops": layer.flops / layer_ms / 1e9,
+        "kernel_ms": kernel_ms,
+        "kernel_useful_tflops": (layer.useful_flops - layer.proj_flops) / kernel_ms / 1e9,
+    }
 
 
 def check_fused_throughput(ctx: Context) -> Verdict:
     """fused bf16 d_k 128, n 4k–16k: throughput on useful FLOPs never above the datasheet peak (target ≥ 550)."""
     weights = AttentionWeights.random(4096, dtype=BF16, device=ctx.device)
-    runs = {f"n{n}{'_causal' if c else ''}": _throughput(ctx, weights, n, c)
-            for n in (4096, 8192, 16384) for c in (False, True)}  # fmt: skip
+    runs = {
+        f"n{n}{'_causal' if c else ''}": _throughput(ctx, weights, n, c)
+        for n in (4096, 8192, 16384)
+        for c in (False, True)
+    }
     backend = _backend_of("fused", weights, torch.randn(1, 256, 4096, device=ctx.device, dtype=BF16), 32)[0]
     sheet = match_datasheet(torch.cuda.get_device_name(ctx.device))
     peak = sheet.tensor_tflops if sheet else math.inf
     layer = {key: round(run["layer_useful_tflops"]) for key, run in runs.items()}
     rates = [value for run in runs.values() for key, value in run.items() if key.endswith("useful_tflops")]
-    figures = {"layer_useful_tflops": layer, "peak_tflops": peak, "backend": backend,
-               "skips_masked_work": kernel_skips_masked_work(backend, "fused"), "runs": runs}  # fmt: skip
+    figures = {
+        "layer_useful_tflops": layer,
+        "peak_tflops": peak,
+        "backend": backend,
+        "skips_masked_work": kernel_skips_masked_work(backend, "fused"),
+        "runs": runs,
+    }
     return max(rates) <= peak, figures
 
 
@@ -305,8 +349,13 @@ def check_do_bench(ctx: Context) -> Verdict:
     module = build("fused", AttentionWeights.random(4096, dtype=BF16, device=ctx.device), 32, True)
     x = torch.randn(1, 8192, 4096, device=ctx.device, dtype=BF16)
     with torch.inference_mode():
-        medians = interleaved_medians_ms({"ours_ms": lambda: _median_ms(lambda: module(x), ctx.device)[0],
-                   "do_bench_ms": lambda: do_bench(lambda: module(x), 25, 100, return_mode="median")}, 5)  # fmt: skip
+        medians = interleaved_medians_ms(
+            {
+                "ours_ms": lambda: _median_ms(lambda: module(x), ctx.device)[0],
+                "do_bench_ms": lambda: do_bench(lambda: module(x), 25, 100, return_mode="median"),
+            },
+            5,
+        )
     ratio = medians["ours_ms"] / medians["do_bench_ms"]
     return abs(ratio - 1) <= 0.05, {**medians, "ratio": ratio, "sm_clock_mhz": sm_clock_mhz(ctx.device)}
 
@@ -318,8 +367,12 @@ def check_cuda_graphs(ctx: Context) -> Verdict:
     with torch.inference_mode():
         eager = cuda_event_times_ms(lambda: module(x), ctx.device, 50, flush_l2=True, cuda_graphs=False)
         graph = cuda_event_times_ms(lambda: module(x), ctx.device, 50, flush_l2=True, cuda_graphs=True)
-    figures = {"eager_us": eager.median_device_ms * 1e3, "eager_host_us": eager.median_host_ms * 1e3,
-               "graph_us": graph.median_device_ms * 1e3, "graph_host_us": graph.median_host_ms * 1e3}  # fmt: skip
+    figures = {
+        "eager_us": eager.median_device_ms * 1e3,
+        "eager_host_us": eager.median_host_ms * 1e3,
+        "graph_us": graph.median_device_ms * 1e3,
+        "graph_host_us": graph.median_host_ms * 1e3,
+    }
     ok = figures["graph_us"] <= 1.1 * figures["eager_us"] and figures["graph_host_us"] < figures["eager_host_us"]
     return ok, figures
 
@@ -352,8 +405,11 @@ def _short(value: Any) -> str:
 
 def summary(figures: dict[str, Any]) -> str:
     """The figures as one readable line (4 significant digits); dicts of dicts are left to the JSON."""
-    flat = {key: value for key, value in figures.items()
-            if not (isinstance(value, dict) and any(isinstance(item, dict) for item in value.values()))}  # fmt: skip
+    flat = {
+        key: value
+        for key, value in figures.items()
+        if not (isinstance(value, dict) and any(isinstance(item, dict) for item in value.values()))
+    }
     line = ", ".join(f"{key}={_short(value)}" for key, value in flat.items())
     return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…"
 

@@ -15,14 +15,15 @@ import statistics
 import torch
 from torch.utils import benchmark
 
-from mhabench.distributed.launch import check_launch
 from mhabench.errors import InputError
 from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.timing import measure_latency
 from mhabench.run.case import make_inputs, memory_guard, unsupported_reason
+from mhabench.run.launch import check_launch
 from mhabench.run.runner import implementations_of
 from mhabench.run.steps import prepare
-from mhabench.scenario.config import RunConfig, expand_cases, resolve_device
+from mhabench.scenario.config import RunConfig, expand_cases
+from mhabench.scenario.device import resolve_device
 from mhabench.torch_errors import classify_failure
 from mhabench.views.table import TableModel, format_number
 
@@ -63,14 +64,23 @@ def check_timing(config: RunConfig, config_path: str = "CONFIG", tolerance: floa
                 continue
             ratio = ours_ms / timer_ms
             verdict = "PASS" if abs(ratio - 1) <= tolerance else "FAIL"
-            cells.append([case.case_id, spec.name, format_number(ours_ms, ".4g"), format_number(timer_ms, ".4g"),
-                          format_number(ratio, ".3f"), verdict])  # fmt: skip
+            cells.append(
+                [
+                    case.case_id,
+                    spec.name,
+                    format_number(ours_ms, ".4g"),
+                    format_number(timer_ms, ".4g"),
+                    format_number(ratio, ".3f"),
+                    verdict,
+                ]
+            )
     return TableModel(
         title=f"mhabench medians vs torch.utils.benchmark.Timer ({torch.get_num_threads()} threads, ±{tolerance:.0%})",
-        headers=["case", "impl", "mhabench ms", "Timer ms", "ratio", "verdict"], cells=cells,
+        headers=["case", "impl", "mhabench ms", "Timer ms", "ratio", "verdict"],
+        cells=cells,
         numeric=[False, False, True, True, True, False],
         styles=["failed" if c[-1].startswith("FAIL") else "" for c in cells],
-    )  # fmt: skip
+    )
 
 
 def _both_medians_ms(call: object, device: torch.device, config: RunConfig) -> tuple[float, float]:

@@ -27,15 +27,8 @@ from torch import nn
 from mhabench.impls.reference import check_output
 from mhabench.impls.registry import ImplSpec
 from mhabench.impls.sdpa import kernel_skips_masked_work
-from mhabench.impls.tensor_parallel import (
-    CommStats,
-    TPGroup,
-    gather_peak_bytes,
-    is_tensor_parallel,
-    lockstep_times_ms,
-    measure_comm,
-    using_group,
-)
+from mhabench.impls.tensor_parallel import TPGroup, is_tensor_parallel, using_group
+from mhabench.measure.comm import CommStats, gather_peak_bytes, lockstep_times_ms, measure_comm
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.results.schema import CaseIdentity, Correctness, Distributed, LatencyStats, Memory, Outcome, ResultRow
 from mhabench.run.case import (
@@ -111,9 +104,15 @@ def agreed_outcome(outcome: Outcome | None, tp: TPGroup) -> Outcome | None:
 def single_rank_rows(case: Case, specs: list[ImplSpec], setup: RankSetup, repeat: int) -> Iterator[ResultRow]:
     """The single-process rows of a T = 1 case (rank 0 alone), with the distributed columns filled."""
     rows = run_case(
-        case, specs, setup.device, setup.run_id, setup.peaks[case.dtype], setup.timing, repeat=repeat,
+        case,
+        specs,
+        setup.device,
+        setup.run_id,
+        setup.peaks[case.dtype],
+        setup.timing,
+        repeat=repeat,
         guard=setup.memory_guard,
-    )  # fmt: skip
+    )
     for row in rows:
         peak = row.memory.peak_memory_bytes if row.memory is not None else math.nan
         yield with_distributed(row, setup, CommStats(0.0, 0, math.nan), [peak])
@@ -124,11 +123,13 @@ def with_distributed(row: ResultRow, setup: RankSetup, comm: CommStats | None, r
     group = Distributed(world_size=setup.world_size, backend=setup.backend)
     if row.status == "ok" and row.latency is not None and comm is not None:
         group = dataclasses.replace(
-            group, comm_ms=comm.comm_ms, comm_share=comm.comm_ms / row.latency.latency_ms,
+            group,
+            comm_ms=comm.comm_ms,
+            comm_share=comm.comm_ms / row.latency.latency_ms,
             allreduce_bytes=comm.allreduce_bytes,
             bus_bandwidth_gbps=comm.bus_bandwidth_gbps if math.isfinite(comm.bus_bandwidth_gbps) else None,
             rank_peak_memory_bytes=max(rank_peaks) if all(map(math.isfinite, rank_peaks)) else None,
-        )  # fmt: skip
+        )
     return dataclasses.replace(row, distributed=group)
 
 
@@ -188,9 +189,15 @@ def failure_outcome(exc: Exception, tp: TPGroup) -> Outcome:
 
 
 def checked_layer(
-    spec: ImplSpec, case: Case, inputs: CaseInputs, module: nn.Module, step: Step, setup: RankSetup, tp: TPGroup,
+    spec: ImplSpec,
+    case: Case,
+    inputs: CaseInputs,
+    module: nn.Module,
+    step: Step,
+    setup: RankSetup,
+    tp: TPGroup,
     ident: CaseIdentity,
-) -> Checked | ResultRow:  # fmt: skip
+) -> Checked | ResultRow:
     """The checked call on every rank; rank 0 checks its output against the float64 reference of the whole layer.
 
     After the all-reduce every rank holds the whole output, so one check is enough; its verdict
@@ -214,10 +221,16 @@ def checked_layer(
         return own if own is not None else ResultRow(ident, problem)
     memory, _ = device_call(spec, step.run, setup.device, checked, count_kernels=False)  # no profiler around NCCL
     return Checked(
-        spec, step, ident, correctness, checked.dispatch, None,
+        spec,
+        step,
+        ident,
+        correctness,
+        checked.dispatch,
+        None,
         Memory(memory.peak_bytes, memory.method, parameter_count(module), step.kv_cache_bytes),
-        modelled_cost(spec, case), checked.compile_time_s,
-    )  # fmt: skip
+        modelled_cost(spec, case),
+        checked.compile_time_s,
+    )
 
 
 def timed_row(checked: Checked, case: Case, setup: RankSetup, tp: TPGroup) -> ResultRow:
@@ -225,9 +238,13 @@ def timed_row(checked: Checked, case: Case, setup: RankSetup, tp: TPGroup) -> Re
     call, timing = checked.step.run, setup.timing
     with torch.inference_mode():  # communication after the timing loop, which has warmed everything up
         samples_ms, calls_per_sample = lockstep_times_ms(
-            call, setup.device, tp, warmup_runs=timing.warmup_runs, min_samples=timing.min_samples,
+            call,
+            setup.device,
+            tp,
+            warmup_runs=timing.warmup_runs,
+            min_samples=timing.min_samples,
             min_run_time_s=timing.min_run_time_s,
-        )  # fmt: skip
+        )
         comm = measure_comm(call, tp, calls=COMM_CALLS)
     latency = LatencyStats.from_samples(
         tuple(samples_ms), calls_per_sample, timing.noise_threshold, checked.compile_time_s
@@ -236,10 +253,15 @@ def timed_row(checked: Checked, case: Case, setup: RankSetup, tp: TPGroup) -> Re
     rank_peaks = [float(b) if b >= 0 else math.nan for b in gather_peak_bytes(_bytes_or_minus_one(peak), tp)]
     skips = case.causal and kernel_skips_masked_work(checked.dispatch.sdpa_backend or "", checked.spec.name)
     row = ResultRow(
-        checked.identity, Outcome("ok", ""), checked.correctness, checked.dispatch, latency=latency,
-        memory=checked.memory, cost=checked.cost,
+        checked.identity,
+        Outcome("ok", ""),
+        checked.correctness,
+        checked.dispatch,
+        latency=latency,
+        memory=checked.memory,
+        cost=checked.cost,
         roofline=roofline(case, checked.cost, None, latency, group_peaks(setup.peaks[case.dtype], tp.size), skips),
-    )  # fmt: skip
+    )
     return with_distributed(row, setup, comm, rank_peaks)
 
 

@@ -1,7 +1,7 @@
 """A run under ``torchrun``: every rank measures, rank 0 writes the run folder.
 
-``runner.run`` hands over to :func:`run_distributed` when :func:`~mhabench.distributed.launch.launch_env`
-finds a launch. The order matters because nothing may leave a rank waiting:
+The CLI calls :func:`run_distributed` instead of ``runner.run`` when
+:func:`~mhabench.run.launch.launch_env` finds a launch. The order matters because nothing may leave a rank waiting:
 
 1. every rank makes the same checks on the same config (world size, head divisibility, settings
    this path cannot honour) before any communication, so a bad config ends every rank at once;
@@ -27,29 +27,24 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from mhabench.distributed.launch import (
-    LaunchEnv,
-    agree_on_errors,
-    backend_name,
-    check_launch,
-    divisibility_problem,
-    errors_end_every_rank,
-    init_distributed,
-)
+from mhabench.distributed.groups import tensor_parallel_groups
+from mhabench.distributed.launch import agree_on_errors, backend_name, errors_end_every_rank, init_distributed
 from mhabench.distributed.rows import RankSetup, single_rank_rows, tensor_parallel_rows
 from mhabench.errors import ConfigError, InputError, MhabenchError, OutputFolderError
 from mhabench.impls import get_spec
-from mhabench.impls.tensor_parallel import TPGroup, tensor_parallel_groups
+from mhabench.impls.tensor_parallel import TPGroup, divisibility_problem
 from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.environment import environment
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.results.liveness import heartbeat, liveness_fields
 from mhabench.results.schema import FORMAT_VERSION, ResultRow
 from mhabench.results.store import RunWriter, new_run_dir
-from mhabench.run.memory_guard import check_row_count
+from mhabench.run.launch import LaunchEnv, check_launch
 from mhabench.run.runner import Pending, Progress, RunResult, Selector, implementations_of, pending, roofline_peaks
 from mhabench.run.shard import folder_name
-from mhabench.scenario.config import Case, RunConfig, count_cases, expand_cases, resolve_device
+from mhabench.scenario.config import Case, RunConfig, count_cases, expand_cases
+from mhabench.scenario.device import resolve_device
+from mhabench.scenario.limits import check_row_count
 
 
 class RankFailedError(MhabenchError):
@@ -57,10 +52,18 @@ class RankFailedError(MhabenchError):
 
 
 def run_distributed(
-    config: RunConfig, out_root: Path, progress: Progress | None, argv: list[str] | None, launch: LaunchEnv, *,
-    repeats: int = 1, select: Selector | None = None, manifest_extra: dict[str, Any] | None = None,
-    config_path: str = "CONFIG", resume_dir: Path | None = None,
-) -> RunResult | None:  # fmt: skip
+    config: RunConfig,
+    out_root: Path,
+    progress: Progress | None,
+    argv: list[str] | None,
+    launch: LaunchEnv,
+    *,
+    repeats: int = 1,
+    select: Selector | None = None,
+    manifest_extra: dict[str, Any] | None = None,
+    config_path: str = "CONFIG",
+    resume_dir: Path | None = None,
+) -> RunResult | None:
     """Run ``config`` on this rank of a torchrun launch; rank 0 returns the run, every other rank None.
 
     ``repeats``, ``select`` (a shard) and ``manifest_extra`` mean what they mean in ``runner.run``;
@@ -74,9 +77,14 @@ def run_distributed(
         groups = tensor_parallel_groups(sorted({case.tensor_parallel for _, case, _ in todo} | {1}))
         peaks = _shared_peaks(launch, device, sorted({case.dtype for _, case, _ in todo}))
         setup = RankSetup(
-            device, launch.world_size, backend_name(device.type), _run_id(writer), peaks, config.timing,
+            device,
+            launch.world_size,
+            backend_name(device.type),
+            _run_id(writer),
+            peaks,
+            config.timing,
             config.memory_guard,
-        )  # fmt: skip
+        )
         if writer is None:
             run_cases(todo, groups, setup, None, None)
             return None
@@ -86,9 +94,13 @@ def run_distributed(
 
 
 def checked_plan(
-    config: RunConfig, launch: LaunchEnv, repeats: int, select: Selector | None, config_path: str,
+    config: RunConfig,
+    launch: LaunchEnv,
+    repeats: int,
+    select: Selector | None,
+    config_path: str,
     resume_dir: Path | None,
-) -> list[Pending]:  # fmt: skip
+) -> list[Pending]:
     """What this launch runs, after every check each rank makes alike before any communication."""
     if resume_dir is not None:
         raise InputError("--resume: not available under torchrun; run the sweep again, or in shards (--shard I/N)")
@@ -158,19 +170,33 @@ def _shared_peaks(launch: LaunchEnv, device: torch.device, dtypes: list[str]) ->
 
 
 def _manifest(
-    config: RunConfig, writer: RunWriter, device: torch.device, process: dict[str, Any], argv: list[str] | None,
-    repeats: int, todo: list[Pending],
-) -> dict[str, Any]:  # fmt: skip
+    config: RunConfig,
+    writer: RunWriter,
+    device: torch.device,
+    process: dict[str, Any],
+    argv: list[str] | None,
+    repeats: int,
+    todo: list[Pending],
+) -> dict[str, Any]:
     """The single-process manifest's fields, plus the launch: ``world_size``, ``backend``, ``tensor_parallel``."""
     cases = {case.case_id for _, case, _ in todo}
     return {
-        "run_id": writer.run_id, "format_version": FORMAT_VERSION, "command": argv or [],
-        "config": config.model_dump(mode="json"), "environment": {**environment(device), **process},
-        "cases": len(cases), "implementations": [spec.name for spec in implementations_of(config)], "repeats": repeats,
-        "world_size": dist.get_world_size(), "backend": backend_name(device.type),
+        "run_id": writer.run_id,
+        "format_version": FORMAT_VERSION,
+        "command": argv or [],
+        "config": config.model_dump(mode="json"),
+        "environment": {**environment(device), **process},
+        "cases": len(cases),
+        "implementations": [spec.name for spec in implementations_of(config)],
+        "repeats": repeats,
+        "world_size": dist.get_world_size(),
+        "backend": backend_name(device.type),
         "tensor_parallel": sorted({case.tensor_parallel for _, case, _ in todo}),
-        "started_at": _now(), "finished_at": None, "status": "running", **liveness_fields(),
-    }  # fmt: skip
+        "started_at": _now(),
+        "finished_at": None,
+        "status": "running",
+        **liveness_fields(),
+    }
 
 
 def _now() -> str:
@@ -178,9 +204,13 @@ def _now() -> str:
 
 
 def _write_run(
-    todo: list[Pending], groups: dict[int, TPGroup | None], setup: RankSetup, writer: RunWriter,
-    manifest: dict[str, Any], progress: Progress | None,
-) -> RunResult:  # fmt: skip
+    todo: list[Pending],
+    groups: dict[int, TPGroup | None],
+    setup: RankSetup,
+    writer: RunWriter,
+    manifest: dict[str, Any],
+    progress: Progress | None,
+) -> RunResult:
     """Rank 0: measure its share of every case and write the run, marked interrupted if it stops early."""
     writer.write_manifest(manifest)
     writer.on_row = lambda: writer.write_manifest({**manifest, **heartbeat()})
@@ -198,9 +228,12 @@ def _write_run(
 
 
 def run_cases(
-    todo: list[Pending], groups: dict[int, TPGroup | None], setup: RankSetup, writer: RunWriter | None,
+    todo: list[Pending],
+    groups: dict[int, TPGroup | None],
+    setup: RankSetup,
+    writer: RunWriter | None,
     progress: Progress | None,
-) -> None:  # fmt: skip
+) -> None:
     """Every pending case on the ranks of its degree; every rank meets the others after each case."""
     for repeat, case, names in todo:
         tp = groups[case.tensor_parallel]

@@ -29,10 +29,14 @@ MAX_HEAD_DIM = 256  # FlashAttention-2's largest supported head dimension
     description="packed QKV GEMM, FlashAttention-2 (flash_attn package) on the heads as a view, W_o",
     cost=cost.FUSED,
     capabilities=Capabilities(
-        grouped_kv=True, decode=False, train=True, devices=frozenset({"cuda"}),
-        dtypes=frozenset({"float16", "bfloat16"}), requires=("flash_attn",),
+        grouped_kv=True,
+        decode=False,
+        train=True,
+        devices=frozenset({"cuda"}),
+        dtypes=frozenset({"float16", "bfloat16"}),
+        requires=("flash_attn",),
     ),
-)  # fmt: skip
+)
 class FlashAttnAttention(FusedAttention):
     """:class:`FusedAttention`'s projections around ``flash_attn``'s kernel in its native layout."""
 

@@ -80,9 +80,14 @@ def _project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, heads: in
 
 
 def _attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor, causal: bool, scale: float,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_pos: torch.Tensor,
+    causal: bool,
+    scale: float,
     block_bytes: int,
-) -> torch.Tensor:  # fmt: skip
+) -> torch.Tensor:
     """softmax(q kᵀ·scale + mask) v in blocks of query rows; q (B, h, r, d), k/v (B, kv, L, d).
 
     Grouped K/V heads are broadcast through a (kv, group) split of the query heads, never copied.
@@ -104,8 +109,15 @@ def _attend(
     return out.flatten(1, 2)
 
 
-def _rows_of(w: AttentionWeights, x: torch.Tensor, q_rows: torch.Tensor | None, heads: int, causal: bool,
-             scale: float, block_bytes: int) -> torch.Tensor:  # fmt: skip
+def _rows_of(
+    w: AttentionWeights,
+    x: torch.Tensor,
+    q_rows: torch.Tensor | None,
+    heads: int,
+    causal: bool,
+    scale: float,
+    block_bytes: int,
+) -> torch.Tensor:
     """Output rows ``q_rows`` (None: all) of every sequence in ``x`` (B, L, D), as (B, rows, D), in float64."""
     head_dim = w.d_model // heads
     kv_heads = w.kv_dim // head_dim
@@ -119,9 +131,15 @@ def _rows_of(w: AttentionWeights, x: torch.Tensor, q_rows: torch.Tensor | None, 
 
 
 def reference_attention(
-    weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool, scale: float | None = None, *,
-    rows: RowSample | None = None, block_bytes: int = BLOCK_BYTES,
-) -> torch.Tensor:  # fmt: skip
+    weights: AttentionWeights,
+    x: torch.Tensor,
+    heads: int,
+    causal: bool,
+    scale: float | None = None,
+    *,
+    rows: RowSample | None = None,
+    block_bytes: int = BLOCK_BYTES,
+) -> torch.Tensor:
     """softmax(Q Kᵀ · scale + mask) V W_o in float64 on ``x``'s device, grouped K/V heads broadcast.
 
     ``scale`` defaults to 1/√d_k (the ``unscaled`` ablation passes 1). Returns (b, n, D), or with
@@ -152,9 +170,15 @@ def decode_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, cau
 
 
 def expected_output(
-    weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool, *, phase: str = "prefill",
-    scale: float | None = None, sample_above: int = SAMPLE_ABOVE_SCORES,
-) -> Reference:  # fmt: skip
+    weights: AttentionWeights,
+    x: torch.Tensor,
+    heads: int,
+    causal: bool,
+    *,
+    phase: str = "prefill",
+    scale: float | None = None,
+    sample_above: int = SAMPLE_ABOVE_SCORES,
+) -> Reference:
     """The reference the runner checks standard attention against: every row, or a sample above the size."""
     if phase == "decode":
         return Reference(decode_reference(weights, x, heads, causal))

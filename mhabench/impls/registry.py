@@ -44,8 +44,9 @@ class Capabilities:
     requires: tuple[str, ...] = ()
     """Importable packages it needs (an optional peer such as ``flash_attn``)."""
 
-    def unsupported_reason(self, name: str, *, kv_heads: int, heads: int, phase: str, mode: str,
-                           device_type: str, dtype: str) -> str | None:  # fmt: skip
+    def unsupported_reason(
+        self, name: str, *, kv_heads: int, heads: int, phase: str, mode: str, device_type: str, dtype: str
+    ) -> str | None:
         """Why ``name`` cannot run this case, or None when it can."""
         missing = [package for package in self.requires if importlib.util.find_spec(package) is None]
         checks = [

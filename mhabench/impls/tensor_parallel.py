@@ -15,6 +15,9 @@ The layers are built from the same :class:`~mhabench.impls.weights.AttentionWeig
 implementation and checked against the float64 reference of the whole layer. Their registered cost
 is the whole layer's (``fused`` and ``materialized``), which is the sum over ranks; the K/V heads
 recomputed on replicating ranks are not in it.
+
+The process groups are made in :mod:`mhabench.distributed.groups`; what the all-reduce costs is
+measured in :mod:`mhabench.measure.comm`.
 """
 
 from __future__ import annotations
@@ -22,17 +25,16 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import math
-import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
+from typing import Protocol
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
 from mhabench import cost
-from mhabench.distributed.launch import check_divisible
+from mhabench.errors import ConfigError
 from mhabench.impls.base import AttentionModule, frozen, linear, materialized_attention, repeat_kv
 from mhabench.impls.fused import pack_qkv
 from mhabench.impls.registry import Capabilities, ImplSpec, register
@@ -59,28 +61,6 @@ class TPGroup:
 SINGLE_RANK = TPGroup(size=1, rank=0)
 
 
-def tensor_parallel_groups(sizes: Sequence[int]) -> dict[int, TPGroup | None]:
-    """One group per tensor-parallel degree of a sweep, made of the first ``size`` ranks.
-
-    Every rank must call this with the same ``sizes`` (``new_group`` is collective). The value is
-    None on ranks outside that degree's group: they skip those cases. Without a process group only
-    degree 1 exists (:func:`~mhabench.distributed.launch.check_launch` refuses the others first).
-    """
-    if not (dist.is_available() and dist.is_initialized()):
-        if max(sizes, default=1) > 1:
-            raise ValueError(f"tensor_parallel {max(sizes)} needs a process group (init_distributed first)")
-        return {1: SINGLE_RANK}
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    groups: dict[int, TPGroup | None] = {}
-    for size in sorted(set(sizes)):
-        if size == 1:
-            groups[size] = SINGLE_RANK if rank == 0 else None
-            continue
-        group = dist.group.WORLD if size == world_size else dist.new_group(list(range(size)))
-        groups[size] = TPGroup(size, rank, group) if rank < size else None
-    return groups
-
-
 _ACTIVE_GROUP: contextvars.ContextVar[TPGroup] = contextvars.ContextVar("tensor_parallel_group", default=SINGLE_RANK)
 
 
@@ -92,6 +72,33 @@ def using_group(tp: TPGroup) -> Iterator[None]:
         yield
     finally:
         _ACTIVE_GROUP.reset(token)
+
+
+def divisibility_problem(heads: int, kv_heads: int, tensor_parallel: int) -> str | None:
+    """Why ``heads``/``kv_heads`` cannot be split over ``tensor_parallel`` ranks, or None.
+
+    Query heads must split evenly. Key/value heads either split evenly too, or — when there are
+    fewer of them than ranks — each is replicated on ``tensor_parallel / kv_heads`` ranks, which
+    needs ``kv_heads`` to divide ``tensor_parallel``. Returned as text so a pydantic validator can
+    raise it with the field's path.
+    """
+    if heads % tensor_parallel:
+        return f"heads {heads} is not divisible by tensor_parallel {tensor_parallel}"
+    if kv_heads >= tensor_parallel and kv_heads % tensor_parallel:
+        return f"kv_heads {kv_heads} is not divisible by tensor_parallel {tensor_parallel}"
+    if kv_heads < tensor_parallel and tensor_parallel % kv_heads:
+        return (
+            f"kv_heads {kv_heads} does not divide tensor_parallel {tensor_parallel} "
+            "(fewer K/V heads than ranks are replicated, so each must cover a whole number of ranks)"
+        )
+    return None
+
+
+def check_divisible(heads: int, kv_heads: int, tensor_parallel: int) -> None:
+    """:func:`divisibility_problem` as a :class:`ConfigError`."""
+    problem = divisibility_problem(heads, kv_heads, tensor_parallel)
+    if problem:
+        raise ConfigError(f"tensor_parallel: {problem}")
 
 
 # --- this rank's slice of the weights ----------------------------------------------------------
@@ -225,65 +232,28 @@ class TensorParallelNaive(TensorParallelAttention):
         return self.reduce(self.merge_heads(out) @ self.w_o)
 
 
-# --- communication: what the all-reduce costs ---------------------------------------------------
+# --- the all-reduce ----------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class CommStats:
-    """All-reduce time and volume of one layer call, and the bus bandwidth they imply.
+class AllReduceRecorder(Protocol):
+    """What :func:`recording_all_reduces` hands each all-reduce to (``mhabench.measure.comm.CommTracker``)."""
 
-    ``bus_bandwidth_gbps`` follows the convention of NCCL's performance notes: algorithm bandwidth
-    is bytes / time, and for an all-reduce the bus bandwidth multiplies it by 2·(T−1)/T — the
-    share of the data each link carries in a ring all-reduce — so the figure can be held against
-    the link's rated speed whatever T is. NaN when nothing was communicated.
-    """
-
-    comm_ms: float
-    allreduce_bytes: int
-    bus_bandwidth_gbps: float
+    def record(self, elapsed_ms: float, nbytes: int) -> None: ...
 
 
-def bus_bandwidth_gbps(allreduce_bytes: int, comm_ms: float, world_size: int) -> float:
-    """Ring all-reduce bus bandwidth, 2·(T−1)/T · bytes / time, in GB/s (NaN without traffic)."""
-    if world_size < 2 or allreduce_bytes == 0 or comm_ms <= 0:
-        return math.nan
-    return 2 * (world_size - 1) / world_size * allreduce_bytes / (comm_ms / 1e3) / 1e9
+_ACTIVE_RECORDER: contextvars.ContextVar[AllReduceRecorder | None] = contextvars.ContextVar(
+    "all_reduce_recorder", default=None
+)
 
 
-class CommTracker:
-    """Context manager: times and counts every all-reduce the tensor-parallel layers issue inside it.
-
-    Each all-reduce is timed on the host around a synchronous collective; on CUDA the stream is
-    synchronized before (so queued compute is not billed to communication) and after (so the
-    transfer has finished). Those synchronizations slow the tracked calls down, so the runner
-    measures communication in calls of its own, never inside the latency loop. The host time
-    includes waiting for the slowest rank to arrive: load imbalance is part of what a layer pays.
-    """
-
-    def __init__(self) -> None:
-        self.times_ms: list[float] = []
-        self.allreduce_bytes = 0
-        self._token: contextvars.Token[CommTracker | None] | None = None
-
-    def __enter__(self) -> CommTracker:
-        self._token = _ACTIVE_TRACKER.set(self)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._token is not None:
-            _ACTIVE_TRACKER.reset(self._token)
-
-    def record(self, elapsed_ms: float, nbytes: int) -> None:
-        self.times_ms.append(elapsed_ms)
-        self.allreduce_bytes += nbytes
-
-    def stats(self, world_size: int) -> CommStats:
-        """Totals over everything tracked so far."""
-        comm_ms = sum(self.times_ms)
-        return CommStats(comm_ms, self.allreduce_bytes, bus_bandwidth_gbps(self.allreduce_bytes, comm_ms, world_size))
-
-
-_ACTIVE_TRACKER: contextvars.ContextVar[CommTracker | None] = contextvars.ContextVar("comm_tracker", default=None)
+@contextlib.contextmanager
+def recording_all_reduces(recorder: AllReduceRecorder) -> Iterator[None]:
+    """Every all-reduce the layers issue inside is timed on the host and reported to ``recorder``."""
+    token = _ACTIVE_RECORDER.set(recorder)
+    try:
+        yield
+    finally:
+        _ACTIVE_RECORDER.reset(token)
 
 
 def _synchronize(device: torch.device) -> None:
@@ -292,82 +262,20 @@ def _synchronize(device: torch.device) -> None:
 
 
 def all_reduce_sum(tensor: torch.Tensor, tp: TPGroup) -> torch.Tensor:
-    """Sum ``tensor`` over ``tp`` in place (nothing to do on one rank), reporting to an active tracker."""
+    """Sum ``tensor`` over ``tp`` in place (nothing to do on one rank), reporting to an active recorder.
+
+    With a recorder, the stream is synchronized before (so queued compute is not billed to
+    communication) and after (so the transfer has finished) a synchronous collective.
+    """
     if tp.group is None:
         return tensor
-    tracker = _ACTIVE_TRACKER.get()
-    if tracker is None:
+    recorder = _ACTIVE_RECORDER.get()
+    if recorder is None:
         dist.all_reduce(tensor, group=tp.group)
         return tensor
     _synchronize(tensor.device)
     start_s = time.perf_counter()
     dist.all_reduce(tensor, group=tp.group)
     _synchronize(tensor.device)
-    tracker.record((time.perf_counter() - start_s) * 1e3, tensor.numel() * tensor.element_size())
+    recorder.record((time.perf_counter() - start_s) * 1e3, tensor.numel() * tensor.element_size())
     return tensor
-
-
-def measure_comm(call: Callable[[], object], tp: TPGroup, calls: int = 5) -> CommStats:
-    """Communication of one layer call: the median over ``calls`` tracked calls (same count on every rank).
-
-    The ranks meet before each tracked call, so its all-reduce waits only for the imbalance of that
-    call, not for a lag left over from the calls before it.
-    """
-    per_call = []
-    for _ in range(calls):
-        _agree_max(0, tp)
-        with CommTracker() as tracker:
-            call()
-        per_call.append(tracker.stats(tp.size))
-    comm_ms = statistics.median(s.comm_ms for s in per_call)
-    nbytes = per_call[-1].allreduce_bytes
-    return CommStats(comm_ms, nbytes, bus_bandwidth_gbps(nbytes, comm_ms, tp.size))
-
-
-# --- measuring in lockstep -------------------------------------------------------------------------
-
-
-def _agree_max(value: int, tp: TPGroup) -> int:
-    """The largest ``value`` over the ranks of ``tp`` (a CPU tensor: gloo carries it on every backend)."""
-    if tp.group is None:
-        return value
-    tensor = torch.tensor([value], dtype=torch.int64)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=tp.group)
-    return int(tensor.item())
-
-
-def _timed_s(call: Callable[[], object], device: torch.device, calls: int) -> float:
-    _synchronize(device)
-    start_s = time.perf_counter()
-    for _ in range(calls):
-        call()
-    _synchronize(device)
-    return time.perf_counter() - start_s
-
-
-def lockstep_times_ms(
-    call: Callable[[], object], device: torch.device, tp: TPGroup, *,
-    warmup_runs: int, min_samples: int, min_run_time_s: float,
-) -> tuple[list[float], int]:  # fmt: skip
-    """Per-call latency samples and calls per sample, with every rank making the same calls.
-
-    An adaptive timer lets each rank choose its own number of calls, and a collective layer
-    deadlocks as soon as two ranks disagree. Here one probe call sizes a block of about
-    ``min_run_time_s / min_samples``, the ranks agree on the largest block, and each times
-    ``min_samples`` blocks.
-    """
-    for _ in range(warmup_runs):
-        call()
-    probe_s = max(_timed_s(call, device, 1), 1e-9)
-    calls_per_sample = _agree_max(max(1, math.ceil(min_run_time_s / min_samples / probe_s)), tp)
-    samples_ms = [_timed_s(call, device, calls_per_sample) / calls_per_sample * 1e3 for _ in range(min_samples)]
-    return samples_ms, calls_per_sample
-
-
-def gather_peak_bytes(local_peak_bytes: int, tp: TPGroup) -> list[int]:
-    """Every rank's peak memory of one call, in rank order (each rank measures its own)."""
-    if tp.group is None:
-        return [local_peak_bytes]
-    gathered = [torch.zeros(1, dtype=torch.int64) for _ in range(tp.size)]
-    dist.all_gather(gathered, torch.tensor([local_peak_bytes], dtype=torch.int64), group=tp.group)
-    return [int(t.item()) for t in gathered]

@@ -43,8 +43,18 @@ ALLOCATION_ONLY = frozenset({aten.empty, aten.empty_like, aten.empty_strided, at
 # In-place ops that overwrite their first argument without reading it (the schema only says "mutated").
 OVERWRITES_SELF = frozenset({aten.copy_, aten.fill_, aten.zero_})
 # Factories that take a tensor argument for its shape, dtype and device only.
-SHAPE_ONLY = frozenset({aten.zeros_like, aten.ones_like, aten.full_like, aten.rand_like, aten.randn_like,
-                        aten.new_zeros, aten.new_ones, aten.new_full})  # fmt: skip
+SHAPE_ONLY = frozenset(
+    {
+        aten.zeros_like,
+        aten.ones_like,
+        aten.full_like,
+        aten.rand_like,
+        aten.randn_like,
+        aten.new_zeros,
+        aten.new_ones,
+        aten.new_full,
+    }
+)
 # Ops that compute their intermediates inside one kernel (the memory tracker's list): only their
 # inputs and outputs are counted.
 OPAQUE = frozenset(getattr(aten, name) for name in OPAQUE_OPS)
@@ -89,14 +99,14 @@ def _sdpa_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *
     return attention_flops(query, key, value)
 
 
-def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                   *_: Any, **__: Any) -> int:  # fmt: skip
+def _sdpa_backward(
+    grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *_: Any, **__: Any
+) -> int:
     """2.5× the forward: the backward recomputes QKᵀ (FlopCounterMode's and the cost model's convention)."""
     return 5 * attention_flops(query, key, value) // 2
 
 
-def _native_mha(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, embed_dim: int, *_: Any,
-                **__: Any) -> int:  # fmt: skip
+def _native_mha(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, embed_dim: int, *_: Any, **__: Any) -> int:
     """nn.MultiheadAttention's fused fast path: Q/K/V projections, attention and W_o in one op."""
     q_tokens, kv_tokens = query.numel() // embed_dim, key.numel() // embed_dim
     projections = 2 * embed_dim * embed_dim * (2 * q_tokens + 2 * kv_tokens)
@@ -107,9 +117,13 @@ def _native_mha(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, emb
 def _flop_formulas() -> dict[Any, Callable[..., int]]:
     """torch's formulas (convolutions, scaled and nested kernels), with matmuls and every SDPA entry point
     (forward and backward) counted from their shapes here."""
-    sdpa = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
-            "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-            "_scaled_dot_product_fused_attention_overrideable")  # fmt: skip
+    sdpa = (
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_fused_attention_overrideable",
+    )
     formulas: dict[Any, Callable[..., int]] = dict(flop_registry)
     formulas |= {aten.mm: _product, aten.bmm: _product, aten.addmm: _biased_product, aten.baddbmm: _biased_product}
     for name in sdpa:

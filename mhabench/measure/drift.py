@@ -68,9 +68,11 @@ class Drift:
 
     def manifest(self) -> dict[str, Any]:
         return {
-            "workload": self.workload, "reference_ms": list(self.reference_ms), "drift": self.drift,
+            "workload": self.workload,
+            "reference_ms": list(self.reference_ms),
+            "drift": self.drift,
             "exceeded": self.exceeded,
-        }  # fmt: skip
+        }
 
     def warning(self) -> str | None:
         """One terminal line when the drift exceeds the noise threshold; ``None`` otherwise."""
@@ -93,10 +95,15 @@ class DriftWatch:
     """
 
     def __init__(
-        self, device: torch.device, noise_threshold: float, *, seconds: float = REFERENCE_S,
-        measure: Callable[[], float] | None = None, clock: Callable[[], float] = time.monotonic,
+        self,
+        device: torch.device,
+        noise_threshold: float,
+        *,
+        seconds: float = REFERENCE_S,
+        measure: Callable[[], float] | None = None,
+        clock: Callable[[], float] = time.monotonic,
         interval_s: float = CHECK_INTERVAL_S,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if measure is None:
             call, self.workload = reference_workload(device)
             measure = functools.partial(time_reference_ms, call, device, seconds)

@@ -15,8 +15,9 @@ from typing import Any
 
 import torch
 
-import mhabench
 from mhabench.measure.peaks import cpu_model, device_name
+from mhabench.scenario.device import canonical_device
+from mhabench.version import __version__
 
 NVIDIA_SMI_TIMEOUT_S = 10
 # nvidia-smi --query-gpu fields → manifest keys
@@ -42,34 +43,6 @@ def git_commit(cwd: Path | None = None) -> str | None:
     if done.returncode != 0:
         return None
     return done.stdout.strip() or None
-
-
-def canonical_device(device: str | torch.device) -> str:
-    """One spelling per physical device: ``auto``, ``cuda`` and ``cuda:0`` on GPU 0 all give "cuda:0".
-
-    ``auto`` is CUDA when available; a CUDA device without an index is the current device. So
-    ``compare`` matches runs made with ``auto`` and with ``--device cuda:0``.
-    """
-    if str(device) == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(device)
-    if device.type != "cuda":
-        return device.type
-    index = device.index
-    if index is None:
-        index = torch.cuda.current_device() if torch.cuda.is_available() else 0
-    return f"cuda:{index}"
-
-
-def auto_dtype(device: torch.device) -> str:
-    """``dtype: auto``: float32 on the CPU; bfloat16 on Ampere (8.0) and later GPUs; float16 before.
-
-    Pre-Ampere GPUs have no bf16 tensor cores: torch emulates bf16 there, far below the fp16 rate.
-    """
-    if device.type != "cuda":
-        return "float32"
-    major, _ = torch.cuda.get_device_capability(device)
-    return "bfloat16" if major >= 8 else "float16"
 
 
 def _smi_value(text: str) -> str | float | None:
@@ -145,7 +118,7 @@ def cuda_details(device: torch.device) -> dict[str, Any]:
 def environment(device: torch.device) -> dict[str, Any]:
     cuda = torch.cuda.is_available()
     return {
-        "mhabench_version": mhabench.__version__,
+        "mhabench_version": __version__,
         "git_commit": git_commit(),
         "python": platform.python_version(),
         "platform": platform.platform(),

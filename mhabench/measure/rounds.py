@@ -210,9 +210,12 @@ def interleaved_medians_ms(samplers: Mapping[str, Callable[[], float]], rounds: 
 
 
 def _timers(
-    calls: Mapping[str, Callable[[], object]], device: torch.device, timing: TimingConfig,
-    flush_l2: Mapping[str, bool] | None, clock: Clock,
-) -> dict[str, BlockTimer]:  # fmt: skip
+    calls: Mapping[str, Callable[[], object]],
+    device: torch.device,
+    timing: TimingConfig,
+    flush_l2: Mapping[str, bool] | None,
+    clock: Clock,
+) -> dict[str, BlockTimer]:
     """A CPU timer per call, or on CUDA a prepared :class:`CudaCalls` per call (leads shared by setting)."""
     if device.type != "cuda":
         return {name: CpuTimer(fn, clock) for name, fn in calls.items()}
@@ -238,10 +241,15 @@ def _latency(
 
 
 def time_in_rounds(
-    calls: Mapping[str, Callable[[], object]], device: torch.device, timing: TimingConfig, seed: int,
-    compile_time_s: Mapping[str, float] | None = None, *, flush_l2: Mapping[str, bool] | None = None,
+    calls: Mapping[str, Callable[[], object]],
+    device: torch.device,
+    timing: TimingConfig,
+    seed: int,
+    compile_time_s: Mapping[str, float] | None = None,
+    *,
+    flush_l2: Mapping[str, bool] | None = None,
     clock: Clock = time.perf_counter,
-) -> dict[str, Timed]:  # fmt: skip
+) -> dict[str, Timed]:
     """:func:`interleaved_latency` with each implementation's :class:`WarmUp` beside its latency.
 
     ``flush_l2`` overrides ``timing.flush_l2`` per name on CUDA (the L2 check times one call warm and
@@ -270,9 +278,12 @@ def time_in_rounds(
 
 
 def interleaved_latency(
-    calls: Mapping[str, Callable[[], object]], device: torch.device, timing: TimingConfig, seed: int,
+    calls: Mapping[str, Callable[[], object]],
+    device: torch.device,
+    timing: TimingConfig,
+    seed: int,
     compile_time_s: Mapping[str, float] | None = None,
-) -> dict[str, LatencyStats]:  # fmt: skip
+) -> dict[str, LatencyStats]:
     """Time every implementation of one case in the same shuffled rounds, after a warm-up by time.
 
     ``calls`` maps an implementation's name to a zero-argument call of it on the case (run it under

@@ -163,29 +163,50 @@ def diagonal(m: CaseMeasurement) -> list[ClaimRow]:
     asym = m.values("shared_qk", "asymmetry")
     return [
         _shared_row(
-            m, "diag_shared_vs_separate", "shared W_Q = W_K: more rows peak on their own token than separate W_Q, W_K",
-            "diag_argmax_share", source=SHARED, theory=f"> {other:.4f}", tolerance="strictly greater",
+            m,
+            "diag_shared_vs_separate",
+            "shared W_Q = W_K: more rows peak on their own token than separate W_Q, W_K",
+            "diag_argmax_share",
+            source=SHARED,
+            theory=f"> {other:.4f}",
+            tolerance="strictly greater",
             verdict=PASS if shared.mean() > other else FAIL,
             note=f"separate {other:.4f} ± {other_sd:.4f}; diagonal z: shared {z_shared:.2f}, separate {z_separate:.2f}",
         ),
         _shared_row(
-            m, "diag_always_wins", "shared W_Q = W_K: every token's own key gets its row's highest score",
-            "diag_argmax_share", source=SHARED, theory=1.0, tolerance="exact",
+            m,
+            "diag_always_wins",
+            "shared W_Q = W_K: every token's own key gets its row's highest score",
+            "diag_argmax_share",
+            source=SHARED,
+            theory=1.0,
+            tolerance="exact",
             verdict=PASS if np.all(shared == 1) else FAIL,
             note="PSD bounds S_ij by √(S_ii·S_jj); it does not make the diagonal win",
         ),
         _shared_row(
-            m, "psd_bound", "shared W_Q = W_K: S_ij ≤ √(S_ii·S_jj) (S = Q Qᵀ is positive semi-definite)",
-            "cauchy_schwarz_violations", source="performance-model.md; Cauchy–Schwarz", theory=0.0,
-            tolerance="1e-9 of max |S|", verdict=PASS if np.all(violations == 0) else FAIL,
+            m,
+            "psd_bound",
+            "shared W_Q = W_K: S_ij ≤ √(S_ii·S_jj) (S = Q Qᵀ is positive semi-definite)",
+            "cauchy_schwarz_violations",
+            source="performance-model.md; Cauchy–Schwarz",
+            theory=0.0,
+            tolerance="1e-9 of max |S|",
+            verdict=PASS if np.all(violations == 0) else FAIL,
             note="share of pairs i ≠ j that break the bound",
         ),
         _shared_row(
-            m, "symmetric_shared", "shared W_Q = W_K: S = Sᵀ", "asymmetry", source=SHARED, theory=0.0,
-            tolerance="≤ 1e-12", verdict=PASS if np.all(asym <= 1e-12) else FAIL,
+            m,
+            "symmetric_shared",
+            "shared W_Q = W_K: S = Sᵀ",
+            "asymmetry",
+            source=SHARED,
+            theory=0.0,
+            tolerance="≤ 1e-12",
+            verdict=PASS if np.all(asym <= 1e-12) else FAIL,
             note=f"‖S − Sᵀ‖/‖S‖; separate W_Q, W_K: {m.values('standard', 'asymmetry').mean():.3f}",
         ),
-    ]  # fmt: skip
+    ]
 
 
 def jl(m: CaseMeasurement) -> list[ClaimRow]:
@@ -227,18 +248,30 @@ def equivalence(m: CaseMeasurement) -> list[ClaimRow]:
     same = bool(np.all(fused == expected) and np.all(per_head == expected))
     return [
         ClaimRow(
-            claim="same_output", statement="packed QKV + view and 3h per-head matrices compute the same function",
-            source=LAYOUT, case=c.case_id, theory=0.0, measured=float(err.max()), sd=_mean_sd(err)[1],
-            tolerance="≤ 1e-10 (float64)", verdict=PASS if err.max() <= EQUIVALENCE_TOLERANCE else FAIL,
+            claim="same_output",
+            statement="packed QKV + view and 3h per-head matrices compute the same function",
+            source=LAYOUT,
+            case=c.case_id,
+            theory=0.0,
+            measured=float(err.max()),
+            sd=_mean_sd(err)[1],
+            tolerance="≤ 1e-10 (float64)",
+            verdict=PASS if err.max() <= EQUIVALENCE_TOLERANCE else FAIL,
             note="max |packed − per-head| / max |per-head|",
         ),
         ClaimRow(
-            claim="same_params", statement="both layouts hold 2·D² + 2·D·kv_dim weights (4·D² for MHA) whatever h",
-            source=f"{LAYOUT}; seed 000 §1", case=c.case_id, theory=expected, measured=float(per_head.max()), sd=0.0,
-            tolerance="exact", verdict=PASS if same else FAIL,
+            claim="same_params",
+            statement="both layouts hold 2·D² + 2·D·kv_dim weights (4·D² for MHA) whatever h",
+            source=f"{LAYOUT}; seed 000 §1",
+            case=c.case_id,
+            theory=expected,
+            measured=float(per_head.max()),
+            sd=0.0,
+            tolerance="exact",
+            verdict=PASS if same else FAIL,
             note=f"fused {int(fused.max()):,}, per_head {int(per_head.max()):,}",
         ),
-    ]  # fmt: skip
+    ]
 
 
 TRAINED_CLAIMS = [
@@ -331,9 +364,18 @@ def trend_claims(measurements: list[CaseMeasurement]) -> list[ClaimRow]:
         ):
             series = [float(m.values(variant, statistic).mean()) for m in members]
             measured = " → ".join(f"{value:.3f}" for value in series)
-            row = ClaimRow(f"trend_{variant}_{statistic}", what, SCALE, label, shape, measured, None,
-                           f"±{TREND_TOLERANCE}", "", "Jacobian norm ‖diag p − p pᵀ‖_F < 0.01 counts as dead"
-                           if statistic == "dead_gradient_share" else "")  # fmt: skip
+            row = ClaimRow(
+                f"trend_{variant}_{statistic}",
+                what,
+                SCALE,
+                label,
+                shape,
+                measured,
+                None,
+                f"±{TREND_TOLERANCE}",
+                "",
+                "Jacobian norm ‖diag p − p pᵀ‖_F < 0.01 counts as dead" if statistic == "dead_gradient_share" else "",
+            )
             premise = _premise_note(first, "i.i.d. Gaussian logits", zero_mean=True)
             if premise is None and len(set(widths)) < 2:
                 premise = "needs at least two head widths in the sweep"
@@ -353,13 +395,27 @@ def run_claims() -> list[ClaimRow]:
         ("unscaled_training", "without 1/√d_k training is unstable and converges more slowly", SCALE),
         ("dot_vs_additive_quality", "dot-product attention is better than additive attention", "seed 004 §3"),
         ("heads_specialise", "heads learn different roles (positional, syntactic, rare-word heads)", PRUNE),
-        ("memorization_capacity", "memorization capacity grows as Θ(H·n) with the number of heads",
-         "seed 002 view 4 (arXiv 2306.02010)"),
-    ]  # fmt: skip
+        (
+            "memorization_capacity",
+            "memorization capacity grows as Θ(H·n) with the number of heads",
+            "seed 002 view 4 (arXiv 2306.02010)",
+        ),
+    ]
     return [
-        ClaimRow("jl_seed_bound", "d_k > 8·ln m / ε² ≈ 72 suffices for m = 8192 tokens", "seed 002 view 3", "—",
-                 seed_bound, None, None, "—", NO_GUARANTEE,
-                 f"the seed takes ε = 1, outside the lemma (0 < ε < 1); at ε = 0.5, m = 8192 needs k ≥ {honest:.0f}"),
-        *(ClaimRow(name, text, source, "—", None, None, None, "—", UNTESTABLE, "needs training")
-          for name, text, source in needs_training),
-    ]  # fmt: skip
+        ClaimRow(
+            "jl_seed_bound",
+            "d_k > 8·ln m / ε² ≈ 72 suffices for m = 8192 tokens",
+            "seed 002 view 3",
+            "—",
+            seed_bound,
+            None,
+            None,
+            "—",
+            NO_GUARANTEE,
+            f"the seed takes ε = 1, outside the lemma (0 < ε < 1); at ε = 0.5, m = 8192 needs k ≥ {honest:.0f}",
+        ),
+        *(
+            ClaimRow(name, text, source, "—", None, None, None, "—", UNTESTABLE, "needs training")
+            for name, text, source in needs_training
+        ),
+    ]

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mhabench.errors import ConfigError, describe_validation_error
-from mhabench.run.memory_guard import check_document_size
 from mhabench.scenario.config import ScenarioSpec, read_yaml
+from mhabench.scenario.limits import check_document_size
 
 ClaimGroup = Literal["var_qk", "saturation", "rank", "diagonal", "jl", "equivalence", "trained"]
 PROBE_FIELDS = frozenset({"name", "batch", "seq_len", "d_model", "heads", "kv_heads", "bias", "seed"})
@@ -106,12 +106,23 @@ class ProbeCase:
 def expand(spec: ProbeScenario) -> list[ProbeCase]:
     """Every case of one scenario, in cartesian-product order."""
     return [
-        ProbeCase(spec.name, batch, seq_len, d_model, heads, kv_heads or heads, bias, spec.seed, spec.samples,
-                  tuple(dict.fromkeys(spec.claims)), spec.weights)
+        ProbeCase(
+            spec.name,
+            batch,
+            seq_len,
+            d_model,
+            heads,
+            kv_heads or heads,
+            bias,
+            spec.seed,
+            spec.samples,
+            tuple(dict.fromkeys(spec.claims)),
+            spec.weights,
+        )
         for batch, seq_len, d_model, heads, kv_heads, bias in itertools.product(
             spec.batch, spec.seq_len, spec.d_model, spec.heads, spec.kv_heads or [None], spec.bias
         )
-    ]  # fmt: skip
+    ]
 
 
 def _known_fields(loc: tuple[Any, ...]) -> list[str]:

@@ -114,8 +114,12 @@ def load_pretrained(spec: WeightsFile) -> PretrainedFile:
 def _check_shapes(file: PretrainedFile, layer: int, d_model: int) -> None:
     """Every tensor of a layer in the ``x @ w`` layout at the scenario's d_model, or one line naming it."""
     spec, norm = file.spec, [(f"{file.spec.norm}.{part}", (d_model,)) for part in ("weight", "bias")]
-    expected = [("qkv", spec.qkv, (d_model, 3 * d_model)), ("out", spec.out, (d_model, d_model)),
-                ("qkv_bias", spec.qkv_bias, (3 * d_model,)), ("out_bias", spec.out_bias, (d_model,))]  # fmt: skip
+    expected = [
+        ("qkv", spec.qkv, (d_model, 3 * d_model)),
+        ("out", spec.out, (d_model, d_model)),
+        ("qkv_bias", spec.qkv_bias, (3 * d_model,)),
+        ("out_bias", spec.out_bias, (d_model,)),
+    ]
     expected += [("norm", key, shape) for key, shape in norm] if spec.norm else []
     for field, template, shape in expected:
         tensor = file.get(template, layer)

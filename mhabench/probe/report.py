@@ -35,8 +35,10 @@ def claims_blocks(run_dir: Path) -> list[report.Block]:
     if not (run_dir / CLAIMS_NAME).is_file():
         if not (run_dir / PROBES_NAME).is_file():
             return []
-        note = (f"No {CLAIMS_NAME}: the probe run stopped before its claims were evaluated; {PROBES_NAME} holds "
-                "the statistics of the cases it finished.")  # fmt: skip
+        note = (
+            f"No {CLAIMS_NAME}: the probe run stopped before its claims were evaluated; {PROBES_NAME} holds "
+            "the statistics of the cases it finished."
+        )
         return [report.Heading("Claims"), report.Paragraph(note)]
     records = read_claims(run_dir)
     explanation = (

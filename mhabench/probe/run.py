@@ -31,9 +31,24 @@ from mhabench.results.store import MANIFEST_NAME, new_run_dir
 PROBES_NAME = "probes.csv"
 CLAIMS_NAME = "claims.csv"
 PROBE_COLUMNS = [
-    "case_id", "scenario", "batch", "seq_len", "d_model", "heads", "head_dim", "kv_heads", "bias", "weights",
-    "layer", "head", "variant", "statistic", "mean", "sd", "samples",
-]  # fmt: skip
+    "case_id",
+    "scenario",
+    "batch",
+    "seq_len",
+    "d_model",
+    "heads",
+    "head_dim",
+    "kv_heads",
+    "bias",
+    "weights",
+    "layer",
+    "head",
+    "variant",
+    "statistic",
+    "mean",
+    "sd",
+    "samples",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,10 +64,17 @@ class ProbeRun:
 
 def _case_columns(case: ProbeCase) -> dict[str, Any]:
     return {
-        "case_id": case.case_id, "scenario": case.scenario, "batch": case.batch, "seq_len": case.seq_len,
-        "d_model": case.d_model, "heads": case.heads, "head_dim": case.head_dim, "kv_heads": case.kv_heads,
-        "bias": case.bias, "weights": str(case.weights.path) if case.weights else "random",
-    }  # fmt: skip
+        "case_id": case.case_id,
+        "scenario": case.scenario,
+        "batch": case.batch,
+        "seq_len": case.seq_len,
+        "d_model": case.d_model,
+        "heads": case.heads,
+        "head_dim": case.head_dim,
+        "kv_heads": case.kv_heads,
+        "bias": case.bias,
+        "weights": str(case.weights.path) if case.weights else "random",
+    }
 
 
 def _summary(values: np.ndarray) -> dict[str, Any]:
@@ -67,12 +89,18 @@ def probe_rows(m: CaseMeasurement) -> list[dict[str, Any]]:
     rows = []
     for (variant, statistic), values in m.head_values.items():
         for index, head in np.ndindex(values.shape[:2]):
-            rows.append(base | {"layer": m.layers[index], "head": head, "variant": variant, "statistic": statistic}
-                        | _summary(values[index, head]))  # fmt: skip
+            rows.append(
+                base
+                | {"layer": m.layers[index], "head": head, "variant": variant, "statistic": statistic}
+                | _summary(values[index, head])
+            )
     for (variant, statistic), values in m.layer_values.items():
         for index, layer in enumerate(m.layers):
-            rows.append(base | {"layer": layer, "head": "", "variant": variant, "statistic": statistic}
-                        | _summary(values[index]))  # fmt: skip
+            rows.append(
+                base
+                | {"layer": layer, "head": "", "variant": variant, "statistic": statistic}
+                | _summary(values[index])
+            )
     return rows
 
 
@@ -137,10 +165,16 @@ def _run(config: ProbeConfig, out_root: Path, argv: Sequence[str]) -> ProbeRun:
     started = dt.datetime.now(dt.timezone.utc)
     run_dir = new_run_dir(out_root, config.name or "probe", started)
     manifest = {
-        "kind": "probe", "run_id": run_dir.name, "command": list(argv), "config": config.model_dump(mode="json"),
-        "environment": environment(torch.device("cpu")), "cases": sum(map(len, scenarios)),
-        "started_at": started.isoformat(), "finished_at": None, "status": "running",
-    }  # fmt: skip
+        "kind": "probe",
+        "run_id": run_dir.name,
+        "command": list(argv),
+        "config": config.model_dump(mode="json"),
+        "environment": environment(torch.device("cpu")),
+        "cases": sum(map(len, scenarios)),
+        "started_at": started.isoformat(),
+        "finished_at": None,
+        "status": "running",
+    }
     _write_manifest(run_dir, manifest)
     try:
         result = ProbeRun(run_dir, _measure(scenarios, run_dir))

@@ -50,10 +50,18 @@ def _measured(record: Mapping[str, Any]) -> str:
 def verdict_table(records: Sequence[Mapping[str, Any]], title: str = "claims") -> TableModel:
     """Rows in file order; the terminal shows each case once, with a line between cases."""
     cells = [
-        [str(r["case"]), str(r["verdict"]), str(r["statement"]), format_value(r.get("theory")), _measured(r),
-         str(r["tolerance"]), str(r["source"]), str(r.get("note") or "")]
+        [
+            str(r["case"]),
+            str(r["verdict"]),
+            str(r["statement"]),
+            format_value(r.get("theory")),
+            _measured(r),
+            str(r["tolerance"]),
+            str(r["source"]),
+            str(r.get("note") or ""),
+        ]
         for r in records
-    ]  # fmt: skip
+    ]
     styles = [VERDICT_STYLES.get(str(r["verdict"]), "") for r in records]
     return TableModel(title, HEADERS, cells, NUMERIC, styles, [r["case"] for r in records])
 

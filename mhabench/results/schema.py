@@ -87,8 +87,9 @@ class CaseIdentity:
 class Outcome:
     """``ok``, or why there are no measurements: mismatch, unsupported, oom, error."""
 
-    status: str = column("ok | mismatch | unsupported | skipped | oom | error | timeout | crashed", role="outcome",
-                         label="status")  # fmt: skip
+    status: str = column(
+        "ok | mismatch | unsupported | skipped | oom | error | timeout | crashed", role="outcome", label="status"
+    )
     error: str = column("one-line reason when status is not ok", role="outcome", label="error")
 
 
@@ -108,8 +109,9 @@ class Dispatch:
     ops_per_call: int = column(
         "aten ops dispatched by one call (host overhead: the per-head loop's cost)", role="measured", label="ops/call"
     )
-    kernels_per_call: int = column("CUDA: device kernels launched by one call (profiler); empty on the CPU",
-                                   role="measured", label="kernels/call")  # fmt: skip
+    kernels_per_call: int = column(
+        "CUDA: device kernels launched by one call (profiler); empty on the CPU", role="measured", label="kernels/call"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,18 +122,29 @@ class Counted:
     one kernel, cache reuse between kernels.
     """
 
-    measured_flops: int = column("FLOPs of the dispatched ops (matmuls, SDPA from shapes)", role="measured",
-                                 unit="FLOP", label="counted FLOPs")  # fmt: skip
-    measured_bytes: int = column("bytes the dispatched ops read and write (views move nothing)", role="measured",
-                                 unit="bytes", label="counted bytes")  # fmt: skip
-    measured_intensity: float = column("measured_flops / measured_bytes", role="measured", unit="FLOP/byte",
-                                       label="counted FLOP/B")  # fmt: skip
+    measured_flops: int = column(
+        "FLOPs of the dispatched ops (matmuls, SDPA from shapes)", role="measured", unit="FLOP", label="counted FLOPs"
+    )
+    measured_bytes: int = column(
+        "bytes the dispatched ops read and write (views move nothing)",
+        role="measured",
+        unit="bytes",
+        label="counted bytes",
+    )
+    measured_intensity: float = column(
+        "measured_flops / measured_bytes", role="measured", unit="FLOP/byte", label="counted FLOP/B"
+    )
     model_disagreement: float = column(
-        "largest relative gap between counted and modelled FLOPs or bytes", role="derived", unit="ratio",
+        "largest relative gap between counted and modelled FLOPs or bytes",
+        role="derived",
+        unit="ratio",
         label="model gap",
-    )  # fmt: skip
-    model_disagrees: bool = column("model_disagreement above 25 %: the cost model does not describe what ran",
-                                   role="derived", label="model disagrees")  # fmt: skip
+    )
+    model_disagrees: bool = column(
+        "model_disagreement above 25 %: the cost model does not describe what ran",
+        role="derived",
+        label="model disagrees",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,17 +152,18 @@ class Distributed:
     """Tensor-parallel rows (``torchrun``): how the latency splits into compute and communication."""
 
     world_size: int = column("processes in the torch.distributed group", role="identity", label="world")
-    backend: str = column("torch.distributed backend (gloo on the CPU, nccl on CUDA)", role="identity",
-                          label="backend")  # fmt: skip
-    comm_ms: float = column("median time of the output all-reduce alone", role="measured", unit="ms",
-                            label="comm ms")  # fmt: skip
+    backend: str = column("torch.distributed backend (gloo on the CPU, nccl on CUDA)", role="identity", label="backend")
+    comm_ms: float = column("median time of the output all-reduce alone", role="measured", unit="ms", label="comm ms")
     comm_share: float = column("comm_ms / latency_ms", role="derived", unit="ratio", label="comm share")
-    allreduce_bytes: int = column("bytes each rank all-reduces per call", role="measured", unit="bytes",
-                                  label="all-reduce bytes")  # fmt: skip
-    bus_bandwidth_gbps: float = column("all-reduce bus bandwidth: bytes × 2(t−1)/t / comm time", role="derived",
-                                       unit="GB/s", label="bus GB/s")  # fmt: skip
-    rank_peak_memory_bytes: float = column("largest peak memory over the ranks", role="measured", unit="bytes",
-                                           label="rank peak mem")  # fmt: skip
+    allreduce_bytes: int = column(
+        "bytes each rank all-reduces per call", role="measured", unit="bytes", label="all-reduce bytes"
+    )
+    bus_bandwidth_gbps: float = column(
+        "all-reduce bus bandwidth: bytes × 2(t−1)/t / comm time", role="derived", unit="GB/s", label="bus GB/s"
+    )
+    rank_peak_memory_bytes: float = column(
+        "largest peak memory over the ranks", role="measured", unit="bytes", label="rank peak mem"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,8 +174,9 @@ class LatencyStats:
     latency_p25_ms: float = column("25th percentile of the samples", role="measured", unit="ms", label="p25 ms")
     latency_p75_ms: float = column("75th percentile of the samples", role="measured", unit="ms", label="p75 ms")
     latency_mean_ms: float = column("mean of the samples", role="measured", unit="ms", label="mean ms")
-    samples: int = column("timed samples, one per round (each from one block of calls)", role="measured",
-                          label="samples")  # fmt: skip
+    samples: int = column(
+        "timed samples, one per round (each from one block of calls)", role="measured", label="samples"
+    )
     calls_per_sample: int = column("calls per timed block", role="measured", label="calls/sample")
     noisy: bool = column("IQR / median above the config's noise_threshold", role="derived", label="noisy")
     host_latency_ms: float = column(
@@ -170,16 +185,23 @@ class LatencyStats:
         unit="ms",
         label="host ms",
     )
-    compile_time_s: float = column("first-call time of a compiling implementation", role="measured", unit="s",
-                                   label="compile s")  # fmt: skip
+    compile_time_s: float = column(
+        "first-call time of a compiling implementation", role="measured", unit="s", label="compile s"
+    )
     rounds_id: str = column(
         "the timing rounds the samples come from: rows with the same id were timed in the same rounds, sample "
-        "i of each in round i, so their speedups are paired (empty: timed alone)", role="identity", label="rounds",
-    )  # fmt: skip
+        "i of each in round i, so their speedups are paired (empty: timed alone)",
+        role="identity",
+        label="rounds",
+    )
     times_ms: tuple[float, ...] = column(
         "the samples, round i at index i: per-call time of one block (CPU: its mean; CUDA: its median per call); "
-        "Parquet only", role="measured", unit="ms", label="samples ms", in_csv=False,
-    )  # fmt: skip
+        "Parquet only",
+        role="measured",
+        unit="ms",
+        label="samples ms",
+        in_csv=False,
+    )
 
     @classmethod
     def from_samples(
@@ -189,18 +211,25 @@ class LatencyStats:
         median = float(np.median(times_ms))
         p25, p75 = (float(v) for v in np.percentile(times_ms, [25, 75]))
         return cls(
-            latency_ms=median, latency_p25_ms=p25, latency_p75_ms=p75, latency_mean_ms=float(np.mean(times_ms)),
-            samples=len(times_ms), calls_per_sample=calls_per_sample, noisy=(p75 - p25) / median > noise_threshold,
-            compile_time_s=compile_time_s, times_ms=tuple(times_ms),
-        )  # fmt: skip
+            latency_ms=median,
+            latency_p25_ms=p25,
+            latency_p75_ms=p75,
+            latency_mean_ms=float(np.mean(times_ms)),
+            samples=len(times_ms),
+            calls_per_sample=calls_per_sample,
+            noisy=(p75 - p25) / median > noise_threshold,
+            compile_time_s=compile_time_s,
+            times_ms=tuple(times_ms),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class Memory:
     """Memory of one call and of the module, measured."""
 
-    peak_memory_bytes: float = column("peak bytes allocated during one call, above the inputs", role="measured",
-                                      unit="bytes", label="peak mem")  # fmt: skip
+    peak_memory_bytes: float = column(
+        "peak bytes allocated during one call, above the inputs", role="measured", unit="bytes", label="peak mem"
+    )
     memory_method: str = column("how peak_memory_bytes was measured", role="measured", label="memory method")
     params: int = column("scalars in the module's weights", role="measured", unit="elements", label="params")
     kv_cache_bytes: float = column("decode KV cache size", role="measured", unit="bytes", label="KV cache")
@@ -210,24 +239,29 @@ class Memory:
 class ModelledCost:
     """The implementation's cost model for this workload (docs/cost-model.md)."""
 
-    flops: int = column("executed FLOPs per call (projections + attention)", role="modelled", unit="FLOP",
-                        label="FLOPs")  # fmt: skip
-    useful_flops: int = column("FLOPs on visible (query, key) pairs only", role="modelled", unit="FLOP",
-                               label="useful FLOPs")  # fmt: skip
-    softmax_flops: int = column("softmax work, 5 per score (not in flops)", role="modelled", unit="FLOP",
-                                label="softmax FLOPs")  # fmt: skip
+    flops: int = column(
+        "executed FLOPs per call (projections + attention)", role="modelled", unit="FLOP", label="FLOPs"
+    )
+    useful_flops: int = column(
+        "FLOPs on visible (query, key) pairs only", role="modelled", unit="FLOP", label="useful FLOPs"
+    )
+    softmax_flops: int = column(
+        "softmax work, 5 per score (not in flops)", role="modelled", unit="FLOP", label="softmax FLOPs"
+    )
     proj_flops: int = column("the four projection GEMMs", role="modelled", unit="FLOP", label="proj FLOPs")
     attn_flops: int = column("QKᵀ and P·V", role="modelled", unit="FLOP", label="attn FLOPs")
-    backward_flops: int = column("backward share of flops (train)", role="modelled", unit="FLOP",
-                                 label="backward FLOPs")  # fmt: skip
+    backward_flops: int = column(
+        "backward share of flops (train)", role="modelled", unit="FLOP", label="backward FLOPs"
+    )
     bytes_moved: int = column("minimum main-memory traffic per call", role="modelled", unit="bytes", label="bytes")
     proj_bytes: int = column("traffic of the projections", role="modelled", unit="bytes", label="proj bytes")
     attn_bytes: int = column("traffic of attention", role="modelled", unit="bytes", label="attn bytes")
     arithmetic_intensity: float = column("flops / bytes_moved", role="modelled", unit="FLOP/byte", label="FLOP/B")
     proj_intensity: float = column("proj_flops / proj_bytes", role="modelled", unit="FLOP/byte", label="proj FLOP/B")
     attn_intensity: float = column("attn_flops / attn_bytes", role="modelled", unit="FLOP/byte", label="attn FLOP/B")
-    predicted_peak_bytes: int = column("predicted peak memory of one call", role="modelled", unit="bytes",
-                                       label="predicted mem")  # fmt: skip
+    predicted_peak_bytes: int = column(
+        "predicted peak memory of one call", role="modelled", unit="bytes", label="predicted mem"
+    )
 
     @classmethod
     def from_cost(cls, cost: Any) -> ModelledCost:
@@ -242,33 +276,52 @@ class Roofline:
     tokens_per_s: float = column("query tokens per second", role="derived", unit="tokens/s", label="tokens/s")
     achieved_tflops: float = column(
         "flops / latency (counted FLOPs where measured; with skips_masked_work above the executed rate: "
-        "see achieved_useful_tflops)", role="derived", unit="TFLOP/s", label="TFLOP/s",
-    )  # fmt: skip
+        "see achieved_useful_tflops)",
+        role="derived",
+        unit="TFLOP/s",
+        label="TFLOP/s",
+    )
     achieved_gbps: float = column("bytes_moved / latency", role="derived", unit="GB/s", label="GB/s")
     peak_tflops: float = column("compute roof for this dtype", role="measured", unit="TFLOP/s", label="peak TFLOP/s")
     peak_gbps: float = column("memory-bandwidth roof", role="measured", unit="GB/s", label="peak GB/s")
-    roofline_source: str = column("datasheet or measured (how the roofs were obtained)", role="identity",
-                                  label="roofline source")  # fmt: skip
+    roofline_source: str = column(
+        "datasheet or measured (how the roofs were obtained)", role="identity", label="roofline source"
+    )
     roofline_bound: str = column("compute or memory: which roof limits this intensity", role="derived", label="bound")
-    attainable_tflops: float = column("min(peak, intensity × bandwidth)", role="derived", unit="TFLOP/s",
-                                      label="attainable TFLOP/s")  # fmt: skip
+    attainable_tflops: float = column(
+        "min(peak, intensity × bandwidth)", role="derived", unit="TFLOP/s", label="attainable TFLOP/s"
+    )
     roofline_efficiency: float = column(
-        "achieved / attainable (useful FLOPs where the kernel skips masked work)", role="derived", unit="ratio",
+        "achieved / attainable (useful FLOPs where the kernel skips masked work)",
+        role="derived",
+        unit="ratio",
         label="roofline eff.",
-    )  # fmt: skip
-    intensity_source: str = column("measured (counted ops) or modelled: what achieved_gbps and the roofline use",
-                                   role="identity", label="intensity from")  # fmt: skip
-    achieved_useful_tflops: float = column("useful_flops / latency (masked pairs not counted)", role="derived",
-                                           unit="TFLOP/s", label="useful TFLOP/s")  # fmt: skip
-    skips_masked_work: bool = column("the kernel skips fully masked blocks (flash, cuDNN, flex with causal)",
-                                     role="identity", label="skips masked")  # fmt: skip
+    )
+    intensity_source: str = column(
+        "measured (counted ops) or modelled: what achieved_gbps and the roofline use",
+        role="identity",
+        label="intensity from",
+    )
+    achieved_useful_tflops: float = column(
+        "useful_flops / latency (masked pairs not counted)", role="derived", unit="TFLOP/s", label="useful TFLOP/s"
+    )
+    skips_masked_work: bool = column(
+        "the kernel skips fully masked blocks (flash, cuDNN, flex with causal)", role="identity", label="skips masked"
+    )
 
 
 GROUPS: tuple[tuple[str, type], ...] = (
-    ("case", CaseIdentity), ("outcome", Outcome), ("correctness", Correctness), ("dispatch", Dispatch),
-    ("latency", LatencyStats), ("memory", Memory), ("cost", ModelledCost), ("counted", Counted),
-    ("distributed", Distributed), ("roofline", Roofline),
-)  # fmt: skip
+    ("case", CaseIdentity),
+    ("outcome", Outcome),
+    ("correctness", Correctness),
+    ("dispatch", Dispatch),
+    ("latency", LatencyStats),
+    ("memory", Memory),
+    ("cost", ModelledCost),
+    ("counted", Counted),
+    ("distributed", Distributed),
+    ("roofline", Roofline),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -326,11 +379,17 @@ def _clean(value: Any) -> Any:
 def columns_info() -> list[ColumnInfo]:
     """Every column of the schema, in row order."""
     return [
-        ColumnInfo(f.name, f.metadata["unit"], f.metadata["role"], f.metadata["description"],
-                   f.metadata["label"] or f.name, f.metadata["in_csv"])
+        ColumnInfo(
+            f.name,
+            f.metadata["unit"],
+            f.metadata["role"],
+            f.metadata["description"],
+            f.metadata["label"] or f.name,
+            f.metadata["in_csv"],
+        )
         for _, group in GROUPS
         for f in dataclasses.fields(group)
-    ]  # fmt: skip
+    ]
 
 
 INFO: dict[str, ColumnInfo] = {info.name: info for info in columns_info()}
@@ -366,7 +425,9 @@ def reference_markdown() -> str:
     for attribute, group in GROUPS:
         lines += [f"## {attribute}", "", (group.__doc__ or "").strip().splitlines()[0], ""]
         lines += ["| column | unit | role | description |", "|:---|:---|:---|:---|"]
-        lines += [f"| `{f.name}` | {f.metadata['unit'] or '–'} | {f.metadata['role']} | {f.metadata['description']} |"
-                  for f in dataclasses.fields(group)]  # fmt: skip
+        lines += [
+            f"| `{f.name}` | {f.metadata['unit'] or '–'} | {f.metadata['role']} | {f.metadata['description']} |"
+            for f in dataclasses.fields(group)
+        ]
         lines.append("")
     return "\n".join(lines)

@@ -31,7 +31,6 @@ from mhabench.impls.registry import ImplSpec
 from mhabench.impls.sdpa import kernel_skips_masked_work
 from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.counters import OpCounts, count_cuda_kernels, counted
-from mhabench.measure.environment import canonical_device
 from mhabench.measure.peaks import DevicePeaks, device_name
 from mhabench.measure.rounds import interleaved_latency
 from mhabench.measure.timing import measure_latency
@@ -52,6 +51,7 @@ from mhabench.results.schema import (
 from mhabench.run.memory_guard import fits
 from mhabench.run.steps import Step, expected, input_len, parameter_count, prepare, workload
 from mhabench.scenario.config import DTYPES, Case, TimingConfig
+from mhabench.scenario.device import canonical_device
 from mhabench.torch_errors import classify_failure, is_sticky_cuda_error
 
 
@@ -114,9 +114,17 @@ def case_weights(
 def identity(run_id: str, case: Case, impl: str, device: torch.device, repeat: int = 0) -> CaseIdentity:
     shape = {name: getattr(case, name) for name in SHAPE_FIELDS}
     return CaseIdentity(
-        run_id=run_id, scenario=case.scenario, case_id=case.case_id, impl=impl, device=canonical_device(device),
-        device_name=device_name(device), dtype=case.dtype, head_dim=case.head_dim, repeat=repeat, **shape,
-    )  # fmt: skip
+        run_id=run_id,
+        scenario=case.scenario,
+        case_id=case.case_id,
+        impl=impl,
+        device=canonical_device(device),
+        device_name=device_name(device),
+        dtype=case.dtype,
+        head_dim=case.head_dim,
+        repeat=repeat,
+        **shape,
+    )
 
 
 def modelled_cost(spec: ImplSpec, case: Case) -> ModelledCost | None:
@@ -127,9 +135,14 @@ def modelled_cost(spec: ImplSpec, case: Case) -> ModelledCost | None:
 def unsupported_reason(spec: ImplSpec, case: Case, device: torch.device) -> str | None:
     """Why ``spec`` cannot run ``case`` here (its capabilities), or None."""
     return spec.capabilities.unsupported_reason(
-        spec.name, kv_heads=case.kv_heads, heads=case.heads, phase=case.phase, mode=case.mode,
-        device_type=device.type, dtype=case.dtype,
-    )  # fmt: skip
+        spec.name,
+        kv_heads=case.kv_heads,
+        heads=case.heads,
+        phase=case.phase,
+        mode=case.mode,
+        device_type=device.type,
+        dtype=case.dtype,
+    )
 
 
 def memory_guard(spec: ImplSpec, case: Case, device: torch.device) -> str | None:
@@ -139,15 +152,22 @@ def memory_guard(spec: ImplSpec, case: Case, device: torch.device) -> str | None
 
 
 def roofline(
-    case: Case, cost: ModelledCost | None, counts: Counted | None, latency: LatencyStats, peaks: DevicePeaks,
+    case: Case,
+    cost: ModelledCost | None,
+    counts: Counted | None,
+    latency: LatencyStats,
+    peaks: DevicePeaks,
     skips_masked_work: bool,
-) -> Roofline:  # fmt: skip
+) -> Roofline:
     """Throughput from the measured median, placed by the counted intensity where it exists, else the model's."""
     latency_s = latency.latency_ms / 1e3
     base = Roofline(
-        tokens_per_s=workload(case).tokens / latency_s, peak_tflops=peaks.peak_tflops, peak_gbps=peaks.peak_gbps,
-        roofline_source=peaks.source, skips_masked_work=skips_masked_work,
-    )  # fmt: skip
+        tokens_per_s=workload(case).tokens / latency_s,
+        peak_tflops=peaks.peak_tflops,
+        peak_gbps=peaks.peak_gbps,
+        roofline_source=peaks.source,
+        skips_masked_work=skips_masked_work,
+    )
     # counted where they describe the call; not when an opaque op (a custom kernel) hid part of it and the
     # implementation has a model (``counted`` then leaves the disagreement empty)
     hidden = counts is not None and cost is not None and counts.model_disagreement is None
@@ -165,10 +185,15 @@ def roofline(
     # or a causal row would read up to 2× its real efficiency (above 1 on an H200)
     judged = useful if skips_masked_work and useful is not None else achieved_tflops
     return dataclasses.replace(
-        base, achieved_tflops=achieved_tflops, achieved_gbps=moved / latency_s / 1e9,
-        roofline_bound=peaks.bound(intensity), attainable_tflops=attainable,
-        roofline_efficiency=judged / attainable, intensity_source=source, achieved_useful_tflops=useful,
-    )  # fmt: skip
+        base,
+        achieved_tflops=achieved_tflops,
+        achieved_gbps=moved / latency_s / 1e9,
+        roofline_bound=peaks.bound(intensity),
+        attainable_tflops=attainable,
+        roofline_efficiency=judged / attainable,
+        intensity_source=source,
+        achieved_useful_tflops=useful,
+    )
 
 
 # --- the checked call --------------------------------------------------------------------------
@@ -212,9 +237,12 @@ COMPILED_CPU_MEMORY = "not measured (CPU: torch.compile runs eagerly under the d
 
 
 def device_call(
-    spec: ImplSpec, call: Callable[[], torch.Tensor], device: torch.device, checked: CheckedCall,
+    spec: ImplSpec,
+    call: Callable[[], torch.Tensor],
+    device: torch.device,
+    checked: CheckedCall,
     count_kernels: bool = True,
-) -> tuple[PeakMemory, int | None]:  # fmt: skip
+) -> tuple[PeakMemory, int | None]:
     """Peak memory and kernels per call (None: not counted).
 
     CUDA: one more call, under the allocator tracker and, for an eager implementation when
@@ -247,8 +275,9 @@ class Checked:
     compile_time_s: float
 
 
-def check_impl(spec: ImplSpec, case: Case, inputs: CaseInputs, device: torch.device, ident: CaseIdentity
-               ) -> Checked | ResultRow:  # fmt: skip
+def check_impl(
+    spec: ImplSpec, case: Case, inputs: CaseInputs, device: torch.device, ident: CaseIdentity
+) -> Checked | ResultRow:
     """Build ``spec``, check its first call against the float64 reference, measure its memory.
 
     Returns a ``mismatch`` row when the output is off (NaN/Inf included), else what timing needs.
@@ -265,19 +294,32 @@ def check_impl(spec: ImplSpec, case: Case, inputs: CaseInputs, device: torch.dev
     if not check.ok:  # reported, never timed
         return ResultRow(ident, Outcome("mismatch", check.reason), correctness, dispatch, cost=cost, counted=counts)
     return Checked(
-        spec, step, ident, correctness, dispatch, counts,
-        Memory(memory.peak_bytes, memory.method, parameter_count(module), step.kv_cache_bytes), cost,
+        spec,
+        step,
+        ident,
+        correctness,
+        dispatch,
+        counts,
+        Memory(memory.peak_bytes, memory.method, parameter_count(module), step.kv_cache_bytes),
+        cost,
         checked.compile_time_s,
-    )  # fmt: skip
+    )
 
 
 # --- a case ------------------------------------------------------------------------------------
 
 
 def run_case(
-    case: Case, specs: list[ImplSpec], device: torch.device, run_id: str, peaks: DevicePeaks,
-    timing: TimingConfig, *, repeat: int = 0, guard: bool = True,
-) -> Iterator[ResultRow]:  # fmt: skip
+    case: Case,
+    specs: list[ImplSpec],
+    device: torch.device,
+    run_id: str,
+    peaks: DevicePeaks,
+    timing: TimingConfig,
+    *,
+    repeat: int = 0,
+    guard: bool = True,
+) -> Iterator[ResultRow]:
     """Yield one row per implementation: failures as they happen, then the ok rows after the rounds.
 
     ``guard``: skip what would not fit (``memory_guard``); off, such a case is tried and may be ``oom``.
@@ -344,9 +386,16 @@ def timed_rows(
             latency = latencies[item.spec.name]
         skips = case.causal and kernel_skips_masked_work(item.dispatch.sdpa_backend or "", item.spec.name)
         yield ResultRow(
-            item.identity, Outcome("ok", ""), item.correctness, item.dispatch, latency=latency, memory=item.memory,
-            cost=item.cost, counted=item.counts, roofline=roofline(case, item.cost, item.counts, latency, peaks, skips),
-        )  # fmt: skip
+            item.identity,
+            Outcome("ok", ""),
+            item.correctness,
+            item.dispatch,
+            latency=latency,
+            memory=item.memory,
+            cost=item.cost,
+            counted=item.counts,
+            roofline=roofline(case, item.cost, item.counts, latency, peaks, skips),
+        )
 
 
 class _failures_as_rows:

@@ -16,17 +16,17 @@ from typing import Any
 
 import torch
 
-import mhabench
 from mhabench.errors import InputError, MhabenchError, quote
 from mhabench.impls import core_implementations
-from mhabench.measure.environment import canonical_device
 from mhabench.measure.peaks import device_name
 from mhabench.results.liveness import effective_status
 from mhabench.results.schema import FORMAT_VERSION
 from mhabench.results.store import MANIFEST_NAME, finished_rows, read_manifest, resolve_run
-from mhabench.run.memory_guard import check_row_count
 from mhabench.scenario import plugins
-from mhabench.scenario.config import RunConfig, count_cases, expand_cases, parse_config, resolve_device
+from mhabench.scenario.config import RunConfig, count_cases, expand_cases, parse_config
+from mhabench.scenario.device import canonical_device, resolve_device
+from mhabench.scenario.limits import check_row_count
+from mhabench.version import __version__
 
 
 class NothingToResumeError(MhabenchError):
@@ -119,9 +119,12 @@ def environment_differences(manifest: dict[str, Any], device: torch.device) -> l
     recorded = manifest.get("environment")
     recorded = recorded if isinstance(recorded, dict) else {}
     now = {
-        "mhabench_version": mhabench.__version__, "torch": torch.__version__, "device": canonical_device(device),
-        "device_kind": device.type, "device_name": device_name(device),
-    }  # fmt: skip
+        "mhabench_version": __version__,
+        "torch": torch.__version__,
+        "device": canonical_device(device),
+        "device_kind": device.type,
+        "device_name": device_name(device),
+    }
     return [
         f"{key} {quote(recorded.get(key), 60)} then, {quote(value, 60)} now"
         for key, value in now.items()

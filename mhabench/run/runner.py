@@ -20,22 +20,23 @@ from typing import Any, Protocol
 import pandas as pd
 import torch
 
-from mhabench.distributed.launch import check_launch, launch_env
 from mhabench.impls import core_implementations, get_spec
 from mhabench.impls.registry import ImplSpec
 from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.drift import DriftWatch
-from mhabench.measure.environment import canonical_device, environment
+from mhabench.measure.environment import environment
 from mhabench.measure.peaks import DevicePeaks, device_peaks
 from mhabench.results.liveness import heartbeat, liveness_fields
 from mhabench.results.schema import FORMAT_VERSION, Outcome, ResultRow
 from mhabench.results.store import RunWriter, new_run_dir, read_manifest, rows_frame
 from mhabench.run.case import CudaContextLostError, identity, modelled_cost, run_case
 from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
-from mhabench.run.memory_guard import check_row_count
+from mhabench.run.launch import check_launch
 from mhabench.run.shard import folder_name
 from mhabench.scenario import plugins
-from mhabench.scenario.config import DTYPES, Case, RunConfig, count_cases, expand_cases, resolve_device
+from mhabench.scenario.config import DTYPES, Case, RunConfig, count_cases, expand_cases
+from mhabench.scenario.device import canonical_device, resolve_device
+from mhabench.scenario.limits import check_row_count
 
 Selector = Callable[[Case, str, int], bool]
 """(case, implementation name, repeat) → measure it in this run? (``--shard``, ``--resume``)"""
@@ -71,25 +72,26 @@ def implementations_of(config: RunConfig) -> list[ImplSpec]:
 
 
 def run(
-    config: RunConfig, out_root: Path, progress: Progress | None = None, argv: list[str] | None = None, *,
-    repeats: int = 1, select: Selector | None = None, resume_dir: Path | None = None,
-    manifest_extra: dict[str, Any] | None = None, config_path: str = "CONFIG", resume_differences: tuple[str, ...] = (),
-) -> RunResult | None:  # fmt: skip
+    config: RunConfig,
+    out_root: Path,
+    progress: Progress | None = None,
+    argv: list[str] | None = None,
+    *,
+    repeats: int = 1,
+    select: Selector | None = None,
+    resume_dir: Path | None = None,
+    manifest_extra: dict[str, Any] | None = None,
+    config_path: str = "CONFIG",
+    resume_differences: tuple[str, ...] = (),
+) -> RunResult:
     """Run every case of ``config`` ``repeats`` times; write ``out_root/<run_id>/``; return the rows.
 
     ``select`` keeps a subset of the (case, implementation, repeat) triples (a shard). With
     ``resume_dir`` the rows already in that folder are kept and only the missing triples run
-    (``resume_differences``: what ``--force`` overrode, recorded in the manifest). Under
-    torchrun this is a tensor-parallel run, which returns None on every rank but 0.
+    (``resume_differences``: what ``--force`` overrode, recorded in the manifest). A sweep with
+    ``tensor_parallel`` above 1 is refused with the ``torchrun`` command that runs it
+    (:func:`mhabench.distributed.run.run_distributed`; the CLI chooses).
     """
-    launch = launch_env()
-    if launch is not None:
-        from mhabench.distributed.run import run_distributed  # torch.distributed only when launched
-
-        return run_distributed(
-            config, out_root, progress, argv, launch, repeats=repeats, select=select, manifest_extra=manifest_extra,
-            config_path=config_path, resume_dir=resume_dir,
-        )  # fmt: skip
     device = resolve_device(config.device)
     specs = implementations_of(config)
     check_row_count(count_cases(config, device) * repeats, len(specs), config.max_rows)
@@ -110,13 +112,22 @@ def run(
         started = dt.datetime.now(dt.timezone.utc)
         writer = RunWriter(new_run_dir(out_root, _folder_name(config, manifest_extra), started))
         manifest = {
-            "run_id": writer.run_id, "format_version": FORMAT_VERSION, "command": argv or [],
-            "config": config.model_dump(mode="json"), "environment": {**environment(device), **process},
-            "roofline": {}, "cases": len(cases), "implementations": [s.name for s in specs], "repeats": repeats,
+            "run_id": writer.run_id,
+            "format_version": FORMAT_VERSION,
+            "command": argv or [],
+            "config": config.model_dump(mode="json"),
+            "environment": {**environment(device), **process},
+            "roofline": {},
+            "cases": len(cases),
+            "implementations": [s.name for s in specs],
+            "repeats": repeats,
             "plugins": list(plugins.loaded_plugin_files()),  # --resume loads them again
-            "started_at": started.isoformat(), "finished_at": None, "status": "running", **liveness_fields(),
+            "started_at": started.isoformat(),
+            "finished_at": None,
+            "status": "running",
+            **liveness_fields(),
             **(manifest_extra or {}),
-        }  # fmt: skip
+        }
     todo = pending(cases, specs, repeats, select, {(r.case.case_id, r.case.impl, r.case.repeat) for r in writer.rows})
     writer.write_manifest(manifest)
     writer.on_row = lambda: writer.write_manifest({**manifest, **heartbeat()})  # liveness for readers
@@ -163,9 +174,10 @@ def pending(
     for repeat in range(repeats):
         for case in cases:
             names = [
-                spec.name for spec in specs
+                spec.name
+                for spec in specs
                 if (case.case_id, spec.name, repeat) not in done and (select is None or select(case, spec.name, repeat))
-            ]  # fmt: skip
+            ]
             if names:
                 todo.append((repeat, case, names))
     return todo
@@ -177,9 +189,14 @@ def roofline_peaks(device: torch.device, dtypes: list[str]) -> dict[str, DeviceP
 
 
 def run_cases(
-    todo: list[Pending], device: torch.device, writer: RunWriter, peaks: dict[str, DevicePeaks],
-    config: RunConfig, progress: Progress | None, drift: DriftWatch,
-) -> None:  # fmt: skip
+    todo: list[Pending],
+    device: torch.device,
+    writer: RunWriter,
+    peaks: dict[str, DevicePeaks],
+    config: RunConfig,
+    progress: Progress | None,
+    drift: DriftWatch,
+) -> None:
     """Measure every pending case, appending each row to ``writer`` as soon as it exists.
 
     ``isolation: process`` runs each case in a child process. In process, a sticky CUDA error
@@ -205,9 +222,15 @@ def run_cases(
 
 
 def case_rows(
-    case: Case, names: list[str], device: torch.device, run_id: str, peaks: DevicePeaks, config: RunConfig,
-    repeat: int, isolate: bool,
-) -> Iterator[ResultRow]:  # fmt: skip
+    case: Case,
+    names: list[str],
+    device: torch.device,
+    run_id: str,
+    peaks: DevicePeaks,
+    config: RunConfig,
+    repeat: int,
+    isolate: bool,
+) -> Iterator[ResultRow]:
     """The rows of one case, measured here or in a child process (``isolation: process``)."""
     if not isolate:
         specs = [get_spec(name) for name in names]

@@ -65,9 +65,14 @@ def parse_shard(text: str) -> Shard:
 
 
 def predicted_pair_s(
-    flops: float, bytes_moved: float, *, min_run_time_s: float, max_run_time_s: float, min_samples: int,
+    flops: float,
+    bytes_moved: float,
+    *,
+    min_run_time_s: float,
+    max_run_time_s: float,
+    min_samples: int,
     untimed_calls: int = 4,
-) -> float:  # fmt: skip
+) -> float:
     """Predicted wall time of measuring one pair, from its cost-model FLOPs and bytes.
 
     One call takes the nominal roofline time, max(FLOPs / peak FLOP/s, bytes / peak B/s). The
@@ -116,10 +121,13 @@ def predicted_times(config: RunConfig, device: torch.device, specs: Sequence[Imp
         for spec in specs:
             cost = spec.cost(workload(case)) if spec.cost else None
             predicted[(case.case_id, spec.name)] = predicted_pair_s(
-                cost.flops if cost else 0, cost.bytes_moved if cost else 0,
-                min_run_time_s=timing.min_run_time_s, max_run_time_s=timing.max_run_time_s,
-                min_samples=timing.min_samples, untimed_calls=timing.warmup_runs + 2,
-            )  # fmt: skip
+                cost.flops if cost else 0,
+                cost.bytes_moved if cost else 0,
+                min_run_time_s=timing.min_run_time_s,
+                max_run_time_s=timing.max_run_time_s,
+                min_samples=timing.min_samples,
+                untimed_calls=timing.warmup_runs + 2,
+            )
     return predicted
 
 

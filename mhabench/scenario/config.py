@@ -19,10 +19,8 @@ import torch
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from mhabench.distributed.launch import divisibility_problem
 from mhabench.errors import (
     ConfigError,
-    DeviceUnavailableError,
     PluginError,
     UnknownImplementationError,
     describe_validation_error,
@@ -30,9 +28,10 @@ from mhabench.errors import (
     shorten,
 )
 from mhabench.impls import get_spec
-from mhabench.measure.environment import auto_dtype
-from mhabench.run.memory_guard import check_document_size
+from mhabench.impls.tensor_parallel import divisibility_problem
 from mhabench.scenario import plugins
+from mhabench.scenario.device import resolve_device, resolve_dtype
+from mhabench.scenario.limits import check_document_size
 
 DtypeName = Literal["float32", "float16", "bfloat16"]
 DTYPES: dict[str, torch.dtype] = {
@@ -54,8 +53,17 @@ DEFAULT_CONFIG_NAME = "default.yaml"
 GPU_DEFAULT_CONFIG_NAME = "default_gpu.yaml"
 IsolationMode = Literal["inprocess", "process"]
 SWEEP_FIELDS = (
-    "batch", "seq_len", "d_model", "heads", "kv_heads", "causal", "bias", "mode", "phase", "tensor_parallel",
-)  # fmt: skip
+    "batch",
+    "seq_len",
+    "d_model",
+    "heads",
+    "kv_heads",
+    "causal",
+    "bias",
+    "mode",
+    "phase",
+    "tensor_parallel",
+)
 """The scenario fields that may be lists, in the order a sweep nests them."""
 
 
@@ -346,28 +354,6 @@ def load_default_config(device: str | None = None) -> RunConfig:
 
 
 # --- resolution --------------------------------------------------------------------------------
-
-
-def resolve_device(requested: str) -> torch.device:
-    """``auto`` → CUDA when present, else CPU; CUDA on a machine without it is an input error."""
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(requested)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise DeviceUnavailableError(
-                f"device: {requested!r} requested but CUDA is not available on this machine (use device: cpu or auto)"
-            )
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise DeviceUnavailableError(
-                f"device: {requested!r} requested but only {torch.cuda.device_count()} GPU(s) exist"
-            )
-    return device
-
-
-def resolve_dtype(requested: str, device: torch.device) -> str:
-    """``auto`` → :func:`mhabench.measure.environment.auto_dtype` (float32 on the CPU, bf16 from Ampere, fp16 before)."""
-    return auto_dtype(device) if requested == "auto" else requested
 
 
 def _dtypes(config: RunConfig, device: torch.device) -> list[str]:

@@ -245,13 +245,25 @@ def left_out_text(shown: Sequence[str], left_out: Sequence[str], baseline: str) 
 LATENCY: Metric = ("median latency (ms)", lambda g: g["latency_ms"])
 MEMORY: Metric = ("peak memory (MiB)", lambda g: g["peak_memory_bytes"].astype(float) / MIB)
 FACETED = {  # name: (title, x, metrics, why it is skipped)
-    "latency_vs_seq_len": ("Latency vs sequence length (log-log)", "seq_len", (LATENCY,),
-                           "needs at least two seq_len values for one implementation"),
-    "memory_vs_seq_len": ("Peak memory vs sequence length", "seq_len", (MEMORY,),
-                          "needs peak memory at two or more seq_len values"),
-    "vs_heads": ("Latency and peak memory vs heads (fixed d_model)", "heads", (LATENCY, MEMORY),
-                 "heads do not vary at a fixed d_model in this run"),
-}  # fmt: skip
+    "latency_vs_seq_len": (
+        "Latency vs sequence length (log-log)",
+        "seq_len",
+        (LATENCY,),
+        "needs at least two seq_len values for one implementation",
+    ),
+    "memory_vs_seq_len": (
+        "Peak memory vs sequence length",
+        "seq_len",
+        (MEMORY,),
+        "needs peak memory at two or more seq_len values",
+    ),
+    "vs_heads": (
+        "Latency and peak memory vs heads (fixed d_model)",
+        "heads",
+        (LATENCY, MEMORY),
+        "heads do not vary at a fixed d_model in this run",
+    ),
+}
 
 
 def faceted(name: str, rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE) -> list[Plot]:
@@ -265,8 +277,9 @@ def faceted(name: str, rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT
         return [Plot(name, title, None, reason)]
     drawn = sum(len(fig.axes) for fig in figures) // len(metrics)
     facet_text = f"One panel per {' × '.join(facets)} value; lines: implementations." if facets else ""
-    caption = " ".join(filter(None, [facet_text, _drawn_text(drawn, panels, "panels"),
-                                     left_out_text(shown, left_out, baseline)]))  # fmt: skip
+    caption = " ".join(
+        filter(None, [facet_text, _drawn_text(drawn, panels, "panels"), left_out_text(shown, left_out, baseline)])
+    )
     return _images(name, title, figures, constant_label(ok, (x,)), caption)
 
 
@@ -285,12 +298,17 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     ok = ok_rows(rows)
     source = ok["intensity_source"] if "intensity_source" in ok else pd.Series("", index=ok.index)
     measured = (source == "measured") & (_numbers(ok, "measured_intensity") > 0)
-    points = pd.DataFrame({
-        "impl": ok["impl"].astype(str), "dtype": ok["dtype"].astype(str),
-        "intensity": _numbers(ok, "measured_intensity").where(measured, _numbers(ok, "arithmetic_intensity")),
-        "achieved_tflops": _numbers(ok, "achieved_tflops"), "source": np.where(measured, "measured", "modelled"),
-        "peak_tflops": _numbers(ok, "peak_tflops"), "peak_gbps": _numbers(ok, "peak_gbps"),
-    })  # fmt: skip
+    points = pd.DataFrame(
+        {
+            "impl": ok["impl"].astype(str),
+            "dtype": ok["dtype"].astype(str),
+            "intensity": _numbers(ok, "measured_intensity").where(measured, _numbers(ok, "arithmetic_intensity")),
+            "achieved_tflops": _numbers(ok, "achieved_tflops"),
+            "source": np.where(measured, "measured", "modelled"),
+            "peak_tflops": _numbers(ok, "peak_tflops"),
+            "peak_gbps": _numbers(ok, "peak_gbps"),
+        }
+    )
     values = points[["intensity", "achieved_tflops", "peak_tflops", "peak_gbps"]]
     return points[(values > 0).all(axis=1)]
 
@@ -314,8 +332,16 @@ def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
     for (impl, source), group in points.groupby(["impl", "source"], sort=False):
         colour, marker = styles[impl]
         face = colour if source == "measured" else "none"
-        ax.scatter(group["intensity"], group["achieved_tflops"], marker=marker, s=40, zorder=3,
-                   facecolors=face, edgecolors=colour, linewidths=1.2)  # fmt: skip
+        ax.scatter(
+            group["intensity"],
+            group["achieved_tflops"],
+            marker=marker,
+            s=40,
+            zorder=3,
+            facecolors=face,
+            edgecolors=colour,
+            linewidths=1.2,
+        )
     handles += _impl_handles([n for n in styles if n in set(points["impl"])], styles)
     for source, fill, text in (("measured", "0.3", "counted intensity"), ("modelled", "none", "modelled intensity")):
         if (points["source"] == source).any():
@@ -351,8 +377,15 @@ def _bar_figure(table: pd.DataFrame, rows: pd.DataFrame, cases: list[str], style
         centre = np.arange(len(cases)) + (position - (len(impls) - 1) / 2) * width
         low = (part["speedup"] - part["speedup_ci_low"]).clip(lower=0).fillna(0)
         high = (part["speedup_ci_high"] - part["speedup"]).clip(lower=0).fillna(0)
-        ax.bar(centre, part["speedup"], width, yerr=[low, high], color=styles[impl][0], capsize=2,
-               error_kw={"linewidth": 0.8})  # fmt: skip
+        ax.bar(
+            centre,
+            part["speedup"],
+            width,
+            yerr=[low, high],
+            color=styles[impl][0],
+            capsize=2,
+            error_kw={"linewidth": 0.8},
+        )
     ax.axhline(1.0, color="0.3", linestyle="--", linewidth=1)
     ax.set_yscale("log")
     for set_formatter in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
@@ -378,8 +411,11 @@ def speedup_bars(rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASEL
     cases = list(dict.fromkeys(table["case_id"]))
     chunks = [cases[i : i + MAX_BAR_CASES] for i in range(0, len(cases), MAX_BAR_CASES)][:MAX_IMAGES]
     figures = [_bar_figure(table, rows, chunk, styles, baseline) for chunk in chunks]
-    caption = " ".join(filter(None, [_drawn_text(sum(map(len, chunks)), len(cases), "cases"),
-                                     left_out_text(shown, left_out, baseline)]))  # fmt: skip
+    caption = " ".join(
+        filter(
+            None, [_drawn_text(sum(map(len, chunks)), len(cases), "cases"), left_out_text(shown, left_out, baseline)]
+        )
+    )
     return _images("speedup", title, figures, "higher is better; bars: 95% bootstrap CI", caption)
 
 

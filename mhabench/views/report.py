@@ -135,18 +135,20 @@ def _with_throughput(table: TableModel) -> TableModel:
     records = table.records if table.records is not None else pd.DataFrame()
     extra: list[tuple[str, list[str]]] = []
     if records.get("achieved_useful_tflops", pd.Series(dtype=float)).notna().any():
-        extra.append((label("achieved_useful_tflops"),
-                      [format_number(v, ".3f") for v in records["achieved_useful_tflops"]]))  # fmt: skip
+        extra.append(
+            (label("achieved_useful_tflops"), [format_number(v, ".3f") for v in records["achieved_useful_tflops"]])
+        )
     if _flag(records, "causal").any() and records.get("skips_masked_work", pd.Series(dtype=object)).notna().any():
         extra.append((label("skips_masked_work"), [_yes_no(v) for v in records["skips_masked_work"]]))
     if not extra:
         return table
     at = list(table.headers).index(label("achieved_tflops")) + 1
     return dataclasses.replace(
-        table, headers=[*table.headers[:at], *(header for header, _ in extra), *table.headers[at:]],
+        table,
+        headers=[*table.headers[:at], *(header for header, _ in extra), *table.headers[at:]],
         cells=[[*row[:at], *(cells[i] for _, cells in extra), *row[at:]] for i, row in enumerate(table.cells)],
         numeric=[*table.numeric[:at], *([True] * len(extra)), *table.numeric[at:]],
-    )  # fmt: skip
+    )
 
 
 def _yes_no(value: object) -> str:
@@ -159,8 +161,17 @@ def _flag(rows: pd.DataFrame, name: str) -> pd.Series:
     return rows[name].astype(str).str.lower().eq("true") if name in rows else pd.Series(False, index=rows.index)
 
 
-DISAGREEMENT_HEADERS = ("case", "impl", "FLOPs model", "FLOPs counted", "bytes model", "bytes counted",
-                        "FLOP/B model", "FLOP/B counted", "gap")  # fmt: skip
+DISAGREEMENT_HEADERS = (
+    "case",
+    "impl",
+    "FLOPs model",
+    "FLOPs counted",
+    "bytes model",
+    "bytes counted",
+    "FLOP/B model",
+    "FLOP/B counted",
+    "gap",
+)
 
 
 def _disagreements(rows: pd.DataFrame) -> list[Block]:
@@ -172,12 +183,19 @@ def _disagreements(rows: pd.DataFrame) -> list[Block]:
     if flagged.empty:
         return [heading, Paragraph("None: every counted row is within 25 % of its cost model.")]
     cells = [
-        [case_label(r), str(r["impl"]), human_count(r["flops"]), human_count(r["measured_flops"]),
-         human_bytes(r["bytes_moved"]), human_bytes(r["measured_bytes"]),
-         format_number(r["arithmetic_intensity"], ".1f"), format_number(r["measured_intensity"], ".1f"),
-         format_number(r["model_disagreement"], ".0%")]
+        [
+            case_label(r),
+            str(r["impl"]),
+            human_count(r["flops"]),
+            human_count(r["measured_flops"]),
+            human_bytes(r["bytes_moved"]),
+            human_bytes(r["measured_bytes"]),
+            format_number(r["arithmetic_intensity"], ".1f"),
+            format_number(r["measured_intensity"], ".1f"),
+            format_number(r["model_disagreement"], ".0%"),
+        ]
         for _, r in flagged.iterrows()
-    ]  # fmt: skip
+    ]
     text = (
         f"{len(cells)} row(s) whose FLOPs or bytes counted from the dispatched ops differ from the cost model "
         "by more than 25 %: the model does not describe what ran (gap: the larger relative difference)."
@@ -186,8 +204,16 @@ def _disagreements(rows: pd.DataFrame) -> list[Block]:
     return [heading, Paragraph(text), TableModel("Model disagreements", DISAGREEMENT_HEADERS, cells, numeric)]
 
 
-SPREAD_HEADERS = ("case", "impl", "repeats", "median ms per repeat", "median ms", "latency spread", "speedup",
-                  "speedup spread")  # fmt: skip
+SPREAD_HEADERS = (
+    "case",
+    "impl",
+    "repeats",
+    "median ms per repeat",
+    "median ms",
+    "latency spread",
+    "speedup",
+    "speedup spread",
+)
 
 
 def _repeat_spread(rows: pd.DataFrame, baseline: str) -> list[Block]:
@@ -196,13 +222,22 @@ def _repeat_spread(rows: pd.DataFrame, baseline: str) -> list[Block]:
         return []
     spread = repeat_spread(rows, baseline)
     cells = [
-        [str(r["case"]), str(r["impl"]), str(r["repeats"]), " / ".join(f"{v:.3f}" for v in r["latency_ms_by_repeat"]),
-         format_number(r["latency_ms"], ".3f"), format_number(r["latency_spread"], ".1%"),
-         format_number(r["speedup"], ".2f", "×"), format_number(r["speedup_spread"], ".1%")]
+        [
+            str(r["case"]),
+            str(r["impl"]),
+            str(r["repeats"]),
+            " / ".join(f"{v:.3f}" for v in r["latency_ms_by_repeat"]),
+            format_number(r["latency_ms"], ".3f"),
+            format_number(r["latency_spread"], ".1%"),
+            format_number(r["speedup"], ".2f", "×"),
+            format_number(r["speedup_spread"], ".1%"),
+        ]
         for _, r in spread.iterrows()
-    ]  # fmt: skip
-    text = (f"{repeat_count(rows)} repeats. Spread: (max − min) / median over the repeats where the row was ok; "
-            f"speedup: median over repeats of the speedup vs {baseline}.")  # fmt: skip
+    ]
+    text = (
+        f"{repeat_count(rows)} repeats. Spread: (max − min) / median over the repeats where the row was ok; "
+        f"speedup: median over repeats of the speedup vs {baseline}."
+    )
     numeric = [False, False, *[True] * 6]
     table = TableModel("Run-to-run spread", SPREAD_HEADERS, cells, numeric, groups=list(spread["case_id"]))
     return [Heading("Run-to-run spread"), Paragraph(text), table]
@@ -213,15 +248,21 @@ def _failures(rows: pd.DataFrame) -> list[Block]:
     if failed.empty:
         return [Heading("Failed rows"), Paragraph("None: every row ran and matched the float64 reference.")]
     headers = ("scenario", "case", "impl", "status", "error")
-    cells = [[str(r["scenario"]), case_label(r), str(r["impl"]), str(r["status"]), str(r["error"])]
-             for _, r in failed.iterrows()]  # fmt: skip
+    cells = [
+        [str(r["scenario"]), case_label(r), str(r["impl"]), str(r["status"]), str(r["error"])]
+        for _, r in failed.iterrows()
+    ]
     return [Heading("Failed rows"), TableModel("Failed rows", headers, cells, [False] * 5, ["failed"] * len(cells))]
 
 
 def _environment_table(run: Run) -> TableModel:
-    facts = {"run id": run.run_id, "status": run.manifest.get("status"),
-             "started": run.manifest.get("started_at"), "finished": run.manifest.get("finished_at"),
-             **run.manifest.get("environment", {})}  # fmt: skip
+    facts = {
+        "run id": run.run_id,
+        "status": run.manifest.get("status"),
+        "started": run.manifest.get("started_at"),
+        "finished": run.manifest.get("finished_at"),
+        **run.manifest.get("environment", {}),
+    }
     return TableModel("Environment", ("field", "value"), [[k, str(v)] for k, v in facts.items()], [False, False])
 
 
@@ -231,10 +272,14 @@ def _roofline_table(run: Run) -> list[Block]:
         return []
     headers = ("dtype", "peak TFLOP/s", "peak GB/s", "source")
     cells = [
-        [str(dtype), format_number(p.get("peak_tflops"), ".4g"), format_number(p.get("peak_gbps"), ".4g"),
-         str(p.get("source"))]
+        [
+            str(dtype),
+            format_number(p.get("peak_tflops"), ".4g"),
+            format_number(p.get("peak_gbps"), ".4g"),
+            str(p.get("source")),
+        ]
         for dtype, p in peaks.items()
-    ]  # fmt: skip
+    ]
     return [TableModel("Roofline", headers, cells, [False, True, True, False])]
 
 

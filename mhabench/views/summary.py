@@ -172,15 +172,27 @@ def compact_table(rows: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> Table
     """One line per case: the winner, its median latency and speedup over ``baseline``, rows not ok."""
     winners = case_winners(rows, baseline)
     with_repeats = repeat_count(rows) > 1
-    headers = ["case", "winner", "median ms", f"speedup vs {baseline}", "method",
-               *(["speedup spread"] if with_repeats else []), "not ok"]  # fmt: skip
+    headers = [
+        "case",
+        "winner",
+        "median ms",
+        f"speedup vs {baseline}",
+        "method",
+        *(["speedup spread"] if with_repeats else []),
+        "not ok",
+    ]
     cells = [
-        [line["case"], line["winner"] or "-", format_number(line.get("latency_ms"), ".3f"), speedup_text(line),
-         line.get("speedup_method") or "-",
-         *([format_number(line.get("speedup_spread"), ".1%")] if with_repeats else []),
-         _counts_text(line["statuses"], without="ok")]
+        [
+            line["case"],
+            line["winner"] or "-",
+            format_number(line.get("latency_ms"), ".3f"),
+            speedup_text(line),
+            line.get("speedup_method") or "-",
+            *([format_number(line.get("speedup_spread"), ".1%")] if with_repeats else []),
+            _counts_text(line["statuses"], without="ok"),
+        ]
         for _, line in winners.iterrows()
-    ]  # fmt: skip
+    ]
     styles = ["" if line["winner"] else "failed" for _, line in winners.iterrows()]
     numeric = [h in ("median ms", f"speedup vs {baseline}", "speedup spread") for h in headers]
     methods = winners.get("speedup_method", pd.Series(dtype=str))
@@ -220,9 +232,15 @@ def plan_table(rows: pd.DataFrame) -> TableModel:
     """``--dry-run``: the cases and their modelled cost, nothing run."""
     headers = ["case", "impl", "FLOPs", "bytes moved", "FLOP/B", "predicted peak mem"]
     cells = [
-        [str(r["case_id"]), str(r["impl"]), human_count(r["flops"]), human_bytes(r["bytes_moved"]),
-         format_number(r["arithmetic_intensity"], ".1f"), human_bytes(r["predicted_peak_bytes"])]
+        [
+            str(r["case_id"]),
+            str(r["impl"]),
+            human_count(r["flops"]),
+            human_bytes(r["bytes_moved"]),
+            format_number(r["arithmetic_intensity"], ".1f"),
+            human_bytes(r["predicted_peak_bytes"]),
+        ]
         for _, r in rows.iterrows()
-    ]  # fmt: skip
+    ]
     title = "mhabench run --dry-run (modelled, nothing measured)"
     return TableModel(title, headers, cells, [False, False, True, True, True, True], records=rows)

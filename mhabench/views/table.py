@@ -82,9 +82,11 @@ def fit_columns(table: TableModel, width: int, droppable: Sequence[str]) -> Tabl
             continue
         keep = [i for i, h in enumerate(table.headers) if h != header]
         table = dataclasses.replace(
-            table, headers=[table.headers[i] for i in keep], numeric=[table.numeric[i] for i in keep],
+            table,
+            headers=[table.headers[i] for i in keep],
+            numeric=[table.numeric[i] for i in keep],
             cells=[[row[i] for i in keep] for row in table.cells],
-        )  # fmt: skip
+        )
         dropped.append(header)
     note = f"not shown at {width} columns: {', '.join(dropped)} (every column: mhabench report)" if dropped else ""
     return dataclasses.replace(table, caption=note) if note else table
@@ -171,8 +173,11 @@ def case_label(row: pd.Series) -> str:
     kv_heads = row.get("kv_heads")
     extras = [f"kv={kv_heads}" if _value(row, "kv_heads") is not None and kv_heads != row["heads"] else ""]
     extras += [flag for flag in ("causal", "bias") if bool(row[flag])]
-    extras += [str(row.get(field)) for field, default in (("mode", "forward"), ("phase", "prefill"))
-               if row.get(field, default) != default]  # fmt: skip
+    extras += [
+        str(row.get(field))
+        for field, default in (("mode", "forward"), ("phase", "prefill"))
+        if row.get(field, default) != default
+    ]
     shape = f"n={row['seq_len']} h={row['heads']} d={row['d_model']} b={row['batch']} {row['dtype']}"
     return " ".join([shape, *(extra for extra in extras if extra)])
 

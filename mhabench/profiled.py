@@ -1,4 +1,4 @@
-"""``python -m mhabench.checks.profiled STATS_FILE ARGS...``: ``mhabench ARGS...`` under cProfile.
+"""``python -m mhabench.profiled STATS_FILE ARGS...``: ``mhabench ARGS...`` under cProfile.
 
 ``python -m cProfile`` swallows ``SystemExit``, so a failed run would exit 0; this keeps the exit
 status, writes the statistics to ``STATS_FILE`` and prints the mhabench functions that took the
@@ -29,5 +29,5 @@ def profiled(stats_file: str, args: list[str]) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
-        sys.exit("usage: python -m mhabench.checks.profiled STATS_FILE [mhabench arguments...]")
+        sys.exit("usage: python -m mhabench.profiled STATS_FILE [mhabench arguments...]")
     profiled(sys.argv[1], sys.argv[2:])
