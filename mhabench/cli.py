@@ -16,8 +16,9 @@ from typer.core import TyperGroup
 
 from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.errors import InputError, MhabenchError
-from mhabench.impls import get_spec
+from mhabench.impls import ImplSpec, get_spec
 from mhabench.impls.registry import available_implementations
+from mhabench.impls.tensor_parallel import is_tensor_parallel
 from mhabench.results import schema
 from mhabench.results.store import rows_frame
 from mhabench.run import runner
@@ -27,6 +28,7 @@ from mhabench.scenario import overrides, plugins
 from mhabench.scenario.device import resolve_device
 from mhabench.version import __version__
 from mhabench.views import summary as display
+from mhabench.views.progress import RichProgress
 from mhabench.views.table import to_rich
 
 
@@ -173,7 +175,7 @@ def run(
                 console.print(to_rich(display.plan_table(rows_frame(runner.plan(config, repeat)))))
                 continue
             select, extra = _shard_selection(config, parsed_shard)
-            with display.RichProgress(console) as progress:
+            with RichProgress(console) as progress:
                 result = _launch(
                     config,
                     out,
@@ -221,11 +223,8 @@ def _resume(ref: str, results_root: Path, force: bool, baseline: str) -> None:
     except NothingToResumeError as exc:  # a finished run: success, so a retry loop may always --resume
         err_console.print(escape(str(exc)), highlight=False, soft_wrap=True)
         return
-    from mhabench.run.shard import manifest_shard
-
-    shard = manifest_shard(plan.manifest, f"--resume: {plan.run_dir}") if "shard" in plan.manifest else None
-    select, _ = _shard_selection(plan.config, shard)
-    with display.RichProgress(console) as progress:
+    select, _ = _shard_selection(plan.config, plan.shard)
+    with RichProgress(console) as progress:
         result = _launch(
             plan.config,
             plan.run_dir.parent,
@@ -256,9 +255,55 @@ def _print_run(result: runner.RunResult | None, baseline: str) -> None:
         err_console.print(escape(warning), style="yellow", highlight=False, soft_wrap=True)
 
 
+DTYPE_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def _supports(spec: ImplSpec) -> str:
+    """What ``spec`` can run, read off its registered capabilities: the same facts the runner checks before it
+    builds a case, so the README's table cannot promise what a run would then report as ``unsupported``."""
+    caps = spec.capabilities
+    dtypes = ", ".join(short for dtype, short in DTYPE_SHORT.items() if dtype in caps.dtypes)
+    features = [name for name, on in (("GQA", caps.grouped_kv), ("decode", caps.decode), ("train", caps.train)) if on]
+    parts = [", ".join(sorted(caps.devices)), dtypes, ", ".join(features) or "forward prefill only"]
+    if caps.requires:
+        parts.append("needs " + ", ".join(f"`{package}`" for package in caps.requires))
+    if spec.compiles:
+        parts.append("compiles on first call")
+    if is_tensor_parallel(spec):
+        parts.append("heads split over torchrun ranks")
+    return "; ".join(parts)
+
+
+def implementations_markdown() -> str:
+    """Every registered implementation as a Markdown table (the README's block is this output, kept in sync by a
+    test), in registration order, so the manual lists exactly what ``--impl`` accepts."""
+    lines = [
+        "| implementation | set | cost model | runs on; dtypes; supports | what it is |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name in available_implementations():
+        spec = get_spec(name)
+        cells = (
+            f"`{name}`",
+            "core" if spec.core else "opt-in",
+            f"`{spec.cost.name}`" if spec.cost else "none",
+            _supports(spec),
+            spec.description.replace("|", "\\|"),
+        )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 @app.command("list")
-def list_implementations() -> None:
+def list_implementations(
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the Markdown table of the README's implementation list.")
+    ] = False,
+) -> None:
     """The registered implementations, one line each."""
+    if markdown:
+        typer.echo(implementations_markdown())
+        return
     table = Table(show_header=True)
     for header in ("implementation", "default", "cost model", "what it does"):
         table.add_column(header)
@@ -314,7 +359,7 @@ def compare(
 
     with user_errors():
         if output is not None:
-            compare_mod.check_output_path(output)
+            compare_view.check_output_path(output)
         if candidate_ref is None:
             if fail_on_regression:
                 raise InputError("--fail-on-regression: needs two runs (RUN CANDIDATE)")
@@ -333,7 +378,7 @@ def compare(
             out.print(differences)
         out.print(compare_view.compare_table(comparison))
         if output is not None:
-            compare_mod.write_output(comparison, output)
+            compare_view.write_output(comparison, output)
             out.print(f"written: {output}")
         regressions = comparison.regressions
         if fail_on_regression and len(regressions):
@@ -352,13 +397,16 @@ def report(
     ),
 ) -> None:
     """Write report.md and a self-contained report.html (tables, plots) for a run."""
+    from mhabench.probe.report import claims_blocks
     from mhabench.results import store as results
-    from mhabench.views import report as report_mod
+    from mhabench.views.report.files import parse_formats, write_report
+    from mhabench.views.report.sections import build
 
     with user_errors():
-        formats = report_mod.parse_formats(report_format)
+        formats = parse_formats(report_format)
         run_data = results.load_run(run_ref, results_root)
-        for path in report_mod.write_report(run_data, out or run_data.path, formats, baseline):
+        blocks = build(run_data, baseline, first=claims_blocks(run_data.path))  # a probe run's claims lead
+        for path in write_report(blocks, out or run_data.path, formats):
             _fresh_console().print(f"report: {path}", highlight=False, soft_wrap=True)
 
 
@@ -394,14 +442,16 @@ def merge(
     ] = False,
 ) -> None:
     """Combine the shard runs of one sweep into one run folder that compare and report read like any other."""
-    from mhabench.run.shard import merge_runs
+    from mhabench.results.merge import merge_runs
 
     with user_errors():
         merged = merge_runs(runs, out, force=force)
         for difference in merged.forced:
             err_console.print(f"[yellow]forced:[/yellow] {escape(difference)}", highlight=False, soft_wrap=True)
+        status = "" if merged.status == "complete" else f" (status {merged.status}: a shard did not complete)"
         _fresh_console().print(
-            f"merged {len(merged.rows)} rows from {len(runs)} shards\nresults: {merged.run_dir}", highlight=False
+            f"merged {len(merged.rows)} rows from {len(runs)} shards{status}\nresults: {merged.run_dir}",
+            highlight=False,
         )
 
 
@@ -416,10 +466,11 @@ def spread(
     """Run-to-run spread of every speedup: several runs of one config, or the repeats of one run."""
     from mhabench.analysis import spread as spread_mod
     from mhabench.results import store as results
+    from mhabench.views.spread import spread_table
 
     with user_errors():
         frame = spread_mod.runs_as_repeats([results.load_run(ref, results_root) for ref in run_refs])
-        _fresh_console().print(to_rich(spread_mod.spread_table(frame, baseline)))
+        _fresh_console().print(to_rich(spread_table(spread_mod.speedup_spread(frame, baseline), baseline)))
 
 
 @app.command("check-timing")

@@ -19,7 +19,7 @@ from mhabench.cost import Workload
 from mhabench.impls import get_spec
 from mhabench.impls.reference import TOLERANCE, numerical_error, reference_attention
 from mhabench.measure.peaks import DevicePeaks
-from mhabench.probe import verdict_stats as probe_stats
+from mhabench.probe import attention_stats as probe_stats
 from mhabench.run import runner
 from mhabench.run.steps import parameter_count
 from mhabench.scenario.config import parse_config

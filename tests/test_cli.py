@@ -15,6 +15,7 @@ from typer.testing import CliRunner, Result
 
 import mhabench
 from mhabench.cli import app
+from mhabench.impls.registry import available_implementations
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.results.store import load_run
 
@@ -29,6 +30,23 @@ def write_config(tmp_path: Path, data: dict[str, Any], name: str = "tiny.yaml") 
     path = tmp_path / name
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
+
+
+def table_rows(output: str) -> list[dict[str, str]]:
+    """The cells of the Rich table in ``output``, one dict per body row keyed by the header, so a test checks a
+    row's cells rather than a name that the title may also contain. A blank ``case`` cell is the case of the row
+    above (the run summary writes each case once)."""
+    lines = output.splitlines()
+    header = [cell.strip() for cell in next(line for line in lines if line.startswith("┃")).strip("┃").split("┃")]
+    rows: list[dict[str, str]] = []
+    for line in (line for line in lines if line.startswith("│")):
+        cells = [cell.strip() for cell in line.strip("│").split("│")]
+        assert len(cells) == len(header), line
+        row = dict(zip(header, cells, strict=True))
+        if row.get("case") == "" and rows:
+            row["case"] = rows[-1]["case"]
+        rows.append(row)
+    return rows
 
 
 def assert_input_error(result: Result, *fragments: str) -> None:
@@ -49,9 +67,16 @@ def test_tiny_run_writes_three_files_and_prints_table(
     (run_dir,) = out.iterdir()
     assert {p.name for p in run_dir.iterdir()} == {"results.csv", "results.parquet", "manifest.json"}
     assert f"results: {run_dir}" in result.output
-    assert "naive" in result.output and "fused" in result.output
-    assert "n=9 h=2 d=16 b=2" in result.output  # the case's row of the summary table
-    assert "1.00×" in result.output  # naive's speedup against itself
+    table = table_rows(result.output)
+    measured = load_run(run_dir).rows.set_index("impl")
+    assert [row["impl"] for row in table] == ["naive", "fused"] == list(measured.index)
+    assert all(row["case"].startswith("n=9 h=2 d=16 b=2") for row in table)  # the one case, both rows
+    assert all(row["status"].startswith("ok") for row in table)
+    assert table[0]["speedup vs naive"].startswith("1.00×")  # naive against itself
+    assert not table[1]["speedup vs naive"].startswith("1.00×")  # fused's own ratio, not a copy of the baseline's
+    for row in table:  # the printed median is the measured one (to the table's 3 decimals)
+        printed_ms = float(row["median ms (IQR)"].split()[0])
+        assert printed_ms == pytest.approx(measured.loc[row["impl"], "latency_ms"], abs=6e-4)
 
 
 def test_baseline_flag_sets_the_summary_speedups(
@@ -60,9 +85,10 @@ def test_baseline_flag_sets_the_summary_speedups(
     config = write_config(tmp_path, {**tiny_config_data, "implementations": ["naive", "fused"]})
     result = invoke("run", config, "--out", tmp_path / "out", "--baseline", "fused")
     assert result.exit_code == 0, result.output
-    assert "speedup vs fused" in result.output and "speedup vs naive" not in result.output
-    fused_line = next(line for line in result.output.splitlines() if "│ fused " in line)
-    assert "1.00×" in fused_line  # the baseline against itself
+    speedups = {row["impl"]: row["speedup vs fused"] for row in table_rows(result.output)}  # KeyError: wrong header
+    assert speedups["fused"].startswith("1.00×")  # the baseline against itself
+    assert not speedups["naive"].startswith("1.00×")
+    assert "speedup vs naive" not in result.output
 
 
 def test_unknown_baseline_exits_2_before_running(tmp_path: Path, tiny_config_data: dict[str, Any]) -> None:
@@ -84,14 +110,33 @@ def test_impl_flag_restricts_the_run(
     assert len(lines) == 2 and ",fused," in lines[1]
 
 
-def test_list_names_every_core_implementation() -> None:
+def test_list_has_one_row_per_registered_implementation() -> None:
     result = invoke("list")
     assert result.exit_code == 0
-    for name in CORE_IMPLEMENTATIONS:
-        assert name in result.output
-    assert "materialized" in result.output  # naive's one-line description and cost model
-    naive_line = next(line for line in result.output.splitlines() if "│ naive " in line)
-    assert "materialized" in naive_line.split("│")[3]  # the "cost model" column
+    rows = {row["implementation"]: row for row in table_rows(result.output)}
+    assert list(rows) == available_implementations()
+    assert [name for name, row in rows.items() if row["default"] == "yes"] == list(CORE_IMPLEMENTATIONS)
+    assert rows["naive"]["cost model"] == "materialized" and rows["fused"]["cost model"] == "fused"
+    assert rows["naive"]["what it does"].startswith("Q/K/V GEMMs")
+
+
+def test_list_markdown_is_generated_from_the_registry(temp_impl: Any) -> None:
+    """One Markdown row per registered implementation, in registration order, its cells read off the spec."""
+    extra = temp_impl(lambda x: x)  # registered now: the table is the registry, not a fixed list
+    result = invoke("list", "--markdown")
+    assert result.exit_code == 0, result.output
+    header, rule, *body = result.output.strip().splitlines()
+    assert header.startswith("| implementation | set | cost model |") and set(rule) <= set("|- ")
+    rows = {
+        cells[0].strip("`"): cells
+        for cells in (line.removeprefix("| ").removesuffix(" |").split(" | ") for line in body)
+    }
+    assert list(rows) == available_implementations() and extra in rows
+    assert [name for name, cells in rows.items() if cells[1] == "core"] == list(CORE_IMPLEMENTATIONS)
+    assert rows[extra][1:3] == ["opt-in", "none"]  # no cost model declared
+    assert rows["flash_attn"][3] == "cuda; fp16, bf16; GQA, train; needs `flash_attn`"
+    assert rows["torch_mha"][3] == "cpu, cuda; fp32, fp16, bf16; train"  # no grouped K/V heads, no decode
+    assert "torchrun" in rows["tp_naive"][3] and "compiles on first call" in rows["compiled"][3]
 
 
 def test_version() -> None:
@@ -142,9 +187,9 @@ def test_dry_run_writes_nothing(tmp_path: Path, tiny_config_data: dict[str, Any]
     result = invoke("run", write_config(tmp_path, tiny_config_data), "--out", out, "--dry-run")
     assert result.exit_code == 0, result.output
     assert not out.exists()
-    assert "t/b2-n9-d16-h2" in result.output
-    for name in CORE_IMPLEMENTATIONS:
-        assert name in result.output
+    planned = [(row["case"], row["impl"]) for row in table_rows(result.output)]
+    assert [impl for _, impl in planned] == list(CORE_IMPLEMENTATIONS)  # every core implementation, in order
+    assert all(case.startswith("t/b2-n9-d16-h2") for case, _ in planned)  # of the config's one case
 
 
 def test_dry_run_without_config_plans_the_embedded_default(tmp_path: Path) -> None:

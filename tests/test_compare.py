@@ -17,6 +17,7 @@ from mhabench.cli import app
 from mhabench.errors import InputError
 from mhabench.results.schema import CASE_KEY
 from mhabench.results.store import load_run
+from mhabench.views.compare import comparison_table
 
 cli = CliRunner()
 COLOUR_SGR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|9[0-7]|38;[25];[0-9;]+)(?:;[0-9;]*)?m")
@@ -185,7 +186,7 @@ def test_repeats_are_matched_repeat_by_repeat(tmp_path: Path) -> None:
         (0, "same"),
         (1, "only in candidate"),
     ]
-    assert "rep" in compare.comparison_table(comparison).headers
+    assert "rep" in comparison_table(comparison).headers
 
 
 # --- the command -------------------------------------------------------------------------------

@@ -324,8 +324,8 @@ def test_a_custom_op_is_opaque_and_the_roofline_keeps_the_model() -> None:
     """A torch.library op (how flash_attn ≥ 2.6 ships its kernels) hides its FLOPs: the counts are a lower
     bound, no disagreement is claimed, and the row's roofline uses the cost model instead."""
     from mhabench.measure.peaks import DevicePeaks
+    from mhabench.measure.roofline import roofline
     from mhabench.results.schema import LatencyStats
-    from mhabench.run.case import roofline
 
     q = k = v = torch.randn(1, 2, 64, 16)
     counts = count(lambda: _custom_attend(q, k, v))
@@ -334,5 +334,7 @@ def test_a_custom_op_is_opaque_and_the_roofline_keeps_the_model() -> None:
     model = ModelledCost.from_cost(get_spec("fused").cost(workload(case)))
     row = counted(counts, model)
     assert row.model_disagreement is None and row.model_disagrees is None
-    placed = roofline(case, model, row, LatencyStats(latency_ms=1.0), DevicePeaks(1.0, 1.0, "test"), False)
+    placed = roofline(
+        workload(case).tokens, model, row, LatencyStats(latency_ms=1.0), DevicePeaks(1.0, 1.0, "test"), False
+    )
     assert placed.intensity_source == "modelled" and placed.achieved_tflops == model.flops / 1e-3 / 1e12

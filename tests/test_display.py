@@ -9,6 +9,7 @@ import pandas as pd
 from rich.console import Console
 from synthetic_runs import rounds, row
 
+from mhabench.analysis.speedup import speedup_rows
 from mhabench.results.schema import label
 from mhabench.views import summary as display
 from mhabench.views.table import fit_columns, natural_width
@@ -82,11 +83,11 @@ def test_repeats_add_a_rep_and_a_spread_column() -> None:
         for rep in range(3)
         for impl, ms in (("naive", 10.0), ("fused", 5.0 if rep else 4.0))
     ]
-    table = display.results_table(pd.DataFrame(rows), "naive")
+    table = display.results_table(speedup_rows(pd.DataFrame(rows), "naive"), "naive")
     assert "rep" in table.headers and "speedup spread" in table.headers
     spread = table.cells[1][table.headers.index("speedup spread")]  # fused: speedups 2.5, 2, 2
     assert spread == "25.0%"
-    single = display.results_table(pd.DataFrame(rows[:2]), "naive")
+    single = display.results_table(speedup_rows(pd.DataFrame(rows[:2]), "naive"), "naive")
     assert "rep" not in single.headers and "speedup spread" not in single.headers
 
 
@@ -104,7 +105,7 @@ def test_method_phrase_names_what_the_table_shows() -> None:
 def test_a_narrow_terminal_leaves_out_the_cost_columns_and_says_so() -> None:
     """Every cell wrapped into a few characters is unreadable: drop columns, cost columns first."""
     frame = pd.DataFrame(sweep(3))
-    wide = display.results_table(frame, "naive")
+    wide = display.results_table(speedup_rows(frame, "naive"), "naive")
     assert natural_width(wide) > 140
     narrow = fit_columns(wide, 140, display.DROPPABLE)
     assert natural_width(narrow) <= 140

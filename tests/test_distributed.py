@@ -104,9 +104,17 @@ def test_a_single_rank_config_under_torchrun_is_told_to_drop_torchrun() -> None:
         check_launch([1], LaunchEnv(0, 2, 0, "127.0.0.1"), "c.yaml")
 
 
-def test_matching_launches_pass() -> None:
-    check_launch([1], None, "c.yaml")
-    check_launch([1, 2], LaunchEnv(1, 2, 1, "127.0.0.1"), "c.yaml")
+@pytest.mark.parametrize(
+    ("sizes", "world_size"), [([1], None), ([1, 2], 2), ([2, 4], 4)], ids=["no torchrun", "tp 2", "tp 4"]
+)
+def test_matching_launches_pass_and_one_process_more_or_less_does_not(sizes: list[int], world_size: int | None) -> None:
+    """A launch of exactly the largest degree passes; the check is not a no-op: one process more or fewer fails."""
+    launch = None if world_size is None else LaunchEnv(world_size - 1, world_size, 0, "127.0.0.1")
+    assert check_launch(sizes, launch, "c.yaml") is None
+    for wrong in (w for w in (max(sizes) + 1, max(sizes) - 1) if w >= 1):
+        wrong_launch = None if wrong == 1 else LaunchEnv(0, wrong, 0, "127.0.0.1")
+        with pytest.raises(InputError, match="tensor_parallel"):
+            check_launch(sizes, wrong_launch, "c.yaml")
 
 
 @pytest.mark.parametrize(
@@ -148,7 +156,8 @@ def test_errors_pass_through_on_rank0_and_exit_quietly_elsewhere() -> None:
 
 
 def test_agree_on_errors_without_a_process_group_is_the_check() -> None:
-    agree_on_errors(lambda: None)
+    ran: list[str] = []
+    assert agree_on_errors(lambda: ran.append("check")) is None and ran == ["check"]
     with pytest.raises(InputError, match="only here"):
         agree_on_errors(lambda: (_ for _ in ()).throw(InputError("only here")))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from mhabench.distributed.run import run_distributed
 from mhabench.errors import ConfigError, InputError
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.results import store as results
+from mhabench.results.schema import ResultRow
 from mhabench.run import runner
 from mhabench.run.launch import LaunchEnv
 from mhabench.scenario import config as config_mod
@@ -252,3 +254,40 @@ def test_without_torchrun_a_tp_implementation_is_the_whole_layer_on_one_device(
     rows = result.frame
     assert list(rows["impl"]) == ["tp_fused", "tp_naive"] and set(rows["status"]) == {"ok"}
     assert (rows["max_rel_err"] <= 1e-5).all() and rows["comm_ms"].isna().all()  # no launch, no distributed group
+
+
+# --- one case path: the rows of every launch come from run_case ---------------------------------------
+
+
+def filled(rows: list[ResultRow]) -> set[str]:
+    """The columns every one of ``rows`` fills."""
+    records = [row.record() for row in rows]
+    return {name for name in records[0] if all(record[name] is not None for record in records)}
+
+
+def test_single_process_t1_and_lockstep_rows_fill_the_same_groups(tiny_timing: config_mod.TimingConfig) -> None:
+    """A T = 1 case under torchrun is a single-process case plus the launch's columns; the lockstep timer
+    (here a one-rank group, no process group) fills the same groups, less what only a whole layer counts
+    (``counted``) and what only interleaved rounds have (``rounds_id``)."""
+    from mhabench.distributed.rows import RankSetup, single_rank_rows, tensor_parallel_rows
+    from mhabench.impls import get_spec
+    from mhabench.impls.tensor_parallel import TPGroup
+    from mhabench.results.schema import Counted, Distributed
+    from mhabench.run.case import run_case
+
+    cpu = resolve_device("cpu")
+    data = tp_config_data(tensor_parallel=1, seq_len=16)
+    case = config_mod.expand_cases(config_mod.parse_config(data, "tp.yaml"), cpu)[0]
+    specs = [get_spec("tp_fused"), get_spec("tp_naive")]
+    peaks = DevicePeaks(1.0, 1.0, "test")
+    setup = RankSetup(cpu, 1, "gloo", "r", {case.dtype: peaks}, tiny_timing)
+    alone = list(run_case(case, specs, cpu, "r", peaks, tiny_timing))
+    t1 = list(single_rank_rows(case, specs, setup, repeat=0))
+    lockstep = list(tensor_parallel_rows(case, specs, setup, TPGroup(1, 0), repeat=0))
+    for rows in (alone, t1, lockstep):
+        assert [(row.case.impl, row.status) for row in rows] == [("tp_fused", "ok"), ("tp_naive", "ok")]
+    launch = {f.name for f in dataclasses.fields(Distributed)} - {"bus_bandwidth_gbps"}  # no traffic, no bandwidth
+    counted = {f.name for f in dataclasses.fields(Counted)}
+    assert "allocations_per_call" in filled(alone) and counted <= filled(alone)
+    assert filled(t1) == filled(alone) | launch
+    assert filled(lockstep) == (filled(alone) - counted - {"rounds_id"}) | launch

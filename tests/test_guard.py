@@ -157,10 +157,14 @@ def test_self_referencing_alias_is_refused() -> None:
 
 
 def test_deep_nesting_does_not_overflow_the_stack() -> None:
+    """50,000 nested lists: a recursive walk would raise RecursionError; the iterative one counts every level."""
     data: list[object] = []
     for _ in range(50_000):
         data = [data]
-    limits.check_document_size(data, "x.yaml")  # 50,001 values: under the limit, and no RecursionError
+    assert limits.check_document_size(data, "x.yaml") is None  # 50,001 values: under the default limit
+    assert limits.check_document_size(data, "x.yaml", limit=50_001) is None  # exactly at the limit: allowed
+    with pytest.raises(ConfigError, match="more than 50,000 values"):  # the innermost level was counted too
+        limits.check_document_size(data, "x.yaml", limit=50_000)
 
 
 def test_case_count_matches_expansion_and_needs_no_expansion() -> None:

@@ -214,7 +214,7 @@ def test_weights_are_the_modules_frozen_parameters(name: str, bias: bool) -> Non
 
 def test_consecutive_cases_share_one_weight_set_with_the_same_numbers() -> None:
     """Drawing d_model = 4096 weights takes seconds of host time: a case reuses the previous case's set."""
-    from mhabench.run import case as case_runner
+    from mhabench.run.inputs import make_inputs
     from mhabench.scenario.config import expand_cases, parse_config
 
     cpu = torch.device("cpu")
@@ -222,16 +222,16 @@ def test_consecutive_cases_share_one_weight_set_with_the_same_numbers() -> None:
     first, second = expand_cases(config, cpu)
     other = parse_config({"scenarios": [{"seed": 8, "seq_len": 8, "d_model": 32, "heads": 4}]}, "x.yaml")
     other_seed = expand_cases(other, cpu)[0]
-    shared = case_runner.make_inputs(first, cpu).weights
-    assert case_runner.make_inputs(second, cpu).weights is shared
+    shared = make_inputs(first, cpu).weights
+    assert make_inputs(second, cpu).weights is shared
     assert torch.equal(shared.w_q, AttentionWeights.random(32, seed=7).w_q)
-    assert not torch.equal(case_runner.make_inputs(other_seed, cpu).weights.w_q, shared.w_q)
+    assert not torch.equal(make_inputs(other_seed, cpu).weights.w_q, shared.w_q)
 
 
 def test_no_implementation_writes_to_the_weights_the_next_case_reuses(tmp_path: Path, fixed_peaks: object) -> None:
     """Forward, train and decode cases of every eager CPU implementation leave the shared set as drawn."""
-    from mhabench.run import case as case_runner
     from mhabench.run import runner
+    from mhabench.run.inputs import case_weights
     from mhabench.scenario.config import parse_config
 
     names = [n for n in available_implementations() if "cpu" in get_spec(n).capabilities.devices]
@@ -242,8 +242,8 @@ def test_no_implementation_writes_to_the_weights_the_next_case_reuses(tmp_path: 
     config = parse_config({"implementations": names, "timing": TINY_TIMING, "scenarios": scenarios}, "x.yaml")
     result = runner.run(config, tmp_path)
     assert result is not None and {row.outcome.status for row in result.rows} <= {"ok", "unsupported"}
-    hits = case_runner.case_weights.cache_info().hits
-    reused = case_runner.case_weights(32, True, 3, torch.float32, torch.device("cpu"), 32)
-    assert case_runner.case_weights.cache_info().hits == hits + 1  # the set the last case ran with
+    hits = case_weights.cache_info().hits
+    reused = case_weights(32, True, 3, torch.float32, torch.device("cpu"), 32)
+    assert case_weights.cache_info().hits == hits + 1  # the set the last case ran with
     fresh = AttentionWeights.random(32, True, 3)
     assert all(torch.equal(a, b) for a, b in zip(reused.tensors(), fresh.tensors(), strict=True))

@@ -13,8 +13,8 @@ from mhabench import AttentionWeights, build
 from mhabench.measure.memory import LiveStorageTracker, sdpa_backend
 from mhabench.measure.peaks import DevicePeaks, datasheet_peaks, device_peaks
 from mhabench.measure.timing import measure_latency
-from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, PeakMemory, Stopwatch
-from mhabench.results.schema import LatencyStats
+from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
+from mhabench.results.schema import LatencyStats, Memory
 from mhabench.scenario.config import TimingConfig
 
 MiB = 2**20
@@ -26,10 +26,10 @@ def peak_memory(fn: object, device: torch.device) -> tuple[float, str]:
     if device.type == "cuda":
         with CudaMemoryTracker(device) as cuda:
             fn()
-        return cuda.result().peak_bytes, cuda.result().method
+        return cuda.result().peak_memory_bytes, cuda.result().memory_method
     with DispatchTracker() as tracker:
         fn()
-    return tracker.cpu_memory().peak_bytes, tracker.cpu_memory().method
+    return tracker.cpu_memory().peak_memory_bytes, tracker.cpu_memory().memory_method
 
 
 def ops_called(fn: object) -> set[str]:
@@ -111,7 +111,22 @@ def test_dispatch_tracker_reports_the_backend_and_counts_every_dispatched_op() -
     assert once.result().sdpa_backend == "flash"
     assert once.result().ops_per_call > 0
     assert twice.result().ops_per_call == 2 * once.result().ops_per_call
-    assert once.cpu_memory().peak_bytes >= x.numel() * x.element_size()  # at least the output
+    assert once.cpu_memory().peak_memory_bytes >= x.numel() * x.element_size()  # at least the output
+
+
+def test_dispatch_tracker_counts_the_storages_a_call_allocates() -> None:
+    """Two new tensors; a view and an in-place write allocate nothing; inputs made before the call are not counted."""
+    x = torch.ones(4, 4)
+
+    def call() -> torch.Tensor:
+        y = x + 1  # allocates
+        y.t().add_(1)  # a view, written in place: no new storage
+        return (y @ y).relu_()  # the product allocates, relu_ writes it in place
+
+    with torch.no_grad(), DispatchTracker() as tracker:
+        call()
+    assert tracker.result().allocations_per_call == 2
+    assert tracker.result().ops_per_call >= 4  # every op is dispatched, allocating or not
 
 
 class FakeCudaAllocator:
@@ -141,7 +156,7 @@ def test_cuda_memory_tracker_is_the_peak_above_what_was_allocated_before(monkeyp
     with CudaMemoryTracker(torch.device("cuda:0")) as tracker:
         allocator.events.append("call")
         allocator.peak = 164 * MiB  # the call's own 64 MiB on top of the 100 MiB of weights and inputs
-    assert tracker.result() == PeakMemory(64 * MiB, "cuda_allocator")
+    assert tracker.result() == Memory(peak_memory_bytes=64 * MiB, memory_method="cuda_allocator")
     assert allocator.events == ["synchronize", "reset", "call", "synchronize"]
 
 
@@ -264,7 +279,7 @@ def test_views_and_in_place_writes_of_existing_tensors_allocate_nothing() -> Non
 def test_decode_step_peak_excludes_the_preallocated_cache() -> None:
     """One decode step's peak is the new token's activations, not the KV cache filled before it."""
     from mhabench.impls import get_spec
-    from mhabench.run.case import make_inputs
+    from mhabench.run.inputs import make_inputs
     from mhabench.run.steps import prepare
     from mhabench.scenario.config import expand_cases, parse_config
 
@@ -278,23 +293,17 @@ def test_decode_step_peak_excludes_the_preallocated_cache() -> None:
     assert 0 < peak_bytes < step.kv_cache_bytes / 4
 
 
-def _checked_on(device_memory: PeakMemory | None) -> object:
-    from mhabench.results.schema import Dispatch
-    from mhabench.run.case import CheckedCall
-
-    return CheckedCall(Dispatch(), None, device_memory, math.nan)
-
-
 @pytest.mark.parametrize(
-    ("compiles", "count_kernels", "kernels"), [(False, True, 3), (True, True, None), (False, False, None)]
+    ("compiles", "whole_layer", "kernels"), [(False, True, 3), (True, True, None), (False, False, None)]
 )
 def test_device_call_measures_memory_and_kernels_in_one_cuda_call(
-    monkeypatch: pytest.MonkeyPatch, compiles: bool, count_kernels: bool, kernels: int | None
+    monkeypatch: pytest.MonkeyPatch, compiles: bool, whole_layer: bool, kernels: int | None
 ) -> None:
-    """CUDA: one extra call gives the allocator peak and, for an eager implementation, the kernel count."""
+    """CUDA: one extra call gives the allocator peak and, for an eager whole layer, the kernel count."""
     import dataclasses
 
     from mhabench.impls import get_spec
+    from mhabench.results.schema import Dispatch
     from mhabench.run import case as case_runner
 
     allocator = FakeCudaAllocator(monkeypatch, allocated=10 * MiB, peak=10 * MiB)
@@ -311,25 +320,23 @@ def test_device_call_measures_memory_and_kernels_in_one_cuda_call(
 
     monkeypatch.setattr(case_runner, "count_cuda_kernels", profiled)
     spec = dataclasses.replace(get_spec("fused"), compiles=compiles)
-    checked = _checked_on(None if compiles else PeakMemory(1.0, "dispatch_storage_tracker"))
-    memory, counted_kernels = case_runner.device_call(spec, call, torch.device("cuda:0"), checked, count_kernels)
-    assert memory == PeakMemory(32 * MiB, "cuda_allocator")
-    assert counted_kernels == kernels
+    groups = case_runner.device_call(spec, call, torch.device("cuda:0"), whole_layer)
+    assert groups == [
+        Memory(peak_memory_bytes=32 * MiB, memory_method="cuda_allocator"),
+        Dispatch(kernels_per_call=kernels),
+    ]
     assert calls == (["profiler", "call"] if kernels else ["call"])
 
 
-def test_device_call_on_the_cpu_reuses_the_checked_call() -> None:
+def test_device_call_on_the_cpu_makes_no_call() -> None:
+    """The CPU's peak comes from the checked call: nothing to add, no second call."""
     from mhabench.impls import get_spec
     from mhabench.run import case as case_runner
 
     def call() -> None:
         raise AssertionError("the CPU peak comes from the checked call: no second call")
 
-    cpu_peak = PeakMemory(5.0, "dispatch_storage_tracker")
-    assert case_runner.device_call(get_spec("naive"), call, CPU, _checked_on(cpu_peak)) == (cpu_peak, None)
-    compiled_memory, kernels = case_runner.device_call(get_spec("naive"), call, CPU, _checked_on(None))
-    assert math.isnan(compiled_memory.peak_bytes) and compiled_memory.method == case_runner.COMPILED_CPU_MEMORY
-    assert kernels is None
+    assert case_runner.device_call(get_spec("naive"), call, CPU, whole_layer=True) == []
 
 
 @pytest.mark.cuda
@@ -346,6 +353,7 @@ def test_device_call_on_a_gpu_matches_separate_memory_and_kernel_measurements() 
         module(x)  # lazy set-up (cuBLAS handles) before anything is measured
         alone_peak, _ = peak_memory(lambda: module(x), device)
         alone_kernels = count_cuda_kernels(lambda: module(x), device)
-    memory, kernels = case_runner.device_call(get_spec("naive"), lambda: module(x), device, _checked_on(None))
-    assert memory == PeakMemory(alone_peak, "cuda_allocator") and kernels == alone_kernels
+    memory, dispatch = case_runner.device_call(get_spec("naive"), lambda: module(x), device, whole_layer=True)
+    assert memory == Memory(peak_memory_bytes=alone_peak, memory_method="cuda_allocator")
+    assert dispatch.kernels_per_call == alone_kernels
     assert alone_peak >= 2 * 8 * 1024 * 1024 * 2  # naive's (2, 8, 1024, 1024) bf16 scores, at least once

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from mhabench.probe import attention_stats as stats
 from mhabench.probe import claims, theory
-from mhabench.probe import verdict_stats as stats
 from mhabench.probe.claims import FAIL, INFO, NO_GUARANTEE, PASS, UNTESTABLE
 from mhabench.probe.config import ProbeCase, WeightsFile
 from mhabench.probe.measure import CaseMeasurement

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +18,13 @@ import yaml
 from typer.testing import CliRunner
 
 from mhabench.cli import app
+from mhabench.probe import run as probe_run
 from mhabench.probe.claims import CLAIM_COLUMNS, PASS
 from mhabench.probe.config import ProbeConfig, load_probe_config, parse_probe_config
 from mhabench.probe.report import claims_blocks
 from mhabench.probe.run import PROBE_COLUMNS, run_config
+from mhabench.results.schema import FORMAT_VERSION
+from mhabench.results.store import load_run
 from mhabench.views.table import TableModel
 
 CLAIMS_YAML = Path(__file__).resolve().parents[1] / "configs" / "claims.yaml"
@@ -98,3 +106,72 @@ def test_report_blocks(tmp_path: Path) -> None:
     assert heading.text == "Claims" and paragraph.text.startswith("10 claims: 4 PASS")
     assert isinstance(table, TableModel) and len(table.cells) == 10
     assert table.cells[0][:3] == ["t/b1-n12-d32-h4", "PASS", "Var(q·k) = d_k·σ_q²·σ_k² over token pairs i ≠ j"]
+
+
+# --- the run-folder lifecycle: a probe run is alive, finished or dead like any run -----------------
+
+STOP_AFTER_FIRST_CASE = """
+import json, sys, time
+from pathlib import Path
+from mhabench.probe import run as probe_run
+from mhabench.probe.config import parse_probe_config
+
+measure, calls = probe_run.measure_case, []
+def first_case_only(case, source):
+    if calls:
+        time.sleep(600)  # the parent kills this process here
+    calls.append(case)
+    return measure(case, source)
+probe_run.measure_case = first_case_only
+config = parse_probe_config({"name": "killed", "scenarios": [json.loads(sys.argv[2])]}, "tiny.yaml")
+probe_run.run_config(config, Path(sys.argv[1]))
+"""
+
+
+def tiny_config() -> ProbeConfig:
+    return parse_probe_config({"name": "tiny", "scenarios": [TINY]}, "tiny.yaml")
+
+
+def test_a_probe_manifest_records_the_format_and_the_writing_process(tmp_path: Path) -> None:
+    manifest = json.loads((run_config(tiny_config(), tmp_path).run_dir / "manifest.json").read_text())
+    assert (manifest["format_version"], manifest["pid"], manifest["status"]) == (
+        FORMAT_VERSION,
+        os.getpid(),
+        "complete",
+    )
+    assert manifest["host"] and manifest["heartbeat"] and manifest["finished_at"] >= manifest["started_at"]
+
+
+def test_a_probe_run_stopped_by_ctrl_c_is_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    measure, calls = probe_run.measure_case, []
+
+    def stop_at_second_case(case: Any, source: Any) -> Any:
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(case)
+        return measure(case, source)
+
+    monkeypatch.setattr(probe_run, "measure_case", stop_at_second_case)
+    with pytest.raises(KeyboardInterrupt):
+        run_config(tiny_config(), tmp_path)
+    (run_dir,) = tmp_path.iterdir()
+    assert load_run(run_dir).manifest["status"] == "interrupted"
+    assert {p["case_id"] for p in _read(run_dir / "probes.csv")} == {"t/b1-n12-d32-h4"}  # the finished case stays
+
+
+def test_a_killed_probe_run_is_not_running_forever(tmp_path: Path) -> None:
+    """SIGKILL a probe run after its first case: it wrote nothing more, yet it reads as interrupted."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", STOP_AFTER_FIRST_CASE, str(tmp_path), json.dumps(TINY)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("*/probes.csv")) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (probes,) = tmp_path.glob("*/probes.csv")
+    assert load_run(probes.parent).manifest["status"] == "running"  # alive: the child is still measuring
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert json.loads((probes.parent / "manifest.json").read_text())["status"] == "running"  # as the kill left it
+    assert load_run(probes.parent).manifest["status"] == "interrupted"

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from mhabench.probe import verdict_stats as stats
+from mhabench.probe import attention_stats as stats
 
 
 def t(rows: list[list[float]]) -> torch.Tensor:

@@ -16,7 +16,9 @@ from mhabench.results.schema import COLUMNS, SAMPLES_COLUMN
 from mhabench.results.store import load_run, require_results, resolve_run
 from mhabench.run import runner
 from mhabench.scenario.config import parse_config
-from mhabench.views import report
+from mhabench.views.report import sections
+from mhabench.views.report.files import parse_formats, write_report
+from mhabench.views.report.markdown import PLOTS_DIR, to_markdown
 
 cli = CliRunner()
 EMBEDDED_PNG = '<img src="data:image/png;base64,'
@@ -26,10 +28,10 @@ ALL_PLOTS = ("latency_vs_seq_len", "memory_vs_seq_len", "roofline", "speedup", "
 
 def test_report_files_exist(sweep_report: Path) -> None:
     assert (sweep_report / "report.md").is_file() and (sweep_report / "report.html").is_file()
-    assert sorted(p.stem for p in (sweep_report / report.PLOTS_DIR).glob("*.png")) == sorted(ALL_PLOTS)
+    assert sorted(p.stem for p in (sweep_report / PLOTS_DIR).glob("*.png")) == sorted(ALL_PLOTS)
     markdown = (sweep_report / "report.md").read_text()
     for name in ALL_PLOTS:
-        assert f"]({report.PLOTS_DIR}/{name}.png)" in markdown
+        assert f"]({PLOTS_DIR}/{name}.png)" in markdown
 
 
 def test_html_embeds_every_plot_and_needs_no_network(sweep_report: Path) -> None:
@@ -77,7 +79,7 @@ def test_report_tables_have_the_issue_columns(sweep_report: Path) -> None:
 
 def test_plots_the_data_cannot_support_are_skipped_with_a_reason(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path, "one-size", [row("fused", samples(4, 0.01)), row("per_head", samples(5, 0.01))])
-    written = report.write_report(load_run(run_dir), tmp_path / "out", report.parse_formats("html"))
+    written = write_report(sections.build(load_run(run_dir)), tmp_path / "out", parse_formats("html"))
     assert [p.name for p in written] == ["report.html"]
     page = written[0].read_text()
     assert page.count(EMBEDDED_PNG) == 1  # only the roofline: one seq_len, one heads value, no naive
@@ -107,7 +109,7 @@ def test_end_to_end_real_run_report(tmp_path: Path, tiny_config_data: dict[str, 
     data = {**tiny_config_data, "implementations": ["naive", "fused"]}
     data["scenarios"] = [{"name": "e2e", "batch": 1, "seq_len": [8, 16], "d_model": 16, "heads": 2}]
     result = runner.run(parse_config(data, "test.yaml"), tmp_path)
-    written = report.write_report(load_run(result.run_dir), result.run_dir, report.parse_formats("both"))
+    written = write_report(sections.build(load_run(result.run_dir)), result.run_dir, parse_formats("both"))
     page = written[1].read_text()
     assert page.count(EMBEDDED_PNG) == 4  # both seq plots, roofline, speedup; heads fixed → skipped
     assert page.count("<td>naive</td>") == 2 and page.count("<td>fused</td>") == 2
@@ -119,11 +121,11 @@ def test_end_to_end_real_run_report(tmp_path: Path, tiny_config_data: dict[str, 
 @pytest.fixture
 def no_plots(monkeypatch: pytest.MonkeyPatch) -> None:
     """The sections under test without rendering plots (tests/test_plots.py covers those)."""
-    monkeypatch.setattr(report, "all_plots", lambda rows, baseline: [])
+    monkeypatch.setattr(sections, "all_plots", lambda speedups, baseline: [])
 
 
 def _markdown(tmp_path: Path, rows: list[dict[str, Any]]) -> str:
-    return report.to_markdown(report.build(load_run(write_run(tmp_path, "r", rows))))
+    return to_markdown(sections.build(load_run(write_run(tmp_path, "r", rows))))
 
 
 def _section(markdown: str, heading: str) -> str:

@@ -19,6 +19,7 @@ from mhabench.cli import app
 from mhabench.errors import ResultsCorruptError, RunNotFoundError
 from mhabench.results.schema import COLUMNS, FORMAT_VERSION, SAMPLES_COLUMN, ResultRow
 from mhabench.results.store import (
+    Run,
     RunWriter,
     load_run,
     new_run_dir,
@@ -53,6 +54,11 @@ def row(impl: str, times_ms: list[float] | None = None, **metrics: Any) -> Resul
     """A typed row from flat values: identity, ``status`` ok unless given, and whatever metrics are passed."""
     record = {**IDENTITY, "impl": impl, "status": "ok", "error": "", **metrics}
     return ResultRow.from_record({**record, **({SAMPLES_COLUMN: times_ms} if times_ms is not None else {})})
+
+
+def typed_rows(run: Run) -> list[ResultRow]:
+    """A loaded run's rows as typed rows: what a reader of the frame gets back from ``ResultRow.from_record``."""
+    return [ResultRow.from_record(record) for record in run.rows.to_dict("records")]
 
 
 def write_run(
@@ -108,7 +114,7 @@ def test_typed_rows_round_trip_through_the_run_folder(tmp_path: Path, source: st
     run_dir = write_run(tmp_path, "typed", rows)
     if source == "csv":
         (run_dir / "results.parquet").unlink()
-    back = load_run(run_dir).result_rows()
+    back = typed_rows(load_run(run_dir))
     for original, loaded in zip(rows, back, strict=True):
         if source == "csv" and original.latency is not None:  # the CSV holds no raw samples
             assert loaded.latency is not None and loaded.latency.times_ms is None
@@ -166,7 +172,7 @@ def test_killed_run_loads_every_csv_row_with_the_samples_the_parquet_had(tmp_pat
     assert list(run.rows["impl"]) == ["naive", "per_head", "fused"]
     assert list(run.rows[SAMPLES_COLUMN]) == [[1.0, 2.0, 3.0], [4.0], []]
     assert list(run.rows["latency_ms"]) == [2.0, 4.0, 6.0]  # the third row's median comes from the CSV
-    assert [r.latency.samples for r in run.result_rows() if r.latency] == [3, 1, 2]
+    assert [r.latency.samples for r in typed_rows(run) if r.latency] == [3, 1, 2]
 
 
 def test_a_newer_format_version_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -204,7 +210,7 @@ def test_a_run_without_format_version_loads_and_compares_with_a_new_one(tmp_path
     run = load_run(old)
     assert len(run.rows) == len(sweep_rows())
     assert run.rows[SAMPLES_COLUMN][0] == sweep_rows()[0][SAMPLES_COLUMN]
-    typed = run.result_rows()
+    typed = typed_rows(run)
     assert typed[0].dispatch is None or typed[0].dispatch.ops_per_call is None
     assert typed[-1].status == "error" and typed[-1].latency is None
     new = write_run(tmp_path, "new", [ResultRow.from_record(r) for r in sweep_rows()])
@@ -352,7 +358,7 @@ def test_reopen_after_a_kill_anywhere_in_the_last_line(tmp_path: Path) -> None:
         run_dir = killed_run(tmp_path / str(cut), rows[:1], tail=full[last_line_start:cut])
         expected = rows if cut == len(full) else rows[:1]
         assert keys(RunWriter.reopen(run_dir).rows) == keys(expected), cut
-        assert keys(load_run(run_dir).result_rows()) == keys(expected), cut
+        assert keys(typed_rows(load_run(run_dir))) == keys(expected), cut
 
 
 def test_reopen_after_a_kill_inside_the_header(tmp_path: Path) -> None:
@@ -381,3 +387,97 @@ def test_read_manifest_is_one_line_on_damage(tmp_path: Path) -> None:
     (run_dir / "results.csv").write_text("a,b\n1,2\n", encoding="utf-8")
     with pytest.raises(ResultsCorruptError, match="not mhabench results"):
         RunWriter.reopen(run_dir)
+
+
+# --- the manifest: a closed status vocabulary, old folders still read ------------------------------
+
+OLD_MANIFESTS: dict[str, dict[str, Any]] = {
+    "a run with liveness, roofline and drift": {
+        "run_id": "r",
+        "format_version": 3,
+        "command": ["mhabench", "run"],
+        "config": {"name": "default-gpu", "timing": {"max_run_time_s": 0.1}},
+        "environment": {"mhabench_version": "0.1.0", "device_kind": "cuda"},
+        "roofline": {"bfloat16": {"peak_tflops": 989.0, "peak_gbps": 3350.0, "source": "datasheet:H100 SXM"}},
+        "cases": 24,
+        "implementations": ["naive", "fused"],
+        "repeats": 1,
+        "plugins": [],
+        "started_at": "2026-11-26T07:06:12.238158+00:00",
+        "finished_at": "2026-11-26T07:07:01.385464+00:00",
+        "status": "complete",
+        "pid": 452,
+        "host": "vm",
+        "pid_started": 2785,
+        "heartbeat": "2026-11-26T07:06:12+00:00",
+        "drift": {"reference_ms": [0.18, 0.18]},
+    },
+    "a probe run without a format version or liveness": {
+        "kind": "probe",
+        "run_id": "p",
+        "command": ["mhabench", "probe"],
+        "config": {"scenarios": [{"name": "t"}]},
+        "environment": {},
+        "cases": 1,
+        "started_at": "2026-01-01T00:00:00+00:00",
+        "finished_at": None,
+        "status": "running",
+    },
+    "a forced merge, when merge wrote 'incomplete'": {
+        "run_id": "m",
+        "format_version": 3,
+        "status": "incomplete",
+        "merged_from": [{"run_id": "s0", "shard": "0/2"}],
+        "forced": ["s1: shard 1/2 is 'interrupted', not 'complete'"],
+    },
+    "a run written before the schema": {"run_id": "old"},
+}
+OLD_STATUSES = {"complete": "complete", "running": "running", "incomplete": "interrupted"}
+
+
+@pytest.mark.parametrize("name", list(OLD_MANIFESTS))
+def test_manifests_as_older_mhabench_wrote_them_still_load(tmp_path: Path, name: str) -> None:
+    """Every field is kept as written; only merge's old ``incomplete`` is read in today's vocabulary."""
+    written = OLD_MANIFESTS[name]
+    run = load_run(write_run(tmp_path, "old", [row("naive", [1.0])], manifest=written))
+    expected = {**written, "status": OLD_STATUSES[written["status"]]} if "status" in written else written
+    assert run.manifest == expected  # a probe run without liveness cannot be judged: it keeps "running"
+
+
+def test_the_gpu_run_in_shared_runs_still_loads() -> None:
+    """The real H100 run in shared/runs (beside the checkout or inside it), read by this mhabench."""
+    here = Path(__file__).resolve().parents
+    found = [p / "shared/runs/20261126T070612Z-default-gpu" for p in here[1:3] if (p / "shared/runs").is_dir()]
+    if not found:
+        pytest.skip("shared/runs is not on this machine")
+    run_dir = found[0]
+    run = load_run(run_dir)
+    assert run.manifest == json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    assert run.manifest["status"] == "complete" and len(run.rows) == 96
+
+
+@pytest.mark.parametrize("status", ["paused", "COMPLETE", "", 1, None])
+def test_a_status_outside_the_vocabulary_is_refused_in_one_line(tmp_path: Path, status: object) -> None:
+    manifest = {"run_id": "s", "format_version": FORMAT_VERSION, "status": status}
+    run_dir = write_run(tmp_path, "odd", [row("naive", [1.0])], manifest=manifest)
+    if status is None:  # written as null: no status recorded, like a manifest without the field
+        assert load_run(run_dir).manifest["status"] is None
+        return
+    with pytest.raises(ResultsCorruptError, match=r"manifest\.json: status: ") as caught:
+        load_run(run_dir)
+    assert "\n" not in str(caught.value)
+    assert all(repr(word) in str(caught.value) for word in ("running", "complete", "interrupted", "failed"))
+    result = CliRunner().invoke(app, ["report", str(run_dir)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and "status" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("pid", "12"), ("host", 7), ("shard", {"index": 2, "count": 2}), ("repeats", 0)]
+)
+def test_a_typed_field_of_the_wrong_type_is_refused_in_one_line(tmp_path: Path, field: str, value: object) -> None:
+    manifest = {"run_id": "t", "status": "complete", field: value}
+    run_dir = write_run(tmp_path, "typed", [row("naive", [1.0])], manifest=manifest)
+    with pytest.raises(ResultsCorruptError, match=rf"manifest\.json: {field}: ") as caught:
+        load_run(run_dir)
+    assert "\n" not in str(caught.value)

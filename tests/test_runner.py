@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import re
@@ -12,7 +13,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import torch
-from conftest import CORE_IMPLEMENTATIONS
+from conftest import CORE_IMPLEMENTATIONS, FIXED_PEAKS
 
 from mhabench.errors import UnsupportedError
 from mhabench.impls.reference import TOLERANCE, reference_attention
@@ -21,7 +22,7 @@ from mhabench.results.schema import COLUMNS, CaseIdentity, Outcome, ResultRow
 from mhabench.results.store import load_run, rows_frame
 from mhabench.run import case as case_runner
 from mhabench.run import runner
-from mhabench.scenario.config import RunConfig, parse_config
+from mhabench.scenario.config import RunConfig, TimingConfig, parse_config
 
 
 def tiny(data: dict[str, Any], **changes: Any) -> RunConfig:
@@ -111,7 +112,8 @@ def test_tiny_run_end_to_end_with_real_peak_measurement(tiny_config_data: dict[s
     assert backends["naive"] == backends["per_head"] == ""
     assert backends["fused"] == "flash"
     pd.testing.assert_frame_equal(result.frame.drop(columns="times_ms"), frame.drop(columns="times_ms"))
-    assert_same_rows(result.rows, load_run(result.run_dir).result_rows())
+    loaded = load_run(result.run_dir).rows.to_dict("records")
+    assert_same_rows(result.rows, [ResultRow.from_record(record) for record in loaded])
 
 
 def missing(value: object) -> bool:
@@ -320,18 +322,55 @@ def test_a_call_failing_in_the_shared_rounds_fails_only_its_own_row(
     assert rows["naive"].latency.rounds_id is None  # timed alone: its speedups are not paired
 
 
+def test_every_ok_row_counts_its_allocations_and_naive_materializes_more(tiny_timing: TimingConfig) -> None:
+    """``allocations_per_call`` is measured on the CPU for every eager row: naive materializes its scores,
+    softmax and per-step intermediates, SDPA's fused kernel none of them."""
+    from mhabench.impls import get_spec
+    from mhabench.scenario.config import Case
+
+    case = Case("t", 2, 16, 32, 4, causal=True, bias=True, dtype="float32", seed=0)
+    cpu = torch.device("cpu")
+    specs = [get_spec(name) for name in CORE_IMPLEMENTATIONS]
+    rows = {row.case.impl: row for row in case_runner.run_case(case, specs, cpu, "r", FIXED_PEAKS, tiny_timing)}
+    assert {row.status for row in rows.values()} == {"ok"}
+    allocations = {name: row.dispatch.allocations_per_call for name, row in rows.items()}
+    assert all(count >= 1 for count in allocations.values()), allocations
+    assert allocations["naive"] > allocations["fused"], allocations
+
+
+def test_one_screen_refuses_before_anything_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tensor-parallel degree, capabilities, memory guard, in that order; no guard, nothing skipped."""
+    from mhabench.impls import get_spec
+    from mhabench.scenario.config import Case
+
+    cpu = torch.device("cpu")
+    gqa = Case("t", 1, 8, 16, 4, causal=False, bias=False, dtype="float32", seed=0, kv_heads=2)
+    split = dataclasses.replace(gqa, kv_heads=4, tensor_parallel=2)
+    assert case_runner.screen(get_spec("fused"), split, cpu).error.startswith("fused is not tensor-parallel")
+    assert case_runner.screen(get_spec("tp_fused"), split, cpu) is None
+    assert case_runner.screen(get_spec("torch_mha"), gqa, cpu) == Outcome(
+        "unsupported", "torch_mha: no grouped K/V heads (kv_heads 2 < heads 4)"
+    )
+    monkeypatch.setattr(case_runner, "fits", lambda *args, **kwargs: "predicted 9 GB > available 1 GB")
+    assert case_runner.screen(get_spec("fused"), gqa, cpu) == Outcome("skipped", "predicted 9 GB > available 1 GB")
+    assert case_runner.screen(get_spec("fused"), gqa, cpu, guard=False) is None
+
+
 def test_roofline_judges_a_mask_skipping_kernel_on_useful_flops() -> None:
     """Causal flash/cuDNN never runs the masked half: efficiency on useful FLOPs, throughput on both."""
     from mhabench.impls import get_spec
+    from mhabench.measure.roofline import roofline
     from mhabench.results.schema import LatencyStats
+    from mhabench.run.steps import workload
     from mhabench.scenario.config import Case
 
     case = Case("t", 1, 1024, 512, 8, causal=True, bias=False, dtype="float32", seed=0)
     cost = case_runner.modelled_cost(get_spec("fused"), case)
     latency = LatencyStats(latency_ms=2.0)
     peaks = DevicePeaks(peak_tflops=1000.0, peak_gbps=1000.0, source="test")
-    skipping = case_runner.roofline(case, cost, None, latency, peaks, skips_masked_work=True)
-    full = case_runner.roofline(case, cost, None, latency, peaks, skips_masked_work=False)
+    tokens = workload(case).tokens
+    skipping = roofline(tokens, cost, None, latency, peaks, skips_masked_work=True)
+    full = roofline(tokens, cost, None, latency, peaks, skips_masked_work=False)
     assert skipping.achieved_tflops == full.achieved_tflops == cost.flops / 2e-3 / 1e12
     assert skipping.achieved_useful_tflops == cost.useful_flops / 2e-3 / 1e12 < skipping.achieved_tflops
     assert full.roofline_efficiency == full.achieved_tflops / full.attainable_tflops

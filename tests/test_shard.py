@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +18,14 @@ from mhabench.cli import app
 from mhabench.errors import InputError, OutputFolderError
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.results import store as results
+from mhabench.results.manifest import Shard
+from mhabench.results.merge import ROW_KEY, merge_runs
+from mhabench.results.schema import FORMAT_VERSION
 from mhabench.run import runner
 from mhabench.run.shard import (
-    ROW_KEY,
     Pair,
-    Shard,
     assign_shards,
     folder_name,
-    merge_runs,
     parse_shard,
     predicted_pair_s,
     predicted_times,
@@ -233,6 +235,40 @@ def test_merge_refuses_disagreeing_shards_unless_forced(
     assert merged.rows.shape[0] == len(pd.read_parquet(unsharded / results.PARQUET_NAME))
 
 
+LOADED = {"running": "interrupted", "incomplete": "interrupted"}
+"""How a shard's recorded status reads: a dead writer, or the pre-vocabulary word."""
+
+
+@pytest.mark.parametrize(
+    ("statuses", "merged"),
+    [
+        (["complete", "interrupted"], "interrupted"),
+        (["failed", "interrupted"], "failed"),
+        (["complete", "running"], "interrupted"),  # a shard whose process died mid-run
+        (["complete", "incomplete"], "interrupted"),  # as merge wrote it before the vocabulary was closed
+    ],
+)
+def test_a_forced_merge_of_unfinished_shards_ends_as_they_did(
+    unsharded: Path, tmp_path: Path, statuses: list[str], merged: str
+) -> None:
+    """The merged run lacks what its shards lack: its status says so in the documented vocabulary."""
+    shards = split_run(unsharded, tmp_path, 2)
+    for path, status in zip(shards, statuses, strict=True):
+        edit_manifest(path, status=status, pid=2**22 + 1, host=socket.gethostname())  # no such process
+    result = merge_runs(shards, tmp_path / "merged", force=True)
+    manifest = json.loads((tmp_path / "merged" / results.MANIFEST_NAME).read_text())
+    assert result.status == manifest["status"] == results.load_run(result.run_dir).manifest["status"] == merged
+    assert [m["status"] for m in manifest["merged_from"]] == [LOADED.get(s, s) for s in statuses]
+    assert manifest["format_version"] == FORMAT_VERSION and manifest["pid"] == os.getpid()  # the merge's own
+    assert manifest["run_id"] == "merged" and manifest["finished_at"] >= manifest["started_at"]
+
+
+def test_a_missing_shard_is_refused_even_with_force(unsharded: Path, tmp_path: Path) -> None:
+    shards = split_run(unsharded, tmp_path, 3)
+    with pytest.raises(InputError, match=r"missing shard\(s\) 1/3"):
+        merge_runs([shards[0], shards[2]], tmp_path / "merged", force=True)
+
+
 def test_merge_refuses_a_run_that_is_not_a_shard(unsharded: Path, tmp_path: Path) -> None:
     shards = split_run(unsharded, tmp_path, 2)
     with pytest.raises(InputError, match=r"not a shard"):
@@ -301,11 +337,21 @@ def test_cli_shards_and_merge_equal_the_unsharded_case_set(
     done = CliRunner().invoke(app, ["merge", *map(str, shards), "--out", str(tmp_path / "merged")])
     assert done.exit_code == 0, done.output
     assert f"results: {tmp_path / 'merged'}" in done.output.replace("\n", "")
+    assert "status" not in done.output  # a complete merge says nothing about its status
     merged, whole = results.load_run(tmp_path / "merged"), results.load_run(unsharded)
     key = sorted(map(tuple, merged.rows[ROW_KEY].to_numpy().tolist()))
     assert key == sorted(map(tuple, whole.rows[ROW_KEY].to_numpy().tolist()))
     assert set(merged.rows["status"]) == {"ok"}
     assert CliRunner().invoke(app, ["compare", str(tmp_path / "merged")]).exit_code == 0  # read like any run
+
+
+def test_cli_merge_of_an_unfinished_shard_names_the_status(unsharded: Path, tmp_path: Path) -> None:
+    shards = split_run(unsharded, tmp_path, 2)
+    edit_manifest(shards[1], status="interrupted")
+    done = CliRunner().invoke(app, ["merge", *map(str, shards), "--out", str(tmp_path / "merged"), "--force"])
+    assert done.exit_code == 0, done.output
+    assert "(status interrupted: a shard did not complete)" in done.output
+    assert "forced:" in done.stderr and "'interrupted', not 'complete'" in done.stderr
 
 
 def test_cli_merge_errors_are_one_line_exit_2(unsharded: Path, tmp_path: Path) -> None:

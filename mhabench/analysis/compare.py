@@ -6,8 +6,11 @@ of per-round ratios with a paired bootstrap CI, or the ratio of medians where ro
 matched on their case key (``repeat`` and ``tensor_parallel`` included; an older run reads with
 their defaults) and a row changes only when the ratio of medians is past the threshold AND the
 Mann-Whitney U test, Holm-corrected over every compared row, says it is significant (see
-``mhabench.analysis.stats``). Before any number, the manifests
-are compared: results from different device kinds are refused unless forced.
+``mhabench.analysis.stats``). Before any number, the manifests are compared: results from different
+device kinds are refused unless forced.
+
+This module only computes; ``mhabench.views.compare`` renders a :class:`Comparison` (terminal, CSV,
+JSON, Markdown).
 """
 
 from __future__ import annotations
@@ -15,19 +18,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from mhabench.analysis import stats
-from mhabench.analysis.speedup import DEFAULT_BASELINE, is_ok, repeat_count, samples_of, speedup_rows
+from mhabench.analysis.case_label import case_label
+from mhabench.analysis.speedup import DEFAULT_BASELINE, is_ok, samples_of, speedup_rows
 from mhabench.errors import InputError
 from mhabench.results import store as results
-from mhabench.results.schema import CASE_KEY
-from mhabench.views import table
-from mhabench.views.summary import method_phrase, status_text
-from mhabench.views.table import TableModel, case_label, format_number
+from mhabench.results.schema import CASE_KEY, DEVICE, DTYPE, ERROR, IMPL, LATENCY_MS, SCENARIO, STATUS
 
 ENVIRONMENT_FIELDS = (
     "device_kind",
@@ -41,7 +41,6 @@ ENVIRONMENT_FIELDS = (
     "python",
     "git_commit",
 )
-OUTPUT_SUFFIXES = (".csv", ".json", ".md")
 
 
 class IncomparableRunsError(InputError):
@@ -82,8 +81,8 @@ class Comparison:
 
 def speedups(run: results.Run, baseline: str = DEFAULT_BASELINE) -> Comparison:
     """Per case: each implementation's speedup over ``baseline`` (with CI), memory ratio, intensity, winner."""
-    if baseline not in set(run.rows["impl"]):
-        known = ", ".join(sorted(set(run.rows["impl"])))
+    if baseline not in set(run.rows[IMPL]):
+        known = ", ".join(sorted(set(run.rows[IMPL])))
         raise InputError(f"--baseline: {baseline!r} is not in run {run.run_id} (implementations: {known})")
     return Comparison(run.run_id, None, speedup_rows(run.rows, baseline), [], baseline=baseline)
 
@@ -95,7 +94,7 @@ def device_kind(run: results.Run) -> str:
     kind = run.manifest.get("environment", {}).get("device_kind")
     if kind:
         return str(kind)
-    devices = sorted({str(d).split(":")[0] for d in run.rows["device"].dropna()})
+    devices = sorted({str(d).split(":")[0] for d in run.rows[DEVICE].dropna()})
     return ",".join(devices) or "unknown"
 
 
@@ -106,7 +105,7 @@ def manifest_differences(base: results.Run, candidate: results.Run) -> list[Diff
         env = run.manifest.get("environment", {})
         values = {name: str(env.get(name)) for name in ENVIRONMENT_FIELDS}
         values["device_kind"] = device_kind(run)
-        values["dtypes"] = ",".join(sorted({str(d) for d in run.rows["dtype"].dropna()}))
+        values["dtypes"] = ",".join(sorted({str(d) for d in run.rows[DTYPE].dropna()}))
         timing = run.manifest.get("config", {}).get("timing")
         values["timing"] = json.dumps(timing, sort_keys=True) if timing is not None else "None"
         return values
@@ -123,7 +122,7 @@ def match_key(base: pd.DataFrame, candidate: pd.DataFrame) -> list[str]:
     """The case key both runs can be matched on: the schema's key columns present in both."""
     key = [c for c in CASE_KEY if c in base.columns and c in candidate.columns]
     if base.duplicated(key).any() or candidate.duplicated(key).any():
-        key.append("scenario")  # the same shape measured by two scenarios of one run
+        key.append(SCENARIO)  # the same shape measured by two scenarios of one run
     return key
 
 
@@ -173,9 +172,9 @@ def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
     shown = base if presence != "right_only" else cand
     out: dict[str, Any] = {c: row[c] for c in key}
     out.update(
-        scenario=shown.get("scenario"),
+        scenario=shown.get(SCENARIO),
         case=case_label(shown),
-        impl=shown["impl"],
+        impl=shown[IMPL],
         base_ms=math.nan,
         candidate_ms=math.nan,
         ratio=math.nan,
@@ -191,15 +190,13 @@ def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
     failed = [(name, side) for name, side in (("base", base), ("candidate", cand)) if not is_ok(side)]
     if failed:
         out["verdict"] = "not compared"
-        out["note"] = "; ".join(
-            f"{name} {side['status']}: {side.get('error') or 'no samples'}" for name, side in failed
-        )
+        out["note"] = "; ".join(f"{name} {side[STATUS]}: {side.get(ERROR) or 'no samples'}" for name, side in failed)
         return out
     base_samples, cand_samples = samples_of(base), samples_of(cand)
     estimate = stats.ratio_of_medians(cand_samples, base_samples)
     out.update(
-        base_ms=float(base["latency_ms"]),
-        candidate_ms=float(cand["latency_ms"]),
+        base_ms=float(base[LATENCY_MS]),
+        candidate_ms=float(cand[LATENCY_MS]),
         ratio=estimate.ratio,
         ci_low=estimate.ci_low,
         ci_high=estimate.ci_high,
@@ -208,154 +205,3 @@ def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
     if min(len(base_samples), len(cand_samples)) < 2:
         out["note"] = "fewer than 2 samples: no test"
     return out
-
-
-# --- output files ------------------------------------------------------------------------------
-
-
-def check_output_path(path: Path) -> None:
-    """Refuse an unknown ``--output`` extension before any work is done."""
-    if path.suffix.lower() not in OUTPUT_SUFFIXES:
-        raise InputError(f"--output: {path}: unknown extension {path.suffix!r} (use {', '.join(OUTPUT_SUFFIXES)})")
-
-
-def write_output(comparison: Comparison, path: Path) -> None:
-    """Write the comparison as CSV, JSON or Markdown, chosen by the file's extension."""
-    check_output_path(path)
-    suffix = path.suffix.lower()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if suffix == ".csv":
-            path.write_text(table.to_csv(comparison_table(comparison)), encoding="utf-8")
-        elif suffix == ".json":
-            path.write_text(json.dumps(_as_json(comparison), indent=2, default=str) + "\n", encoding="utf-8")
-        else:
-            path.write_text(as_markdown(comparison), encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"--output: {path}: cannot write ({exc.strerror or exc})") from None
-
-
-def _as_json(comparison: Comparison) -> dict[str, Any]:
-    records = table.to_json_records(comparison_table(comparison))
-    return {
-        "base": comparison.base_id,
-        "candidate": comparison.candidate_id,
-        "baseline": comparison.baseline,
-        "threshold": comparison.threshold,
-        "alpha": stats.ALPHA,
-        "confidence_level": stats.CONFIDENCE_LEVEL,
-        "differences": [dataclasses.asdict(d) for d in comparison.differences],
-        "rows": records,
-    }
-
-
-def _ci(low: Any, high: Any) -> str:
-    return f"[{format_number(low, '.3f')}, {format_number(high, '.3f')}]" if math.isfinite(float(low)) else "-"
-
-
-def _verdict_style(verdict: str) -> str:
-    return {"~": "maybe", "only in base": "only", "only in candidate": "only", "not compared": "failed"}.get(
-        verdict, verdict
-    )
-
-
-def comparison_table(comparison: Comparison) -> TableModel:
-    """The comparison as the shared table model (terminal, Markdown, CSV and JSON render it)."""
-    table_of = _speedup_table if comparison.candidate_id is None else _runs_table
-    return table_of(comparison)
-
-
-def _speedup_table(comparison: Comparison) -> TableModel:
-    """One run: speedups over the baseline, with the method; a ``rep`` column for a ``--repeat N`` run."""
-    frame = comparison.rows
-    with_repeats = repeat_count(frame) > 1
-    headers = [
-        "case",
-        "impl",
-        *(["rep"] if with_repeats else []),
-        "median ms",
-        f"speedup vs {comparison.baseline}",
-        "95% CI",
-        "method",
-        "mem ratio",
-        "FLOP/B",
-        "winner",
-        "status",
-    ]
-    cells = [
-        [
-            r["case"],
-            r["impl"],
-            *([str(r["repeat"])] if with_repeats else []),
-            format_number(r["latency_ms"], ".3f"),
-            format_number(r["speedup"], ".2f", "×"),
-            _ci(r["speedup_ci_low"], r["speedup_ci_high"]),
-            r["speedup_method"] or "-",
-            format_number(r["memory_ratio"], ".2f", "×"),
-            format_number(r["arithmetic_intensity"], ".1f"),
-            "★" if r["winner"] else "",
-            status_text(r),
-        ]
-        for _, r in frame.iterrows()
-    ]
-    styles = ["failed" if r["status"] != "ok" else "winner" if r["winner"] else "" for _, r in frame.iterrows()]
-    phrase = method_phrase(frame.get("speedup_method", []))
-    title = f"{comparison.base_id}: speedup vs {comparison.baseline} ({phrase}, 95% bootstrap CI)"
-    return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), frame)
-
-
-def _runs_table(comparison: Comparison) -> TableModel:
-    """Two runs: candidate/base ratio, CI, Holm-corrected p-value and verdict per matched row."""
-    frame = comparison.rows
-    with_repeats = "repeat" in frame.columns and frame["repeat"].nunique() > 1
-    headers = [
-        "case",
-        "impl",
-        *(["rep"] if with_repeats else []),
-        "base ms",
-        "cand ms",
-        "ratio",
-        "95% CI",
-        "p (Holm)",
-        "verdict",
-        "note",
-    ]
-    cells = [
-        [
-            r["case"],
-            r["impl"],
-            *([str(r["repeat"])] if with_repeats else []),
-            format_number(r["base_ms"], ".3f"),
-            format_number(r["candidate_ms"], ".3f"),
-            format_number(r["ratio"], ".3f"),
-            _ci(r["ci_low"], r["ci_high"]),
-            format_number(r["p_holm"], ".2g"),
-            r["verdict"],
-            r["note"],
-        ]
-        for _, r in frame.iterrows()
-    ]
-    styles = [_verdict_style(str(r["verdict"])) for _, r in frame.iterrows()]
-    title = (
-        f"{comparison.base_id} → {comparison.candidate_id}: candidate/base median "
-        f"(threshold {comparison.threshold:.1%}, Holm-corrected α = {stats.ALPHA})"
-    )
-    return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), frame)
-
-
-def _numeric(headers: list[str]) -> list[bool]:
-    return [h not in ("case", "impl", "rep", "method", "verdict", "note", "status", "winner") for h in headers]
-
-
-def as_markdown(comparison: Comparison) -> str:
-    if comparison.candidate_id is None:
-        title = f"# mhabench compare: {comparison.base_id} (baseline {comparison.baseline})"
-    else:
-        title = f"# mhabench compare: {comparison.base_id} → {comparison.candidate_id}"
-    parts = [title, ""]
-    if comparison.threshold is not None:
-        parts += [f"Threshold {comparison.threshold:.1%}, significance α = {stats.ALPHA} after Holm correction.", ""]
-    if comparison.differences:
-        parts += ["Manifest differences:", ""]
-        parts += [f"- {d.field}: {d.base} → {d.candidate}" for d in comparison.differences] + [""]
-    return "\n".join([*parts, table.to_markdown(comparison_table(comparison)), ""])

@@ -24,20 +24,29 @@ import numpy as np
 import pandas as pd
 
 from mhabench.analysis import stats
-from mhabench.results.schema import SAMPLES_COLUMN
-from mhabench.views.table import case_label
+from mhabench.analysis.case_label import case_label
+from mhabench.results.schema import (
+    CASE_ID,
+    IMPL,
+    LATENCY_MS,
+    PEAK_MEMORY_BYTES,
+    REPEAT,
+    ROUNDS_ID,
+    SAMPLES_COLUMN,
+    STATUS,
+)
 
 DEFAULT_BASELINE = "naive"
 MIN_PAIRED_ROUNDS = 3
 """Fewer rounds than this give no useful interval: such rows use the ratio of medians instead."""
 PAIRED, MEDIANS = "paired", "medians"
 SPREAD_COLUMNS = [
-    "case_id",
+    CASE_ID,
     "case",
-    "impl",
+    IMPL,
     "repeats",
     "latency_ms_by_repeat",
-    "latency_ms",
+    LATENCY_MS,
     "latency_spread",
     "speedup",
     "speedup_spread",
@@ -55,12 +64,12 @@ def samples_of(row: Row | None) -> list[float]:
     times = row.get(SAMPLES_COLUMN)
     if isinstance(times, list | tuple | np.ndarray) and len(times):
         return [float(t) for t in times]
-    latency = row.get("latency_ms")
+    latency = row.get(LATENCY_MS)
     return [float(latency)] if latency is not None and math.isfinite(float(latency)) else []
 
 
 def is_ok(row: Row) -> bool:
-    return row.get("status") == "ok" and bool(samples_of(row))
+    return row.get(STATUS) == "ok" and bool(samples_of(row))
 
 
 def speedup_estimate(
@@ -75,7 +84,7 @@ def speedup_estimate(
 
 def group_key(frame: pd.DataFrame) -> list[str]:
     """``case_id``, and ``repeat`` where the frame has it: each repeat of a case is its own set of rounds."""
-    return [column for column in ("case_id", "repeat") if column in frame.columns]
+    return [column for column in (CASE_ID, REPEAT) if column in frame.columns]
 
 
 def speedup_rows(frame: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
@@ -98,11 +107,11 @@ def speedup_rows(frame: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.Da
 
 def _case_speedups(group: dict[int, Row], baseline: str) -> dict[int, dict[str, Any]]:
     """Speedups of one case and repeat, keyed like ``group`` (position in the frame)."""
-    base = next((row for row in group.values() if row["impl"] == baseline), None)
+    base = next((row for row in group.values() if row[IMPL] == baseline), None)
     base = base if base is not None and is_ok(base) else None
     values = {position: _row_speedup(row, base) for position, row in group.items()}
     ok = [position for position, row in group.items() if is_ok(row)]
-    winner = best({p: values[p]["speedup"] for p in ok}, {p: float(group[p]["latency_ms"]) for p in ok})
+    winner = best({p: values[p]["speedup"] for p in ok}, {p: float(group[p][LATENCY_MS]) for p in ok})
     return {position: {**row_values, "winner": position == winner} for position, row_values in values.items()}
 
 
@@ -116,13 +125,13 @@ def _row_speedup(row: Row, base: Row | None) -> dict[str, Any]:
         "speedup_ci_low": estimate.ci_low if estimate else math.nan,
         "speedup_ci_high": estimate.ci_high if estimate else math.nan,
         "speedup_method": method,
-        "memory_ratio": ratio(row.get("peak_memory_bytes"), base.get("peak_memory_bytes")) if ok else math.nan,
+        "memory_ratio": ratio(row.get(PEAK_MEMORY_BYTES), base.get(PEAK_MEMORY_BYTES)) if ok else math.nan,
     }
 
 
 def _rounds_of(row: Row | None) -> str | None:
     """The id of the rounds the row's samples come from (None: timed alone, or a run older than the column)."""
-    value = row.get("rounds_id") if row is not None else None
+    value = row.get(ROUNDS_ID) if row is not None else None
     return value if isinstance(value, str) and value else None
 
 
@@ -174,21 +183,21 @@ def spread_of(speedups: pd.DataFrame) -> pd.DataFrame:
     """:func:`repeat_spread` from rows :func:`speedup_rows` already made (the summary has them anyway)."""
     groups: dict[tuple[Any, Any], list[Row]] = {}
     for row in speedups.to_dict("records"):
-        if row["status"] == "ok" and pd.notna(row.get("latency_ms")):
-            groups.setdefault((row["case_id"], row["impl"]), []).append(row)
+        if row[STATUS] == "ok" and pd.notna(row.get(LATENCY_MS)):
+            groups.setdefault((row[CASE_ID], row[IMPL]), []).append(row)
     return pd.DataFrame([_spread_line(rows) for rows in groups.values()], columns=SPREAD_COLUMNS)
 
 
 def _spread_line(rows: list[Row]) -> dict[str, Any]:
-    rows = sorted(rows, key=lambda row: row.get("repeat", 0))
-    latency_ms, speedup = [float(row["latency_ms"]) for row in rows], [float(row["speedup"]) for row in rows]
+    rows = sorted(rows, key=lambda row: row.get(REPEAT, 0))
+    latency_ms, speedup = [float(row[LATENCY_MS]) for row in rows], [float(row["speedup"]) for row in rows]
     return {
-        "case_id": rows[0]["case_id"],
+        CASE_ID: rows[0][CASE_ID],
         "case": rows[0]["case"],
-        "impl": rows[0]["impl"],
+        IMPL: rows[0][IMPL],
         "repeats": len(rows),
         "latency_ms_by_repeat": latency_ms,
-        "latency_ms": _median(latency_ms),
+        LATENCY_MS: _median(latency_ms),
         "latency_spread": relative_range(latency_ms),
         "speedup": _median(speedup),
         "speedup_spread": relative_range(speedup),
@@ -197,7 +206,7 @@ def _spread_line(rows: list[Row]) -> dict[str, Any]:
 
 def repeat_count(frame: pd.DataFrame) -> int:
     """How many repeats the run has (1 for a run without ``--repeat``)."""
-    return int(frame["repeat"].nunique()) if "repeat" in frame.columns and len(frame) else 1
+    return int(frame[REPEAT].nunique()) if REPEAT in frame.columns and len(frame) else 1
 
 
 # --- one line per case (the compact summary) ------------------------------------------------------
@@ -207,41 +216,41 @@ def case_winners(frame: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.Da
     """Per case: the winner over its repeats ("" when no row is ok), its median latency and speedup (with
     the CI when there is one repeat), the method, the speedup's run-to-run spread, the rows by status."""
     speedups = speedup_rows(frame, baseline)
-    spread = {(line["case_id"], line["impl"]): line for line in spread_of(speedups).to_dict("records")}
+    spread = {(line[CASE_ID], line[IMPL]): line for line in spread_of(speedups).to_dict("records")}
     by_case: dict[Any, list[Row]] = {}
     for row in speedups.to_dict("records"):
-        by_case.setdefault(row["case_id"], []).append(row)
+        by_case.setdefault(row[CASE_ID], []).append(row)
     single_repeat = repeat_count(frame) == 1
     return pd.DataFrame([_case_line(rows, spread, single_repeat) for rows in by_case.values()])
 
 
 def _case_line(rows: list[Row], spread: dict[tuple[Any, Any], Row], single_repeat: bool) -> dict[str, Any]:
-    case_id = rows[0]["case_id"]
-    candidates = {row["impl"]: spread[case_id, row["impl"]] for row in rows if (case_id, row["impl"]) in spread}
+    case_id = rows[0][CASE_ID]
+    candidates = {row[IMPL]: spread[case_id, row[IMPL]] for row in rows if (case_id, row[IMPL]) in spread}
     winner = best(
         {impl: c["speedup"] for impl, c in candidates.items()},
-        {impl: c["latency_ms"] for impl, c in candidates.items()},
+        {impl: c[LATENCY_MS] for impl, c in candidates.items()},
     )
     line = {
-        "case_id": case_id,
+        CASE_ID: case_id,
         "case": rows[0]["case"],
         "winner": "",
-        "latency_ms": math.nan,
+        LATENCY_MS: math.nan,
         "speedup": math.nan,
         "speedup_ci_low": math.nan,
         "speedup_ci_high": math.nan,
         "speedup_method": "",
         "speedup_spread": math.nan,
         "repeats": 0,
-        "statuses": dict(collections.Counter(row["status"] for row in rows)),
+        "statuses": dict(collections.Counter(row[STATUS] for row in rows)),
     }
     if winner is None:
         return line
-    top, won = candidates[winner], [row for row in rows if row["impl"] == winner and row["status"] == "ok"]
+    top, won = candidates[winner], [row for row in rows if row[IMPL] == winner and row[STATUS] == "ok"]
     return {
         **line,
         "winner": winner,
-        "latency_ms": top["latency_ms"],
+        LATENCY_MS: top[LATENCY_MS],
         "speedup": top["speedup"],
         "speedup_ci_low": won[0]["speedup_ci_low"] if single_repeat else math.nan,
         "speedup_ci_high": won[0]["speedup_ci_high"] if single_repeat else math.nan,

@@ -126,7 +126,7 @@ def check_peak_memory(ctx: Context) -> Verdict:
     for elements in (1000, 16 * 2**20 + 1):  # 4000 B (small pool) and 64 MiB + 4 B (a large block, split)
         with CudaMemoryTracker(ctx.device) as tracker:
             kept = torch.empty(elements, device=ctx.device)
-        figures[f"empty_{elements}"] = [tracker.result().peak_bytes, math.ceil(kept.nbytes / 512) * 512]
+        figures[f"empty_{elements}"] = [tracker.result().peak_memory_bytes, math.ceil(kept.nbytes / 512) * 512]
     weights = AttentionWeights.random(4096, dtype=BF16, device=ctx.device)
     x = torch.randn(1, 4096, 4096, device=ctx.device, dtype=BF16)
     for name, model in (("fused", cost.FUSED), ("naive", cost.MATERIALIZED)):
@@ -136,7 +136,7 @@ def check_peak_memory(ctx: Context) -> Verdict:
             with CudaMemoryTracker(ctx.device) as tracker:
                 module(x)
         predicted = model(Workload(1, 4096, 4096, 4096, 32, 32, False, 2)).predicted_peak_bytes
-        figures[f"{name}_vs_predicted"] = [tracker.result().peak_bytes, predicted]
+        figures[f"{name}_vs_predicted"] = [tracker.result().peak_memory_bytes, predicted]
     exact = all(peak == want for key, (peak, want) in figures.items() if key.startswith("empty"))
     bounded = all(0.5 * want <= peak <= want for key, (peak, want) in figures.items() if key.endswith("predicted"))
     return exact and bounded, figures
@@ -289,7 +289,7 @@ def check_reference_cost(ctx: Context) -> Verdict:
         check = check_output(build("fused", weights, 32, True)(x), reference, "bfloat16")
     figures = {
         "seconds": seconds,
-        "device_peak_bytes": tracker.result().peak_bytes,
+        "device_peak_bytes": tracker.result().peak_memory_bytes,
         "predicted_bytes": reference_bytes(Workload(8, 8192, 8192, 4096, 32, 32, True, 2)),
         "host_growth_bytes": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before_kib) * 1024,
         "sampled_rows": 0 if reference.rows is None else len(reference.rows.row_index),

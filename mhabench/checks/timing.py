@@ -18,7 +18,8 @@ from torch.utils import benchmark
 from mhabench.errors import InputError
 from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.timing import measure_latency
-from mhabench.run.case import make_inputs, memory_guard, unsupported_reason
+from mhabench.run.case import screen
+from mhabench.run.inputs import make_inputs
 from mhabench.run.launch import check_launch
 from mhabench.run.runner import implementations_of
 from mhabench.run.steps import prepare
@@ -36,8 +37,8 @@ ALTERNATIONS = 3
 def check_timing(config: RunConfig, config_path: str = "CONFIG", tolerance: float = TOLERANCE) -> TableModel:
     """One line per (case, implementation): both medians, their ratio and PASS, FAIL, or why it did not run.
 
-    Cases are screened like ``run`` screens them (capabilities, the memory guard, tensor-parallel
-    degrees refused without torchrun); a call that raises is a FAIL line with its one-line error.
+    Cases are screened as ``run`` screens them (:func:`mhabench.run.case.screen`; tensor-parallel degrees
+    are refused without torchrun); a call that raises is a FAIL line with its one-line error.
     """
     device = resolve_device(config.device)
     if device.type != "cpu":
@@ -49,11 +50,9 @@ def check_timing(config: RunConfig, config_path: str = "CONFIG", tolerance: floa
     for case in cases:
         inputs = None  # drawn once per case, when the first implementation needs it
         for spec in implementations_of(config):
-            reason = unsupported_reason(spec, case, device) or (
-                config.memory_guard and memory_guard(spec, case, device)
-            )
-            if reason:
-                cells.append([case.case_id, spec.name, "-", "-", "-", f"not run: {reason}"])
+            refused = screen(spec, case, device, config.memory_guard)
+            if refused is not None:
+                cells.append([case.case_id, spec.name, "-", "-", "-", f"not run: {refused.error}"])
                 continue
             try:
                 inputs = inputs or make_inputs(case, device)

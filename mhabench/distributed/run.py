@@ -36,8 +36,9 @@ from mhabench.impls.tensor_parallel import TPGroup, divisibility_problem
 from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.environment import environment
 from mhabench.measure.peaks import DevicePeaks
-from mhabench.results.liveness import heartbeat, liveness_fields
-from mhabench.results.schema import FORMAT_VERSION, ResultRow
+from mhabench.results.lifecycle import run_folder
+from mhabench.results.manifest import Manifest
+from mhabench.results.schema import ResultRow
 from mhabench.results.store import RunWriter, new_run_dir
 from mhabench.run.launch import LaunchEnv, check_launch
 from mhabench.run.runner import Pending, Progress, RunResult, Selector, implementations_of, pending, roofline_peaks
@@ -88,8 +89,8 @@ def run_distributed(
         if writer is None:
             run_cases(todo, groups, setup, None, None)
             return None
-        manifest = {**_manifest(config, writer, device, process, argv, repeats, todo), **(manifest_extra or {})}
-        manifest["roofline"] = {dtype: dataclasses.asdict(p) for dtype, p in peaks.items()}
+        extra = {**(manifest_extra or {}), "roofline": {dtype: dataclasses.asdict(p) for dtype, p in peaks.items()}}
+        manifest = _manifest(config, device, process, argv, repeats, todo, extra)
         return _write_run(todo, groups, setup, writer, manifest, progress)
 
 
@@ -171,36 +172,27 @@ def _shared_peaks(launch: LaunchEnv, device: torch.device, dtypes: list[str]) ->
 
 def _manifest(
     config: RunConfig,
-    writer: RunWriter,
     device: torch.device,
     process: dict[str, Any],
     argv: list[str] | None,
     repeats: int,
     todo: list[Pending],
-) -> dict[str, Any]:
+    extra: dict[str, Any],
+) -> Manifest:
     """The single-process manifest's fields, plus the launch: ``world_size``, ``backend``, ``tensor_parallel``."""
     cases = {case.case_id for _, case, _ in todo}
-    return {
-        "run_id": writer.run_id,
-        "format_version": FORMAT_VERSION,
-        "command": argv or [],
-        "config": config.model_dump(mode="json"),
-        "environment": {**environment(device), **process},
-        "cases": len(cases),
-        "implementations": [spec.name for spec in implementations_of(config)],
-        "repeats": repeats,
-        "world_size": dist.get_world_size(),
-        "backend": backend_name(device.type),
-        "tensor_parallel": sorted({case.tensor_parallel for _, case, _ in todo}),
-        "started_at": _now(),
-        "finished_at": None,
-        "status": "running",
-        **liveness_fields(),
-    }
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat()
+    return Manifest(
+        command=argv or [],
+        config=config.model_dump(mode="json"),
+        environment={**environment(device), **process},
+        cases=len(cases),
+        implementations=[spec.name for spec in implementations_of(config)],
+        repeats=repeats,
+        world_size=dist.get_world_size(),
+        backend=backend_name(device.type),
+        tensor_parallel=sorted({case.tensor_parallel for _, case, _ in todo}),
+        **extra,
+    )
 
 
 def _write_run(
@@ -208,22 +200,14 @@ def _write_run(
     groups: dict[int, TPGroup | None],
     setup: RankSetup,
     writer: RunWriter,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     progress: Progress | None,
 ) -> RunResult:
-    """Rank 0: measure its share of every case and write the run, marked interrupted if it stops early."""
-    writer.write_manifest(manifest)
-    writer.on_row = lambda: writer.write_manifest({**manifest, **heartbeat()})
+    """Rank 0: measure its share of every case and write the run through the run-folder lifecycle."""
     if progress:
         progress.start(sum(len(names) for _, _, names in todo))
-    try:
+    with run_folder(writer.run_dir, manifest, writer):
         run_cases(todo, groups, setup, writer, progress)
-    except BaseException:
-        writer.close()
-        writer.write_manifest({**manifest, "finished_at": _now(), "status": "interrupted"})
-        raise
-    writer.close()
-    writer.write_manifest({**manifest, "finished_at": _now(), "status": "complete"})
     return RunResult(writer.run_dir, list(writer.rows))
 
 

@@ -25,7 +25,7 @@ OpObserver = Callable[[Any, tuple[Any, ...], dict[str, Any], Any], None]
 
 
 class LiveStorageTracker(TorchDispatchMode):
-    """Counts bytes of storages created under the mode; remembers the peak and the ops called.
+    """Counts bytes of storages created under the mode; remembers the peak, the storages and the ops called.
 
     ``observers`` see every op too, so other per-op measurements (FLOP and byte counts) ride on
     this one dispatch mode instead of stacking a second one around the call.
@@ -37,6 +37,8 @@ class LiveStorageTracker(TorchDispatchMode):
         self.peak_bytes = 0
         self.ops: set[str] = set()
         self.op_calls = 0
+        self.allocations = 0
+        """Storages created under the mode: each one an allocator request and a tensor materialized in memory."""
         self._tracked: set[int] = set()
         self._observers = tuple(observers)
 
@@ -63,6 +65,7 @@ class LiveStorageTracker(TorchDispatchMode):
         if key in self._tracked or storage.device.type == "meta":
             return
         self._tracked.add(key)
+        self.allocations += 1
         self.live_bytes += storage.nbytes()
         self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         weakref.finalize(storage, self._release, key, storage.nbytes())

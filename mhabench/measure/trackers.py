@@ -1,18 +1,20 @@
 """Measurements as context managers that return value objects (optimum-benchmark's tracker pattern).
 
-``with Tracker(...) as t: call()`` then ``t.result()``. A new measurement is one tracker here and
-one field in :mod:`mhabench.results.schema`; the runner composes them around the checked call.
+``with Tracker(...) as t: call()`` then ``t.result()``: a (partial) group of
+:mod:`mhabench.results.schema`, which :meth:`~mhabench.results.schema.ResultRow.with_groups` merges into
+the row. A new measurement is one schema class (or field) plus the tracker that fills it;
+:mod:`mhabench.run.case` enters the trackers around the checked call and the one extra CUDA call.
 
-- :class:`DispatchTracker`: the aten ops one call dispatched (which SDPA backend ran), on the CPU the
-  peak of live tensor storage (:class:`mhabench.measure.memory.LiveStorageTracker`), and the FLOPs
-  and bytes those ops add up to (:class:`mhabench.measure.counters.OpCounter`), all in one pass.
+- :class:`DispatchTracker`: the aten ops one call dispatched (which SDPA backend ran, how many ops,
+  how many tensor storages they allocated), on the CPU the peak of live tensor storage
+  (:class:`mhabench.measure.memory.LiveStorageTracker`), and the FLOPs and bytes those ops add up
+  to (:class:`mhabench.measure.counters.OpCounter`), all in one pass.
 - :class:`CudaMemoryTracker`: the caching allocator's peak above what was allocated before.
 - :class:`Stopwatch`: wall time of the enclosed block, device work included.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from types import TracebackType
@@ -22,18 +24,10 @@ import torch
 
 from mhabench.measure.counters import OpCounter, OpCounts
 from mhabench.measure.memory import LiveStorageTracker, sdpa_backend, tracker_method
-from mhabench.results.schema import Dispatch
+from mhabench.results.schema import Dispatch, Memory
 
 if TYPE_CHECKING:
     from typing_extensions import Self
-
-
-@dataclasses.dataclass(frozen=True)
-class PeakMemory:
-    """Peak bytes of one call and how they were obtained (NaN: not measurable for this call)."""
-
-    peak_bytes: float
-    method: str
 
 
 class DispatchTracker:
@@ -55,10 +49,15 @@ class DispatchTracker:
         return self._storage.ops
 
     def result(self) -> Dispatch:
-        return Dispatch(sdpa_backend=sdpa_backend(self._storage.ops), ops_per_call=self._storage.op_calls)
+        return Dispatch(
+            sdpa_backend=sdpa_backend(self._storage.ops),
+            ops_per_call=self._storage.op_calls,
+            allocations_per_call=self._storage.allocations,
+        )
 
-    def cpu_memory(self) -> PeakMemory:
-        return PeakMemory(self._storage.peak_bytes, tracker_method(self._storage.ops))
+    def cpu_memory(self) -> Memory:
+        """The peak of live tensor storage: the CPU's peak memory (CUDA's comes from :class:`CudaMemoryTracker`)."""
+        return Memory(peak_memory_bytes=self._storage.peak_bytes, memory_method=tracker_method(self._storage.ops))
 
     def counts(self) -> OpCounts:
         """FLOPs and bytes of the dispatched ops (docs/cost-model.md, "Counted versus modelled")."""
@@ -83,8 +82,8 @@ class CudaMemoryTracker:
         torch.cuda.synchronize(self.device)
         self._peak = torch.cuda.max_memory_allocated(self.device) - self._baseline
 
-    def result(self) -> PeakMemory:
-        return PeakMemory(self._peak, "cuda_allocator")
+    def result(self) -> Memory:
+        return Memory(peak_memory_bytes=self._peak, memory_method="cuda_allocator")
 
 
 class Stopwatch:

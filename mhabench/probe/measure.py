@@ -21,7 +21,7 @@ from mhabench.impls import build
 from mhabench.impls.base import repeat_kv
 from mhabench.impls.reference import numerical_error
 from mhabench.impls.weights import AttentionWeights
-from mhabench.probe import verdict_stats as stats
+from mhabench.probe import attention_stats as stats
 from mhabench.probe.config import ProbeCase
 from mhabench.probe.inputs import ProbeSource
 from mhabench.run.steps import parameter_count

@@ -1,4 +1,7 @@
-"""The "Claims" section of ``mhabench report`` for a run folder that holds a claims.csv (or only probes.csv)."""
+"""The "Claims" section of ``mhabench report`` for a run folder that holds a claims.csv (or only probes.csv).
+
+``mhabench report`` passes these blocks to :func:`mhabench.views.report.sections.build` as the sections
+shown first: the report itself knows nothing of probes."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from mhabench.errors import ResultsCorruptError
 from mhabench.probe.claims import CLAIM_COLUMNS
 from mhabench.probe.run import CLAIMS_NAME, PROBES_NAME
 from mhabench.probe.table import verdict_counts, verdict_table
-from mhabench.views import report
+from mhabench.views.report.blocks import Block, Heading, Paragraph
 
 
 def read_claims(run_dir: Path) -> list[dict[str, str]]:
@@ -27,7 +30,7 @@ def read_claims(run_dir: Path) -> list[dict[str, str]]:
     return records
 
 
-def claims_blocks(run_dir: Path) -> list[report.Block]:
+def claims_blocks(run_dir: Path) -> list[Block]:
     """Heading, verdict counts and the verdict table; nothing when the run has no claims.csv.
 
     A probe run stopped before its end has probes.csv but no claims.csv (the claims are evaluated once
@@ -39,14 +42,14 @@ def claims_blocks(run_dir: Path) -> list[report.Block]:
             f"No {CLAIMS_NAME}: the probe run stopped before its claims were evaluated; {PROBES_NAME} holds "
             "the statistics of the cases it finished."
         )
-        return [report.Heading("Claims"), report.Paragraph(note)]
+        return [Heading("Claims"), Paragraph(note)]
     records = read_claims(run_dir)
     explanation = (
         "PASS / FAIL: measured against the theory within the tolerance; NO-GUARANTEE: the theory's premise "
         "does not hold for this case (the note says why); INFO: no theoretical value; UNTESTABLE: needs training."
     )
     return [
-        report.Heading("Claims"),
-        report.Paragraph(f"{verdict_counts(records)}. {explanation}"),
+        Heading("Claims"),
+        Paragraph(f"{verdict_counts(records)}. {explanation}"),
         verdict_table(records, "Claims"),
     ]

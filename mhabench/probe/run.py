@@ -4,7 +4,9 @@
   over the case's input draws (layer-wide statistics have an empty ``head``), appended case by case;
 - ``claims.csv``: one row per claim and case (:class:`mhabench.probe.claims.ClaimRow`), written at the
   end because the trend claims compare the cases of a scenario;
-- ``manifest.json``: ``"kind": "probe"``, command, resolved config, environment, start, end, status.
+- ``manifest.json``: ``"kind": "probe"``, command, resolved config, environment, start, end, and the
+  format version, status and liveness every run folder has (:func:`mhabench.results.lifecycle.run_folder`:
+  the heartbeat is refreshed after each case, so a killed probe run reads as ``interrupted``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,7 @@ import contextlib
 import csv
 import dataclasses
 import datetime as dt
-import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,9 @@ from mhabench.probe.claims import CLAIM_COLUMNS, ClaimRow, case_claims, run_clai
 from mhabench.probe.config import ProbeCase, ProbeConfig, expand
 from mhabench.probe.inputs import PretrainedFile, ProbeSource, source_for
 from mhabench.probe.measure import CaseMeasurement, measure_case
-from mhabench.results.store import MANIFEST_NAME, new_run_dir
+from mhabench.results.lifecycle import run_folder
+from mhabench.results.manifest import Manifest
+from mhabench.results.store import new_run_dir
 
 PROBES_NAME = "probes.csv"
 CLAIMS_NAME = "claims.csv"
@@ -113,12 +116,6 @@ def _append_csv(path: Path, columns: Sequence[str], rows: list[dict[str, Any]]) 
         writer.writerows(rows)
 
 
-def _write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
-    tmp = run_dir / (MANIFEST_NAME + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(run_dir / MANIFEST_NAME)
-
-
 def _prepare(config: ProbeConfig) -> list[list[tuple[ProbeCase, ProbeSource]]]:
     """Every case with its weights, per scenario, before anything is written: a bad file fails first."""
     files: dict[Path, PretrainedFile] = {}
@@ -147,14 +144,18 @@ def run_config(config: ProbeConfig, out_root: Path, argv: Sequence[str] = ()) ->
         return _run(config, out_root, argv)
 
 
-def _measure(scenarios: list[list[tuple[ProbeCase, ProbeSource]]], run_dir: Path) -> list[ClaimRow]:
-    """Every case in file order, appended to probes.csv as it finishes; the trends once a scenario is done."""
+def _measure(
+    scenarios: list[list[tuple[ProbeCase, ProbeSource]]], run_dir: Path, on_case: Callable[[], None]
+) -> list[ClaimRow]:
+    """Every case in file order, appended to probes.csv as it finishes (then ``on_case``: the heartbeat);
+    the trends once a scenario is done."""
     claims: list[ClaimRow] = []
     for cases in scenarios:
         measured = []
         for case, source in cases:
             measured.append(measure_case(case, source))
             _append_csv(run_dir / PROBES_NAME, PROBE_COLUMNS, probe_rows(measured[-1]))
+            on_case()
             claims += case_claims(measured[-1])
         claims += scenario_claims(measured)
     return claims + run_claims()
@@ -164,25 +165,15 @@ def _run(config: ProbeConfig, out_root: Path, argv: Sequence[str]) -> ProbeRun:
     scenarios = _prepare(config)
     started = dt.datetime.now(dt.timezone.utc)
     run_dir = new_run_dir(out_root, config.name or "probe", started)
-    manifest = {
-        "kind": "probe",
-        "run_id": run_dir.name,
-        "command": list(argv),
-        "config": config.model_dump(mode="json"),
-        "environment": environment(torch.device("cpu")),
-        "cases": sum(map(len, scenarios)),
-        "started_at": started.isoformat(),
-        "finished_at": None,
-        "status": "running",
-    }
-    _write_manifest(run_dir, manifest)
-    try:
-        result = ProbeRun(run_dir, _measure(scenarios, run_dir))
+    manifest = Manifest(
+        kind="probe",
+        command=list(argv),
+        config=config.model_dump(mode="json"),
+        environment=environment(torch.device("cpu")),
+        cases=sum(map(len, scenarios)),
+        started_at=started.isoformat(),
+    )
+    with run_folder(run_dir, manifest) as live:  # Ctrl-C or a crash: probes.csv keeps every finished case
+        result = ProbeRun(run_dir, _measure(scenarios, run_dir, live.beat))
         _append_csv(run_dir / CLAIMS_NAME, CLAIM_COLUMNS, result.records)
-    except BaseException:  # Ctrl-C or a crash: probes.csv keeps every finished case
-        manifest.update(finished_at=dt.datetime.now(dt.timezone.utc).isoformat(), status="interrupted")
-        _write_manifest(run_dir, manifest)
-        raise
-    manifest.update(finished_at=dt.datetime.now(dt.timezone.utc).isoformat(), status="complete")
-    _write_manifest(run_dir, manifest)
     return result

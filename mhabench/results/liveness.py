@@ -15,6 +15,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from mhabench.results.manifest import Manifest, Status
+
 STALE_AFTER_S = 1800.0
 """A heartbeat older than this (from another host) means the run is gone, unless the run's own config
 allows a longer silence (:func:`longest_silence_s`). The writer refreshes it after every row."""
@@ -35,23 +37,22 @@ def heartbeat(now: dt.datetime | None = None) -> dict[str, str]:
     return {"heartbeat": (now or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")}
 
 
-def effective_status(manifest: dict[str, Any], now: dt.datetime | None = None) -> str:
+def effective_status(manifest: Manifest, now: dt.datetime | None = None) -> Status | None:
     """The manifest's ``status``, except ``running`` becomes ``interrupted`` when its process is gone.
 
     Same host: the recorded pid no longer exists, or exists but started at another time (a reused
     pid). Another host: the heartbeat is older than :func:`longest_silence_s`. A manifest without
     liveness fields (written before they existed) cannot be judged and keeps its status.
     """
-    status = str(manifest.get("status", ""))
-    if status != "running":
-        return status
-    if manifest.get("host") == socket.gethostname() and type(manifest.get("pid")) is int:
-        return "running" if _same_process_alive(manifest["pid"], manifest.get("pid_started")) else "interrupted"
-    age_s = _heartbeat_age_s(manifest.get("heartbeat"), now or dt.datetime.now(dt.timezone.utc))
+    if manifest.status != "running":
+        return manifest.status
+    if manifest.host == socket.gethostname() and manifest.pid is not None:
+        return "running" if _same_process_alive(manifest.pid, manifest.pid_started) else "interrupted"
+    age_s = _heartbeat_age_s(manifest.heartbeat, now or dt.datetime.now(dt.timezone.utc))
     return "interrupted" if age_s is not None and age_s > longest_silence_s(manifest) else "running"
 
 
-def longest_silence_s(manifest: dict[str, Any]) -> float:
+def longest_silence_s(manifest: Manifest) -> float:
     """How long a live run may go without a heartbeat: :data:`STALE_AFTER_S`, or twice what its config lets
     one case take, whichever is longer.
 
@@ -59,10 +60,10 @@ def longest_silence_s(manifest: dict[str, Any]) -> float:
     take ``max_run_time_s`` per implementation (the timing cap; checks and warm-up fit in the factor
     two), or ``case_timeout_s`` when cases run in child processes.
     """
-    config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+    config = manifest.config or {}
     timing = config.get("timing") if isinstance(config.get("timing"), dict) else {}
-    names = manifest.get("implementations")
-    case_s = _number(timing.get("max_run_time_s")) * (len(names) if isinstance(names, list) else 1)
+    names = manifest.implementations
+    case_s = _number(timing.get("max_run_time_s")) * (len(names) if names is not None else 1)
     if config.get("isolation") == "process":
         case_s = max(case_s, _number(config.get("case_timeout_s")))
     return max(STALE_AFTER_S, 2 * case_s)
@@ -79,7 +80,7 @@ def _number(value: Any) -> float:
     return number if math.isfinite(number) and number > 0 else 0.0
 
 
-def _same_process_alive(pid: int, started: Any) -> bool:
+def _same_process_alive(pid: int, started: int | None) -> bool:
     if pid <= 0:  # os.kill(0 or negative) would signal a whole process group
         return False
     try:
@@ -101,9 +102,11 @@ def _start_ticks(pid: int) -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[19])
 
 
-def _heartbeat_age_s(heartbeat_text: Any, now: dt.datetime) -> float | None:
+def _heartbeat_age_s(heartbeat_text: str | None, now: dt.datetime) -> float | None:
+    if heartbeat_text is None:
+        return None
     try:
-        beat = dt.datetime.fromisoformat(str(heartbeat_text))
+        beat = dt.datetime.fromisoformat(heartbeat_text)
     except ValueError:
         return None
     return (_as_utc(now) - _as_utc(beat)).total_seconds()

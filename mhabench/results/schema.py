@@ -7,7 +7,8 @@ Every column is a dataclass field whose metadata says its unit, its role and wha
 - ``outcome``: status and the one-line error.
 - ``measured``: observed while the implementation ran on this machine.
 - ``modelled``: from the implementation's cost model, never observed.
-- ``derived``: arithmetic on measured and modelled columns (achieved TFLOP/s, roofline).
+- ``roof``: the device's peaks, measured on this machine or read from a datasheet (``roofline_source`` says which).
+- ``derived``: arithmetic on measured, modelled and roof columns (achieved TFLOP/s, roofline).
 
 ``COLUMNS`` (the CSV header), ``CASE_KEY``, ``SHAPE_FIELDS``, table labels and docs/columns.md
 (``mhabench columns --markdown``) are all derived from these classes, so a new metric is one field
@@ -25,16 +26,18 @@ import numpy as np
 FORMAT_VERSION = 3
 """On-disk format of a run (manifest ``format_version``). 1: the unversioned format before this schema;
 2: before ``tensor_parallel``, ``repeat`` and the measured-count, distributed and useful-FLOP columns
-(an older run reads with ``tensor_parallel`` 1 and ``repeat`` 0, see ``KEY_DEFAULTS``)."""
+(an older run reads with ``tensor_parallel`` 1 and ``repeat`` 0, see ``KEY_DEFAULTS``). A column added outside
+the key (``allocations_per_call``) keeps the version: a run written before it reads with that column empty."""
 
-Role = Literal["key", "identity", "outcome", "measured", "modelled", "derived"]
+Role = Literal["key", "identity", "outcome", "measured", "modelled", "roof", "derived"]
 ROLES: dict[str, str] = {
     "key": "identifies the measurement (compare matches runs on these)",
     "identity": "names and shapes that follow from the key",
     "outcome": "what happened",
     "measured": "observed on this machine during the run",
     "modelled": "from the implementation's cost model, not observed",
-    "derived": "computed from measured and modelled columns",
+    "roof": "the device's peak: measured on this machine or from a datasheet (roofline_source says which)",
+    "derived": "computed from measured, modelled and roof columns",
 }
 
 
@@ -111,6 +114,12 @@ class Dispatch:
     )
     kernels_per_call: int = column(
         "CUDA: device kernels launched by one call (profiler); empty on the CPU", role="measured", label="kernels/call"
+    )
+    allocations_per_call: int = column(
+        "tensor storages one call allocates: the intermediates and outputs its dispatched ops materialize (views "
+        "and in-place writes allocate none)",
+        role="measured",
+        label="allocs/call",
     )
 
 
@@ -282,8 +291,8 @@ class Roofline:
         label="TFLOP/s",
     )
     achieved_gbps: float = column("bytes_moved / latency", role="derived", unit="GB/s", label="GB/s")
-    peak_tflops: float = column("compute roof for this dtype", role="measured", unit="TFLOP/s", label="peak TFLOP/s")
-    peak_gbps: float = column("memory-bandwidth roof", role="measured", unit="GB/s", label="peak GB/s")
+    peak_tflops: float = column("compute roof for this dtype", role="roof", unit="TFLOP/s", label="peak TFLOP/s")
+    peak_gbps: float = column("memory-bandwidth roof", role="roof", unit="GB/s", label="peak GB/s")
     roofline_source: str = column(
         "datasheet or measured (how the roofs were obtained)", role="identity", label="roofline source"
     )
@@ -366,6 +375,30 @@ class ResultRow:
     def status(self) -> str:
         return self.outcome.status
 
+    def with_groups(self, *values: Any) -> ResultRow:
+        """This row with each value object merged into its group, found by its class; a field the value leaves
+        empty keeps the row's.
+
+        Trackers and timers return partial groups (the dispatch tracker's ``Memory`` holds the peak, the
+        step's the parameter count): this is how they become one row without anyone restating the fields.
+        """
+        row = self
+        for value in values:
+            attribute = GROUP_ATTRIBUTES[type(value)]
+            current = getattr(row, attribute)
+            row = dataclasses.replace(row, **{attribute: value if current is None else _merged(current, value)})
+        return row
+
+
+GROUP_ATTRIBUTES: dict[type, str] = {group: attribute for attribute, group in GROUPS}
+"""The :class:`ResultRow` attribute that holds each group class."""
+
+
+def _merged(current: Any, update: Any) -> Any:
+    """``current`` with every field ``update`` fills."""
+    filled = {f.name: value for f in dataclasses.fields(update) if (value := getattr(update, f.name)) is not None}
+    return dataclasses.replace(current, **filled)
+
 
 def _clean(value: Any) -> Any:
     """NaN/None from pandas become None; numpy scalars become Python ones."""
@@ -408,6 +441,59 @@ KEY_DEFAULTS: dict[str, Any] = {"tensor_parallel": 1, "repeat": 0}
 def label(name: str) -> str:
     """Short table header of a column."""
     return INFO[name].label if name in INFO else name
+
+
+def _column(name: str) -> str:
+    """``name``, checked against the fields above: a renamed or removed field fails here, at import, rather
+    than as a column the report silently finds empty."""
+    if name not in INFO:
+        raise KeyError(f"{name!r} is not a result column")
+    return name
+
+
+# The read side (analysis, views) names the columns it reads through these: one spelling of each.
+SCENARIO = _column("scenario")
+CASE_ID = _column("case_id")
+IMPL = _column("impl")
+DEVICE = _column("device")
+DTYPE = _column("dtype")
+BATCH = _column("batch")
+SEQ_LEN = _column("seq_len")
+D_MODEL = _column("d_model")
+HEADS = _column("heads")
+KV_HEADS = _column("kv_heads")
+MODE = _column("mode")
+PHASE = _column("phase")
+CAUSAL = _column("causal")
+BIAS = _column("bias")
+REPEAT = _column("repeat")
+STATUS = _column("status")
+ERROR = _column("error")
+MAX_REL_ERR = _column("max_rel_err")
+LATENCY_MS = _column("latency_ms")
+LATENCY_P25_MS = _column("latency_p25_ms")
+LATENCY_P75_MS = _column("latency_p75_ms")
+NOISY = _column("noisy")
+COMPILE_TIME_S = _column("compile_time_s")
+ROUNDS_ID = _column("rounds_id")
+PEAK_MEMORY_BYTES = _column("peak_memory_bytes")
+FLOPS = _column("flops")
+BYTES_MOVED = _column("bytes_moved")
+ARITHMETIC_INTENSITY = _column("arithmetic_intensity")
+PREDICTED_PEAK_BYTES = _column("predicted_peak_bytes")
+MEASURED_FLOPS = _column("measured_flops")
+MEASURED_BYTES = _column("measured_bytes")
+MEASURED_INTENSITY = _column("measured_intensity")
+MODEL_DISAGREEMENT = _column("model_disagreement")
+MODEL_DISAGREES = _column("model_disagrees")
+ACHIEVED_TFLOPS = _column("achieved_tflops")
+ACHIEVED_USEFUL_TFLOPS = _column("achieved_useful_tflops")
+SKIPS_MASKED_WORK = _column("skips_masked_work")
+PEAK_TFLOPS = _column("peak_tflops")
+PEAK_GBPS = _column("peak_gbps")
+ROOFLINE_SOURCE = _column("roofline_source")
+ROOFLINE_EFFICIENCY = _column("roofline_efficiency")
+INTENSITY_SOURCE = _column("intensity_source")
 
 
 def reference_markdown() -> str:

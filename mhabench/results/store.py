@@ -3,7 +3,9 @@
 ``results/<run_id>/`` holds
 - ``results.csv``: one row per (case, implementation), appended as soon as the row exists;
 - ``results.parquet``: the same rows plus ``times_ms`` (raw per-call latency samples);
-- ``manifest.json``: ``format_version``, environment, resolved config, roofline peaks, start and end.
+- ``manifest.json``: ``format_version``, environment, resolved config, roofline peaks, start and end,
+  status and liveness (:class:`mhabench.results.manifest.Manifest`, written by
+  :func:`mhabench.results.lifecycle.run_folder`).
 
 The columns are :mod:`mhabench.results.schema`'s.
 
@@ -18,7 +20,7 @@ import datetime as dt
 import io
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ import pandas as pd
 
 from mhabench.errors import OutputFolderError, ResultsCorruptError, RunNotFoundError
 from mhabench.results.liveness import effective_status
+from mhabench.results.manifest import Manifest
 from mhabench.results.schema import COLUMNS, FORMAT_VERSION, IDENTITY_COLUMNS, KEY_DEFAULTS, SAMPLES_COLUMN, ResultRow
 
 CSV_NAME = "results.csv"
@@ -115,10 +118,15 @@ class RunWriter:
         rows_frame(self.rows).to_parquet(tmp, index=False)
         tmp.replace(self.run_dir / PARQUET_NAME)
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        tmp = self.run_dir / (MANIFEST_NAME + ".tmp")
-        tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
-        tmp.replace(self.run_dir / MANIFEST_NAME)
+    def write_manifest(self, manifest: Mapping[str, Any]) -> None:
+        write_manifest(self.run_dir, manifest)
+
+
+def write_manifest(run_dir: Path, manifest: Mapping[str, Any]) -> None:
+    """Replace ``run_dir``'s manifest at once (written beside it, then renamed): a kill leaves the old or the new."""
+    tmp = run_dir / (MANIFEST_NAME + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(run_dir / MANIFEST_NAME)
 
 
 def finished_rows(run_dir: Path) -> list[ResultRow]:
@@ -178,7 +186,8 @@ def _samples_lost(row: ResultRow) -> bool:
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """A run folder's manifest as written (``load_run`` also judges a ``running`` status by liveness)."""
+    """A run folder's manifest as written, untyped: ``load_run`` and ``--resume`` check its format version
+    first, then type it (:meth:`Manifest.parse`)."""
     try:
         manifest = json.loads((run_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
         if not isinstance(manifest, dict):
@@ -206,10 +215,6 @@ class Run:
     @property
     def run_id(self) -> str:
         return str(self.manifest.get("run_id", self.path.name))
-
-    def result_rows(self) -> list[ResultRow]:
-        """The rows as typed :class:`ResultRow` objects."""
-        return [ResultRow.from_record(record) for record in self.rows.to_dict("records")]
 
 
 PROBE_FILES = ("claims.csv", "probes.csv")
@@ -252,17 +257,22 @@ def resolve_run(ref: str | Path, results_root: Path = Path("results")) -> Path:
 
 
 def load_run(path: str | Path, results_root: Path = Path("results")) -> Run:
-    """Read a run folder (or run id, or ``latest``): manifest and rows, raw samples included."""
+    """Read a run folder (or run id, or ``latest``): manifest and rows, raw samples included.
+
+    The manifest is typed on the way (:class:`Manifest`: a status outside the vocabulary is refused in one
+    line) and handed back as JSON data, with a ``running`` status judged by liveness."""
     run_dir = resolve_run(path, results_root)
-    manifest = read_manifest(run_dir)
-    version = manifest.get("format_version", 1)  # runs written before the schema had no version: format 1
+    data = read_manifest(run_dir)
+    version = data.get("format_version", 1)  # runs written before the schema had no version: format 1
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise ResultsCorruptError(
             f"{run_dir}: written in result format version {version!r}; this mhabench reads versions 1 to "
             f"{FORMAT_VERSION} (upgrade mhabench)"
         )
-    manifest["status"] = effective_status(manifest)  # "running" whose process is gone reads as interrupted
-    return Run(run_dir, manifest, _read_rows(run_dir))
+    manifest = Manifest.parse(data, run_dir / MANIFEST_NAME)
+    if manifest.status == "running":  # a "running" run whose process is gone reads as interrupted
+        manifest.status = effective_status(manifest)
+    return Run(run_dir, manifest.as_dict(), _read_rows(run_dir))
 
 
 def _read(source: Path) -> pd.DataFrame:

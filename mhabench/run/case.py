@@ -1,58 +1,71 @@
-"""One case: build every implementation on one weight set, check each, then time them together.
+"""One case, one path for every launch: screen, check, time, and assemble the rows.
 
 Per case, in order:
 
-1. capabilities and the memory guard decide, before anything is built, which implementations get an
-   ``unsupported`` or ``skipped`` row;
-2. each remaining implementation is built and its first call is checked against the float64
-   reference, under the dispatch tracker (which SDPA backend ran, ops per call, counted FLOPs and
-   bytes, the CPU peak); its peak memory is measured; a failure or a mismatch is a row at once;
-3. every implementation that passed is timed in the same interleaved rounds
-   (:func:`mhabench.measure.rounds.interleaved_latency`), so sample *i* of each comes from round *i*
-   and a speedup can be a median of per-round ratios;
-4. the ok rows follow, each with its roofline.
+1. :func:`screen` decides, before anything is built, which implementations get an ``unsupported`` or
+   ``skipped`` row (a tensor-parallel case's layer, the capabilities, the memory guard);
+2. each remaining implementation is built on the case's inputs (:mod:`mhabench.run.inputs`) and its
+   first call is checked against the float64 reference under the dispatch tracker
+   (:func:`checked_call`: SDPA backend, ops and allocations per call, counted FLOPs and bytes, the
+   CPU peak); on CUDA one more call measures the peak memory and counts the kernels
+   (:func:`device_call`); a failure or a mismatch is a row at once;
+3. every implementation that passed is timed by the case's :class:`Peers`: one process times them
+   all in the same interleaved rounds (:class:`Alone`, so sample *i* of each comes from round *i* and
+   a speedup can be a median of per-round ratios); the ranks of a tensor-parallel group time them in
+   lockstep (``mhabench.distributed.rows.Lockstep``);
+4. the ok rows follow, each placed on the roofline (:mod:`mhabench.measure.roofline`).
 
-Rows are :class:`mhabench.results.schema.ResultRow`; failures become rows, never exceptions, except a sticky
-CUDA error, after which nothing in this process can run (:class:`CudaContextLostError`).
+A row is assembled from the value objects the trackers and the timer return
+(:meth:`ResultRow.with_groups`), never field by field. Peers agree on every outcome that one of
+them alone could reach (too little memory, a layer that cannot be built, a mismatch) before their
+next collective call, so no rank is left waiting in an all-reduce the others skipped.
+
+Failures become rows, never exceptions, except a sticky CUDA error, after which nothing in this
+process can run (:class:`CudaContextLostError`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Protocol, TypeVar
 
 import torch
+from torch import nn
 
 from mhabench.errors import MhabenchError
-from mhabench.impls.reference import Reference, check_output, reference_bytes
+from mhabench.impls.reference import check_output, reference_bytes
 from mhabench.impls.registry import ImplSpec
 from mhabench.impls.sdpa import kernel_skips_masked_work
-from mhabench.impls.weights import AttentionWeights
-from mhabench.measure.counters import OpCounts, count_cuda_kernels, counted
+from mhabench.impls.tensor_parallel import is_tensor_parallel
+from mhabench.measure.counters import count_cuda_kernels, counted
 from mhabench.measure.peaks import DevicePeaks, device_name
+from mhabench.measure.roofline import roofline
 from mhabench.measure.rounds import interleaved_latency
 from mhabench.measure.timing import measure_latency
-from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, PeakMemory, Stopwatch
+from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
 from mhabench.results.schema import (
     SHAPE_FIELDS,
     CaseIdentity,
     Correctness,
-    Counted,
     Dispatch,
-    LatencyStats,
     Memory,
     ModelledCost,
     Outcome,
     ResultRow,
     Roofline,
 )
+from mhabench.run.inputs import CaseInputs, make_inputs
 from mhabench.run.memory_guard import fits
-from mhabench.run.steps import Step, expected, input_len, parameter_count, prepare, workload
-from mhabench.scenario.config import DTYPES, Case, TimingConfig
+from mhabench.run.steps import Step, parameter_count, prepare, workload
+from mhabench.scenario.config import Case, TimingConfig
 from mhabench.scenario.device import canonical_device
 from mhabench.torch_errors import classify_failure, is_sticky_cuda_error
+
+Stage = TypeVar("Stage")
 
 
 class CudaContextLostError(MhabenchError):
@@ -65,50 +78,6 @@ class CudaContextLostError(MhabenchError):
     def __init__(self, message: str, culprit: ResultRow | None = None) -> None:
         super().__init__(message)
         self.culprit = culprit
-
-
-@dataclasses.dataclass
-class CaseInputs:
-    """What every implementation of one case shares: weights, input, and the float64 references."""
-
-    weights: AttentionWeights
-    x: torch.Tensor
-    references: dict[object, Reference] = dataclasses.field(default_factory=dict)
-
-    def reference_for(self, spec: ImplSpec, case: Case) -> Reference:
-        """The float64 output ``spec`` must reproduce (cached per reference function)."""
-        key = spec.reference if case.phase == "prefill" else None
-        if key not in self.references:
-            self.references[key] = expected(spec, case, self.weights, self.x)
-        return self.references[key]
-
-
-def make_inputs(case: Case, device: torch.device) -> CaseInputs:
-    """The case's weights (drawn on the host, so every device sees the same numbers) and its input.
-
-    The input is drawn where it runs, in float32, from the case's seed: at b = 8, n = 16k,
-    d_model = 4096 a float64 draw on the host would take 4.3 GB of RAM and seconds of one core.
-    """
-    dtype = DTYPES[case.dtype]
-    weights = case_weights(case.d_model, case.bias, case.seed, dtype, device, case.kv_heads * case.head_dim)
-    generator = torch.Generator(device=device).manual_seed(case.seed + 1)
-    shape = (case.batch, input_len(case), case.d_model)
-    x = torch.randn(shape, generator=generator, dtype=torch.float32, device=device)
-    return CaseInputs(weights, x.to(dtype=dtype))
-
-
-@functools.lru_cache(maxsize=1)
-def case_weights(
-    d_model: int, bias: bool, seed: int, dtype: torch.dtype, device: torch.device, kv_dim: int
-) -> AttentionWeights:
-    """The weight set of the last case, reused while the next cases ask for the same one.
-
-    A sweep's consecutive cases usually differ only in batch, length or mask, and a d_model = 4096
-    set takes 1–2 s of one host core to draw in float64: longer than many cases' timed calls. No
-    implementation may write to the weights (docs/plugins.md): modules copy or alias them, train
-    steps take gradients with ``torch.autograd.grad``, so a reused set holds the numbers of a fresh draw.
-    """
-    return AttentionWeights.random(d_model, bias, seed, dtype, device, kv_dim=kv_dim)
 
 
 def identity(run_id: str, case: Case, impl: str, device: torch.device, repeat: int = 0) -> CaseIdentity:
@@ -132,9 +101,21 @@ def modelled_cost(spec: ImplSpec, case: Case) -> ModelledCost | None:
     return ModelledCost.from_cost(spec.cost(workload(case))) if spec.cost else None
 
 
-def unsupported_reason(spec: ImplSpec, case: Case, device: torch.device) -> str | None:
-    """Why ``spec`` cannot run ``case`` here (its capabilities), or None."""
-    return spec.capabilities.unsupported_reason(
+# --- screening: what is not even built --------------------------------------------------------
+
+
+def screen(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True) -> Outcome | None:
+    """Why ``spec`` is not run on ``case`` here, or None: what ``run``, torchrun and ``check-timing`` all ask.
+
+    ``unsupported``: a ``tensor_parallel`` > 1 case needs a layer that splits its heads, and the
+    implementation's declared capabilities. ``skipped``: with ``guard``, its predicted peak (or the
+    float64 reference's) would not fit (``memory_guard``); without, such a case is tried and may be ``oom``.
+    """
+    if case.tensor_parallel > 1 and not is_tensor_parallel(spec):
+        return Outcome(
+            "unsupported", f"{spec.name} is not tensor-parallel (one device only); tp_fused and tp_naive split heads"
+        )
+    reason = spec.capabilities.unsupported_reason(
         spec.name,
         kv_heads=case.kv_heads,
         heads=case.heads,
@@ -143,6 +124,10 @@ def unsupported_reason(spec: ImplSpec, case: Case, device: torch.device) -> str 
         device_type=device.type,
         dtype=case.dtype,
     )
+    if reason is not None:
+        return Outcome("unsupported", reason)
+    too_big = memory_guard(spec, case, device) if guard else None
+    return Outcome("skipped", too_big) if too_big is not None else None
 
 
 def memory_guard(spec: ImplSpec, case: Case, device: torch.device) -> str | None:
@@ -151,159 +136,80 @@ def memory_guard(spec: ImplSpec, case: Case, device: torch.device) -> str | None
     return fits(predicted, reference_bytes(workload(case)), device, reference_device=device)
 
 
-def roofline(
-    case: Case,
-    cost: ModelledCost | None,
-    counts: Counted | None,
-    latency: LatencyStats,
-    peaks: DevicePeaks,
-    skips_masked_work: bool,
-) -> Roofline:
-    """Throughput from the measured median, placed by the counted intensity where it exists, else the model's."""
-    latency_s = latency.latency_ms / 1e3
-    base = Roofline(
-        tokens_per_s=workload(case).tokens / latency_s,
-        peak_tflops=peaks.peak_tflops,
-        peak_gbps=peaks.peak_gbps,
-        roofline_source=peaks.source,
-        skips_masked_work=skips_masked_work,
-    )
-    # counted where they describe the call; not when an opaque op (a custom kernel) hid part of it and the
-    # implementation has a model (``counted`` then leaves the disagreement empty)
-    hidden = counts is not None and cost is not None and counts.model_disagreement is None
-    if counts is not None and counts.measured_bytes and not hidden:
-        flops, moved, source = counts.measured_flops, counts.measured_bytes, "measured"
-    elif cost is not None:
-        flops, moved, source = cost.flops, cost.bytes_moved, "modelled"
-    else:
-        return base
-    intensity = flops / moved
-    achieved_tflops = flops / latency_s / 1e12
-    attainable = peaks.attainable_tflops(intensity)
-    useful = cost.useful_flops / latency_s / 1e12 if cost is not None else None
-    # a kernel that skips masked blocks never executes the full n² FLOPs: judged on the useful ones,
-    # or a causal row would read up to 2× its real efficiency (above 1 on an H200)
-    judged = useful if skips_masked_work and useful is not None else achieved_tflops
-    return dataclasses.replace(
-        base,
-        achieved_tflops=achieved_tflops,
-        achieved_gbps=moved / latency_s / 1e9,
-        roofline_bound=peaks.bound(intensity),
-        attainable_tflops=attainable,
-        roofline_efficiency=judged / attainable,
-        intensity_source=source,
-        achieved_useful_tflops=useful,
-    )
-
-
-# --- the checked call --------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckedCall:
-    """What the checked (first) call produced besides its output."""
-
-    dispatch: Dispatch
-    counts: OpCounts | None
-    """None for a compiling implementation (see below)."""
-    cpu_memory: PeakMemory | None
-    """None for a compiling implementation: torch.compile runs eagerly under a dispatch mode."""
-    compile_time_s: float
-
-
-def checked_call(
-    spec: ImplSpec, call: Callable[[], torch.Tensor], device: torch.device
-) -> tuple[torch.Tensor, CheckedCall]:
-    """The call whose output is checked against the reference.
-
-    Eager: under the dispatch tracker, which gives the CPU peak memory, the SDPA backend that ran and
-    the counted FLOPs and bytes (``no_grad``, not ``inference_mode``, so composite ops decompose
-    visibly). Compiling: this call compiles, so it is timed as ``compile_time_s`` (never part of the
-    latency), under ``inference_mode`` like the timing loop (another grad mode would compile a second
-    graph), and outside the dispatch tracker, under which torch.compile would not run the compiled graph.
-    """
-    if spec.compiles:
-        with torch.inference_mode(), Stopwatch(device) as watch:
-            output = call()
-        return output, CheckedCall(Dispatch(), None, None, watch.seconds)
-    with torch.no_grad(), DispatchTracker() as tracker:
-        output = call()
-    return output, CheckedCall(tracker.result(), tracker.counts(), tracker.cpu_memory(), math.nan)
-
-
-# torch.compile runs a frame eagerly while any TorchDispatchMode is active, so on the CPU the storage
-# tracker would measure the eager module instead of the compiled graph: no number rather than a wrong one.
-COMPILED_CPU_MEMORY = "not measured (CPU: torch.compile runs eagerly under the dispatch-mode tracker)"
-
-
-def device_call(
-    spec: ImplSpec,
-    call: Callable[[], torch.Tensor],
-    device: torch.device,
-    checked: CheckedCall,
-    count_kernels: bool = True,
-) -> tuple[PeakMemory, int | None]:
-    """Peak memory and kernels per call (None: not counted).
-
-    CUDA: one more call, under the allocator tracker and, for an eager implementation when
-    ``count_kernels``, the profiler, which allocates nothing on the device (one call for both: at
-    n = 16k some calls take a third of a second). CPU: the checked call's storage peak, no kernels.
-    """
-    if device.type != "cuda":
-        return checked.cpu_memory or PeakMemory(math.nan, COMPILED_CPU_MEMORY), None
-    kernels = None
-    with torch.inference_mode() if spec.compiles else torch.no_grad(), CudaMemoryTracker(device) as memory:
-        if count_kernels and not spec.compiles:  # a compiled graph is timed, not profiled
-            kernels = count_cuda_kernels(call, device)
-        else:
-            call()
-    return memory.result(), kernels
+# --- who measures the case: one process, or the ranks of a group ------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
 class Checked:
-    """An implementation that passed its check: everything but the latency, and the call to time."""
+    """An implementation that passed its check: its row so far (every group but the timer's) and the call to time."""
 
     spec: ImplSpec
     step: Step
-    identity: CaseIdentity
-    correctness: Correctness
-    dispatch: Dispatch
-    counts: Counted | None
-    memory: Memory
-    cost: ModelledCost | None
+    row: ResultRow
     compile_time_s: float
+    """First-call time of a compiling implementation (NaN: eager); the timer reports it with the latency."""
 
 
-def check_impl(
-    spec: ImplSpec, case: Case, inputs: CaseInputs, device: torch.device, ident: CaseIdentity
-) -> Checked | ResultRow:
-    """Build ``spec``, check its first call against the float64 reference, measure its memory.
+Timed = tuple[object, ...] | BaseException
+"""What timing one implementation gave: the groups it measured (its ``LatencyStats`` among them), or the
+exception that ended it (a failure row)."""
 
-    Returns a ``mismatch`` row when the output is off (NaN/Inf included), else what timing needs.
-    """
-    module, step = prepare(spec, case, inputs.weights, inputs.x)  # forward, decode or train (mhabench.run.steps)
-    output, checked = checked_call(spec, step.run, device)
-    check = check_output(output, inputs.reference_for(spec, case), case.dtype)
-    del output
-    correctness = Correctness(check.max_abs_err, check.max_rel_err)
-    cost = modelled_cost(spec, case)
-    memory, kernels = device_call(spec, step.run, device, checked)
-    dispatch = dataclasses.replace(checked.dispatch, kernels_per_call=kernels)
-    counts = counted(checked.counts, cost) if checked.counts is not None else None
-    if not check.ok:  # reported, never timed
-        return ResultRow(ident, Outcome("mismatch", check.reason), correctness, dispatch, cost=cost, counted=counts)
-    return Checked(
-        spec,
-        step,
-        ident,
-        correctness,
-        dispatch,
-        counts,
-        Memory(memory.peak_bytes, memory.method, parameter_count(module), step.kv_cache_bytes),
-        cost,
-        checked.compile_time_s,
-    )
+
+class Peers(Protocol):
+    """The processes that measure a case together: this one :class:`Alone`, or the ranks of a tensor-parallel group."""
+
+    @property
+    def checks_output(self) -> bool:
+        """This process compares the output with the float64 reference (one check is enough for a group)."""
+
+    @property
+    def whole_layer(self) -> bool:
+        """This process runs the whole layer, so its counted ops and CUDA kernels describe the row's call."""
+
+    def agree(self, outcome: Outcome | None) -> Outcome | None:
+        """The outcome every peer acts on, given this one's (None: all went well here)."""
+
+    def building(self) -> AbstractContextManager[object]:
+        """Around building a layer (a tensor-parallel group: the ranks it splits over)."""
+
+    def time(self, passed: Sequence[Checked], timing: TimingConfig, seed: int) -> dict[str, Timed]:
+        """Time every checked implementation; per name, what :data:`Timed` says."""
+
+
+class Alone:
+    """One process measures the case: nothing to agree on; every implementation timed in the same interleaved rounds."""
+
+    checks_output = True
+    whole_layer = True
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def agree(self, outcome: Outcome | None) -> Outcome | None:
+        return outcome
+
+    def building(self) -> AbstractContextManager[object]:
+        return contextlib.nullcontext()
+
+    def time(self, passed: Sequence[Checked], timing: TimingConfig, seed: int) -> dict[str, Timed]:
+        """The shared rounds of :func:`~mhabench.measure.rounds.interleaved_latency`.
+
+        When they fail (one call raised, or could not be captured in a CUDA graph), each implementation
+        is timed alone, so the failure lands on the row that caused it; those rows then have unpaired
+        samples and their speedups fall back to a ratio of medians.
+        """
+        calls = {item.spec.name: item.step.run for item in passed}
+        compile_times = {item.spec.name: item.compile_time_s for item in passed}
+        with _failures_as_rows(self.device) as failed, torch.inference_mode():
+            latencies = interleaved_latency(calls, self.device, timing, seed=seed, compile_time_s=compile_times)
+        if not failed:
+            return {name: (latency,) for name, latency in latencies.items()}
+        return {name: self._timed_alone(call, timing, compile_times[name]) for name, call in calls.items()}
+
+    def _timed_alone(self, call: Callable[[], torch.Tensor], timing: TimingConfig, compile_time_s: float) -> Timed:
+        with _failures_as_rows(self.device) as failed, torch.inference_mode():
+            latency = measure_latency(call, self.device, timing, compile_time_s)
+        return failed[0] if failed else (dataclasses.replace(latency, rounds_id=None),)
 
 
 # --- a case ------------------------------------------------------------------------------------
@@ -319,83 +225,200 @@ def run_case(
     *,
     repeat: int = 0,
     guard: bool = True,
+    peers: Peers | None = None,
 ) -> Iterator[ResultRow]:
-    """Yield one row per implementation: failures as they happen, then the ok rows after the rounds.
+    """Yield one row per implementation: failures as they happen, then the ok rows after the timing.
 
-    ``guard``: skip what would not fit (``memory_guard``); off, such a case is tried and may be ``oom``.
+    ``guard``: skip what would not fit (:func:`screen`). ``peers``: who measures the case with this
+    process (:class:`Alone` when None); ``peaks``: the roofs its ok rows are placed against.
     """
-    runnable = {spec.name: unsupported_reason(spec, case, device) for spec in specs}
-    guarded = [spec for spec in specs if guard and runnable[spec.name] is None]
-    too_big = {spec.name: memory_guard(spec, case, device) for spec in guarded}
-    runnable |= {name: reason for name, reason in too_big.items() if reason is not None}
-    inputs, input_error = None, None
-    try:
-        inputs = make_inputs(case, device) if any(reason is None for reason in runnable.values()) else None
-    except Exception as exc:  # e.g. the input itself does not fit in memory: the runnable rows say so
-        input_error = exc
+    peers = peers or Alone(device)
+    refused = {spec.name: peers.agree(screen(spec, case, device, guard)) for spec in specs}
+    inputs = _inputs_or_failure(case, device) if None in refused.values() else None
     passed: list[Checked] = []
     for spec in specs:
         ident = identity(run_id, case, spec.name, device, repeat)
-        reason = runnable[spec.name]
-        if reason is not None:
-            yield ResultRow(ident, Outcome("skipped" if too_big.get(spec.name) else "unsupported", reason))
-            continue
-        if input_error is not None:  # drawing the input failed: every runnable row says why
-            yield failure_row(ident, input_error)
+        outcome = refused[spec.name]
+        if outcome is not None:
+            yield ResultRow(ident, outcome)
             continue
         assert inputs is not None
         try:
-            with _failures_as_rows(device) as failed:
-                result = check_impl(spec, case, inputs, device, ident)
-                if isinstance(result, ResultRow):
-                    yield result
-                else:
-                    passed.append(result)
+            result = check_impl(spec, case, inputs, device, ident, peers)
         except CudaContextLostError as lost:
             raise CudaContextLostError(str(lost), failure_row(ident, lost.__context__ or lost)) from None
-        if failed:
-            yield failure_row(ident, failed[0])
-    yield from timed_rows(passed, case, device, peaks, timing)
+        if isinstance(result, ResultRow):
+            yield result
+        else:
+            passed.append(result)
+    yield from timed_rows(passed, case, peaks, timing, peers)
+
+
+def _inputs_or_failure(case: Case, device: torch.device) -> CaseInputs | Exception:
+    """The case's inputs, or why they could not be drawn (e.g. the input itself does not fit): every
+    runnable row then says so."""
+    try:
+        return make_inputs(case, device)
+    except Exception as exc:
+        return exc
+
+
+def check_impl(
+    spec: ImplSpec,
+    case: Case,
+    inputs: CaseInputs | Exception,
+    device: torch.device,
+    ident: CaseIdentity,
+    peers: Peers,
+) -> Checked | ResultRow:
+    """Build ``spec``, check its first call against the float64 reference, measure its memory.
+
+    Returns what timing needs, or the row that ends the implementation here: a failure, or a
+    ``mismatch`` when the output is off (NaN/Inf included). The peers agree after each stage (building
+    comes before the first collective), so one that failed alone does not leave the others in the
+    next all-reduce.
+    """
+    built = _attempt(device, ident, lambda: _build(spec, case, inputs, peers))
+    stop = _agreed(peers, ident, built)
+    if stop is not None:
+        return stop
+    module, step = built
+    row = ResultRow(ident, Outcome("ok", ""), cost=modelled_cost(spec, case)).with_groups(
+        Memory(params=parameter_count(module), kv_cache_bytes=step.kv_cache_bytes)
+    )
+    checked = _attempt(device, ident, lambda: _check(spec, case, inputs, step, device, row, peers))
+    stop = _agreed(peers, ident, checked)
+    if stop is not None:
+        return stop
+    row, compile_time_s = checked
+    measured = _attempt(device, ident, lambda: device_call(spec, step.run, device, peers.whole_layer))
+    stop = _agreed(peers, ident, measured)
+    return stop if stop is not None else Checked(spec, step, row.with_groups(*measured), compile_time_s)
+
+
+def _build(spec: ImplSpec, case: Case, inputs: CaseInputs | Exception, peers: Peers) -> tuple[nn.Module, Step]:
+    """The module and its step (forward, decode or train: :mod:`mhabench.run.steps`)."""
+    if isinstance(inputs, Exception):
+        raise inputs  # drawing the input failed: every runnable row says why
+    with peers.building():
+        return prepare(spec, case, inputs.weights, inputs.x)
+
+
+def _check(
+    spec: ImplSpec, case: Case, inputs: CaseInputs, step: Step, device: torch.device, row: ResultRow, peers: Peers
+) -> tuple[ResultRow, float] | ResultRow:
+    """``row`` with what the checked call measured and its compile time; or its ``mismatch`` row."""
+    output, measured, compile_time_s = checked_call(spec, step.run, device, row.cost, peers.whole_layer)
+    row = row.with_groups(*measured)
+    if peers.checks_output:
+        check = check_output(output, inputs.reference_for(spec, case), case.dtype)
+        row = row.with_groups(Correctness(check.max_abs_err, check.max_rel_err))
+        if not check.ok:  # reported, never timed; no memory either: CUDA's needs the extra call a mismatch never gets
+            return dataclasses.replace(row, outcome=Outcome("mismatch", check.reason), memory=None)
+    return row, compile_time_s
+
+
+def _attempt(device: torch.device, ident: CaseIdentity, stage: Callable[[], Stage]) -> Stage | ResultRow:
+    """``stage()``, or the failure row of the exception it raised (a sticky CUDA error: lost context)."""
+    with _failures_as_rows(device) as failed:
+        return stage()
+    return failure_row(ident, failed[0])
+
+
+def _agreed(peers: Peers, ident: CaseIdentity, result: object) -> ResultRow | None:
+    """The row that ends the implementation on every peer, or None to go on.
+
+    ``result`` is this peer's stage result: a :class:`ResultRow` when it ended here (a failure, a
+    mismatch), which every peer then hears of; a peer that went on gets the outcome another reached.
+    """
+    own = result if isinstance(result, ResultRow) else None
+    problem = peers.agree(own.outcome if own is not None else None)
+    if problem is None:
+        return None
+    return own if own is not None else ResultRow(ident, problem)
+
+
+# --- the measured calls ------------------------------------------------------------------------
+
+# torch.compile runs a frame eagerly while any TorchDispatchMode is active, so on the CPU the storage
+# tracker would measure the eager module instead of the compiled graph: no number rather than a wrong one.
+COMPILED_CPU_MEMORY = "not measured (CPU: torch.compile runs eagerly under the dispatch-mode tracker)"
+
+
+def checked_call(
+    spec: ImplSpec, call: Callable[[], torch.Tensor], device: torch.device, cost: ModelledCost | None, whole_layer: bool
+) -> tuple[torch.Tensor, list[object], float]:
+    """The call whose output is checked, the row groups measured around it, and its compile time (NaN: eager).
+
+    Eager: under the dispatch tracker, which gives what was dispatched, the counted FLOPs and bytes
+    when ``whole_layer`` (a rank's are its slice's) and on the CPU the peak memory (``no_grad``, not
+    ``inference_mode``, so composite ops decompose visibly). Compiling: this call compiles, so it is
+    timed as ``compile_time_s`` (never part of the latency), under ``inference_mode`` like the timing
+    loop (another grad mode would compile a second graph), and outside the dispatch tracker, under
+    which torch.compile would not run the compiled graph.
+    """
+    if spec.compiles:
+        with torch.inference_mode(), Stopwatch(device) as watch:
+            output = call()
+        unmeasured = [] if device.type == "cuda" else [Memory(math.nan, COMPILED_CPU_MEMORY)]
+        return output, unmeasured, watch.seconds
+    with torch.no_grad(), DispatchTracker() as tracker:
+        output = call()
+    groups: list[object] = [tracker.result()]
+    if whole_layer:
+        groups.append(counted(tracker.counts(), cost))
+    if device.type != "cuda":
+        groups.append(tracker.cpu_memory())
+    return output, groups, math.nan
+
+
+def device_call(
+    spec: ImplSpec, call: Callable[[], torch.Tensor], device: torch.device, whole_layer: bool
+) -> list[object]:
+    """CUDA: the row groups of one more call: its peak memory and, for an eager implementation when
+    ``whole_layer``, the kernels it launches (the profiler allocates nothing on the device, so one call
+    serves both: at n = 16k some calls take a third of a second). CPU: none, the checked call measured it.
+
+    A compiled graph is timed, not profiled; a rank's call is not profiled either (no profiler around NCCL).
+    """
+    if device.type != "cuda":
+        return []
+    profile = whole_layer and not spec.compiles
+    kernels = None
+    with torch.inference_mode() if spec.compiles else torch.no_grad(), CudaMemoryTracker(device) as memory:
+        if profile:
+            kernels = count_cuda_kernels(call, device)
+        else:
+            call()
+    return [memory.result(), Dispatch(kernels_per_call=kernels)]
+
+
+# --- the timed rows ----------------------------------------------------------------------------
 
 
 def timed_rows(
-    passed: list[Checked], case: Case, device: torch.device, peaks: DevicePeaks, timing: TimingConfig
+    passed: list[Checked], case: Case, peaks: DevicePeaks, timing: TimingConfig, peers: Peers
 ) -> Iterator[ResultRow]:
-    """Time every checked implementation in the same interleaved rounds; one ok row each.
-
-    When the shared rounds fail (one call raised, or could not be captured in a CUDA graph), each
-    implementation is timed alone, so the failure lands on the row that caused it; those rows then
-    have unpaired samples and their speedups fall back to a ratio of medians.
-    """
+    """Time every checked implementation (``peers``' timer); one ok row each, placed on the roofline, or
+    the failure row of one whose timing failed."""
     if not passed:
         return
-    calls = {item.spec.name: item.step.run for item in passed}
-    compile_times = {item.spec.name: item.compile_time_s for item in passed}
-    with _failures_as_rows(device) as failed, torch.inference_mode():
-        latencies = interleaved_latency(calls, device, timing, seed=case.seed, compile_time_s=compile_times)
+    timed = peers.time(passed, timing, case.seed)
     for item in passed:
-        if failed:
-            with _failures_as_rows(device) as alone_failed, torch.inference_mode():
-                latency = dataclasses.replace(
-                    measure_latency(item.step.run, device, timing, item.compile_time_s), rounds_id=None
-                )
-            if alone_failed:
-                yield failure_row(item.identity, alone_failed[0])
-                continue
-        else:
-            latency = latencies[item.spec.name]
-        skips = case.causal and kernel_skips_masked_work(item.dispatch.sdpa_backend or "", item.spec.name)
-        yield ResultRow(
-            item.identity,
-            Outcome("ok", ""),
-            item.correctness,
-            item.dispatch,
-            latency=latency,
-            memory=item.memory,
-            cost=item.cost,
-            counted=item.counts,
-            roofline=roofline(case, item.cost, item.counts, latency, peaks, skips),
-        )
+        groups = timed[item.spec.name]
+        if isinstance(groups, BaseException):
+            yield failure_row(item.row.case, groups)
+            continue
+        row = item.row.with_groups(*groups)
+        yield row.with_groups(placed(row, case, peaks))
+
+
+def placed(row: ResultRow, case: Case, peaks: DevicePeaks) -> Roofline:
+    """The roofline group of a timed row (throughput from its median latency)."""
+    assert row.latency is not None
+    backend = row.dispatch.sdpa_backend if row.dispatch is not None else None
+    skips = case.causal and kernel_skips_masked_work(backend or "", row.case.impl)
+    return roofline(workload(case).tokens, row.cost, row.counted, row.latency, peaks, skips)
 
 
 class _failures_as_rows:

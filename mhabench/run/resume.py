@@ -20,6 +20,7 @@ from mhabench.errors import InputError, MhabenchError, quote
 from mhabench.impls import core_implementations
 from mhabench.measure.peaks import device_name
 from mhabench.results.liveness import effective_status
+from mhabench.results.manifest import Manifest, Shard
 from mhabench.results.schema import FORMAT_VERSION
 from mhabench.results.store import MANIFEST_NAME, finished_rows, read_manifest, resolve_run
 from mhabench.scenario import plugins
@@ -46,6 +47,8 @@ class ResumePlan:
     """As written by the killed run (``repeats``, ``shard``, ``plugins``, …)."""
     differences: tuple[str, ...] = ()
     """Why rows measured now would not be comparable with the folder's; non-empty only under ``--force``."""
+    shard: Shard | None = None
+    """The shard the run measured (``--shard I/N``): resuming measures the same one."""
 
 
 def prepare_resume(ref: str, results_root: Path, force: bool) -> ResumePlan:
@@ -56,51 +59,44 @@ def prepare_resume(ref: str, results_root: Path, force: bool) -> ResumePlan:
     :class:`NothingToResumeError` (exit 0) for a complete run.
     """
     run_dir = resolve_run(ref, results_root)
-    manifest = read_manifest(run_dir)
+    data = read_manifest(run_dir)
+    older_format = format_difference(run_dir, data)  # a newer format is refused before the rest is read
+    manifest = Manifest.parse(data, run_dir / MANIFEST_NAME)
     _check_status(run_dir, manifest)
-    older_format = format_difference(run_dir, manifest)  # a newer format is refused before its config is read
-    plugins.load_plugin_files(_string_list(manifest.get("plugins")))
+    plugins.load_plugin_files(manifest.plugins)
     config = _recorded_config(run_dir, manifest)
     device = resolve_device(config.device)
     differences = (
         *older_format,
         *environment_differences(manifest, device),
-        *foreign_rows(run_dir, config, device, _repeats(manifest)),
+        *foreign_rows(run_dir, config, device, manifest.repeats),
     )
     if differences and not force:
         raise InputError(
             f"{run_dir}: cannot resume: {'; '.join(differences)} (rows measured now would not be comparable; "
             "--force resumes anyway)"
         )
-    return ResumePlan(run_dir, config, manifest, differences)
+    return ResumePlan(run_dir, config, manifest.as_dict(), differences, manifest.shard)
 
 
-def _check_status(run_dir: Path, manifest: dict[str, Any]) -> None:
+def _check_status(run_dir: Path, manifest: Manifest) -> None:
+    """A live run is refused, a complete one has nothing to resume, an unfinished benchmark run may go on."""
     status = effective_status(manifest)
     if status == "running":
         raise InputError(
-            f"{run_dir}: still running (pid {manifest.get('pid')} on {manifest.get('host')}); "
-            "resume it after that process has ended"
+            f"{run_dir}: still running (pid {manifest.pid} on {manifest.host}); resume it after that process has ended"
         )
     if status == "complete":
         raise NothingToResumeError(f"nothing to resume: {run_dir} is complete")
+    if manifest.kind == "probe":
+        raise InputError(f"{run_dir}: a probe run cannot be resumed; run `mhabench probe` again")
 
 
-def _string_list(value: Any) -> list[str]:
-    return [str(item) for item in value] if isinstance(value, list) else []
-
-
-def _repeats(manifest: dict[str, Any]) -> int:
-    repeats = manifest.get("repeats", 1)
-    return repeats if type(repeats) is int and repeats >= 1 else 1
-
-
-def _recorded_config(run_dir: Path, manifest: dict[str, Any]) -> RunConfig:
+def _recorded_config(run_dir: Path, manifest: Manifest) -> RunConfig:
     """The manifest's resolved config, validated again by this mhabench (errors name the manifest)."""
-    data = manifest.get("config")
-    if not isinstance(data, dict):
+    if manifest.config is None:
         raise InputError(f"{run_dir / MANIFEST_NAME}: no config recorded; this run cannot be resumed")
-    return parse_config(data, str(run_dir / MANIFEST_NAME))
+    return parse_config(manifest.config, str(run_dir / MANIFEST_NAME))
 
 
 def format_difference(run_dir: Path, manifest: dict[str, Any]) -> list[str]:
@@ -114,10 +110,9 @@ def format_difference(run_dir: Path, manifest: dict[str, Any]) -> list[str]:
     return [f"result format version {version} then, {FORMAT_VERSION} now"] if version != FORMAT_VERSION else []
 
 
-def environment_differences(manifest: dict[str, Any], device: torch.device) -> list[str]:
+def environment_differences(manifest: Manifest, device: torch.device) -> list[str]:
     """What of mhabench, torch and the device differs from the manifest's record, one phrase each."""
-    recorded = manifest.get("environment")
-    recorded = recorded if isinstance(recorded, dict) else {}
+    recorded = manifest.environment
     now = {
         "mhabench_version": __version__,
         "torch": torch.__version__,

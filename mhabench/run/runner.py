@@ -2,11 +2,12 @@
 
 A run is ``repeats`` passes over the cases (``run --repeat N``: every case of pass 0, then of pass
 1, …), in one process or, with ``isolation: process``, one child process per case. Each finished
-row goes to disk at once (``results.RunWriter``); a resumed run (``resume_dir``) appends only the
-(case, implementation, repeat) triples its folder lacks. A reference workload is timed at the start,
-between cases on long runs and at the end (``mhabench.measure.drift``), so the manifest says whether
-the machine changed under the run. Under ``torchrun`` the run is tensor-parallel
-(``mhabench.distributed.run``).
+row goes to disk at once (``results.RunWriter``), and the manifest follows the run-folder lifecycle
+(``results.lifecycle.run_folder``: running with a heartbeat per row, then complete, interrupted or
+failed); a resumed run (``resume_dir``) appends only the (case, implementation, repeat) triples its
+folder lacks. A reference workload is timed at the start, between cases on long runs and at the end
+(``mhabench.measure.drift``), so the manifest says whether the machine changed under the run. Under
+``torchrun`` the run is tensor-parallel (``mhabench.distributed.run``).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.drift import DriftWatch
 from mhabench.measure.environment import environment
 from mhabench.measure.peaks import DevicePeaks, device_peaks
-from mhabench.results.liveness import heartbeat, liveness_fields
-from mhabench.results.schema import FORMAT_VERSION, Outcome, ResultRow
-from mhabench.results.store import RunWriter, new_run_dir, read_manifest, rows_frame
+from mhabench.results.lifecycle import run_folder
+from mhabench.results.liveness import liveness_fields
+from mhabench.results.manifest import Manifest
+from mhabench.results.schema import Outcome, ResultRow
+from mhabench.results.store import MANIFEST_NAME, RunWriter, new_run_dir, read_manifest, rows_frame
 from mhabench.run.case import CudaContextLostError, identity, modelled_cost, run_case
 from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
 from mhabench.run.launch import check_launch
@@ -102,55 +105,43 @@ def run(
         # with an explicit index (torch 2.11 refuses a bare "cuda"), so every kernel targets cuda:N
         torch.cuda.set_device(torch.device(canonical_device(device)))
     if resume_dir is not None:
-        writer, manifest = RunWriter.reopen(resume_dir), read_manifest(resume_dir)
-        repeats = int(manifest.get("repeats", 1))
-        resumed = {"at": _now(), "command": argv or [], "forced_differences": list(resume_differences)}
-        manifest.setdefault("resumed", []).append({**resumed, **liveness_fields()})
-        # reopen rewrote the rows in this version's format
-        manifest.update(status="running", finished_at=None, format_version=FORMAT_VERSION, **liveness_fields())
+        writer, manifest = RunWriter.reopen(resume_dir), _resumed_manifest(resume_dir, argv, resume_differences)
+        repeats = manifest.repeats
     else:
         started = dt.datetime.now(dt.timezone.utc)
         writer = RunWriter(new_run_dir(out_root, _folder_name(config, manifest_extra), started))
-        manifest = {
-            "run_id": writer.run_id,
-            "format_version": FORMAT_VERSION,
-            "command": argv or [],
-            "config": config.model_dump(mode="json"),
-            "environment": {**environment(device), **process},
-            "roofline": {},
-            "cases": len(cases),
-            "implementations": [s.name for s in specs],
-            "repeats": repeats,
-            "plugins": list(plugins.loaded_plugin_files()),  # --resume loads them again
-            "started_at": started.isoformat(),
-            "finished_at": None,
-            "status": "running",
-            **liveness_fields(),
+        manifest = Manifest(
+            command=argv or [],
+            config=config.model_dump(mode="json"),
+            environment={**environment(device), **process},
+            roofline={},
+            cases=len(cases),
+            implementations=[s.name for s in specs],
+            repeats=repeats,
+            plugins=list(plugins.loaded_plugin_files()),  # --resume loads them again
+            started_at=started.isoformat(),
             **(manifest_extra or {}),
-        }
+        )
     todo = pending(cases, specs, repeats, select, {(r.case.case_id, r.case.impl, r.case.repeat) for r in writer.rows})
-    writer.write_manifest(manifest)
-    writer.on_row = lambda: writer.write_manifest({**manifest, **heartbeat()})  # liveness for readers
     if progress:
         progress.start(sum(len(names) for _, _, names in todo))
-    try:
+    with run_folder(writer.run_dir, manifest, writer) as live:
         peaks = roofline_peaks(device, sorted({case.dtype for case in cases}))  # before any case is timed
-        manifest["roofline"] = {dtype: dataclasses.asdict(p) for dtype, p in peaks.items()}
+        live.record(roofline={dtype: dataclasses.asdict(p) for dtype, p in peaks.items()})
         # the reference workload, timed before the first case; no longer than a row's own minimum
         drift = DriftWatch(device, config.timing.noise_threshold, seconds=min(0.2, config.timing.min_run_time_s))
-        writer.write_manifest(manifest)
         run_cases(todo, device, writer, peaks, config, progress, drift)
-        manifest["drift"] = drift.finish()
+        live.record(drift=drift.finish())
         warning = drift.result().warning()
-    except BaseException:  # Ctrl-C or a crash: the rows are on disk; say the run is incomplete
-        writer.close()
-        manifest.update(finished_at=_now(), status="interrupted")
-        writer.write_manifest(manifest)
-        raise
-    writer.close()
-    manifest.update(finished_at=_now(), status="complete")
-    writer.write_manifest(manifest)
     return RunResult(writer.run_dir, list(writer.rows), (warning,) if warning else ())
+
+
+def _resumed_manifest(run_dir: Path, argv: list[str] | None, differences: tuple[str, ...]) -> Manifest:
+    """The killed run's manifest with a ``resumed`` entry: when, the command, what ``--force`` overrode, who."""
+    manifest = Manifest.parse(read_manifest(run_dir), run_dir / MANIFEST_NAME)
+    entry = {"at": _now(), "command": argv or [], "forced_differences": list(differences), **liveness_fields()}
+    manifest.resumed = [*manifest.resumed, entry]
+    return manifest
 
 
 def _now() -> str:

@@ -28,7 +28,6 @@ from torch import nn
 from mhabench.cost import Workload
 from mhabench.impls import build
 from mhabench.impls.kv_cache import KVCache
-from mhabench.impls.reference import Reference, expected_output
 from mhabench.impls.registry import ImplSpec
 from mhabench.impls.weights import AttentionWeights
 from mhabench.scenario.config import DTYPES, Case
@@ -71,14 +70,6 @@ def workload(case: Case) -> Workload:
 def input_len(case: Case) -> int:
     """Tokens of the case's input: decode needs the cached prefix plus the new token."""
     return case.seq_len + 1 if case.phase == "decode" else case.seq_len
-
-
-def expected(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tensor) -> Reference:
-    """The float64 output ``spec`` must reproduce: its own reference function, or standard attention
-    computed on the case's device in blocks (a sampled set of rows for large cases)."""
-    if spec.reference is not None and case.phase == "prefill":
-        return Reference(spec.reference(weights, x, case.heads, case.causal))
-    return expected_output(weights, x, case.heads, case.causal, phase=case.phase)
 
 
 def prepare(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tensor) -> tuple[nn.Module, Step]:

@@ -1,12 +1,34 @@
-"""Terminal rendering of ``mhabench compare`` (rich): the manifest differences and the verdict table."""
+"""``mhabench compare``'s output: the comparison as a table for the terminal (rich), CSV, JSON and Markdown.
+
+:func:`comparison_table` is the one table of a :class:`mhabench.analysis.compare.Comparison`: speedups
+over the baseline for one run, ratio, CI, Holm-corrected p-value and verdict for two. Every output
+renders it, so the terminal and the ``--output`` file never disagree.
+"""
 
 from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
-from mhabench.analysis.compare import Comparison, comparison_table
-from mhabench.views.table import to_rich
+from mhabench.analysis import stats
+from mhabench.analysis.compare import Comparison
+from mhabench.analysis.speedup import repeat_count
+from mhabench.errors import InputError
+from mhabench.results.schema import ARITHMETIC_INTENSITY, IMPL, LATENCY_MS, REPEAT, STATUS
+from mhabench.views import table
+from mhabench.views.summary import method_phrase, status_text
+from mhabench.views.table import TableModel, format_number
+
+OUTPUT_SUFFIXES = (".csv", ".json", ".md")
+
+
+# --- the terminal ------------------------------------------------------------------------------
 
 
 def differences_text(comparison: Comparison) -> Text | None:
@@ -22,4 +44,159 @@ def differences_text(comparison: Comparison) -> Text | None:
 
 def compare_table(comparison: Comparison) -> Table:
     """The comparison as a rich table; verdicts (two runs) or winners and failures (one run) in colour."""
-    return to_rich(comparison_table(comparison))
+    return table.to_rich(comparison_table(comparison))
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+
+def comparison_table(comparison: Comparison) -> TableModel:
+    """The comparison as the shared table model (terminal, Markdown, CSV and JSON render it)."""
+    table_of = _speedup_table if comparison.candidate_id is None else _runs_table
+    return table_of(comparison)
+
+
+def _ci(low: Any, high: Any) -> str:
+    return f"[{format_number(low, '.3f')}, {format_number(high, '.3f')}]" if math.isfinite(float(low)) else "-"
+
+
+def _verdict_style(verdict: str) -> str:
+    return {"~": "maybe", "only in base": "only", "only in candidate": "only", "not compared": "failed"}.get(
+        verdict, verdict
+    )
+
+
+def _speedup_table(comparison: Comparison) -> TableModel:
+    """One run: speedups over the baseline, with the method; a ``rep`` column for a ``--repeat N`` run."""
+    frame = comparison.rows
+    with_repeats = repeat_count(frame) > 1
+    headers = [
+        "case",
+        "impl",
+        *(["rep"] if with_repeats else []),
+        "median ms",
+        f"speedup vs {comparison.baseline}",
+        "95% CI",
+        "method",
+        "mem ratio",
+        "FLOP/B",
+        "winner",
+        "status",
+    ]
+    cells = [
+        [
+            r["case"],
+            r[IMPL],
+            *([str(r[REPEAT])] if with_repeats else []),
+            format_number(r[LATENCY_MS], ".3f"),
+            format_number(r["speedup"], ".2f", "×"),
+            _ci(r["speedup_ci_low"], r["speedup_ci_high"]),
+            r["speedup_method"] or "-",
+            format_number(r["memory_ratio"], ".2f", "×"),
+            format_number(r[ARITHMETIC_INTENSITY], ".1f"),
+            "★" if r["winner"] else "",
+            status_text(r),
+        ]
+        for _, r in frame.iterrows()
+    ]
+    styles = ["failed" if r[STATUS] != "ok" else "winner" if r["winner"] else "" for _, r in frame.iterrows()]
+    phrase = method_phrase(frame.get("speedup_method", []))
+    title = f"{comparison.base_id}: speedup vs {comparison.baseline} ({phrase}, 95% bootstrap CI)"
+    return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), frame)
+
+
+def _runs_table(comparison: Comparison) -> TableModel:
+    """Two runs: candidate/base ratio, CI, Holm-corrected p-value and verdict per matched row."""
+    frame = comparison.rows
+    with_repeats = REPEAT in frame.columns and frame[REPEAT].nunique() > 1
+    headers = [
+        "case",
+        "impl",
+        *(["rep"] if with_repeats else []),
+        "base ms",
+        "cand ms",
+        "ratio",
+        "95% CI",
+        "p (Holm)",
+        "verdict",
+        "note",
+    ]
+    cells = [
+        [
+            r["case"],
+            r[IMPL],
+            *([str(r[REPEAT])] if with_repeats else []),
+            format_number(r["base_ms"], ".3f"),
+            format_number(r["candidate_ms"], ".3f"),
+            format_number(r["ratio"], ".3f"),
+            _ci(r["ci_low"], r["ci_high"]),
+            format_number(r["p_holm"], ".2g"),
+            r["verdict"],
+            r["note"],
+        ]
+        for _, r in frame.iterrows()
+    ]
+    styles = [_verdict_style(str(r["verdict"])) for _, r in frame.iterrows()]
+    title = (
+        f"{comparison.base_id} → {comparison.candidate_id}: candidate/base median "
+        f"(threshold {comparison.threshold:.1%}, Holm-corrected α = {stats.ALPHA})"
+    )
+    return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), frame)
+
+
+def _numeric(headers: list[str]) -> list[bool]:
+    return [h not in ("case", "impl", "rep", "method", "verdict", "note", "status", "winner") for h in headers]
+
+
+# --- output files ------------------------------------------------------------------------------
+
+
+def check_output_path(path: Path) -> None:
+    """Refuse an unknown ``--output`` extension before any work is done."""
+    if path.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise InputError(f"--output: {path}: unknown extension {path.suffix!r} (use {', '.join(OUTPUT_SUFFIXES)})")
+
+
+def write_output(comparison: Comparison, path: Path) -> None:
+    """Write the comparison as CSV, JSON or Markdown, chosen by the file's extension."""
+    check_output_path(path)
+    suffix = path.suffix.lower()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if suffix == ".csv":
+            path.write_text(table.to_csv(comparison_table(comparison)), encoding="utf-8")
+        elif suffix == ".json":
+            path.write_text(json.dumps(_as_json(comparison), indent=2, default=str) + "\n", encoding="utf-8")
+        else:
+            path.write_text(as_markdown(comparison), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"--output: {path}: cannot write ({exc.strerror or exc})") from None
+
+
+def _as_json(comparison: Comparison) -> dict[str, Any]:
+    records = table.to_json_records(comparison_table(comparison))
+    return {
+        "base": comparison.base_id,
+        "candidate": comparison.candidate_id,
+        "baseline": comparison.baseline,
+        "threshold": comparison.threshold,
+        "alpha": stats.ALPHA,
+        "confidence_level": stats.CONFIDENCE_LEVEL,
+        "differences": [dataclasses.asdict(d) for d in comparison.differences],
+        "rows": records,
+    }
+
+
+def as_markdown(comparison: Comparison) -> str:
+    """``--output x.md``: a title, the threshold, the manifest differences, then the table."""
+    if comparison.candidate_id is None:
+        title = f"# mhabench compare: {comparison.base_id} (baseline {comparison.baseline})"
+    else:
+        title = f"# mhabench compare: {comparison.base_id} → {comparison.candidate_id}"
+    parts = [title, ""]
+    if comparison.threshold is not None:
+        parts += [f"Threshold {comparison.threshold:.1%}, significance α = {stats.ALPHA} after Holm correction.", ""]
+    if comparison.differences:
+        parts += ["Manifest differences:", ""]
+        parts += [f"- {d.field}: {d.base} → {d.candidate}" for d in comparison.differences] + [""]
+    return "\n".join([*parts, table.to_markdown(comparison_table(comparison)), ""])

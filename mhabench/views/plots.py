@@ -23,11 +23,33 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 from PIL import Image
 
-from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
-from mhabench.results.schema import SHAPE_FIELDS, label
+from mhabench.analysis.speedup import DEFAULT_BASELINE
+from mhabench.results.schema import (
+    ACHIEVED_TFLOPS,
+    ARITHMETIC_INTENSITY,
+    BATCH,
+    CASE_ID,
+    D_MODEL,
+    DTYPE,
+    HEADS,
+    IMPL,
+    INTENSITY_SOURCE,
+    KV_HEADS,
+    LATENCY_MS,
+    MEASURED_INTENSITY,
+    PEAK_GBPS,
+    PEAK_MEMORY_BYTES,
+    PEAK_TFLOPS,
+    ROOFLINE_SOURCE,
+    SCENARIO,
+    SEQ_LEN,
+    SHAPE_FIELDS,
+    STATUS,
+    label,
+)
 
 # Fields that make two rows different measurements (besides the implementation).
-PLOT_FIELDS = (*SHAPE_FIELDS, "dtype")
+PLOT_FIELDS = (*SHAPE_FIELDS, DTYPE)
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 DPI = 100
@@ -69,12 +91,12 @@ class Plot:
 
 def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows with a measured latency: only these can be plotted."""
-    return rows[(rows["status"] == "ok") & rows["latency_ms"].notna()].astype({"latency_ms": float})
+    return rows[(rows[STATUS] == "ok") & rows[LATENCY_MS].notna()].astype({LATENCY_MS: float})
 
 
 def impl_styles(rows: pd.DataFrame) -> dict[str, tuple[str, str]]:
     """One (colour, marker) per implementation, the same in every plot of a report."""
-    names = list(dict.fromkeys(rows["impl"]))
+    names = list(dict.fromkeys(rows[IMPL]))
     return {name: (f"C{i % 10}", MARKERS[i % len(MARKERS)]) for i, name in enumerate(names)}
 
 
@@ -83,12 +105,12 @@ def shown_impls(rows: pd.DataFrame, baseline: str, limit: int = MAX_LINES) -> tu
 
     "Fastest" is the median over cases of latency / the case's fastest latency, so a shape that only
     some implementations ran does not decide the ranking."""
-    names = list(dict.fromkeys(rows["impl"]))
+    names = list(dict.fromkeys(rows[IMPL]))
     ok = ok_rows(rows)
     if len(names) <= limit or ok.empty:
         return names, []
-    relative = ok["latency_ms"] / ok.groupby("case_id")["latency_ms"].transform("min")
-    ranked = list(relative.groupby(ok["impl"]).median().sort_values().index)
+    relative = ok[LATENCY_MS] / ok.groupby(CASE_ID)[LATENCY_MS].transform("min")
+    ranked = list(relative.groupby(ok[IMPL]).median().sort_values().index)
     keep = ([baseline] if baseline in ranked else []) + [n for n in ranked if n != baseline]
     return [n for n in names if n in keep[:limit]], [n for n in names if n not in keep[:limit]]
 
@@ -99,10 +121,10 @@ def fields_present(rows: pd.DataFrame, exclude: Sequence[str]) -> list[str]:
 
 def field_text(field: str, value: object) -> str:
     """``n=512``, ``causal`` / ``no causal``, ``float32``: one shape field, short enough for a legend."""
-    short = {name: label(name) for name in ("batch", "seq_len", "d_model", "heads", "kv_heads")}
+    short = {name: label(name) for name in (BATCH, SEQ_LEN, D_MODEL, HEADS, KV_HEADS)}
     if isinstance(value, bool | np.bool_):
         return field if value else f"no {field}"
-    return str(value) if field == "dtype" else f"{short.get(field, field)}={value}"
+    return str(value) if field == DTYPE else f"{short.get(field, field)}={value}"
 
 
 def _known(value: object) -> bool:
@@ -154,13 +176,13 @@ def facet_panels(rows: pd.DataFrame, x: str) -> tuple[list[str], list[tuple]]:
 
     A panel is kept when some implementation has two or more ``x`` values in it (a line to draw).
     kv_heads is no facet in plain MHA (kv_heads = heads in every row): it would repeat heads."""
-    plain_mha = "kv_heads" in rows and bool((rows["kv_heads"] == rows["heads"]).all())
-    others = fields_present(rows, exclude=(x, "kv_heads") if plain_mha else (x,))
+    plain_mha = KV_HEADS in rows and bool((rows[KV_HEADS] == rows[HEADS]).all())
+    others = fields_present(rows, exclude=(x, KV_HEADS) if plain_mha else (x,))
     facets = [f for f in others if rows[f].nunique(dropna=False) > 1]
     groups = rows.groupby(facets, sort=True, dropna=False) if facets else [((), rows)]
     panels = []
     for key, group in groups:
-        if group.groupby("impl")[x].nunique().max() >= 2:
+        if group.groupby(IMPL)[x].nunique().max() >= 2:
             values = dict(zip(facets, key if isinstance(key, tuple) else (key,), strict=True))
             panels.append((varying_label(rows, values, facets), group))
     return facets, panels
@@ -168,7 +190,7 @@ def facet_panels(rows: pd.DataFrame, x: str) -> tuple[list[str], list[tuple]]:
 
 def _draw_panel(axes: Sequence[Axes], panel: pd.DataFrame, x: str, metrics: Sequence[Metric], styles: dict) -> None:
     """One line per implementation and metric; repeats of a point are drawn at their median."""
-    for impl, group in panel.groupby("impl", sort=False):
+    for impl, group in panel.groupby(IMPL, sort=False):
         colour, marker = styles[str(impl)]
         for ax, (_, metric) in zip(axes, metrics, strict=True):
             values = pd.Series(metric(group).to_numpy(dtype=float), index=group[x].to_numpy())
@@ -202,7 +224,7 @@ def _facet_figure(panels: list[tuple], x: str, metrics: Sequence[Metric], styles
             ax.set_xlabel(x)
         if len(metrics) > 1 or index % columns == 0:
             ax.set_ylabel(metrics[index % len(metrics)][0])
-    impls = {str(i) for _, panel in panels for i in panel["impl"]}
+    impls = {str(i) for _, panel in panels for i in panel[IMPL]}
     _legend(fig, _impl_handles([n for n in styles if n in impls], styles))
     return fig
 
@@ -242,24 +264,24 @@ def left_out_text(shown: Sequence[str], left_out: Sequence[str], baseline: str) 
     return f"{lead} {others} fastest others of {len(shown) + len(left_out)} are drawn; left out: {', '.join(left_out)}."
 
 
-LATENCY: Metric = ("median latency (ms)", lambda g: g["latency_ms"])
-MEMORY: Metric = ("peak memory (MiB)", lambda g: g["peak_memory_bytes"].astype(float) / MIB)
+LATENCY: Metric = ("median latency (ms)", lambda g: g[LATENCY_MS])
+MEMORY: Metric = ("peak memory (MiB)", lambda g: g[PEAK_MEMORY_BYTES].astype(float) / MIB)
 FACETED = {  # name: (title, x, metrics, why it is skipped)
     "latency_vs_seq_len": (
         "Latency vs sequence length (log-log)",
-        "seq_len",
+        SEQ_LEN,
         (LATENCY,),
         "needs at least two seq_len values for one implementation",
     ),
     "memory_vs_seq_len": (
         "Peak memory vs sequence length",
-        "seq_len",
+        SEQ_LEN,
         (MEMORY,),
         "needs peak memory at two or more seq_len values",
     ),
     "vs_heads": (
         "Latency and peak memory vs heads (fixed d_model)",
-        "heads",
+        HEADS,
         (LATENCY, MEMORY),
         "heads do not vary at a fixed d_model in this run",
     ),
@@ -272,7 +294,7 @@ def faceted(name: str, rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT
     ok = ok_rows(rows)
     ok = ok[np.logical_and.reduce([metric(ok).astype(float) > 0 for _, metric in metrics])]
     shown, left_out = shown_impls(ok, baseline)
-    figures, facets, panels = facet_figures(ok[ok["impl"].isin(shown)], x, metrics, styles)
+    figures, facets, panels = facet_figures(ok[ok[IMPL].isin(shown)], x, metrics, styles)
     if not figures:
         return [Plot(name, title, None, reason)]
     drawn = sum(len(fig.axes) for fig in figures) // len(metrics)
@@ -296,20 +318,20 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
 
     ``achieved_tflops`` already uses the same source's FLOPs (the runner computes both together)."""
     ok = ok_rows(rows)
-    source = ok["intensity_source"] if "intensity_source" in ok else pd.Series("", index=ok.index)
-    measured = (source == "measured") & (_numbers(ok, "measured_intensity") > 0)
+    source = ok[INTENSITY_SOURCE] if INTENSITY_SOURCE in ok else pd.Series("", index=ok.index)
+    measured = (source == "measured") & (_numbers(ok, MEASURED_INTENSITY) > 0)
     points = pd.DataFrame(
         {
-            "impl": ok["impl"].astype(str),
-            "dtype": ok["dtype"].astype(str),
-            "intensity": _numbers(ok, "measured_intensity").where(measured, _numbers(ok, "arithmetic_intensity")),
-            "achieved_tflops": _numbers(ok, "achieved_tflops"),
+            IMPL: ok[IMPL].astype(str),
+            DTYPE: ok[DTYPE].astype(str),
+            "intensity": _numbers(ok, MEASURED_INTENSITY).where(measured, _numbers(ok, ARITHMETIC_INTENSITY)),
+            ACHIEVED_TFLOPS: _numbers(ok, ACHIEVED_TFLOPS),
             "source": np.where(measured, "measured", "modelled"),
-            "peak_tflops": _numbers(ok, "peak_tflops"),
-            "peak_gbps": _numbers(ok, "peak_gbps"),
+            PEAK_TFLOPS: _numbers(ok, PEAK_TFLOPS),
+            PEAK_GBPS: _numbers(ok, PEAK_GBPS),
         }
     )
-    values = points[["intensity", "achieved_tflops", "peak_tflops", "peak_gbps"]]
+    values = points[["intensity", ACHIEVED_TFLOPS, PEAK_TFLOPS, PEAK_GBPS]]
     return points[(values > 0).all(axis=1)]
 
 
@@ -320,21 +342,21 @@ def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
         return None
     fig = Figure(figsize=(7.0, 4.4), layout="constrained")
     ax = _grid(fig.add_subplot())
-    roofs = points.groupby("dtype", sort=False)[["peak_tflops", "peak_gbps"]].first()
-    ridges = roofs["peak_tflops"] * 1e3 / roofs["peak_gbps"]
+    roofs = points.groupby(DTYPE, sort=False)[[PEAK_TFLOPS, PEAK_GBPS]].first()
+    ridges = roofs[PEAK_TFLOPS] * 1e3 / roofs[PEAK_GBPS]
     span = (min(points["intensity"].min(), ridges.min()) / 4, max(points["intensity"].max(), ridges.max()) * 4)
     x = np.geomspace(*span, 200)
     handles = []
     for (dtype, roof), style in zip(roofs.iterrows(), itertools.cycle(LINE_STYLES), strict=False):
-        text = f"roof {dtype}: {roof['peak_gbps']:.3g} GB/s, {roof['peak_tflops']:.3g} TFLOP/s"
-        attainable = np.minimum(roof["peak_tflops"], roof["peak_gbps"] * x / 1e3)
+        text = f"roof {dtype}: {roof[PEAK_GBPS]:.3g} GB/s, {roof[PEAK_TFLOPS]:.3g} TFLOP/s"
+        attainable = np.minimum(roof[PEAK_TFLOPS], roof[PEAK_GBPS] * x / 1e3)
         handles += ax.plot(x, attainable, color="0.25", linestyle=style, linewidth=1.6, label=text)
-    for (impl, source), group in points.groupby(["impl", "source"], sort=False):
+    for (impl, source), group in points.groupby([IMPL, "source"], sort=False):
         colour, marker = styles[impl]
         face = colour if source == "measured" else "none"
         ax.scatter(
             group["intensity"],
-            group["achieved_tflops"],
+            group[ACHIEVED_TFLOPS],
             marker=marker,
             s=40,
             zorder=3,
@@ -342,7 +364,7 @@ def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
             edgecolors=colour,
             linewidths=1.2,
         )
-    handles += _impl_handles([n for n in styles if n in set(points["impl"])], styles)
+    handles += _impl_handles([n for n in styles if n in set(points[IMPL])], styles)
     for source, fill, text in (("measured", "0.3", "counted intensity"), ("modelled", "none", "modelled intensity")):
         if (points["source"] == source).any():
             handles.append(Line2D([], [], linestyle="", marker="o", color="0.3", markerfacecolor=fill, label=text))
@@ -351,7 +373,7 @@ def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
     _plain_log_labels(ax)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved TFLOP/s")
-    sources = ", ".join(sorted({str(s) for s in rows.get("roofline_source", pd.Series(["?"])).dropna()}))
+    sources = ", ".join(sorted({str(s) for s in rows.get(ROOFLINE_SOURCE, pd.Series(["?"])).dropna()}))
     ax.set_title(f"Roofline (device peaks: {sources})", fontsize="medium")
     _legend(fig, handles, "outside right upper")
     return fig
@@ -359,7 +381,7 @@ def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
 
 def roofline(rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE) -> Plot:
     shown, left_out = shown_impls(rows, baseline)
-    fig = roofline_figure(rows[rows["impl"].isin(shown)], styles)
+    fig = roofline_figure(rows[rows[IMPL].isin(shown)], styles)
     if fig is None:
         return Plot("roofline", "Roofline", None, "no row has intensity, achieved FLOP/s and device peaks")
     text = f"Filled: intensity counted from the ops; hollow: the model's. {left_out_text(shown, left_out, baseline)}"
@@ -367,12 +389,12 @@ def roofline(rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE)
 
 
 def _bar_figure(table: pd.DataFrame, rows: pd.DataFrame, cases: list[str], styles: dict, baseline: str) -> Figure:
-    impls = list(dict.fromkeys(table["impl"]))
+    impls = list(dict.fromkeys(table[IMPL]))
     fig = Figure(figsize=(min(14.0, max(6.4, 0.55 * len(cases) * max(1, len(impls)))), 4.2), layout="constrained")
     ax = _grid(fig.add_subplot())
     width = 0.8 / len(impls)
     for position, impl in enumerate(impls):
-        part = table[table["impl"] == impl].groupby("case_id")[["speedup", "speedup_ci_low", "speedup_ci_high"]]
+        part = table[table[IMPL] == impl].groupby(CASE_ID)[["speedup", "speedup_ci_low", "speedup_ci_high"]]
         part = part.median().reindex(cases)  # one bar per case even when the rows hold several repeats
         centre = np.arange(len(cases)) + (position - (len(impls) - 1) / 2) * width
         low = (part["speedup"] - part["speedup_ci_low"]).clip(lower=0).fillna(0)
@@ -398,19 +420,20 @@ def _bar_figure(table: pd.DataFrame, rows: pd.DataFrame, cases: list[str], style
     return fig
 
 
-def speedup_bars(rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE) -> list[Plot]:
-    """Per case, each implementation's speedup over the baseline, with its bootstrap CI as error bars."""
+def speedup_bars(speedups: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE) -> list[Plot]:
+    """Per case, each implementation's speedup over the baseline, with its bootstrap CI as error bars.
+
+    ``speedups``: the rows with their speedups over ``baseline`` (``speedup_rows``)."""
     title = f"Speedup over {baseline}"
-    if baseline not in set(rows["impl"]):
+    if baseline not in set(speedups[IMPL]):
         return [Plot("speedup", title, None, f"the run has no {baseline} rows to compare with")]
-    shown, left_out = shown_impls(rows, baseline, MAX_LINES + 1)  # the baseline itself has no bar
-    table = speedup_rows(rows, baseline)
-    table = table[(table["impl"] != baseline) & table["speedup"].notna() & table["impl"].isin(shown)]
+    shown, left_out = shown_impls(speedups, baseline, MAX_LINES + 1)  # the baseline itself has no bar
+    table = speedups[(speedups[IMPL] != baseline) & speedups["speedup"].notna() & speedups[IMPL].isin(shown)]
     if table.empty:
         return [Plot("speedup", title, None, f"no case has both {baseline} and another implementation measured")]
-    cases = list(dict.fromkeys(table["case_id"]))
+    cases = list(dict.fromkeys(table[CASE_ID]))
     chunks = [cases[i : i + MAX_BAR_CASES] for i in range(0, len(cases), MAX_BAR_CASES)][:MAX_IMAGES]
-    figures = [_bar_figure(table, rows, chunk, styles, baseline) for chunk in chunks]
+    figures = [_bar_figure(table, speedups, chunk, styles, baseline) for chunk in chunks]
     caption = " ".join(
         filter(
             None, [_drawn_text(sum(map(len, chunks)), len(cases), "cases"), left_out_text(shown, left_out, baseline)]
@@ -420,17 +443,18 @@ def speedup_bars(rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASEL
 
 
 def _case_tick(rows: pd.DataFrame, case_id: str) -> str:
-    first, fields = rows[rows["case_id"] == case_id].iloc[0], fields_present(rows, exclude=())
-    return varying_label(rows, {f: first[f] for f in fields}, fields) or str(first["scenario"])
+    first, fields = rows[rows[CASE_ID] == case_id].iloc[0], fields_present(rows, exclude=())
+    return varying_label(rows, {f: first[f] for f in fields}, fields) or str(first[SCENARIO])
 
 
-def all_plots(rows: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> list[Plot]:
-    """Every image of a report, in the order they appear."""
-    styles = impl_styles(rows)
+def all_plots(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> list[Plot]:
+    """Every image of a report, in the order they appear, from the run's rows with their speedups over
+    ``baseline`` (``speedup_rows``: the report computes them once for its plots and tables)."""
+    styles = impl_styles(speedups)
     return [
-        *faceted("latency_vs_seq_len", rows, styles, baseline),
-        *faceted("memory_vs_seq_len", rows, styles, baseline),
-        roofline(rows, styles, baseline),
-        *speedup_bars(rows, styles, baseline),
-        *faceted("vs_heads", rows, styles, baseline),
+        *faceted("latency_vs_seq_len", speedups, styles, baseline),
+        *faceted("memory_vs_seq_len", speedups, styles, baseline),
+        roofline(speedups, styles, baseline),
+        *speedup_bars(speedups, styles, baseline),
+        *faceted("vs_heads", speedups, styles, baseline),
     ]

@@ -1,4 +1,4 @@
-"""Terminal output and the results table: the progress bar, the run summary, the dry-run plan.
+"""What the terminal shows of a run: the results table, the run summary and the dry-run plan.
 
 :func:`results_table` is the one results table: a small run's summary prints it, the report renders
 it per scenario to Markdown and HTML. Above ``COMPACT_ABOVE_ROWS`` rows a table of every row is
@@ -13,13 +13,12 @@ import collections
 import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
-from rich.console import Console, RenderableType
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.console import RenderableType
 from rich.text import Text
 
+from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import (
     DEFAULT_BASELINE,
     MEDIANS,
@@ -29,44 +28,34 @@ from mhabench.analysis.speedup import (
     speedup_rows,
     spread_of,
 )
-from mhabench.results.schema import label
+from mhabench.results.schema import (
+    ACHIEVED_TFLOPS,
+    ARITHMETIC_INTENSITY,
+    BYTES_MOVED,
+    CASE_ID,
+    COMPILE_TIME_S,
+    ERROR,
+    FLOPS,
+    IMPL,
+    LATENCY_MS,
+    LATENCY_P25_MS,
+    LATENCY_P75_MS,
+    MAX_REL_ERR,
+    NOISY,
+    PEAK_MEMORY_BYTES,
+    PREDICTED_PEAK_BYTES,
+    REPEAT,
+    ROOFLINE_EFFICIENCY,
+    STATUS,
+    label,
+)
 from mhabench.results.store import CSV_NAME, PARQUET_NAME
-from mhabench.views.table import TableModel, case_label, fit_columns, format_number, human_bytes, human_count, to_rich
+from mhabench.views.table import TableModel, fit_columns, format_number, human_bytes, human_count, to_rich
 
 COMPACT_ABOVE_ROWS = 40
 """A run with more rows than this gets the compact summary: about a terminal screen of table."""
 STATUSES = ("ok", "mismatch", "unsupported", "skipped", "oom", "error", "timeout", "crashed")
 """Every row status, in the order the summary counts them."""
-
-
-class RichProgress:
-    """The runner's ``Progress``: a bar with ETA and the (case, implementation) being measured."""
-
-    def __init__(self, console: Console) -> None:
-        self._bar = Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
-            console=console,
-            transient=True,
-        )
-        self._task: Any = None
-
-    def __enter__(self) -> RichProgress:
-        self._bar.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._bar.__exit__(*exc)
-
-    def start(self, total: int) -> None:
-        self._task = self._bar.add_task("measuring", total=total)
-
-    def advance(self, label: str) -> None:
-        self._bar.update(self._task, advance=1, description=label)
 
 
 def speedup_text(row: pd.Series) -> str:
@@ -90,64 +79,66 @@ def method_phrase(methods: Iterable[str]) -> str:
 
 
 def status_text(row: pd.Series) -> str:
-    text = "ok" if row["status"] == "ok" else f"{row['status']}: {row.get('error') or ''}"
-    return text + (" (noisy)" if row["status"] == "ok" and bool(row.get("noisy")) else "")
+    """``ok``, ``ok (noisy)``, or the status and its one-line error."""
+    text = "ok" if row[STATUS] == "ok" else f"{row[STATUS]}: {row.get(ERROR) or ''}"
+    return text + (" (noisy)" if row[STATUS] == "ok" and bool(row.get(NOISY)) else "")
 
 
 def _latency_text(row: pd.Series) -> str:
-    if row["status"] != "ok":
+    if row[STATUS] != "ok":
         return "-"
-    iqr = float(row["latency_p75_ms"]) - float(row["latency_p25_ms"])
-    return f"{format_number(row['latency_ms'], '.3f')} ({format_number(iqr, '.3f')})"
+    iqr = float(row[LATENCY_P75_MS]) - float(row[LATENCY_P25_MS])
+    return f"{format_number(row[LATENCY_MS], '.3f')} ({format_number(iqr, '.3f')})"
 
 
 def _columns(baseline: str, with_compile: bool, with_repeats: bool) -> list[tuple[str, Callable[[pd.Series], str]]]:
     """The results table's columns: header and cell. ``rep`` and the spread only for ``--repeat N``."""
-    columns: list[tuple[str, Callable[[pd.Series], str]]] = [("case", case_label), ("impl", lambda r: str(r["impl"]))]
-    columns += [(label("repeat"), lambda r: str(r["repeat"]))] if with_repeats else []
+    columns: list[tuple[str, Callable[[pd.Series], str]]] = [("case", case_label), ("impl", lambda r: str(r[IMPL]))]
+    columns += [(label(REPEAT), lambda r: str(r[REPEAT]))] if with_repeats else []
     columns += [("median ms (IQR)", _latency_text), (f"speedup vs {baseline}", speedup_text)]
     columns += [("speedup spread", lambda r: format_number(r["speedup_spread"], ".1%"))] if with_repeats else []
     columns += [
-        (label("peak_memory_bytes"), lambda r: human_bytes(r.get("peak_memory_bytes")) if r["status"] == "ok" else "-"),
-        (label("flops"), lambda r: human_count(r.get("flops"))),
-        (label("bytes_moved"), lambda r: human_bytes(r.get("bytes_moved"))),
-        (label("arithmetic_intensity"), lambda r: format_number(r.get("arithmetic_intensity"), ".1f")),
-        (label("achieved_tflops"), lambda r: format_number(r.get("achieved_tflops"), ".3f")),
-        (label("roofline_efficiency"), lambda r: format_number(r.get("roofline_efficiency"), ".1%")),
-        (label("max_rel_err"), lambda r: format_number(r.get("max_rel_err"), ".1e")),
+        (label(PEAK_MEMORY_BYTES), lambda r: human_bytes(r.get(PEAK_MEMORY_BYTES)) if r[STATUS] == "ok" else "-"),
+        (label(FLOPS), lambda r: human_count(r.get(FLOPS))),
+        (label(BYTES_MOVED), lambda r: human_bytes(r.get(BYTES_MOVED))),
+        (label(ARITHMETIC_INTENSITY), lambda r: format_number(r.get(ARITHMETIC_INTENSITY), ".1f")),
+        (label(ACHIEVED_TFLOPS), lambda r: format_number(r.get(ACHIEVED_TFLOPS), ".3f")),
+        (label(ROOFLINE_EFFICIENCY), lambda r: format_number(r.get(ROOFLINE_EFFICIENCY), ".1%")),
+        (label(MAX_REL_ERR), lambda r: format_number(r.get(MAX_REL_ERR), ".1e")),
     ]
-    columns += [("compile s", lambda r: format_number(r.get("compile_time_s"), ".1f"))] if with_compile else []
+    columns += [("compile s", lambda r: format_number(r.get(COMPILE_TIME_S), ".1f"))] if with_compile else []
     return [*columns, ("status", status_text)]
 
 
 def _with_spread(frame: pd.DataFrame) -> pd.DataFrame:
     """Each row with its (case, impl)'s run-to-run speedup spread over the repeats."""
-    spread = spread_of(frame).set_index(["case_id", "impl"])["speedup_spread"].to_dict()
-    keys = zip(frame["case_id"], frame["impl"], strict=True)
+    spread = spread_of(frame).set_index([CASE_ID, IMPL])["speedup_spread"].to_dict()
+    keys = zip(frame[CASE_ID], frame[IMPL], strict=True)
     return frame.assign(speedup_spread=[spread.get(key, math.nan) for key in keys])
 
 
-def results_table(rows: pd.DataFrame, baseline: str = DEFAULT_BASELINE, title: str = "") -> TableModel:
+def results_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, title: str = "") -> TableModel:
     """Per (case, implementation): median latency (IQR), speedup over ``baseline`` with CI, memory, cost.
 
+    ``speedups`` are the rows with their speedups over ``baseline`` (:func:`speedup_rows`), made by the
+    caller: a report cuts one set into its per-scenario tables rather than bootstrapping each again.
     A "compile s" column appears when an implementation compiled on its first call; a ``--repeat N``
     run shows each row's repeat and the (case, implementation)'s speedup spread over the repeats.
     """
-    frame = speedup_rows(rows, baseline)
-    with_repeats = repeat_count(frame) > 1
-    frame = _with_spread(frame) if with_repeats else frame
-    with_compile = "compile_time_s" in frame and bool(frame["compile_time_s"].notna().any())
+    with_repeats = repeat_count(speedups) > 1
+    frame = _with_spread(speedups) if with_repeats else speedups
+    with_compile = COMPILE_TIME_S in frame and bool(frame[COMPILE_TIME_S].notna().any())
     columns = _columns(baseline, with_compile, with_repeats)
     headers = [header for header, _ in columns]
     cells = [[cell(row) for _, cell in columns] for _, row in frame.iterrows()]
     styles = [
-        "failed" if r["status"] != "ok" else "winner" if r.get("winner") else "noisy" if bool(r.get("noisy")) else ""
+        "failed" if r[STATUS] != "ok" else "winner" if r.get("winner") else "noisy" if bool(r.get(NOISY)) else ""
         for _, r in frame.iterrows()
     ]
     numeric = [h not in ("case", "impl", "status") for h in headers]
     methods = frame.get("speedup_method", pd.Series(dtype=str))
     title = title or f"mhabench run (speedup vs {baseline}: {method_phrase(methods)}, 95% bootstrap CI)"
-    return TableModel(title, headers, cells, numeric, styles, list(frame.get("case_id", [])), frame)
+    return TableModel(title, headers, cells, numeric, styles, list(frame.get(CASE_ID, [])), frame)
 
 
 # --- the compact summary of a large run ----------------------------------------------------------
@@ -185,7 +176,7 @@ def compact_table(rows: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> Table
         [
             line["case"],
             line["winner"] or "-",
-            format_number(line.get("latency_ms"), ".3f"),
+            format_number(line.get(LATENCY_MS), ".3f"),
             speedup_text(line),
             line.get("speedup_method") or "-",
             *([format_number(line.get("speedup_spread"), ".1%")] if with_repeats else []),
@@ -206,8 +197,7 @@ def compact_table(rows: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> Table
 
 # Left out of the run summary, in this order, while the terminal is too narrow for it.
 DROPPABLE = tuple(
-    label(name)
-    for name in ("bytes_moved", "flops", "achieved_tflops", "max_rel_err", "arithmetic_intensity", "peak_memory_bytes")
+    label(name) for name in (BYTES_MOVED, FLOPS, ACHIEVED_TFLOPS, MAX_REL_ERR, ARITHMETIC_INTENSITY, PEAK_MEMORY_BYTES)
 )
 
 
@@ -216,11 +206,11 @@ def run_summary(rows: pd.DataFrame, baseline: str, run_dir: Path, width: int | N
     terminal cannot show left out); above ``COMPACT_ABOVE_ROWS`` rows, the compact table, the counts
     by status and where every row is."""
     if len(rows) <= COMPACT_ABOVE_ROWS:
-        table = results_table(rows, baseline)
+        table = results_table(speedup_rows(rows, baseline), baseline)
         return [to_rich(fit_columns(table, width, DROPPABLE) if width else table)]
     return [
         to_rich(compact_table(rows, baseline)),
-        Text(f"rows by status: {_counts_text(status_counts(rows['status']))}"),
+        Text(f"rows by status: {_counts_text(status_counts(rows[STATUS]))}"),
         Text(
             f"every row: {run_dir / CSV_NAME} and {PARQUET_NAME} (raw samples); tables and plots: "
             f"mhabench report {run_dir}"
@@ -233,12 +223,12 @@ def plan_table(rows: pd.DataFrame) -> TableModel:
     headers = ["case", "impl", "FLOPs", "bytes moved", "FLOP/B", "predicted peak mem"]
     cells = [
         [
-            str(r["case_id"]),
-            str(r["impl"]),
-            human_count(r["flops"]),
-            human_bytes(r["bytes_moved"]),
-            format_number(r["arithmetic_intensity"], ".1f"),
-            human_bytes(r["predicted_peak_bytes"]),
+            str(r[CASE_ID]),
+            str(r[IMPL]),
+            human_count(r[FLOPS]),
+            human_bytes(r[BYTES_MOVED]),
+            format_number(r[ARITHMETIC_INTENSITY], ".1f"),
+            human_bytes(r[PREDICTED_PEAK_BYTES]),
         ]
         for _, r in rows.iterrows()
     ]

@@ -2,7 +2,8 @@
 
 The run summary, ``compare`` and ``report`` each build a :class:`TableModel` once (formatted cells
 for people, the raw records for machines) and hand it to whichever renderer the output needs, so
-the three views can never disagree about what a row says.
+the three views can never disagree about what a row says. The cell formatters (numbers, bytes,
+counts) are here too: every table formats a number the same way.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from typing import Any
 
 import pandas as pd
 from rich.table import Table
-
-from mhabench.views.markdown import md_table
 
 # Row style → how the terminal shows it; HTML uses the style name as the row's class.
 RICH_STYLES = {
@@ -106,8 +105,19 @@ def to_rich(table: TableModel) -> Table:
     return out
 
 
+def md_cell(value: object) -> str:
+    """One Markdown cell: HTML-escaped (Markdown renderers pass raw HTML through) and with pipes escaped."""
+    return html.escape(str(value), quote=False).replace("|", "\\|").replace("\n", " ")
+
+
 def to_markdown(table: TableModel) -> str:
-    return md_table(table.headers, table.cells, table.numeric)
+    """A GitHub-flavoured Markdown table; numeric columns right-aligned."""
+    lines = [
+        "| " + " | ".join(md_cell(h) for h in table.headers) + " |",
+        "|" + "|".join("---:" if numeric else ":---" for numeric in table.numeric) + "|",
+    ]
+    lines += ["| " + " | ".join(md_cell(v) for v in row) + " |" for row in table.cells]
+    return "\n".join(lines)
 
 
 def to_html(table: TableModel) -> str:
@@ -166,23 +176,3 @@ def human_count(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{n:.0f}"
-
-
-def case_label(row: pd.Series) -> str:
-    """Short label of a case for narrow terminals: the shape, then what differs from the defaults."""
-    kv_heads = row.get("kv_heads")
-    extras = [f"kv={kv_heads}" if _value(row, "kv_heads") is not None and kv_heads != row["heads"] else ""]
-    extras += [flag for flag in ("causal", "bias") if bool(row[flag])]
-    extras += [
-        str(row.get(field))
-        for field, default in (("mode", "forward"), ("phase", "prefill"))
-        if row.get(field, default) != default
-    ]
-    shape = f"n={row['seq_len']} h={row['heads']} d={row['d_model']} b={row['batch']} {row['dtype']}"
-    return " ".join([shape, *(extra for extra in extras if extra)])
-
-
-def _value(row: pd.Series, column: str) -> Any:
-    """The cell, or None where the row has no value (a failed row has no latency)."""
-    value = row.get(column)
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value

@@ -1,0 +1,72 @@
+"""A timed row placed on the device's roofline: throughput from its measured median, against the peaks.
+
+The arithmetic that turns a measured latency, the FLOPs and bytes of one call (counted from the
+dispatched ops where they describe the call, else the implementation's cost model) and the device
+peaks of :mod:`mhabench.measure.peaks` into the ``roofline`` group of a row. docs/measurement.md
+("Roofline") says how to read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mhabench.measure.peaks import DevicePeaks
+from mhabench.results.schema import Counted, LatencyStats, ModelledCost, Roofline
+
+
+def roofline(
+    query_tokens: int,
+    cost: ModelledCost | None,
+    counts: Counted | None,
+    latency: LatencyStats,
+    peaks: DevicePeaks,
+    skips_masked_work: bool,
+) -> Roofline:
+    """Throughput from the measured median, placed by the counted intensity where it exists, else the model's."""
+    latency_s = latency.latency_ms / 1e3
+    base = Roofline(
+        tokens_per_s=query_tokens / latency_s,
+        peak_tflops=peaks.peak_tflops,
+        peak_gbps=peaks.peak_gbps,
+        roofline_source=peaks.source,
+        skips_masked_work=skips_masked_work,
+    )
+    # counted where they describe the call; not when an opaque op (a custom kernel) hid part of it and the
+    # implementation has a model (``counted`` then leaves the disagreement empty)
+    hidden = counts is not None and cost is not None and counts.model_disagreement is None
+    if counts is not None and counts.measured_bytes and not hidden:
+        flops, moved, source = counts.measured_flops, counts.measured_bytes, "measured"
+    elif cost is not None:
+        flops, moved, source = cost.flops, cost.bytes_moved, "modelled"
+    else:
+        return base
+    intensity = flops / moved
+    achieved_tflops = flops / latency_s / 1e12
+    attainable = peaks.attainable_tflops(intensity)
+    useful = cost.useful_flops / latency_s / 1e12 if cost is not None else None
+    # a kernel that skips masked blocks never executes the full n² FLOPs: judged on the useful ones,
+    # or a causal row would read up to 2× its real efficiency (above 1 on an H200)
+    judged = useful if skips_masked_work and useful is not None else achieved_tflops
+    return dataclasses.replace(
+        base,
+        achieved_tflops=achieved_tflops,
+        achieved_gbps=moved / latency_s / 1e9,
+        roofline_bound=peaks.bound(intensity),
+        attainable_tflops=attainable,
+        roofline_efficiency=judged / attainable,
+        intensity_source=source,
+        achieved_useful_tflops=useful,
+    )
+
+
+def group_peaks(one_device: DevicePeaks, ranks: int) -> DevicePeaks:
+    """The roofs of the ``ranks`` devices one tensor-parallel layer runs on: ``ranks`` times one device's.
+
+    The counted FLOPs and bytes of a rank describe its slice only, so a T > 1 row is placed by the
+    cost model of the whole layer (its ``counted`` columns stay empty) against the group's roofs.
+    """
+    if ranks == 1:
+        return one_device
+    return DevicePeaks(
+        one_device.peak_tflops * ranks, one_device.peak_gbps * ranks, f"{one_device.source}; × {ranks} ranks"
+    )

@@ -1,0 +1,260 @@
+"""What a run's report says, top to bottom: summary, plots, per-scenario tables, model disagreements,
+run-to-run spread, failures, environment, configuration.
+
+The speedups over the baseline (a bootstrap per case) are computed once per report and shared by the
+plots, the scenario tables and the spread section. Sections another layer owns (a probe run's claims)
+come in through :func:`build`'s ``first``: this module knows nothing of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import pandas as pd
+import yaml
+
+from mhabench.analysis.case_label import case_label
+from mhabench.analysis.speedup import DEFAULT_BASELINE, repeat_count, speedup_rows, spread_of
+from mhabench.results.schema import (
+    ACHIEVED_TFLOPS,
+    ACHIEVED_USEFUL_TFLOPS,
+    ARITHMETIC_INTENSITY,
+    BYTES_MOVED,
+    CASE_ID,
+    CAUSAL,
+    ERROR,
+    FLOPS,
+    IMPL,
+    LATENCY_MS,
+    MEASURED_BYTES,
+    MEASURED_FLOPS,
+    MEASURED_INTENSITY,
+    MODEL_DISAGREEMENT,
+    MODEL_DISAGREES,
+    NOISY,
+    SCENARIO,
+    SKIPS_MASKED_WORK,
+    STATUS,
+    label,
+)
+from mhabench.results.store import Run
+from mhabench.views.plots import all_plots
+from mhabench.views.report.blocks import Block, Code, Heading, Paragraph, skipped_plot
+from mhabench.views.summary import results_table
+from mhabench.views.table import TableModel, format_number, human_bytes, human_count
+
+
+def build(run: Run, baseline: str = DEFAULT_BASELINE, first: Sequence[Block] = ()) -> list[Block]:
+    """The whole report: the title, then ``first`` (a probe run's claims, which the caller reads), then
+    the sections below. A run without rows (a probe run) keeps only the environment and the config."""
+    return [
+        Heading(f"mhabench report: {run.run_id}", 1),
+        *first,
+        *(_result_blocks(run, baseline) if len(run.rows) else [Paragraph(_no_rows_sentence(run))]),
+        Heading("Environment"),
+        _environment_table(run),
+        *_roofline_table(run),
+        Heading("Configuration"),
+        Paragraph("Command: " + " ".join(str(a) for a in run.manifest.get("command", []))),
+        Code(yaml.safe_dump(run.manifest.get("config", {}), sort_keys=False).rstrip()),
+    ]
+
+
+def _result_blocks(run: Run, baseline: str) -> list[Block]:
+    rows = run.rows
+    speedups = speedup_rows(rows, baseline)
+    return [
+        Paragraph(_summary_sentence(run)),
+        Heading("Plots"),
+        *(plot if plot.png else skipped_plot(plot) for plot in all_plots(speedups, baseline)),
+        *_scenario_sections(speedups, baseline),
+        *_disagreements(rows),
+        *_repeat_spread(speedups, baseline),
+        *_failures(rows),
+    ]
+
+
+def _no_rows_sentence(run: Run) -> str:
+    kind = "a probe run" if run.manifest.get("kind") == "probe" else f"run {run.manifest.get('status', '?')}"
+    return f"No benchmark rows ({kind}): the plots and result tables are left out."
+
+
+def _summary_sentence(run: Run) -> str:
+    env = run.manifest.get("environment", {})
+    rows = run.rows
+    ok = int((rows[STATUS] == "ok").sum())
+    return (
+        f"{len(rows)} rows ({ok} ok, {len(rows) - ok} failed) over {rows[CASE_ID].nunique()} cases on "
+        f"{env.get('device_name', '?')} ({env.get('device_kind', '?')}), torch {env.get('torch', '?')}, "
+        f"{env.get('threads', '?')} threads; run {run.manifest.get('status', '?')}, "
+        f"started {run.manifest.get('started_at', '?')}."
+    )
+
+
+def _scenario_sections(speedups: pd.DataFrame, baseline: str) -> list[Block]:
+    blocks: list[Block] = [Heading("Results")]
+    if baseline not in set(speedups[IMPL]):
+        blocks.append(Paragraph(f"No {baseline} rows in this run: speedups are not shown."))
+    for scenario, group in speedups.groupby(SCENARIO, sort=False):
+        table = _with_throughput(results_table(group, baseline, title=f"Scenario {scenario}"))
+        blocks += [Heading(f"Scenario {scenario}", 3), table]
+        noisy = list(group[NOISY].fillna(False).astype(bool) & (group[STATUS] == "ok")).count(True)
+        if noisy:
+            blocks.append(Paragraph(f"{noisy} row(s) marked noisy: IQR above the run's noise threshold of the median."))
+    return blocks
+
+
+def _with_throughput(table: TableModel) -> TableModel:
+    """The results table plus useful TFLOP/s (masked pairs not counted) and whether the kernel skips
+    masked work, after TFLOP/s, where the run has them: a causal kernel that skips the masked half
+    does half the executed FLOPs, which TFLOP/s alone would hide."""
+    records = table.records if table.records is not None else pd.DataFrame()
+    extra: list[tuple[str, list[str]]] = []
+    if records.get(ACHIEVED_USEFUL_TFLOPS, pd.Series(dtype=float)).notna().any():
+        extra.append(
+            (label(ACHIEVED_USEFUL_TFLOPS), [format_number(v, ".3f") for v in records[ACHIEVED_USEFUL_TFLOPS]])
+        )
+    if _flag(records, CAUSAL).any() and records.get(SKIPS_MASKED_WORK, pd.Series(dtype=object)).notna().any():
+        extra.append((label(SKIPS_MASKED_WORK), [_yes_no(v) for v in records[SKIPS_MASKED_WORK]]))
+    if not extra:
+        return table
+    at = list(table.headers).index(label(ACHIEVED_TFLOPS)) + 1
+    return dataclasses.replace(
+        table,
+        headers=[*table.headers[:at], *(header for header, _ in extra), *table.headers[at:]],
+        cells=[[*row[:at], *(cells[i] for _, cells in extra), *row[at:]] for i, row in enumerate(table.cells)],
+        numeric=[*table.numeric[:at], *([True] * len(extra)), *table.numeric[at:]],
+    )
+
+
+def _yes_no(value: object) -> str:
+    text = str(value).lower()
+    return "yes" if text == "true" else "no" if text == "false" else "-"
+
+
+def _flag(rows: pd.DataFrame, name: str) -> pd.Series:
+    """A boolean column as True/False whatever the file stored (bool, "True", empty)."""
+    return rows[name].astype(str).str.lower().eq("true") if name in rows else pd.Series(False, index=rows.index)
+
+
+DISAGREEMENT_HEADERS = (
+    "case",
+    "impl",
+    "FLOPs model",
+    "FLOPs counted",
+    "bytes model",
+    "bytes counted",
+    "FLOP/B model",
+    "FLOP/B counted",
+    "gap",
+)
+
+
+def _disagreements(rows: pd.DataFrame) -> list[Block]:
+    """Rows whose counted FLOPs or bytes are more than 25 % from the cost model, once per (case, impl)."""
+    heading = Heading("Model disagreements")
+    if MEASURED_FLOPS not in rows or rows[MEASURED_FLOPS].isna().all():
+        return [heading, Paragraph("Not available: no row has counted FLOPs and bytes (a run older than the counter).")]
+    flagged = rows[_flag(rows, MODEL_DISAGREES)].drop_duplicates([CASE_ID, IMPL])
+    if flagged.empty:
+        return [heading, Paragraph("None: every counted row is within 25 % of its cost model.")]
+    cells = [
+        [
+            case_label(r),
+            str(r[IMPL]),
+            human_count(r[FLOPS]),
+            human_count(r[MEASURED_FLOPS]),
+            human_bytes(r[BYTES_MOVED]),
+            human_bytes(r[MEASURED_BYTES]),
+            format_number(r[ARITHMETIC_INTENSITY], ".1f"),
+            format_number(r[MEASURED_INTENSITY], ".1f"),
+            format_number(r[MODEL_DISAGREEMENT], ".0%"),
+        ]
+        for _, r in flagged.iterrows()
+    ]
+    text = (
+        f"{len(cells)} row(s) whose FLOPs or bytes counted from the dispatched ops differ from the cost model "
+        "by more than 25 %: the model does not describe what ran (gap: the larger relative difference)."
+    )
+    numeric = [False, False, *[True] * 7]
+    return [heading, Paragraph(text), TableModel("Model disagreements", DISAGREEMENT_HEADERS, cells, numeric)]
+
+
+SPREAD_HEADERS = (
+    "case",
+    "impl",
+    "repeats",
+    "median ms per repeat",
+    "median ms",
+    "latency spread",
+    "speedup",
+    "speedup spread",
+)
+
+
+def _repeat_spread(speedups: pd.DataFrame, baseline: str) -> list[Block]:
+    """Per case and implementation, how far its repeats landed apart (only for ``run --repeat N``)."""
+    if repeat_count(speedups) < 2:
+        return []
+    spread = spread_of(speedups)
+    cells = [
+        [
+            str(r["case"]),
+            str(r[IMPL]),
+            str(r["repeats"]),
+            " / ".join(f"{v:.3f}" for v in r["latency_ms_by_repeat"]),
+            format_number(r[LATENCY_MS], ".3f"),
+            format_number(r["latency_spread"], ".1%"),
+            format_number(r["speedup"], ".2f", "×"),
+            format_number(r["speedup_spread"], ".1%"),
+        ]
+        for _, r in spread.iterrows()
+    ]
+    text = (
+        f"{repeat_count(speedups)} repeats. Spread: (max − min) / median over the repeats where the row was ok; "
+        f"speedup: median over repeats of the speedup vs {baseline}."
+    )
+    numeric = [False, False, *[True] * 6]
+    table = TableModel("Run-to-run spread", SPREAD_HEADERS, cells, numeric, groups=list(spread[CASE_ID]))
+    return [Heading("Run-to-run spread"), Paragraph(text), table]
+
+
+def _failures(rows: pd.DataFrame) -> list[Block]:
+    failed = rows[rows[STATUS] != "ok"]
+    if failed.empty:
+        return [Heading("Failed rows"), Paragraph("None: every row ran and matched the float64 reference.")]
+    headers = ("scenario", "case", "impl", "status", "error")
+    cells = [
+        [str(r[SCENARIO]), case_label(r), str(r[IMPL]), str(r[STATUS]), str(r[ERROR])] for _, r in failed.iterrows()
+    ]
+    return [Heading("Failed rows"), TableModel("Failed rows", headers, cells, [False] * 5, ["failed"] * len(cells))]
+
+
+def _environment_table(run: Run) -> TableModel:
+    facts = {
+        "run id": run.run_id,
+        "status": run.manifest.get("status"),
+        "started": run.manifest.get("started_at"),
+        "finished": run.manifest.get("finished_at"),
+        **run.manifest.get("environment", {}),
+    }
+    return TableModel("Environment", ("field", "value"), [[k, str(v)] for k, v in facts.items()], [False, False])
+
+
+def _roofline_table(run: Run) -> list[Block]:
+    """The device peaks the run's roofline used, per dtype (the manifest's ``roofline``)."""
+    peaks = run.manifest.get("roofline", {})
+    if not peaks:
+        return []
+    headers = ("dtype", "peak TFLOP/s", "peak GB/s", "source")
+    cells = [
+        [
+            str(dtype),
+            format_number(p.get("peak_tflops"), ".4g"),
+            format_number(p.get("peak_gbps"), ".4g"),
+            str(p.get("source")),
+        ]
+        for dtype, p in peaks.items()
+    ]
+    return [TableModel("Roofline", headers, cells, [False, True, True, False])]

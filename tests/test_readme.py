@@ -1,0 +1,41 @@
+"""README.md is a manual: its implementation table is generated, and it stays short enough to read."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+BEGIN = "<!-- begin: mhabench list --markdown (generated; a test keeps it equal to the command's output) -->"
+END = "<!-- end: mhabench list --markdown -->"
+MAX_LINES = 250
+
+
+def readme_block(text: str) -> str:
+    """The text between the two markers, without the newlines that frame it."""
+    assert text.count(BEGIN) == 1 and text.count(END) == 1, "README.md must hold the markers once each"
+    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+
+
+def test_readme_implementation_table_is_the_list_command_output() -> None:
+    """Regenerate with `mhabench list --markdown` and paste it between the markers.
+
+    A fresh process, not CliRunner: it sees the built-in registry only, never an implementation that a test
+    of this session registered (a plugin, a throwaway), exactly as a reader's `mhabench list` does."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mhabench", "list", "--markdown"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert readme_block(README.read_text(encoding="utf-8")) == done.stdout.strip("\n")
+
+
+def test_readme_stays_a_short_manual() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= MAX_LINES, f"README.md has {len(lines)} lines; move detail to docs/"
