@@ -12,7 +12,8 @@ import torch
 import yaml
 
 from mhabench.errors import ConfigError, DeviceUnavailableError, InputError, UnknownImplementationError
-from mhabench.scenario.config import Case, RunConfig, expand_cases, load_config, load_default_config, parse_config
+from mhabench.scenario.cases import Case, expand_cases
+from mhabench.scenario.config import RunConfig, load_config, load_default_config, parse_config
 from mhabench.scenario.device import resolve_device
 from mhabench.scenario.overrides import with_overrides
 

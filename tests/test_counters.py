@@ -22,7 +22,7 @@ from mhabench.measure.counters import DISAGREEMENT_LIMIT, OpCounts, count_cuda_k
 from mhabench.measure.trackers import DispatchTracker
 from mhabench.results.schema import ModelledCost
 from mhabench.run.steps import prepare, workload
-from mhabench.scenario.config import Case
+from mhabench.scenario.cases import Case
 
 F32 = 4  # bytes per float32 element
 

@@ -20,6 +20,7 @@ from mhabench.results.schema import ResultRow
 from mhabench.run import runner
 from mhabench.run.launch import LaunchEnv
 from mhabench.scenario import config as config_mod
+from mhabench.scenario.cases import expand_cases
 from mhabench.scenario.device import resolve_device
 
 D_MODEL, SEQ_LEN, BATCH = 64, 512, 2  # enough compute that the all-reduce is a minority of a T = 2 call
@@ -118,7 +119,8 @@ def test_two_ranks_match_the_float64_reference_at_t1_and_t2(tp_run: results.Run,
 def test_t2_rows_split_latency_into_compute_and_all_reduce(tp_run: results.Run, impl: str) -> None:
     rows = rows_of(tp_run, impl, 2)
     assert (rows["comm_ms"] > 0).all()
-    assert ((rows["comm_share"] > 0) & (rows["comm_share"] < 1)).all()
+    # comm_ms and latency_ms come from different calls, so on a busy host the share may pass 1 (docs/distributed.md)
+    assert (rows["comm_share"] > 0).all()
     assert (rows["comm_share"] - rows["comm_ms"] / rows["latency_ms"]).abs().max() < 1e-12
     assert (rows["allreduce_bytes"] == BATCH * SEQ_LEN * D_MODEL * 4).all()  # the full float32 output, once
     expected_gbps = 2 * (2 - 1) / 2 * rows["allreduce_bytes"] / (rows["comm_ms"] / 1e3) / 1e9
@@ -240,7 +242,7 @@ def test_the_config_validator_allows_replicated_kv_heads(
 
 def test_the_shipped_config_validates_and_splits_over_two_ranks() -> None:
     config = config_mod.load_config(Path(__file__).parents[1] / "configs" / "tensor-parallel.yaml")
-    cases = config_mod.expand_cases(config, resolve_device("cpu"))
+    cases = expand_cases(config, resolve_device("cpu"))
     assert sorted({case.tensor_parallel for case in cases}) == [1, 2]
     assert len(cases) == 8 and config.implementations == ["tp_fused", "tp_naive"]
 
@@ -277,7 +279,7 @@ def test_single_process_t1_and_lockstep_rows_fill_the_same_groups(tiny_timing: c
 
     cpu = resolve_device("cpu")
     data = tp_config_data(tensor_parallel=1, seq_len=16)
-    case = config_mod.expand_cases(config_mod.parse_config(data, "tp.yaml"), cpu)[0]
+    case = expand_cases(config_mod.parse_config(data, "tp.yaml"), cpu)[0]
     specs = [get_spec("tp_fused"), get_spec("tp_naive")]
     peaks = DevicePeaks(1.0, 1.0, "test")
     setup = RankSetup(cpu, 1, "gloo", "r", {case.dtype: peaks}, tiny_timing)

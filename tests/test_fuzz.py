@@ -28,15 +28,8 @@ from mhabench.errors import InputError, UnknownImplementationError
 from mhabench.measure.environment import environment
 from mhabench.results.schema import COLUMNS, FORMAT_VERSION
 from mhabench.run.resume import NothingToResumeError, prepare_resume
-from mhabench.scenario.config import (
-    RunConfig,
-    ScenarioSpec,
-    TimingConfig,
-    count_cases,
-    expand_cases,
-    load_config,
-    parse_config,
-)
+from mhabench.scenario.cases import count_cases, expand_cases
+from mhabench.scenario.config import RunConfig, ScenarioSpec, TimingConfig, load_config, parse_config
 
 INT64 = (-(2**63), 2**63 - 1)
 MESSAGE_LIMIT = 1000  # the longest legitimate line lists every registered implementation

@@ -26,16 +26,8 @@ from mhabench.impls import get_spec
 from mhabench.run import memory_guard
 from mhabench.run.case import memory_guard as case_memory_guard
 from mhabench.run.steps import input_len
-from mhabench.scenario.config import (
-    GPU_DEFAULT_CONFIG_NAME,
-    Case,
-    RunConfig,
-    count_cases,
-    default_config_text,
-    expand_cases,
-    load_config,
-    parse_config,
-)
+from mhabench.scenario.cases import Case, count_cases, expand_cases
+from mhabench.scenario.config import GPU_DEFAULT_CONFIG_NAME, RunConfig, default_config_text, load_config, parse_config
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 GPU_CONFIGS = sorted(CONFIGS.glob("gpu-*.yaml"))

@@ -12,7 +12,8 @@ import yaml
 from mhabench.errors import ConfigError, InputError
 from mhabench.run import memory_guard as guard
 from mhabench.scenario import limits
-from mhabench.scenario.config import count_cases, expand_cases, parse_config
+from mhabench.scenario.cases import count_cases, expand_cases
+from mhabench.scenario.config import parse_config
 
 CPU = torch.device("cpu")
 CUDA = torch.device("cuda")

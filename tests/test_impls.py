@@ -215,7 +215,8 @@ def test_weights_are_the_modules_frozen_parameters(name: str, bias: bool) -> Non
 def test_consecutive_cases_share_one_weight_set_with_the_same_numbers() -> None:
     """Drawing d_model = 4096 weights takes seconds of host time: a case reuses the previous case's set."""
     from mhabench.run.inputs import make_inputs
-    from mhabench.scenario.config import expand_cases, parse_config
+    from mhabench.scenario.cases import expand_cases
+    from mhabench.scenario.config import parse_config
 
     cpu = torch.device("cpu")
     config = parse_config({"scenarios": [{"seed": 7, "seq_len": [8, 16], "d_model": 32, "heads": 4}]}, "x.yaml")

@@ -24,7 +24,8 @@ from mhabench.results.schema import ResultRow
 from mhabench.run import isolation
 from mhabench.run.isolation import CaseJob, ChildSetup, _death, isolated_case
 from mhabench.scenario import plugins
-from mhabench.scenario.config import Case, TimingConfig
+from mhabench.scenario.cases import Case
+from mhabench.scenario.config import TimingConfig
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,8 @@ from mhabench.results.schema import FORMAT_VERSION, Outcome, ResultRow
 from mhabench.results.store import RunWriter, load_run
 from mhabench.run.case import identity
 from mhabench.run.resume import NothingToResumeError, prepare_resume
-from mhabench.scenario.config import expand_cases, parse_config
+from mhabench.scenario.cases import expand_cases
+from mhabench.scenario.config import parse_config
 
 CPU = torch.device("cpu")
 CONFIG: dict[str, Any] = {

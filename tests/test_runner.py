@@ -326,7 +326,7 @@ def test_every_ok_row_counts_its_allocations_and_naive_materializes_more(tiny_ti
     """``allocations_per_call`` is measured on the CPU for every eager row: naive materializes its scores,
     softmax and per-step intermediates, SDPA's fused kernel none of them."""
     from mhabench.impls import get_spec
-    from mhabench.scenario.config import Case
+    from mhabench.scenario.cases import Case
 
     case = Case("t", 2, 16, 32, 4, causal=True, bias=True, dtype="float32", seed=0)
     cpu = torch.device("cpu")
@@ -341,7 +341,7 @@ def test_every_ok_row_counts_its_allocations_and_naive_materializes_more(tiny_ti
 def test_one_screen_refuses_before_anything_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tensor-parallel degree, capabilities, memory guard, in that order; no guard, nothing skipped."""
     from mhabench.impls import get_spec
-    from mhabench.scenario.config import Case
+    from mhabench.scenario.cases import Case
 
     cpu = torch.device("cpu")
     gqa = Case("t", 1, 8, 16, 4, causal=False, bias=False, dtype="float32", seed=0, kv_heads=2)
@@ -362,7 +362,7 @@ def test_roofline_judges_a_mask_skipping_kernel_on_useful_flops() -> None:
     from mhabench.measure.roofline import roofline
     from mhabench.results.schema import LatencyStats
     from mhabench.run.steps import workload
-    from mhabench.scenario.config import Case
+    from mhabench.scenario.cases import Case
 
     case = Case("t", 1, 1024, 512, 8, causal=True, bias=False, dtype="float32", seed=0)
     cost = case_runner.modelled_cost(get_spec("fused"), case)

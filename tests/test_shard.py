@@ -33,6 +33,7 @@ from mhabench.run.shard import (
     shard_selector,
 )
 from mhabench.scenario import config as config_mod
+from mhabench.scenario.cases import expand_cases
 from mhabench.scenario.device import resolve_device
 
 TIMING = {"min_run_time_s": 0.2, "max_run_time_s": 3.0, "min_samples": 10}
@@ -293,7 +294,7 @@ def selected(config: config_mod.RunConfig, shard: Shard, repeat: int = 0) -> set
     select = shard_selector(config, device, runner.implementations_of(config), shard)
     return {
         (case.case_id, spec.name)
-        for case in config_mod.expand_cases(config, device)
+        for case in expand_cases(config, device)
         for spec in runner.implementations_of(config)
         if select(case, spec.name, repeat)
     }
@@ -312,9 +313,7 @@ def test_predicted_times_grow_with_the_cost_model_and_respect_the_timing() -> No
     data["scenarios"] = [{"name": "t", "batch": 1, "seq_len": [8, 1 << 16], "d_model": 4096, "heads": 32}]
     config = config_mod.parse_config(data, "big.yaml")
     predicted = predicted_times(config, resolve_device("cpu"), runner.implementations_of(config))
-    small, large = (
-        predicted[(case.case_id, "naive")] for case in config_mod.expand_cases(config, resolve_device("cpu"))
-    )
+    small, large = (predicted[(case.case_id, "naive")] for case in expand_cases(config, resolve_device("cpu")))
     assert 0.2 < small < 0.25  # the timer's minimum and a few millisecond calls: a small case costs the floor
     assert large > 3.0  # capped timing plus the untimed calls of a long call
 

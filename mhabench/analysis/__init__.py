@@ -1,1 +1,1 @@
-"""analysis"""
+"""Analysis: what the rows say. Speedups, paired statistics, spread and comparisons, computed, never rendered."""

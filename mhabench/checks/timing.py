@@ -23,7 +23,8 @@ from mhabench.run.inputs import make_inputs
 from mhabench.run.launch import check_launch
 from mhabench.run.runner import implementations_of
 from mhabench.run.steps import prepare
-from mhabench.scenario.config import RunConfig, expand_cases
+from mhabench.scenario.cases import expand_cases
+from mhabench.scenario.config import RunConfig
 from mhabench.scenario.device import resolve_device
 from mhabench.torch_errors import classify_failure
 from mhabench.views.table import TableModel, format_number

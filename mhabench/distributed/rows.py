@@ -32,7 +32,8 @@ from mhabench.measure.peaks import DevicePeaks
 from mhabench.measure.roofline import group_peaks
 from mhabench.results.schema import Distributed, LatencyStats, Outcome, ResultRow
 from mhabench.run.case import Checked, Timed, run_case
-from mhabench.scenario.config import Case, TimingConfig
+from mhabench.scenario.cases import Case
+from mhabench.scenario.config import TimingConfig
 
 COMM_CALLS = 10
 """Tracked calls whose median all-reduce time is ``comm_ms``."""

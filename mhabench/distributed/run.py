@@ -43,7 +43,8 @@ from mhabench.results.store import RunWriter, new_run_dir
 from mhabench.run.launch import LaunchEnv, check_launch
 from mhabench.run.runner import Pending, Progress, RunResult, Selector, implementations_of, pending, roofline_peaks
 from mhabench.run.shard import folder_name
-from mhabench.scenario.config import Case, RunConfig, count_cases, expand_cases
+from mhabench.scenario.cases import Case, count_cases, expand_cases
+from mhabench.scenario.config import RunConfig
 from mhabench.scenario.device import resolve_device
 from mhabench.scenario.limits import check_row_count
 

@@ -1,1 +1,1 @@
-"""Measurement: timing, peak memory, the cost model and the device roofline."""
+"""Measurement: timing, peak memory, counted ops, drift, communication, device peaks and the roofline."""

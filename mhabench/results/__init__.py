@@ -1,1 +1,1 @@
-"""results"""
+"""Results on disk: the row schema, the run folder (rows, manifest, lifecycle, liveness) and merging shard runs."""

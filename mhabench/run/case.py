@@ -61,7 +61,8 @@ from mhabench.results.schema import (
 from mhabench.run.inputs import CaseInputs, make_inputs
 from mhabench.run.memory_guard import fits
 from mhabench.run.steps import Step, parameter_count, prepare, workload
-from mhabench.scenario.config import Case, TimingConfig
+from mhabench.scenario.cases import Case
+from mhabench.scenario.config import TimingConfig
 from mhabench.scenario.device import canonical_device
 from mhabench.torch_errors import classify_failure, is_sticky_cuda_error
 

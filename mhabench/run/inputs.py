@@ -15,7 +15,8 @@ from mhabench.impls.reference import Reference, expected_output
 from mhabench.impls.registry import ImplSpec
 from mhabench.impls.weights import AttentionWeights
 from mhabench.run.steps import input_len
-from mhabench.scenario.config import DTYPES, Case
+from mhabench.scenario.cases import Case
+from mhabench.scenario.config import DTYPES
 
 
 @dataclasses.dataclass

@@ -32,7 +32,8 @@ from mhabench.scenario import plugins
 
 if TYPE_CHECKING:
     from mhabench.measure.peaks import DevicePeaks
-    from mhabench.scenario.config import Case, TimingConfig
+    from mhabench.scenario.cases import Case
+    from mhabench.scenario.config import TimingConfig
 
 ERROR_LIMIT = 300
 """Longest error text kept from a child: one readable line."""

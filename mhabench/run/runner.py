@@ -37,7 +37,8 @@ from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
 from mhabench.run.launch import check_launch
 from mhabench.run.shard import folder_name
 from mhabench.scenario import plugins
-from mhabench.scenario.config import DTYPES, Case, RunConfig, count_cases, expand_cases
+from mhabench.scenario.cases import Case, count_cases, expand_cases
+from mhabench.scenario.config import DTYPES, RunConfig
 from mhabench.scenario.device import canonical_device, resolve_device
 from mhabench.scenario.limits import check_row_count
 

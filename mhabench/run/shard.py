@@ -24,7 +24,8 @@ from mhabench.errors import InputError
 from mhabench.impls.registry import ImplSpec
 from mhabench.results.manifest import Shard
 from mhabench.run.steps import workload
-from mhabench.scenario.config import Case, RunConfig, expand_cases
+from mhabench.scenario.cases import Case, expand_cases
+from mhabench.scenario.config import RunConfig
 
 Pair = tuple[str, str]
 """``(case key, implementation name)``: one (case, implementation) of a sweep, every repeat of it."""

@@ -30,7 +30,8 @@ from mhabench.impls import build
 from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.registry import ImplSpec
 from mhabench.impls.weights import AttentionWeights
-from mhabench.scenario.config import DTYPES, Case
+from mhabench.scenario.cases import Case
+from mhabench.scenario.config import DTYPES
 
 
 class Decoder(Protocol):

@@ -1,1 +1,1 @@
-"""scenario"""
+"""YAML → validated config → cases: scenario files, command-line overrides, plugins, device and limits."""

@@ -1,15 +1,13 @@
-"""Scenario files: pydantic models, YAML loading with one-line errors, and sweep expansion.
+"""Scenario files: pydantic models and YAML loading with one-line errors.
 
 A config file holds run-wide settings (device, dtype, implementations, timing) and a list of
-scenarios. Any size field of a scenario may be a list; a scenario expands to the cartesian
-product of its lists, one :class:`Case` per combination.
+scenarios. Any size field of a scenario may be a list; :mod:`mhabench.scenario.cases` expands a
+scenario to the cartesian product of its lists.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import math
 import re
 from importlib import resources
 from pathlib import Path
@@ -30,7 +28,7 @@ from mhabench.errors import (
 from mhabench.impls import get_spec
 from mhabench.impls.tensor_parallel import divisibility_problem
 from mhabench.scenario import plugins
-from mhabench.scenario.device import resolve_device, resolve_dtype
+from mhabench.scenario.device import resolve_device
 from mhabench.scenario.limits import check_document_size
 
 DtypeName = Literal["float32", "float16", "bfloat16"]
@@ -205,43 +203,6 @@ class RunConfig(_Strict):
         raise ValueError(f"device must be auto, cpu, cuda or cuda:N, not {quote(value)}")
 
 
-@dataclasses.dataclass(frozen=True)
-class Case:
-    """One fully resolved point of a sweep: everything needed to build and run the layers."""
-
-    scenario: str
-    batch: int
-    seq_len: int
-    d_model: int
-    heads: int
-    causal: bool
-    bias: bool
-    dtype: str
-    seed: int
-    kv_heads: int | None = None
-    """Key/value heads; None (the default) means ``heads``, i.e. plain multi-head attention."""
-    mode: str = "forward"
-    phase: str = "prefill"
-    tensor_parallel: int = 1
-    """Ranks the heads are split across; 1 = one device."""
-
-    def __post_init__(self) -> None:
-        if self.kv_heads is None:
-            object.__setattr__(self, "kv_heads", self.heads)
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.heads
-
-    @property
-    def case_id(self) -> str:
-        kv = f"-kv{self.kv_heads}" if self.kv_heads != self.heads else ""
-        kv += f"-tp{self.tensor_parallel}" if self.tensor_parallel > 1 else ""
-        flags = "".join(f"-{flag}" for flag in ("causal", "bias") if getattr(self, flag))
-        flags += "".join(f"-{value}" for value in (self.mode, self.phase) if value not in ("forward", "prefill"))
-        return f"{self.scenario}/b{self.batch}-n{self.seq_len}-d{self.d_model}-h{self.heads}{kv}-{self.dtype}{flags}"
-
-
 # --- loading -----------------------------------------------------------------------------------
 
 
@@ -351,29 +312,3 @@ def load_default_config(device: str | None = None) -> RunConfig:
     """The embedded default for the device the run will use (``--device``, else auto)."""
     name = default_config_name(device)
     return parse_config(yaml.safe_load(default_config_text(name)), name)
-
-
-# --- resolution --------------------------------------------------------------------------------
-
-
-def _dtypes(config: RunConfig, device: torch.device) -> list[str]:
-    return list(dict.fromkeys(resolve_dtype(d, device) for d in config.dtype))
-
-
-def _axes(spec: ScenarioSpec) -> list[list[Any]]:
-    return [getattr(spec, field) or [None] for field in SWEEP_FIELDS]  # kv_heads None → one "same as heads"
-
-
-def count_cases(config: RunConfig, device: torch.device) -> int:
-    """How many cases :func:`expand_cases` would return, without building them (a sweep may be huge)."""
-    return len(_dtypes(config, device)) * sum(math.prod(map(len, _axes(spec))) for spec in config.scenarios)
-
-
-def expand_cases(config: RunConfig, device: torch.device) -> list[Case]:
-    """Every case of every scenario, in file order, each sweep in cartesian-product order (dtype outermost)."""
-    cases = []
-    for spec in config.scenarios:
-        for dtype, values in itertools.product(_dtypes(config, device), itertools.product(*_axes(spec))):
-            fields = dict(zip(SWEEP_FIELDS, values, strict=True))
-            cases.append(Case(scenario=spec.name, dtype=dtype, seed=spec.seed, **fields))
-    return cases
