@@ -76,6 +76,7 @@ gpu-site:
 	@if ls $(WHEELS)/*.whl >/dev/null 2>&1; then \
 	  $(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --upgrade --target $(GPU_SITE) $(WHEELS)/*.whl; \
 	fi
+	rm -rf build/lib  # setuptools reuses it, and it keeps modules a newer tree no longer has
 	$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --no-build-isolation --upgrade --target $(GPU_SITE) .
 
 # The GPU default sweep (`mhabench run`, no config), timed from the shell: the whole command's wall time,

@@ -16,18 +16,20 @@ from typer.core import TyperGroup
 
 from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.errors import InputError, MhabenchError
-from mhabench.impls import ImplSpec, get_spec
+from mhabench.impls import get_spec
 from mhabench.impls.registry import available_implementations
-from mhabench.impls.tensor_parallel import is_tensor_parallel
 from mhabench.results import schema
+from mhabench.results.manifest import Shard
 from mhabench.results.store import rows_frame
 from mhabench.run import runner
 from mhabench.run.launch import launch_env
+from mhabench.run.runner import Selector
 from mhabench.scenario import config as config_mod
 from mhabench.scenario import overrides, plugins
 from mhabench.scenario.device import resolve_device
 from mhabench.version import __version__
-from mhabench.views import summary as display
+from mhabench.views import summary
+from mhabench.views.implementations import implementations_markdown
 from mhabench.views.progress import RichProgress
 from mhabench.views.table import to_rich
 
@@ -172,15 +174,14 @@ def run(
         ]
         for path, config in zip(paths, loaded, strict=True):
             if dry_run:
-                console.print(to_rich(display.plan_table(rows_frame(runner.plan(config, repeat)))))
+                console.print(to_rich(summary.plan_table(rows_frame(runner.plan(config, repeat)))))
                 continue
             select, extra = _shard_selection(config, parsed_shard)
             with RichProgress(console) as progress:
                 result = _launch(
                     config,
                     out,
-                    progress=progress,
-                    argv=sys.argv,
+                    progress,
                     repeats=repeat,
                     select=select,
                     manifest_extra=extra,
@@ -189,21 +190,56 @@ def run(
             _print_run(result, baseline)
 
 
-def _launch(config: config_mod.RunConfig, out_root: Path, **options: Any) -> runner.RunResult | None:
+def _launch(
+    config: config_mod.RunConfig,
+    out_root: Path,
+    progress: RichProgress,
+    *,
+    repeats: int = 1,
+    select: Selector | None = None,
+    manifest_extra: dict[str, Any] | None = None,
+    config_path: str = "CONFIG",
+    resume_dir: Path | None = None,
+    resume_differences: tuple[str, ...] = (),
+) -> runner.RunResult | None:
     """Run in this process, or as this rank of a ``torchrun`` launch (None on every rank but 0).
 
-    The one place that looks at how mhabench was started; torch.distributed is imported only when launched.
+    The one place that looks at how mhabench was started. Under torchrun ``--resume`` is refused by
+    the launch's own checks, so ``resume_differences`` only concerns a run in this process.
     """
     launch = launch_env()
     if launch is None:
-        return runner.run(config, out_root, **options)
+        return runner.run(
+            config,
+            out_root,
+            progress,
+            sys.argv,
+            repeats=repeats,
+            select=select,
+            resume_dir=resume_dir,
+            manifest_extra=manifest_extra,
+            config_path=config_path,
+            resume_differences=resume_differences,
+        )
     from mhabench.distributed.run import run_distributed
 
-    options.pop("resume_differences", None)  # a resumed torchrun run records no forced differences
-    return run_distributed(config, out_root, options.pop("progress"), options.pop("argv"), launch, **options)
+    return run_distributed(
+        config,
+        out_root,
+        progress,
+        sys.argv,
+        launch,
+        repeats=repeats,
+        select=select,
+        manifest_extra=manifest_extra,
+        config_path=config_path,
+        resume_dir=resume_dir,
+    )
 
 
-def _shard_selection(config: config_mod.RunConfig, shard: Any) -> tuple[Any, dict[str, Any] | None]:
+def _shard_selection(
+    config: config_mod.RunConfig, shard: Shard | None
+) -> tuple[Selector | None, dict[str, Any] | None]:
     """``--shard I/N``: the selector of this shard's (case, implementation) pairs and its manifest entry."""
     if shard is None:
         return None, None
@@ -228,8 +264,7 @@ def _resume(ref: str, results_root: Path, force: bool, baseline: str) -> None:
         result = _launch(
             plan.config,
             plan.run_dir.parent,
-            progress=progress,
-            argv=sys.argv,
+            progress,
             select=select,
             resume_dir=plan.run_dir,
             resume_differences=plan.differences,
@@ -248,50 +283,11 @@ def _print_run(result: runner.RunResult | None, baseline: str) -> None:
     """The run summary (compact above a few dozen rows); nothing on the non-zero ranks of torchrun."""
     if result is None:
         return
-    for renderable in display.run_summary(result.frame, baseline, result.run_dir, console.width):
+    for renderable in summary.run_summary(result.frame, baseline, result.run_dir, console.width):
         console.print(renderable)
     console.print(f"results: {result.run_dir}")
     for warning in result.warnings:
         err_console.print(escape(warning), style="yellow", highlight=False, soft_wrap=True)
-
-
-DTYPE_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
-
-
-def _supports(spec: ImplSpec) -> str:
-    """What ``spec`` can run, read off its registered capabilities: the same facts the runner checks before it
-    builds a case, so the README's table cannot promise what a run would then report as ``unsupported``."""
-    caps = spec.capabilities
-    dtypes = ", ".join(short for dtype, short in DTYPE_SHORT.items() if dtype in caps.dtypes)
-    features = [name for name, on in (("GQA", caps.grouped_kv), ("decode", caps.decode), ("train", caps.train)) if on]
-    parts = [", ".join(sorted(caps.devices)), dtypes, ", ".join(features) or "forward prefill only"]
-    if caps.requires:
-        parts.append("needs " + ", ".join(f"`{package}`" for package in caps.requires))
-    if spec.compiles:
-        parts.append("compiles on first call")
-    if is_tensor_parallel(spec):
-        parts.append("heads split over torchrun ranks")
-    return "; ".join(parts)
-
-
-def implementations_markdown() -> str:
-    """Every registered implementation as a Markdown table (the README's block is this output, kept in sync by a
-    test), in registration order, so the manual lists exactly what ``--impl`` accepts."""
-    lines = [
-        "| implementation | set | cost model | runs on; dtypes; supports | what it is |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for name in available_implementations():
-        spec = get_spec(name)
-        cells = (
-            f"`{name}`",
-            "core" if spec.core else "opt-in",
-            f"`{spec.cost.name}`" if spec.cost else "none",
-            _supports(spec),
-            spec.description.replace("|", "\\|"),
-        )
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 @app.command("list")
@@ -354,31 +350,31 @@ def compare(
     """One run: speedup of every impl over a baseline. Two runs: what got faster or slower, with statistics."""
     from mhabench.analysis import compare as compare_mod
     from mhabench.analysis import stats
-    from mhabench.results import store as results
-    from mhabench.views import compare as compare_view
+    from mhabench.results import store
+    from mhabench.views import compare as compare_output
 
     with user_errors():
         if output is not None:
-            compare_view.check_output_path(output)
+            compare_output.check_output_path(output)
         if candidate_ref is None:
             if fail_on_regression:
                 raise InputError("--fail-on-regression: needs two runs (RUN CANDIDATE)")
             comparison = compare_mod.speedups(
-                results.require_results(results.load_run(run_ref, results_root)), baseline
+                store.require_results(store.load_run(run_ref, results_root)), baseline
             )
         else:
             limit = stats.parse_threshold(threshold)
             base, candidate = (
-                results.require_results(results.load_run(r, results_root)) for r in (run_ref, candidate_ref)
+                store.require_results(store.load_run(r, results_root)) for r in (run_ref, candidate_ref)
             )
             comparison = compare_mod.compare_runs(base, candidate, limit, force=force)
         out = _fresh_console()
-        differences = compare_view.differences_text(comparison)
+        differences = compare_output.differences_text(comparison)
         if differences is not None:
             out.print(differences)
-        out.print(compare_view.compare_table(comparison))
+        out.print(compare_output.compare_table(comparison))
         if output is not None:
-            compare_view.write_output(comparison, output)
+            compare_output.write_output(comparison, output)
             out.print(f"written: {output}")
         regressions = comparison.regressions
         if fail_on_regression and len(regressions):
@@ -398,13 +394,13 @@ def report(
 ) -> None:
     """Write report.md and a self-contained report.html (tables, plots) for a run."""
     from mhabench.probe.report import claims_blocks
-    from mhabench.results import store as results
+    from mhabench.results import store
     from mhabench.views.report.files import parse_formats, write_report
     from mhabench.views.report.sections import build
 
     with user_errors():
         formats = parse_formats(report_format)
-        run_data = results.load_run(run_ref, results_root)
+        run_data = store.load_run(run_ref, results_root)
         blocks = build(run_data, baseline, first=claims_blocks(run_data.path))  # a probe run's claims lead
         for path in write_report(blocks, out or run_data.path, formats):
             _fresh_console().print(f"report: {path}", highlight=False, soft_wrap=True)
@@ -465,11 +461,11 @@ def spread(
 ) -> None:
     """Run-to-run spread of every speedup: several runs of one config, or the repeats of one run."""
     from mhabench.analysis import spread as spread_mod
-    from mhabench.results import store as results
+    from mhabench.results import store
     from mhabench.views.spread import spread_table
 
     with user_errors():
-        frame = spread_mod.runs_as_repeats([results.load_run(ref, results_root) for ref in run_refs])
+        frame = spread_mod.runs_as_repeats([store.load_run(ref, results_root) for ref in run_refs])
         _fresh_console().print(to_rich(spread_table(spread_mod.speedup_spread(frame, baseline), baseline)))
 
 

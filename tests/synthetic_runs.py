@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from mhabench.results.schema import FORMAT_VERSION, ResultRow
-from mhabench.results.store import RunWriter
+from mhabench.results.schema import FORMAT_VERSION, MIN_SPREAD_SAMPLES, ResultRow
+from mhabench.results.store import RunWriter, write_manifest
 
 ENVIRONMENT = {
     "mhabench_version": "0.1.0",
@@ -119,7 +119,7 @@ def row(
         "latency_mean_ms": float(np.mean(times_ms)),
         "samples": len(times_ms),
         "calls_per_sample": 1,
-        "noisy": (p75 - p25) / median > 0.1,
+        "noisy": (p75 - p25) / median > 0.1 if len(times_ms) >= MIN_SPREAD_SAMPLES else None,
         "rounds_id": f"{run_id}-{case_id}-{repeat}",
         "tokens_per_s": seq_len / (median / 1e3),
         "peak_memory_bytes": bytes_moved * 2,
@@ -149,7 +149,8 @@ def write_run(root: Path, name: str, rows: list[dict[str, Any]], **environment: 
         writer.append(ResultRow.from_record({**values, "run_id": name}))
     writer.close()
     now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).isoformat()
-    writer.write_manifest(
+    write_manifest(
+        writer.run_dir,
         {
             "run_id": name,
             "format_version": FORMAT_VERSION,
@@ -160,7 +161,7 @@ def write_run(root: Path, name: str, rows: list[dict[str, Any]], **environment: 
             "started_at": now,
             "finished_at": now,
             "status": "complete",
-        }
+        },
     )
     return run_dir
 

@@ -228,7 +228,7 @@ def test_no_memory_guard_tries_what_the_guard_would_skip(
     status: str,
 ) -> None:
     """The guard's verdict is mocked ("will not fit"); --no-memory-guard runs the case anyway."""
-    monkeypatch.setattr("mhabench.run.case.fits", lambda *args, **kwargs: "predicted 9 GB > available 1 GB")
+    monkeypatch.setattr("mhabench.run.memory_guard.fits", lambda *args, **kwargs: "predicted 9 GB > available 1 GB")
     config = write_config(tmp_path, {**tiny_config_data, "implementations": ["fused"]})
     result = invoke("run", config, "--out", tmp_path / "out", *flags)
     assert result.exit_code == 0, result.output

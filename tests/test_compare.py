@@ -174,7 +174,7 @@ def test_an_older_run_matches_a_new_one_on_the_key_defaults(tmp_path: Path) -> N
     assert {"repeat", "tensor_parallel"} <= set(compare.match_key(load_run(older).rows, load_run(new).rows))
     assert list(comparison.rows["verdict"]) == ["same", "same"]
     within = compare.speedups(load_run(older), "naive").rows.set_index("impl")
-    assert within.loc["fused", "speedup_method"] == "medians"  # 12 and 9 samples: not rounds
+    assert within.loc["fused", "speedup_method"] == "paired"  # one rounds_id: the 9 rounds both took part in
     assert within.loc["fused", "speedup"] == pytest.approx(2.5, rel=0.03)
 
 

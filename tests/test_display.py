@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
-from synthetic_runs import rounds, row
+from synthetic_runs import rounds, row, write_run
 
+from mhabench.analysis import compare
 from mhabench.analysis.speedup import speedup_rows
 from mhabench.results.schema import label
+from mhabench.results.store import load_run
 from mhabench.views import summary as display
+from mhabench.views.compare import comparison_table
 from mhabench.views.table import fit_columns, natural_width
 
 
@@ -69,6 +72,30 @@ def test_compact_table_carries_the_paired_speedup_and_its_interval() -> None:
     assert 2.3 < second["speedup"] < 2.7  # 10 ms / 4 ms with 1 % noise per sample
     assert table.cells[1][3] == display.speedup_text(second) and "[" in table.cells[1][3]
     assert "speedup spread" not in table.headers
+
+
+def test_rows_with_few_samples_show_n_a_rather_than_a_verdict(tmp_path: Path) -> None:
+    """torch_mha spent its cap after 2 rounds: its IQR, noisy flag and interval read n/a and its status says so;
+    fused, with 8 rounds, keeps all three. Read back from disk, where the empty noisy cell is NaN (``bool(nan)``
+    is True: it must not read as noisy)."""
+    times = rounds({"naive": 10.0, "fused": 4.0, "torch_mha": 100.0}, count=8, drift=0.02, seed=1)
+    rows = [row(impl, ms) for impl, ms in times.items()]
+    rows[2] = {**row("torch_mha", times["torch_mha"][:2]), "noisy": None, "capped": True}
+    run = load_run(write_run(tmp_path, "few", rows))
+    assert run.rows["noisy"].isna().tolist() == [False, False, True]
+    table = display.results_table(speedup_rows(run.rows, "naive"), "naive")
+    cells = {
+        impl: dict(zip(table.headers, line, strict=True))
+        for impl, line in zip(run.rows["impl"], table.cells, strict=True)
+    }
+    assert cells["torch_mha"]["status"] == "ok (capped, 2 samples)" and table.styles[2] == ""
+    assert cells["torch_mha"]["median ms (IQR)"].endswith("(n/a)")
+    assert cells["torch_mha"]["speedup vs naive"].endswith("× [n/a]")
+    assert cells["fused"]["status"] == "ok" and "n/a" not in cells["fused"]["median ms (IQR)"]
+    assert "n/a" not in cells["fused"]["speedup vs naive"]
+    within = comparison_table(compare.speedups(run, "naive"))
+    interval = [line[within.headers.index("95% CI")] for line in within.cells]
+    assert interval[2] == "n/a" and interval[1].startswith("[")
 
 
 def test_a_case_with_no_ok_row_has_no_winner() -> None:

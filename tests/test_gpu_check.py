@@ -84,7 +84,9 @@ def test_make_gpu_check_installs_without_an_index_and_skips(tmp_path: Path) -> N
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (tmp_path / "site" / "mhabench" / "gpu_check.py").is_file()
+    site = tmp_path / "site" / "mhabench"
+    assert (site / "checks" / "gpu.py").is_file()
+    assert not (site / "gpu_check.py").exists()  # no module of an older tree left behind by a stale build/
     assert_skip_report(
         "\n".join(line for line in done.stdout.splitlines() if not line.startswith(("PYTHONPATH", sys.executable))),
         tmp_path / "out",

@@ -14,7 +14,7 @@ from mhabench.measure.memory import LiveStorageTracker, sdpa_backend
 from mhabench.measure.peaks import DevicePeaks, datasheet_peaks, device_peaks
 from mhabench.measure.timing import measure_latency
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
-from mhabench.results.schema import LatencyStats, Memory
+from mhabench.results.schema import MIN_SPREAD_SAMPLES, LatencyStats, Memory
 from mhabench.scenario.config import TimingConfig
 
 MiB = 2**20
@@ -205,14 +205,28 @@ def test_latency_statistics_and_noisy_flag() -> None:
     def stats(times_ms: tuple[float, ...], noise_threshold: float) -> LatencyStats:
         return LatencyStats.from_samples(times_ms, 1, noise_threshold, compile_time_s=float("nan"))
 
-    steady = stats((1.0, 1.05, 1.1), 0.1)
+    steady = stats((1.0, 1.025, 1.05, 1.075, 1.1), 0.1)
     assert steady.latency_ms == pytest.approx(1.05)
     assert (steady.latency_p25_ms, steady.latency_p75_ms) == (pytest.approx(1.025), pytest.approx(1.075))
-    assert steady.samples == 3 and steady.latency_mean_ms == pytest.approx(1.05)
-    assert not steady.noisy  # 0.05 / 1.05 ≈ 4.8 % ≤ 10 %
-    assert stats(steady.times_ms, 0.04).noisy
-    assert stats((1.0, 1.0, 2.0, 2.0), 0.1).noisy  # IQR 0.75 / median 1.5
-    assert not stats((2.0, 2.0, 2.0), 0.1).noisy
+    assert steady.samples == 5 and steady.latency_mean_ms == pytest.approx(1.05)
+    assert steady.noisy is False  # 0.05 / 1.05 ≈ 4.8 % ≤ 10 %
+    assert stats(steady.times_ms, 0.04).noisy is True
+    assert stats((1.0, 1.0, 1.0, 2.0, 2.0, 2.0), 0.1).noisy is True  # IQR 1.0 / median 1.5
+    assert stats((2.0,) * 5, 0.1).noisy is False
+
+
+def test_noisy_is_undefined_below_the_spread_minimum() -> None:
+    """Below MIN_SPREAD_SAMPLES the quartiles lean on the extremes (one sample: IQR 0 by construction), so there
+    is no flag either way, where it used to read False for one sample and True for a wide pair."""
+
+    def noisy(times_ms: tuple[float, ...]) -> bool | None:
+        return LatencyStats.from_samples(times_ms, 1, 0.1, compile_time_s=float("nan")).noisy
+
+    assert MIN_SPREAD_SAMPLES == 5
+    assert noisy((1.0,)) is None and noisy((1.0, 2.0, 1.0, 2.0)) is None
+    assert noisy((1.0, 2.0, 1.0, 2.0, 1.5)) is True and noisy((1.0,) * 5) is False
+    # from 5 samples on, one outlier at either end does not move the IQR
+    assert noisy((1.0, 1.0, 1.0, 1.0, 1000.0)) is False and noisy((0.001, 1.0, 1.0, 1.0, 1.0)) is False
 
 
 def test_roofline_arithmetic() -> None:

@@ -27,6 +27,7 @@ from mhabench.results.store import (
     resolve_run,
     rows_frame,
     sanitize_name,
+    write_manifest,
 )
 
 NOW = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
@@ -65,12 +66,13 @@ def write_run(
     root: Path, name: str, rows: list[ResultRow], now: dt.datetime = NOW, manifest: dict[str, Any] | None = None
 ) -> Path:
     writer = RunWriter(new_run_dir(root, name, now))
-    writer.write_manifest({"run_id": writer.run_id, "status": "running"})
+    write_manifest(writer.run_dir, {"run_id": writer.run_id, "status": "running"})
     for r in rows:
         writer.append(r)
     writer.close()
-    writer.write_manifest(
-        manifest or {"run_id": writer.run_id, "status": "complete", "roofline": {"float32": {"source": "x"}}}
+    write_manifest(
+        writer.run_dir,
+        manifest or {"run_id": writer.run_id, "status": "complete", "roofline": {"float32": {"source": "x"}}},
     )
     return writer.run_dir
 
@@ -164,7 +166,7 @@ def test_parquet_is_rewritten_at_powers_of_two_and_on_close(tmp_path: Path) -> N
 def test_killed_run_loads_every_csv_row_with_the_samples_the_parquet_had(tmp_path: Path) -> None:
     """A run killed after its third row (no close): the CSV has 3 rows, the Parquet file the first 2."""
     writer = RunWriter(new_run_dir(tmp_path, "killed", NOW))
-    writer.write_manifest({"run_id": writer.run_id, "format_version": FORMAT_VERSION, "status": "running"})
+    write_manifest(writer.run_dir, {"run_id": writer.run_id, "format_version": FORMAT_VERSION, "status": "running"})
     for impl, times in (("naive", [1.0, 2.0, 3.0]), ("per_head", [4.0]), ("fused", [5.0, 6.0])):
         writer.append(row(impl, times, latency_ms=sorted(times)[len(times) // 2], samples=len(times)))
     assert parquet_rows(writer.run_dir) == 2
@@ -308,7 +310,7 @@ def test_same_name_and_time_gets_a_suffix(tmp_path: Path) -> None:
 def killed_run(root: Path, rows: list[ResultRow], tail: bytes = b"") -> Path:
     """A run killed after appending ``rows`` (no close), with ``tail`` half-written at the end of its CSV."""
     writer = RunWriter(new_run_dir(root, "killed", NOW))
-    writer.write_manifest({"run_id": writer.run_id, "format_version": FORMAT_VERSION, "status": "running"})
+    write_manifest(writer.run_dir, {"run_id": writer.run_id, "format_version": FORMAT_VERSION, "status": "running"})
     for r in rows:
         writer.append(r)
     with open(writer.run_dir / "results.csv", "ab") as handle:

@@ -29,7 +29,7 @@ from mhabench.errors import ConfigError, InputError, PluginError
 from mhabench.measure.environment import environment
 from mhabench.results.liveness import liveness_fields
 from mhabench.results.schema import FORMAT_VERSION, Outcome, ResultRow
-from mhabench.results.store import RunWriter, load_run
+from mhabench.results.store import RunWriter, load_run, write_manifest
 from mhabench.run.case import identity
 from mhabench.run.resume import NothingToResumeError, prepare_resume
 from mhabench.scenario.cases import expand_cases
@@ -70,7 +70,8 @@ def synthetic_run(
         for name in parsed.implementations or []:
             if len(writer.rows) < done:
                 writer.append(ResultRow(identity(writer.run_id, case, name, CPU), Outcome("error", "synthetic")))
-    writer.write_manifest(
+    write_manifest(
+        writer.run_dir,
         {
             "run_id": writer.run_id,
             "format_version": FORMAT_VERSION,
@@ -81,7 +82,7 @@ def synthetic_run(
             "pid": dead_pid(),
             "host": socket.gethostname(),
             **manifest,
-        }
+        },
     )
     return run_dir
 
@@ -104,7 +105,7 @@ def test_a_killed_run_resumes_with_its_recorded_config(tmp_path: Path) -> None:
     plan = prepare_resume(run_dir.name, tmp_path, force=False)
     assert (plan.run_dir, plan.differences) == (run_dir, ())
     assert plan.config == parse_config(CONFIG, "tiny.yaml")
-    assert plan.manifest["repeats"] == 1
+    assert plan.shard is None
 
 
 def test_a_live_run_is_refused_even_with_force(tmp_path: Path) -> None:

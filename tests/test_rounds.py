@@ -17,11 +17,14 @@ import torch
 from torch.utils import benchmark
 
 from mhabench.measure.rounds import (
+    HOST_ROUNDS,
     WARMUP_TOLERANCE,
+    Block,
     CpuTimer,
     block_calls_for,
     interleaved_medians_ms,
     round_order,
+    run_rounds,
     time_in_rounds,
     warm_up,
 )
@@ -106,12 +109,70 @@ def test_rounds_continue_until_the_minimum_time(clock: FakeClock) -> None:
     assert result.latency.calls_per_sample == 2 and result.latency.samples == 5
 
 
-def test_the_cap_stops_the_rounds_with_equal_counts(clock: FakeClock) -> None:
-    """100 samples of a 10 ms call cannot fit in 45 ms: the first to reach the cap ends the rounds (the 5th)."""
+def test_each_implementation_spends_its_own_cap(clock: FakeClock) -> None:
+    """100 samples fit in 45 ms for neither: a's 10 ms blocks stop at 5, b's 1 ms blocks at 45 (the old rule
+    ended both at a's 5th round), and both say they were capped."""
     capped = TimingConfig(**{**TIMING.model_dump(), "min_samples": 100, "max_run_time_s": 0.045})
     calls = {"a": clock.steady("a", 10.0), "b": clock.steady("b", 1.0)}
     timed = time_in_rounds(calls, CPU, capped, seed=0, clock=clock)
-    assert {name: result.latency.samples for name, result in timed.items()} == {"a": 5, "b": 5}
+    assert {name: result.latency.samples for name, result in timed.items()} == {"a": 5, "b": 45}
+    assert all(result.latency.capped for result in timed.values())
+
+
+# 0.5 s cap; min_run_time_s below 4 blocks' 36–40 ms, so the fake clock's rounding at 0.8 s cannot miss it.
+SLOW_CAP = TimingConfig(**{**TIMING.model_dump(), "max_run_time_s": 0.5, "min_run_time_s": 0.035})
+
+
+def test_a_slow_implementation_does_not_starve_the_fast_ones(clock: FakeClock) -> None:
+    """A 400 ms call spends the 0.5 s cap in two rounds and leaves; the others still get their 4 samples.
+
+    Under the old rule (the rounds end when any implementation reaches the cap) all three had two samples.
+    """
+    timing = SLOW_CAP
+    calls = {"fast": clock.steady("fast", 1.0), "slow": clock.steady("slow", 400.0), "mid": clock.steady("mid", 2.5)}
+    timed = time_in_rounds(calls, CPU, timing, seed=7, clock=clock)
+    assert {name: result.latency.samples for name, result in timed.items()} == {"fast": 4, "slow": 2, "mid": 4}
+    assert {name: result.latency.capped for name, result in timed.items()} == {
+        "fast": False,
+        "slow": True,
+        "mid": False,
+    }
+    assert len({result.latency.rounds_id for result in timed.values()}) == 1  # still one set of rounds
+
+
+def test_an_implementation_that_left_keeps_the_first_rounds(clock: FakeClock) -> None:
+    """Round r visits round_order's permutation of every name, less those that left: the slow one takes rounds
+    0 and 1 and never comes back, so its sample i is round i like everyone else's."""
+    timing = SLOW_CAP
+    calls = {"fast": clock.steady("fast", 1.0), "slow": clock.steady("slow", 400.0), "mid": clock.steady("mid", 2.5)}
+    timed = time_in_rounds(calls, CPU, timing, seed=7, clock=clock)
+    per_sample = {name: result.latency.calls_per_sample for name, result in timed.items()}
+    warmup_calls = sum(result.warmup.calls for result in timed.values())
+    blocks = [block for order in rounds_of(clock.log, set(calls), warmup_calls, per_sample) for block in order]
+    expected = [name for r in range(4) for name in round_order(list(calls), 7, r) if r < 2 or name != "slow"]
+    assert blocks == expected
+
+
+class CountingTimer:
+    """A BlockTimer of 10 ms blocks that counts which rounds asked for a host-timed call."""
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+
+    def block(self, calls: int) -> Block:
+        self.kinds.append("block")
+        return Block(10.0, 0.01)
+
+    def sample(self, calls: int) -> Block:
+        self.kinds.append("sample")
+        return Block(10.0, 0.01, host_ms=11.0)
+
+
+def test_only_the_first_rounds_take_a_host_timed_call() -> None:
+    """A slow call's block is that one call: a host call in each of its rounds would double its timing."""
+    timer = CountingTimer()
+    run_rounds({"x": timer}, {"x": 1}, TimingConfig(min_run_time_s=0.01, min_samples=8), seed=0)
+    assert timer.kinds == ["sample"] * HOST_ROUNDS + ["block"] * (8 - HOST_ROUNDS)
 
 
 def test_warm_up_stops_when_block_times_settle(clock: FakeClock) -> None:

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,14 @@ import pytest
 import torch
 from conftest import CORE_IMPLEMENTATIONS, FIXED_PEAKS
 
+from mhabench.analysis.speedup import speedup_rows
 from mhabench.errors import UnsupportedError
 from mhabench.impls.reference import TOLERANCE, reference_attention
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.results.schema import COLUMNS, CaseIdentity, Outcome, ResultRow
 from mhabench.results.store import load_run, rows_frame
 from mhabench.run import case as case_runner
-from mhabench.run import runner
+from mhabench.run import memory_guard, runner
 from mhabench.scenario.config import RunConfig, TimingConfig, parse_config
 
 
@@ -209,6 +211,30 @@ def test_implementation_with_its_own_reference_is_checked_against_it(
     assert list(rows["status"]) == ["mismatch", "ok"]
 
 
+def test_a_very_slow_implementation_leaves_the_fast_ones_their_samples(
+    tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks, temp_impl: Any
+) -> None:
+    """A 40 ms call spends the 50 ms cap in two rounds and leaves them; naive and fused go on to min_samples with a
+    noisy flag and an interval. Under the old rule its cap ended every implementation's timing at two samples."""
+
+    def sleepy(x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.04)
+        return x
+
+    slow = temp_impl(sleepy, reference=lambda weights, x, heads, causal: x.double())
+    timing = {**tiny_config_data["timing"], "min_samples": 6}
+    frame = runner.run(tiny(tiny_config_data, implementations=["naive", slow, "fused"], timing=timing), tmp_path).frame
+    rows = frame.set_index("impl")
+    assert rows.loc[slow, "samples"] == 2  # 40 ms, then 80 ms ≥ the 50 ms cap
+    assert rows.loc["naive", "samples"] >= 6 and rows.loc["fused", "samples"] >= 6
+    assert list(rows["capped"]) == [False, True, False] and rows["rounds_id"].nunique() == 1
+    assert pd.isna(rows.loc[slow, "noisy"]) and rows.loc["fused", "noisy"] in (True, False)
+    speedups = speedup_rows(frame, "naive").set_index("impl")
+    assert speedups.loc["fused", "speedup_method"] == "paired"
+    assert math.isfinite(speedups.loc["fused", "speedup_ci_low"])
+    assert math.isnan(speedups.loc[slow, "speedup_ci_low"])  # 2 samples: no interval
+
+
 def test_interrupted_run_keeps_finished_rows(
     tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks
 ) -> None:
@@ -351,7 +377,7 @@ def test_one_screen_refuses_before_anything_is_built(monkeypatch: pytest.MonkeyP
     assert case_runner.screen(get_spec("torch_mha"), gqa, cpu) == Outcome(
         "unsupported", "torch_mha: no grouped K/V heads (kv_heads 2 < heads 4)"
     )
-    monkeypatch.setattr(case_runner, "fits", lambda *args, **kwargs: "predicted 9 GB > available 1 GB")
+    monkeypatch.setattr(memory_guard, "fits", lambda *args, **kwargs: "predicted 9 GB > available 1 GB")
     assert case_runner.screen(get_spec("fused"), gqa, cpu) == Outcome("skipped", "predicted 9 GB > available 1 GB")
     assert case_runner.screen(get_spec("fused"), gqa, cpu, guard=False) is None
 

@@ -11,7 +11,15 @@ from scipy import stats as scipy_stats
 from synthetic_runs import rounds, row
 
 from mhabench.analysis import stats
-from mhabench.analysis.speedup import MEDIANS, PAIRED, case_winners, relative_range, repeat_spread, speedup_rows
+from mhabench.analysis.speedup import (
+    MEDIANS,
+    PAIRED,
+    case_winners,
+    relative_range,
+    repeat_spread,
+    shared_rounds,
+    speedup_rows,
+)
 
 
 def speedups(*rows: dict, baseline: str = "naive") -> pd.DataFrame:
@@ -19,7 +27,8 @@ def speedups(*rows: dict, baseline: str = "naive") -> pd.DataFrame:
 
 
 def test_every_round_twice_as_fast_is_exactly_two() -> None:
-    result = speedups(row("naive", [2.0, 4.0, 6.0]), row("fused", [1.0, 2.0, 3.0])).loc[("fused", 0)]
+    base_ms = [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]
+    result = speedups(row("naive", base_ms), row("fused", [ms / 2 for ms in base_ms])).loc[("fused", 0)]
     assert result["speedup_method"] == PAIRED
     assert (result["speedup"], result["speedup_ci_low"], result["speedup_ci_high"]) == (2.0, 2.0, 2.0)
 
@@ -33,19 +42,47 @@ def test_pairing_follows_the_rounds_not_the_medians() -> None:
 
 
 def test_the_baseline_against_itself_is_one_with_no_width() -> None:
-    result = speedups(row("naive", [2.0, 4.0, 5.0]), row("fused", [1.0, 2.0, 3.0])).loc[("naive", 0)]
+    result = speedups(row("naive", [2.0, 4.0, 5.0, 6.0, 7.0, 9.0]), row("fused", [1.0, 2.0, 3.0])).loc[("naive", 0)]
     assert (result["speedup"], result["speedup_ci_low"], result["speedup_ci_high"]) == (1.0, 1.0, 1.0)
 
 
 @pytest.mark.parametrize(
     ("base_ms", "impl_ms"),
-    [([2.0, 4.0, 6.0, 8.0], [1.0, 2.0, 3.0]), ([2.0, 4.0], [1.0, 2.0]), ([4.0], [2.0])],
-    ids=["lengths differ", "two rounds", "one median (CSV only)"],
+    [([2.0, 4.0, 6.0, 8.0], [1.0, 2.0]), ([2.0, 4.0], [1.0, 2.0]), ([4.0], [2.0])],
+    ids=["two shared rounds", "two rounds", "one median (CSV only)"],
 )
 def test_unaligned_samples_fall_back_to_the_ratio_of_medians(base_ms: list[float], impl_ms: list[float]) -> None:
     result = speedups(row("naive", base_ms), row("fused", impl_ms)).loc[("fused", 0)]
     assert result["speedup_method"] == MEDIANS
     assert result["speedup"] == pytest.approx(np.median(base_ms) / np.median(impl_ms))
+
+
+def test_a_row_that_left_the_rounds_early_pairs_only_the_rounds_it_shared() -> None:
+    """fused left after round 4 (its cap), naive went on and slowed down: the speedup is the 4 shared rounds' 2.0×,
+    not the ratio of medians over unequal stretches (51×, what lengths that differ used to fall back to)."""
+    naive, fused = row("naive", [2.0, 2.0, 2.0, 2.0, 100.0, 100.0, 100.0, 100.0]), row("fused", [1.0] * 4)
+    result = speedups(naive, fused).loc[("fused", 0)]
+    assert result["speedup_method"] == PAIRED and result["speedup"] == pytest.approx(2.0)
+    assert math.isnan(result["speedup_ci_low"]) and math.isnan(result["speedup_ci_high"])  # 4 rounds: no interval
+    six = speedups(naive, row("fused", [1.0] * 6)).loc[("fused", 0)]
+    assert six["speedup_method"] == PAIRED and six["speedup"] == pytest.approx(2.0)  # median of 2,2,2,2,100,100
+    assert math.isfinite(six["speedup_ci_low"]) and six["speedup_ci_low"] <= six["speedup"] <= six["speedup_ci_high"]
+
+
+def test_intervals_need_six_samples() -> None:
+    """[min, max] covers a median with probability 1 − 2·0.5ⁿ: 93.75 % at 5 samples, so no 95 % interval below 6."""
+    five, six = [1.0, 1.1, 0.9, 1.05, 0.95], [1.0, 1.1, 0.9, 1.05, 0.95, 1.02]
+    assert stats.MIN_INTERVAL_SAMPLES == 6 and 1 - 2 * 0.5**5 < stats.CONFIDENCE_LEVEL < 1 - 2 * 0.5**6
+    for estimate in (stats.paired_ratio(five, five[::-1]), stats.ratio_of_medians(five, six)):
+        assert math.isfinite(estimate.ratio) and math.isnan(estimate.ci_low) and math.isnan(estimate.ci_high)
+    for estimate in (stats.paired_ratio(six, six[::-1]), stats.ratio_of_medians(six, six)):
+        assert estimate.ci_low <= estimate.ratio <= estimate.ci_high and estimate.ci_low < estimate.ci_high
+
+
+def test_shared_rounds_are_the_common_prefix() -> None:
+    assert shared_rounds([1.0, 2.0, 3.0], [4.0]) == ([1.0], [4.0])
+    assert shared_rounds([1.0], [4.0, 5.0]) == ([1.0], [4.0])
+    assert shared_rounds([], [4.0]) == ([], [])
 
 
 def test_failed_rows_have_no_speedup_and_the_winner_falls_back_to_latency() -> None:

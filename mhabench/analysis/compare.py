@@ -202,6 +202,14 @@ def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
         ci_high=estimate.ci_high,
         p_value=stats.mann_whitney_p(base_samples, cand_samples),
     )
-    if min(len(base_samples), len(cand_samples)) < 2:
-        out["note"] = "fewer than 2 samples: no test"
+    out["note"] = _few_samples_note(min(len(base_samples), len(cand_samples)))
     return out
+
+
+def _few_samples_note(fewest: int) -> str:
+    """What a side with few samples leaves out: the test below 2, the interval below ``MIN_INTERVAL_SAMPLES``."""
+    if fewest < 2:
+        return "fewer than 2 samples: no test, no interval"
+    if fewest < stats.MIN_INTERVAL_SAMPLES:
+        return f"fewer than {stats.MIN_INTERVAL_SAMPLES} samples: no interval"
+    return ""

@@ -1,12 +1,15 @@
 """Speedup over a baseline implementation, the one notion every view uses.
 
 Within one case and one repeat, implementations are timed in interleaved rounds: sample i of every
-implementation comes from round i, so both sides of a ratio saw the same machine state. The speedup
-of an implementation is therefore the median of its per-round ratios ``baseline[i] / impl[i]``, with
-a 95% bootstrap interval that resamples rounds (:func:`mhabench.analysis.stats.paired_ratio`); a slow round
-slows both sides and cancels. Rows whose samples are not aligned (an older run, a CSV-only run,
-fewer than ``MIN_PAIRED_ROUNDS`` rounds) fall back to the ratio of medians with an unpaired
-bootstrap (:func:`mhabench.analysis.stats.ratio_of_medians`); ``speedup_method`` says which one a row got.
+implementation comes from round i, so both sides of a ratio saw the same machine state. An
+implementation that spent its ``max_run_time_s`` first left the rounds early, so its samples are the
+first rounds only, and two rows share exactly their first ``min(len)`` rounds (:func:`shared_rounds`).
+The speedup of an implementation is therefore the median of its per-round ratios ``baseline[i] / impl[i]``
+over the rounds both took part in, with a 95% bootstrap interval that resamples rounds
+(:func:`mhabench.analysis.stats.paired_ratio`); a slow round slows both sides and cancels. Rows whose
+samples are not aligned (an older run, a CSV-only run, fewer than ``MIN_PAIRED_ROUNDS`` shared rounds)
+fall back to the ratio of medians with an unpaired bootstrap (:func:`mhabench.analysis.stats.ratio_of_medians`);
+``speedup_method`` says which one a row got. Either interval is NaN below ``stats.MIN_INTERVAL_SAMPLES``.
 
 The run summary, ``compare RUN``, the report and the plots all read speedups from
 :func:`speedup_rows`; :func:`repeat_spread` says how much a ``--repeat N`` run moved between its
@@ -38,7 +41,8 @@ from mhabench.results.schema import (
 
 DEFAULT_BASELINE = "naive"
 MIN_PAIRED_ROUNDS = 3
-"""Fewer rounds than this give no useful interval: such rows use the ratio of medians instead."""
+"""Fewer shared rounds than this are too few to pair on: such rows use the ratio of medians (over every sample
+of each side) instead. Their interval needs ``stats.MIN_INTERVAL_SAMPLES`` either way."""
 PAIRED, MEDIANS = "paired", "medians"
 SPREAD_COLUMNS = [
     CASE_ID,
@@ -72,13 +76,24 @@ def is_ok(row: Row) -> bool:
     return row.get(STATUS) == "ok" and bool(samples_of(row))
 
 
+def shared_rounds(base_ms: list[float], impl_ms: list[float]) -> tuple[list[float], list[float]]:
+    """The samples of the rounds both rows took part in: their first ``min(len)``.
+
+    Sample i of a row is round i, and a row that left the rounds early never came back
+    (:func:`mhabench.measure.rounds.run_rounds`), so the rounds two rows share are a common prefix.
+    """
+    shared = min(len(base_ms), len(impl_ms))
+    return base_ms[:shared], impl_ms[:shared]
+
+
 def speedup_estimate(
     base_ms: list[float], impl_ms: list[float], same_rounds: bool = True
 ) -> tuple[stats.RatioEstimate, str]:
-    """Paired when both rows were timed in the same rounds (same ``rounds_id``) and the samples line up
-    round by round, else the ratio of medians; and which one it was."""
-    if same_rounds and len(base_ms) == len(impl_ms) >= MIN_PAIRED_ROUNDS:
-        return stats.paired_ratio(base_ms, impl_ms), PAIRED
+    """Paired over the rounds both rows took part in when they were timed in the same rounds (same
+    ``rounds_id``) and share at least ``MIN_PAIRED_ROUNDS``, else the ratio of medians; and which one it was."""
+    base_shared, impl_shared = shared_rounds(base_ms, impl_ms)
+    if same_rounds and len(base_shared) >= MIN_PAIRED_ROUNDS:
+        return stats.paired_ratio(base_shared, impl_shared), PAIRED
     return stats.ratio_of_medians(base_ms, impl_ms), MEDIANS
 
 

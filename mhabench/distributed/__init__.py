@@ -1,1 +1,1 @@
-"""Beyond one device: tensor-parallel attention over ``torch.distributed`` (launched by ``torchrun``)."""
+"""Beyond one device: a sweep run under ``torchrun``, its process groups and its tensor-parallel rows."""

@@ -9,16 +9,20 @@ others. Here:
    ``warmup_runs`` calls), or until ``warmup_max_s`` is spent. Its block size (calls per sample) is
    then fixed from the settled per-call time, so one block lasts about
    ``min_run_time_s / min_samples``; it is never re-estimated.
-2. **Rounds.** Round *r* draws a fresh order of the implementations from
-   ``numpy.random.default_rng(seed + r)`` and takes one block sample of each in that order. Rounds
-   go on until every implementation has ``min_samples`` samples and ``min_run_time_s`` of timed
-   time, or until one of them has spent ``max_run_time_s`` (summed over its timed blocks).
+2. **Rounds, with a budget per implementation.** Round *r* draws a fresh order of the implementations
+   from ``numpy.random.default_rng(seed + r)`` and takes one block sample of each implementation still
+   in the rounds, in that order. An implementation leaves the rounds, for good, once it has
+   ``min_samples`` samples and ``min_run_time_s`` of timed time (enough), or once it has spent its own
+   ``max_run_time_s`` (capped, perhaps with fewer samples); the rounds end when every one has left. So
+   a slow implementation's cap never ends a fast one's timing, and every implementation's samples are
+   the first rounds in a row: sample *i* of each comes from round *i*, and two implementations share
+   exactly their first ``min(len(a), len(b))`` rounds, which is what paired statistics pair.
 
 CPU: a sample is the mean per-call time of ``calls_per_sample`` back-to-back calls between two
 ``time.perf_counter`` readings, with Python's garbage collector paused as ``timeit`` does. CUDA: a
 sample is the median of ``calls_per_sample`` per-call CUDA-event times, each call behind its own lead
-(L2 flush or spin, :mod:`mhabench.measure.cuda_timing`), plus one host-timed synchronous call per
-round for ``host_latency_ms``.
+(L2 flush or spin, :mod:`mhabench.measure.cuda_timing`), plus, in an implementation's first
+``HOST_ROUNDS`` rounds, one host-timed synchronous call for ``host_latency_ms``.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ from mhabench.scenario.config import TimingConfig
 WARMUP_TOLERANCE = 0.05  # successive full warm-up blocks within 5 %: settled, and above typical block noise
 FULL_BLOCK_SHARE = 0.5  # a warm-up block at least half as long as a timed block is compared (not a ramp block)
 CPU_MAX_BLOCK_CALLS = 1_000_000  # bounds a block when a call is too fast for the clock to see
+HOST_ROUNDS = 5
+"""Rounds whose sample adds a host-timed call (CUDA): a median of 5 ignores 2 outliers, and for a slow call,
+whose block is that one call, a host call in every round would double its timing."""
 Clock = Callable[[], float]
 
 
@@ -172,28 +179,43 @@ def round_order(names: list[str], seed: int, round_index: int) -> list[str]:
     return [names[i] for i in rng.permutation(len(names))]
 
 
-def _done(blocks: Mapping[str, list[Block]], timing: TimingConfig) -> bool:
-    """Every implementation has its samples and its minimum time, or one has reached the cap."""
-    timed_s = [sum(block.timed_s for block in samples) for samples in blocks.values()]
-    enough = all(len(samples) >= timing.min_samples for samples in blocks.values())
-    return (enough and min(timed_s) >= timing.min_run_time_s) or max(timed_s) >= timing.max_run_time_s
+def _timed_s(blocks: list[Block]) -> float:
+    return sum(block.timed_s for block in blocks)
+
+
+def _has_enough(blocks: list[Block], timing: TimingConfig) -> bool:
+    """``min_samples`` samples and ``min_run_time_s`` of timed time: what an implementation's timing asks for."""
+    return len(blocks) >= timing.min_samples and _timed_s(blocks) >= timing.min_run_time_s
+
+
+def _in_rounds(blocks: list[Block], timing: TimingConfig) -> bool:
+    """Neither enough nor capped: the implementation takes part in the next round."""
+    return not _has_enough(blocks, timing) and _timed_s(blocks) < timing.max_run_time_s
 
 
 def run_rounds(
     timers: Mapping[str, BlockTimer], block_calls: Mapping[str, int], timing: TimingConfig, seed: int
 ) -> dict[str, list[Block]]:
-    """Rounds of one sample per implementation in a shuffled order, until :func:`_done`.
+    """Rounds of one sample per implementation still in them, in a shuffled order, until each has left.
 
-    Every list has the same length and element *i* of each comes from round *i*.
+    Each implementation leaves once it has enough or has spent its own ``max_run_time_s``, and never
+    comes back, so element *i* of every list comes from round *i*: a list is its rounds' prefix.
+    Round *r* visits the implementations in :func:`round_order`'s order for all of them, less those
+    that have left, so the order of the others does not depend on who has left.
     """
     names = list(timers)
     blocks: dict[str, list[Block]] = {name: [] for name in names}
     round_index = 0
-    while round_index == 0 or not _done(blocks, timing):
-        for name in round_order(names, seed, round_index):
-            blocks[name].append(timers[name].sample(block_calls[name]))
+    while in_rounds := {name for name in names if _in_rounds(blocks[name], timing)}:
+        for name in (name for name in round_order(names, seed, round_index) if name in in_rounds):
+            blocks[name].append(_round_sample(timers[name], block_calls[name], round_index))
         round_index += 1
     return blocks
+
+
+def _round_sample(timer: BlockTimer, calls: int, round_index: int) -> Block:
+    """A round's block of calls, with its host-timed call in the first ``HOST_ROUNDS`` rounds only."""
+    return timer.sample(calls) if round_index < HOST_ROUNDS else timer.block(calls)
 
 
 def interleaved_medians_ms(samplers: Mapping[str, Callable[[], float]], rounds: int, seed: int = 0) -> dict[str, float]:
@@ -235,7 +257,7 @@ def _latency(
     stats = LatencyStats.from_samples(
         tuple(block.per_call_ms for block in blocks), warmup.block_calls, timing.noise_threshold, compile_time_s
     )
-    stats = dataclasses.replace(stats, rounds_id=rounds_id)
+    stats = dataclasses.replace(stats, rounds_id=rounds_id, capped=not _has_enough(blocks, timing))
     host_ms = [block.host_ms for block in blocks if not math.isnan(block.host_ms)]
     return dataclasses.replace(stats, host_latency_ms=statistics.median(host_ms)) if host_ms else stats
 
@@ -287,11 +309,12 @@ def interleaved_latency(
     """Time every implementation of one case in the same shuffled rounds, after a warm-up by time.
 
     ``calls`` maps an implementation's name to a zero-argument call of it on the case (run it under
-    ``torch.inference_mode()`` as the runner does). The contract paired statistics rely on: every
-    returned ``LatencyStats.times_ms`` has the same length, and ``times_ms[i]`` of every
-    implementation was taken in round *i*, so ``a.times_ms[i] / b.times_ms[i]`` is a per-round ratio
-    of two samples taken moments apart. ``calls_per_sample`` is the block size fixed after warm-up.
-    The same ``seed`` gives the same orders. A call that raises ends the whole measurement.
+    ``torch.inference_mode()`` as the runner does). The contract paired statistics rely on:
+    ``times_ms[i]`` of every implementation was taken in round *i*, so for every *i* below both
+    lengths ``a.times_ms[i] / b.times_ms[i]`` is a per-round ratio of two samples taken moments apart.
+    The lengths differ when an implementation left the rounds early (``capped``: it spent
+    ``max_run_time_s`` first). ``calls_per_sample`` is the block size fixed after warm-up. The same
+    ``seed`` gives the same orders. A call that raises ends the whole measurement.
     """
     timed = time_in_rounds(calls, device, timing, seed, compile_time_s)
     return {name: result.latency for name, result in timed.items()}

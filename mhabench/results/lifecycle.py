@@ -61,20 +61,26 @@ def _ending(exc: BaseException) -> Ending:
 
 @contextlib.contextmanager
 def run_folder(
-    run_dir: Path, manifest: Manifest, writer: RunWriter | None = None, *, finished_as: Ending = "complete"
+    run_dir: Path,
+    manifest: Manifest,
+    writer: RunWriter | None = None,
+    *,
+    finished_as: Ending = "complete",
+    finished_at: str | None = None,
 ) -> Iterator[LiveRun]:
     """Write ``run_dir``'s manifest through the lifecycle above while the body fills the folder.
 
     ``writer`` (the folder's rows) beats after every row and is closed on the way out, success or not.
     ``finished_as`` is the status of a body that returns normally: ``merge`` over shards that did not
-    all complete finishes as they did.
+    all complete finishes as they did, and at the time the last of them finished (``finished_at``), so a
+    merged manifest's duration is the sweep's, not the wait before merging.
     """
     live = LiveRun(run_dir, manifest)
     live.record(
         run_id=run_dir.name,
         format_version=FORMAT_VERSION,
         status="running",
-        started_at=manifest.started_at or _now(),
+        started_at=manifest.started_at or now_iso(),
         finished_at=None,
         **liveness_fields(),
     )
@@ -89,10 +95,11 @@ def run_folder(
         with contextlib.suppress(Exception):
             if writer is not None:
                 writer.close()
-        live.record(status=_ending(exc), finished_at=_now())
+        live.record(status=_ending(exc), finished_at=now_iso())
         raise
-    live.record(status=finished_as, finished_at=_now())
+    live.record(status=finished_as, finished_at=finished_at or now_iso())
 
 
-def _now() -> str:
+def now_iso() -> str:
+    """Now, in UTC, as every manifest timestamp is written."""
     return dt.datetime.now(dt.timezone.utc).isoformat()

@@ -71,7 +71,10 @@ def merge_runs(run_dirs: Sequence[Path], out_dir: Path, force: bool = False) -> 
     _prepare_out_dir(out_dir)
     rows["run_id"] = out_dir.name
     status = merged_status(shards)
-    with run_folder(out_dir, _merged_manifest(shards, rows, forced), finished_as=status):
+    finished = [s.manifest.finished_at for s in shards if s.manifest.finished_at]
+    with run_folder(
+        out_dir, _merged_manifest(shards, rows, forced), finished_as=status, finished_at=max(finished, default=None)
+    ):
         _write_rows(out_dir, rows)
     return MergeResult(out_dir, rows, forced, status)
 
@@ -175,7 +178,7 @@ def _provenance(shard: ShardRun) -> dict[str, Any]:
 def _merged_manifest(shards: Sequence[ShardRun], rows: pd.DataFrame, forced: list[str]) -> Manifest:
     """The first shard's manifest, re-labelled: it describes the union of the shards, from the first one's start.
 
-    The lifecycle replaces what describes the writing process (status, liveness, ``finished_at``)."""
+    The lifecycle replaces what describes the writing process (status, liveness)."""
     data = {key: value for key, value in shards[0].manifest.as_dict().items() if key != "shard"}
     started = [s.manifest.started_at for s in shards if s.manifest.started_at]
     return Manifest.model_validate(

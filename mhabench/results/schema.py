@@ -175,6 +175,13 @@ class Distributed:
     )
 
 
+MIN_SPREAD_SAMPLES = 5
+"""Fewest samples with a ``noisy`` flag. The quartiles are linear interpolations at rank 0.25·(n − 1) and
+0.75·(n − 1): from 5 samples on they are the 2nd-lowest and 2nd-highest samples or lie between them, so one
+outlier at either end cannot move the IQR; with 4 or fewer they lean on the minimum and maximum, and one sample
+has an IQR of 0 by construction (a flag that could only ever read "steady")."""
+
+
 @dataclasses.dataclass(frozen=True)
 class LatencyStats:
     """Per-call latency: medians over adaptive repetitions after warm-up, with their spread."""
@@ -184,10 +191,23 @@ class LatencyStats:
     latency_p75_ms: float = column("75th percentile of the samples", role="measured", unit="ms", label="p75 ms")
     latency_mean_ms: float = column("mean of the samples", role="measured", unit="ms", label="mean ms")
     samples: int = column(
-        "timed samples, one per round (each from one block of calls)", role="measured", label="samples"
+        "timed samples, one per round the implementation took part in (each from one block of calls)",
+        role="measured",
+        label="samples",
     )
     calls_per_sample: int = column("calls per timed block", role="measured", label="calls/sample")
-    noisy: bool = column("IQR / median above the config's noise_threshold", role="derived", label="noisy")
+    noisy: bool | None = column(
+        f"IQR / median above the config's noise_threshold; empty below {MIN_SPREAD_SAMPLES} samples (no IQR to "
+        "judge by: docs/measurement.md)",
+        role="derived",
+        label="noisy",
+    )
+    capped: bool = column(
+        "the implementation spent max_run_time_s before it had min_samples samples and min_run_time_s of timed "
+        "time, so it left the rounds with fewer (empty: timed before this column, or lockstep tensor-parallel)",
+        role="measured",
+        label="capped",
+    )
     host_latency_ms: float = column(
         "CUDA: median wall time of one synchronous call (device time + launch overhead); empty on the CPU",
         role="measured",
@@ -199,7 +219,8 @@ class LatencyStats:
     )
     rounds_id: str = column(
         "the timing rounds the samples come from: rows with the same id were timed in the same rounds, sample "
-        "i of each in round i, so their speedups are paired (empty: timed alone)",
+        "i of each in round i (a row that left the rounds early holds their first ones), so their speedups pair "
+        "the rounds both took part in (empty: timed alone)",
         role="identity",
         label="rounds",
     )
@@ -216,7 +237,8 @@ class LatencyStats:
     def from_samples(
         cls, times_ms: tuple[float, ...], calls_per_sample: int, noise_threshold: float, compile_time_s: float
     ) -> LatencyStats:
-        """Summary statistics of ``times_ms`` (medians and quartiles: latency is skewed)."""
+        """Summary statistics of ``times_ms`` (medians and quartiles: latency is skewed); ``noisy`` only from
+        ``MIN_SPREAD_SAMPLES`` samples on."""
         median = float(np.median(times_ms))
         p25, p75 = (float(v) for v in np.percentile(times_ms, [25, 75]))
         return cls(
@@ -226,7 +248,7 @@ class LatencyStats:
             latency_mean_ms=float(np.mean(times_ms)),
             samples=len(times_ms),
             calls_per_sample=calls_per_sample,
-            noisy=(p75 - p25) / median > noise_threshold,
+            noisy=(p75 - p25) / median > noise_threshold if len(times_ms) >= MIN_SPREAD_SAMPLES else None,
             compile_time_s=compile_time_s,
             times_ms=tuple(times_ms),
         )
@@ -438,6 +460,16 @@ KEY_DEFAULTS: dict[str, Any] = {"tensor_parallel": 1, "repeat": 0}
 """Key columns a format-2 run lacks, with the value every row of such a run had."""
 
 
+def flag(value: Any) -> bool | None:
+    """A boolean column's value as read back: True or False, None where it is empty (CSV "", pandas NaN).
+
+    Why not ``bool(value)``: ``bool(nan)`` is True, so an undefined ``noisy`` would read as noisy."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    text = str(value).strip().lower()
+    return True if text == "true" else False if text == "false" else None
+
+
 def label(name: str) -> str:
     """Short table header of a column."""
     return INFO[name].label if name in INFO else name
@@ -473,7 +505,9 @@ MAX_REL_ERR = _column("max_rel_err")
 LATENCY_MS = _column("latency_ms")
 LATENCY_P25_MS = _column("latency_p25_ms")
 LATENCY_P75_MS = _column("latency_p75_ms")
+SAMPLE_COUNT = _column("samples")
 NOISY = _column("noisy")
+CAPPED = _column("capped")
 COMPILE_TIME_S = _column("compile_time_s")
 ROUNDS_ID = _column("rounds_id")
 PEAK_MEMORY_BYTES = _column("peak_memory_bytes")
@@ -494,6 +528,15 @@ PEAK_GBPS = _column("peak_gbps")
 ROOFLINE_SOURCE = _column("roofline_source")
 ROOFLINE_EFFICIENCY = _column("roofline_efficiency")
 INTENSITY_SOURCE = _column("intensity_source")
+HEAD_DIM = _column("head_dim")
+SDPA_BACKEND = _column("sdpa_backend")
+OPS_PER_CALL = _column("ops_per_call")
+KERNELS_PER_CALL = _column("kernels_per_call")
+HOST_LATENCY_MS = _column("host_latency_ms")
+KV_CACHE_BYTES = _column("kv_cache_bytes")
+ATTN_BYTES = _column("attn_bytes")
+ROOFLINE_BOUND = _column("roofline_bound")
+ATTAINABLE_TFLOPS = _column("attainable_tflops")
 
 
 def reference_markdown() -> str:

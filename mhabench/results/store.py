@@ -74,7 +74,7 @@ class RunWriter:
         self.run_dir = run_dir
         self.rows: list[ResultRow] = list(rows)
         self.on_row: Callable[[], None] = lambda: None
-        """Called after each row is on disk (the runner refreshes the manifest's heartbeat)."""
+        """Called after each row is on disk (``run_folder`` refreshes the manifest's heartbeat)."""
         tmp = run_dir / (CSV_NAME + ".tmp")
         with open(tmp, "w", newline="", encoding="utf-8") as handle:
             csv.writer(handle).writerow(COLUMNS)
@@ -117,9 +117,6 @@ class RunWriter:
         tmp = self.run_dir / (PARQUET_NAME + ".tmp")
         rows_frame(self.rows).to_parquet(tmp, index=False)
         tmp.replace(self.run_dir / PARQUET_NAME)
-
-    def write_manifest(self, manifest: Mapping[str, Any]) -> None:
-        write_manifest(self.run_dir, manifest)
 
 
 def write_manifest(run_dir: Path, manifest: Mapping[str, Any]) -> None:

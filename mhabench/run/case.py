@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from mhabench.errors import MhabenchError
-from mhabench.impls.reference import check_output, reference_bytes
+from mhabench.impls.reference import check_output
 from mhabench.impls.registry import ImplSpec
 from mhabench.impls.sdpa import kernel_skips_masked_work
 from mhabench.impls.tensor_parallel import is_tensor_parallel
@@ -59,7 +59,7 @@ from mhabench.results.schema import (
     Roofline,
 )
 from mhabench.run.inputs import CaseInputs, make_inputs
-from mhabench.run.memory_guard import fits
+from mhabench.run.memory_guard import case_too_big
 from mhabench.run.steps import Step, parameter_count, prepare, workload
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import TimingConfig
@@ -127,14 +127,8 @@ def screen(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True)
     )
     if reason is not None:
         return Outcome("unsupported", reason)
-    too_big = memory_guard(spec, case, device) if guard else None
+    too_big = case_too_big(spec, case, device) if guard else None
     return Outcome("skipped", too_big) if too_big is not None else None
-
-
-def memory_guard(spec: ImplSpec, case: Case, device: torch.device) -> str | None:
-    """A case that would not fit (its predicted peak, or the float64 reference's) is skipped, not tried."""
-    predicted = spec.cost(workload(case)).predicted_peak_bytes if spec.cost else 0
-    return fits(predicted, reference_bytes(workload(case)), device, reference_device=device)
 
 
 # --- who measures the case: one process, or the ranks of a group ------------------------------

@@ -60,7 +60,7 @@ class ChildSetup:
 
 @dataclasses.dataclass(frozen=True)
 class CaseJob:
-    """One case for a child process: what ``case_runner.run_case`` takes, in picklable form."""
+    """One case for a child process: what :func:`mhabench.run.case.run_case` takes, in picklable form."""
 
     case: Case
     impl_names: list[str]

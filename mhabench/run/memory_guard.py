@@ -11,6 +11,11 @@ from pathlib import Path
 
 import torch
 
+from mhabench.impls.reference import reference_bytes
+from mhabench.impls.registry import ImplSpec
+from mhabench.run.steps import workload
+from mhabench.scenario.cases import Case
+
 MEMINFO = Path("/proc/meminfo")
 CGROUP = Path("/sys/fs/cgroup")
 # (limit, usage, the memory.stat key of reclaimable page cache) for cgroup v2, then v1
@@ -112,3 +117,9 @@ def fits(
             limit = "available" if need_bytes > have_bytes else f"{safety:.0%} of available"
             return f"{label} {format_bytes(need_bytes)} > {limit} {format_bytes(have_bytes)}"
     return None
+
+
+def case_too_big(spec: ImplSpec, case: Case, device: torch.device) -> str | None:
+    """Why ``spec`` on ``case`` would not fit (its predicted peak, or the float64 reference's), or None."""
+    predicted = spec.cost(workload(case)).predicted_peak_bytes if spec.cost else 0
+    return fits(predicted, reference_bytes(workload(case)), device, reference_device=device)

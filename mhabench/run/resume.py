@@ -1,6 +1,6 @@
 """``run --resume RUN``: may this run folder be finished here, and with which config?
 
-A killed run keeps every finished row (``results.RunWriter``); resuming measures only the missing
+A killed run keeps every finished row (``mhabench.results.store.RunWriter``); resuming measures only the missing
 (case, implementation, repeat) triples and appends them. That is only sound when the new rows are
 comparable with the old ones, so :func:`prepare_resume` checks, before anything runs, that this
 machine has the same mhabench, torch, result format and device as the manifest recorded, and that
@@ -39,13 +39,11 @@ class NothingToResumeError(MhabenchError):
 
 @dataclasses.dataclass(frozen=True)
 class ResumePlan:
-    """What ``runner.run(config, run_dir.parent, resume_dir=run_dir)`` needs, and why it may run."""
+    """What :func:`mhabench.run.runner.run` needs to finish ``run_dir``, and why it may run."""
 
     run_dir: Path
     config: RunConfig
     """Re-validated from the manifest, with the run's plugins loaded again."""
-    manifest: dict[str, Any]
-    """As written by the killed run (``repeats``, ``shard``, ``plugins``, …)."""
     differences: tuple[str, ...] = ()
     """Why rows measured now would not be comparable with the folder's; non-empty only under ``--force``."""
     shard: Shard | None = None
@@ -77,7 +75,7 @@ def prepare_resume(ref: str, results_root: Path, force: bool) -> ResumePlan:
             f"{run_dir}: cannot resume: {'; '.join(differences)} (rows measured now would not be comparable; "
             "--force resumes anyway)"
         )
-    return ResumePlan(run_dir, config, manifest.as_dict(), differences, manifest.shard)
+    return ResumePlan(run_dir, config, differences, manifest.shard)
 
 
 def _check_status(run_dir: Path, manifest: Manifest) -> None:

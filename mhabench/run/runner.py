@@ -2,7 +2,7 @@
 
 A run is ``repeats`` passes over the cases (``run --repeat N``: every case of pass 0, then of pass
 1, …), in one process or, with ``isolation: process``, one child process per case. Each finished
-row goes to disk at once (``results.RunWriter``), and the manifest follows the run-folder lifecycle
+row goes to disk at once (``mhabench.results.store.RunWriter``), and the manifest follows the run-folder lifecycle
 (``results.lifecycle.run_folder``: running with a heartbeat per row, then complete, interrupted or
 failed); a resumed run (``resume_dir``) appends only the (case, implementation, repeat) triples its
 folder lacks. A reference workload is timed at the start, between cases on long runs and at the end
@@ -27,7 +27,7 @@ from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.drift import DriftWatch
 from mhabench.measure.environment import environment
 from mhabench.measure.peaks import DevicePeaks, device_peaks
-from mhabench.results.lifecycle import run_folder
+from mhabench.results.lifecycle import now_iso, run_folder
 from mhabench.results.liveness import liveness_fields
 from mhabench.results.manifest import Manifest
 from mhabench.results.schema import Outcome, ResultRow
@@ -140,13 +140,9 @@ def run(
 def _resumed_manifest(run_dir: Path, argv: list[str] | None, differences: tuple[str, ...]) -> Manifest:
     """The killed run's manifest with a ``resumed`` entry: when, the command, what ``--force`` overrode, who."""
     manifest = Manifest.parse(read_manifest(run_dir), run_dir / MANIFEST_NAME)
-    entry = {"at": _now(), "command": argv or [], "forced_differences": list(differences), **liveness_fields()}
+    entry = {"at": now_iso(), "command": argv or [], "forced_differences": list(differences), **liveness_fields()}
     manifest.resumed = [*manifest.resumed, entry]
     return manifest
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat()
 
 
 def _folder_name(config: RunConfig, manifest_extra: dict[str, Any] | None) -> str:

@@ -56,8 +56,11 @@ def comparison_table(comparison: Comparison) -> TableModel:
     return table_of(comparison)
 
 
-def _ci(low: Any, high: Any) -> str:
-    return f"[{format_number(low, '.3f')}, {format_number(high, '.3f')}]" if math.isfinite(float(low)) else "-"
+def _ci(value: Any, low: Any, high: Any) -> str:
+    """``[low, high]``; ``n/a`` where the estimate exists but too few samples leave its interval undefined."""
+    if math.isfinite(float(low)):
+        return f"[{format_number(low, '.3f')}, {format_number(high, '.3f')}]"
+    return "n/a" if math.isfinite(float(value)) else "-"
 
 
 def _verdict_style(verdict: str) -> str:
@@ -90,7 +93,7 @@ def _speedup_table(comparison: Comparison) -> TableModel:
             *([str(r[REPEAT])] if with_repeats else []),
             format_number(r[LATENCY_MS], ".3f"),
             format_number(r["speedup"], ".2f", "×"),
-            _ci(r["speedup_ci_low"], r["speedup_ci_high"]),
+            _ci(r["speedup"], r["speedup_ci_low"], r["speedup_ci_high"]),
             r["speedup_method"] or "-",
             format_number(r["memory_ratio"], ".2f", "×"),
             format_number(r[ARITHMETIC_INTENSITY], ".1f"),
@@ -129,7 +132,7 @@ def _runs_table(comparison: Comparison) -> TableModel:
             format_number(r["base_ms"], ".3f"),
             format_number(r["candidate_ms"], ".3f"),
             format_number(r["ratio"], ".3f"),
-            _ci(r["ci_low"], r["ci_high"]),
+            _ci(r["ratio"], r["ci_low"], r["ci_high"]),
             format_number(r["p_holm"], ".2g"),
             r["verdict"],
             r["note"],

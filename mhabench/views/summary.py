@@ -32,6 +32,7 @@ from mhabench.results.schema import (
     ACHIEVED_TFLOPS,
     ARITHMETIC_INTENSITY,
     BYTES_MOVED,
+    CAPPED,
     CASE_ID,
     COMPILE_TIME_S,
     ERROR,
@@ -41,12 +42,15 @@ from mhabench.results.schema import (
     LATENCY_P25_MS,
     LATENCY_P75_MS,
     MAX_REL_ERR,
+    MIN_SPREAD_SAMPLES,
     NOISY,
     PEAK_MEMORY_BYTES,
     PREDICTED_PEAK_BYTES,
     REPEAT,
     ROOFLINE_EFFICIENCY,
+    SAMPLE_COUNT,
     STATUS,
+    flag,
     label,
 )
 from mhabench.results.store import CSV_NAME, PARQUET_NAME
@@ -59,13 +63,14 @@ STATUSES = ("ok", "mismatch", "unsupported", "skipped", "oom", "error", "timeout
 
 
 def speedup_text(row: pd.Series) -> str:
-    """``1.23× [1.20–1.26]``: the speedup over the baseline and its 95% bootstrap interval."""
+    """``1.23× [1.20–1.26]``: the speedup over the baseline and its 95% bootstrap interval; ``[n/a]`` where
+    too few samples leave it undefined (not an empty space a reader could take for "no doubt")."""
     value = row.get("speedup")
     if value is None or not math.isfinite(float(value)):
         return "-"
     low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
-    interval = f" [{low:.2f}–{high:.2f}]" if low is not None and math.isfinite(float(low)) else ""
-    return f"{float(value):.2f}×{interval}"
+    interval = f"[{low:.2f}–{high:.2f}]" if low is not None and math.isfinite(float(low)) else "[n/a]"
+    return f"{float(value):.2f}× {interval}"
 
 
 def method_phrase(methods: Iterable[str]) -> str:
@@ -79,16 +84,43 @@ def method_phrase(methods: Iterable[str]) -> str:
 
 
 def status_text(row: pd.Series) -> str:
-    """``ok``, ``ok (noisy)``, or the status and its one-line error."""
-    text = "ok" if row[STATUS] == "ok" else f"{row[STATUS]}: {row.get(ERROR) or ''}"
-    return text + (" (noisy)" if row[STATUS] == "ok" and bool(row.get(NOISY)) else "")
+    """``ok``, ``ok (noisy)``, ``ok (capped, 1 sample)``, or the status and its one-line error."""
+    if row[STATUS] != "ok":
+        return f"{row[STATUS]}: {row.get(ERROR) or ''}"
+    notes = sample_notes(row)
+    return f"ok ({', '.join(notes)})" if notes else "ok"
+
+
+def sample_notes(row: pd.Series) -> list[str]:
+    """What an ok row's samples say of it: ``capped`` (its ``max_run_time_s`` ran out first); ``3 samples``
+    below ``MIN_SPREAD_SAMPLES`` (no IQR, so no noisy flag either way), else ``noisy`` when flagged."""
+    notes = ["capped"] if flag(row.get(CAPPED)) else []
+    count = sample_count(row)
+    if count is not None and count < MIN_SPREAD_SAMPLES:
+        notes.append(f"{count} sample" if count == 1 else f"{count} samples")
+    elif flag(row.get(NOISY)):
+        notes.append("noisy")
+    return notes
+
+
+def sample_count(row: pd.Series) -> int | None:
+    """The row's ``samples`` column as an int; None where it is empty (a failed row)."""
+    value = row.get(SAMPLE_COUNT)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if math.isfinite(number) else None
 
 
 def _latency_text(row: pd.Series) -> str:
+    """``median (IQR)``; the IQR is ``n/a`` below ``MIN_SPREAD_SAMPLES`` samples (one sample's would read 0)."""
     if row[STATUS] != "ok":
         return "-"
+    count = sample_count(row)
     iqr = float(row[LATENCY_P75_MS]) - float(row[LATENCY_P25_MS])
-    return f"{format_number(row[LATENCY_MS], '.3f')} ({format_number(iqr, '.3f')})"
+    spread = "n/a" if count is not None and count < MIN_SPREAD_SAMPLES else format_number(iqr, ".3f")
+    return f"{format_number(row[LATENCY_MS], '.3f')} ({spread})"
 
 
 def _columns(baseline: str, with_compile: bool, with_repeats: bool) -> list[tuple[str, Callable[[pd.Series], str]]]:
@@ -132,7 +164,7 @@ def results_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, titl
     headers = [header for header, _ in columns]
     cells = [[cell(row) for _, cell in columns] for _, row in frame.iterrows()]
     styles = [
-        "failed" if r[STATUS] != "ok" else "winner" if r.get("winner") else "noisy" if bool(r.get(NOISY)) else ""
+        "failed" if r[STATUS] != "ok" else "winner" if r.get("winner") else "noisy" if flag(r.get(NOISY)) else ""
         for _, r in frame.iterrows()
     ]
     numeric = [h not in ("case", "impl", "status") for h in headers]

@@ -1,5 +1,5 @@
-"""What a run's report says, top to bottom: summary, plots, per-scenario tables, model disagreements,
-run-to-run spread, failures, environment, configuration.
+"""What a run's report says, top to bottom: the advice (``mhabench advise``'s answer), summary, plots,
+per-scenario tables, model disagreements, run-to-run spread, failures, environment, configuration.
 
 The speedups over the baseline (a bootstrap per case) are computed once per report and shared by the
 plots, the scenario tables and the spread section. Sections another layer owns (a probe run's claims)
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import pandas as pd
 import yaml
 
+from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import DEFAULT_BASELINE, repeat_count, speedup_rows, spread_of
 from mhabench.results.schema import (
@@ -21,6 +22,7 @@ from mhabench.results.schema import (
     ACHIEVED_USEFUL_TFLOPS,
     ARITHMETIC_INTENSITY,
     BYTES_MOVED,
+    CAPPED,
     CASE_ID,
     CAUSAL,
     ERROR,
@@ -30,15 +32,19 @@ from mhabench.results.schema import (
     MEASURED_BYTES,
     MEASURED_FLOPS,
     MEASURED_INTENSITY,
+    MIN_SPREAD_SAMPLES,
     MODEL_DISAGREEMENT,
     MODEL_DISAGREES,
     NOISY,
+    SAMPLE_COUNT,
     SCENARIO,
     SKIPS_MASKED_WORK,
     STATUS,
+    flag,
     label,
 )
 from mhabench.results.store import Run
+from mhabench.views.advice import report_blocks
 from mhabench.views.plots import all_plots
 from mhabench.views.report.blocks import Block, Code, Heading, Paragraph, skipped_plot
 from mhabench.views.summary import results_table
@@ -51,6 +57,7 @@ def build(run: Run, baseline: str = DEFAULT_BASELINE, first: Sequence[Block] = (
     return [
         Heading(f"mhabench report: {run.run_id}", 1),
         *first,
+        *(report_blocks(advise([run])) if len(run.rows) else []),
         *(_result_blocks(run, baseline) if len(run.rows) else [Paragraph(_no_rows_sentence(run))]),
         Heading("Environment"),
         _environment_table(run),
@@ -99,10 +106,22 @@ def _scenario_sections(speedups: pd.DataFrame, baseline: str) -> list[Block]:
     for scenario, group in speedups.groupby(SCENARIO, sort=False):
         table = _with_throughput(results_table(group, baseline, title=f"Scenario {scenario}"))
         blocks += [Heading(f"Scenario {scenario}", 3), table]
-        noisy = list(group[NOISY].fillna(False).astype(bool) & (group[STATUS] == "ok")).count(True)
-        if noisy:
-            blocks.append(Paragraph(f"{noisy} row(s) marked noisy: IQR above the run's noise threshold of the median."))
+        blocks += [Paragraph(sentence) for sentence in _sample_sentences(group)]
     return blocks
+
+
+def _sample_sentences(group: pd.DataFrame) -> list[str]:
+    """How many ok rows are noisy, have too few samples to tell, or ran out of their timing cap."""
+    ok = group[group[STATUS] == "ok"]
+    noisy = sum(flag(value) is True for value in ok[NOISY])
+    few = int((pd.to_numeric(ok[SAMPLE_COUNT], errors="coerce") < MIN_SPREAD_SAMPLES).sum())
+    capped = sum(flag(value) is True for value in ok.get(CAPPED, []))
+    counted = [
+        (noisy, "marked noisy: IQR above the run's noise threshold of the median"),
+        (few, f"with fewer than {MIN_SPREAD_SAMPLES} samples: no IQR, so neither noisy nor steady (n/a)"),
+        (capped, "capped: max_run_time_s ran out before min_samples samples and min_run_time_s of timing"),
+    ]
+    return [f"{count} row(s) {what}." for count, what in counted if count]
 
 
 def _with_throughput(table: TableModel) -> TableModel:

@@ -1,0 +1,35 @@
+"""A run's answers: its cases and the pick of each, computed once and read by every other rule."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mhabench.analysis.advice.cases import Case, cases_of
+from mhabench.analysis.advice.pick import Pick, pick
+from mhabench.results.store import Run
+
+
+@dataclasses.dataclass(frozen=True)
+class RunAnswers:
+    """One run read for advice: its cases in run order and their picks by case_id."""
+
+    run: Run
+    cases: Sequence[Case]
+    picks: Mapping[str, Pick]
+
+    @property
+    def environment(self) -> Mapping[str, Any]:
+        return self.run.manifest.get("environment") or {}
+
+    def device(self) -> str:
+        """``NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130)``: what a reader calls the machine."""
+        environment = self.environment
+        name = environment.get("device_name") or environment.get("device_kind") or "an unknown device"
+        return f"{name} (torch {environment.get('torch', '?')})"
+
+
+def answer(run: Run) -> RunAnswers:
+    cases = cases_of(run.run_id, run.rows)
+    return RunAnswers(run, cases, {case.case_id: pick(case) for case in cases})

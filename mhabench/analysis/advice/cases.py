@@ -1,0 +1,114 @@
+"""A run's cases for advice, and the groups of cases that differ only in the fields their scenario sweeps.
+
+A scenario is one question asked over a sweep (seq_len × heads × causal …); its cases share every
+other field, so they form one group, and the swept fields are the axes along which an answer can
+change. Each case keeps its rows per repeat: a ``--repeat N`` run is N answers to one question.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from mhabench.analysis.advice.cells import text
+from mhabench.analysis.advice.statement import RowRef
+from mhabench.analysis.case_label import case_label
+from mhabench.results.schema import CASE_ID, DTYPE, IMPL, REPEAT, SCENARIO, SHAPE_FIELDS
+
+Row = Mapping[str, Any]
+SWEEP_FIELDS = (*SHAPE_FIELDS, DTYPE)
+"""The fields a scenario may sweep: the case key without the implementation, device and repeat."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One case of one run: where it sits in its group's sweep, and its rows, repeat by repeat."""
+
+    run_id: str
+    case_id: str
+    group: str
+    label: str
+    fields: Mapping[str, Any]
+    repeats: tuple[tuple[Row, ...], ...]
+
+    @property
+    def rows(self) -> tuple[Row, ...]:
+        """The first repeat's rows: what the why rules quote (cost, memory and bound do not change between repeats)."""
+        return self.repeats[0]
+
+    def row(self, impl: str) -> Row | None:
+        return next((row for row in self.rows if row[IMPL] == impl), None)
+
+    def ref(self, impl: str) -> RowRef:
+        return RowRef(self.run_id, self.case_id, impl)
+
+
+def cases_of(run_id: str, rows: pd.DataFrame) -> list[Case]:
+    """Every case of a run, in the order the run measured them."""
+    by_case: dict[str, dict[int, list[Row]]] = {}
+    for record in rows.to_dict("records"):
+        by_case.setdefault(str(record[CASE_ID]), {}).setdefault(_repeat(record), []).append(record)
+    return [_case(run_id, case_id, repeats) for case_id, repeats in by_case.items()]
+
+
+def _case(run_id: str, case_id: str, repeats: dict[int, list[Row]]) -> Case:
+    first = repeats[min(repeats)][0]
+    return Case(
+        run_id=run_id,
+        case_id=case_id,
+        group=text(first, SCENARIO) or "run",
+        label=case_label(first),
+        fields={name: _value(first.get(name)) for name in SWEEP_FIELDS},
+        repeats=tuple(tuple(repeats[repeat]) for repeat in sorted(repeats)),
+    )
+
+
+def _repeat(record: Row) -> int:
+    """The row's repeat; 0 where the run has none (a run older than ``--repeat``)."""
+    value = record.get(REPEAT)
+    return 0 if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
+
+
+def _value(value: Any) -> Any:
+    """A field's value as plain Python (numpy scalars, 8.0 read back from a CSV as 8)."""
+    if hasattr(value, "item"):
+        value = value.item()
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def groups_of(cases: Iterable[Case]) -> dict[str, list[Case]]:
+    """The cases of each group (scenario), in run order."""
+    grouped: dict[str, list[Case]] = {}
+    for case in cases:
+        grouped.setdefault(case.group, []).append(case)
+    return grouped
+
+
+def swept(cases: Sequence[Case]) -> list[str]:
+    """The fields that take more than one value among ``cases``: the group's axes."""
+    return [name for name in SWEEP_FIELDS if len({repr(case.fields[name]) for case in cases}) > 1]
+
+
+def order(value: Any) -> tuple[int, float, str]:
+    """Sort key of a field's values: numbers by size, False before True, then text."""
+    if isinstance(value, int | float):  # bool included: False < True
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
+
+
+def lines_along(cases: Sequence[Case], axis: str) -> list[tuple[list[tuple[str, Any]], list[Case]]]:
+    """The cases along ``axis`` with every other swept field held fixed: (the fixed fields, the cases
+    ordered by ``axis``) per combination; only lines with at least two points."""
+    others = [name for name in swept(cases) if name != axis]
+    lines: dict[tuple[str, ...], list[Case]] = {}
+    for case in cases:
+        lines.setdefault(tuple(repr(case.fields[name]) for name in others), []).append(case)
+    return [
+        ([(name, line[0].fields[name]) for name in others], sorted(line, key=lambda case: order(case.fields[axis])))
+        for line in lines.values()
+        if len(line) > 1
+    ]

@@ -1,0 +1,166 @@
+"""What a run cannot tell: the limits every answer above it carries, each with the rows it concerns.
+
+- ``noisy``: ok rows whose IQR is above the run's noise threshold (their medians move between runs);
+- ``capped``: ok rows that spent ``max_run_time_s`` before their samples were complete;
+- ``no_interval``: cases whose pick is "cannot tell" (too few rounds, repeats that disagree);
+- ``drift``: the reference workload moved more than the noise threshold during the run;
+- ``unfinished``: a run that did not complete has cases nobody measured;
+- ``other_device``: a run measured on one kind of device asked about another (``--for``);
+- ``not_measured``: an implementation asked about (``--impl``) that the run does not have;
+- ``did_not_run``: rows that failed for another reason than memory (mismatch, unsupported, error, …).
+
+Clock throttling during a round is not recorded by any run yet, so no rule can report it.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mhabench.analysis.advice import wording
+from mhabench.analysis.advice.cases import Case, Row
+from mhabench.analysis.advice.cells import number, text
+from mhabench.analysis.advice.pick import CANNOT_TELL, Pick
+from mhabench.analysis.advice.statement import CAVEAT, RowRef, Statement
+from mhabench.analysis.advice.why import DID_NOT_FIT
+from mhabench.analysis.speedup import is_ok
+from mhabench.results.schema import CAPPED, ERROR, IMPL, NOISY, STATUS, flag
+
+NAMED_ROWS = 4
+"""How many rows a caveat names in its sentence; its ``rows`` hold every one."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Question:
+    """What the reader asks about beyond the run: a device kind (``--for``) and implementations (``--impl``)."""
+
+    device_kind: str | None = None
+    impls: tuple[str, ...] = ()
+
+
+def caveats(
+    run_id: str, manifest: Mapping[str, Any], cases: Sequence[Case], picks: Mapping[str, Pick], question: Question
+) -> list[Statement]:
+    """Every caveat of one run, the run-wide ones first."""
+    rows = [(case, row) for case in cases for repeat in case.repeats for row in repeat]
+    found = [
+        _drift(run_id, manifest, rows),
+        _unfinished(run_id, manifest, rows),
+        _other_device(run_id, manifest, rows, question),
+        _not_measured(run_id, rows, question),
+        _flagged(run_id, "noisy", [(c, r) for c, r in rows if is_ok(r) and flag(r.get(NOISY))], _NOISY),
+        _flagged(run_id, "capped", [(c, r) for c, r in rows if is_ok(r) and flag(r.get(CAPPED))], _CAPPED),
+        _no_interval(run_id, cases, picks),
+        *_did_not_run(run_id, rows),
+    ]
+    return [statement for statement in found if statement is not None]
+
+
+_NOISY = "ok row(s) are noisy (IQR above the run's noise threshold of the median): their medians may move between runs"
+_CAPPED = "ok row(s) spent max_run_time_s before their samples were complete (capped): fewer rounds, wider intervals"
+
+
+def _statement(run_id: str, rule: str, sentence: str, figures: Mapping[str, Any], refs: Sequence[RowRef]) -> Statement:
+    return Statement(CAVEAT, rule, "", run_id, sentence, figures, tuple(refs))
+
+
+def _refs(rows: Sequence[tuple[Case, Row]]) -> list[RowRef]:
+    return [case.ref(str(row[IMPL])) for case, row in rows]
+
+
+def _named(rows: Sequence[tuple[Case, Row]]) -> str:
+    """The first ``NAMED_ROWS`` rows as "`impl` at case", and how many more there are."""
+    named = [f"{wording.impl(str(row[IMPL]))} at {case.label}" for case, row in rows[:NAMED_ROWS]]
+    more = f" and {len(rows) - NAMED_ROWS} more" if len(rows) > NAMED_ROWS else ""
+    return "; ".join(named) + more
+
+
+def _flagged(run_id: str, rule: str, rows: Sequence[tuple[Case, Row]], what: str) -> Statement | None:
+    if not rows:
+        return None
+    return _statement(run_id, rule, f"{len(rows)} {what}: {_named(rows)}.", {"rows": len(rows)}, _refs(rows))
+
+
+def _ok_rows(rows: Sequence[tuple[Case, Row]]) -> list[tuple[Case, Row]]:
+    return [(case, row) for case, row in rows if is_ok(row)]
+
+
+def _drift(run_id: str, manifest: Mapping[str, Any], rows: Sequence[tuple[Case, Row]]) -> Statement | None:
+    drift = manifest.get("drift") or {}
+    if not drift.get("exceeded"):
+        return None
+    change = number(drift, "drift") or 0.0
+    sentence = (
+        f"the reference workload ({drift.get('workload', 'a fixed matmul')}) moved by {wording.percent(change)} "
+        "during the run, more than the noise threshold: cases timed far apart are not comparable, and the "
+        "comparisons across cases (what to change) rest on that."
+    )
+    figures = {"drift": change, "reference_ms": list(drift.get("reference_ms") or [])}
+    return _statement(run_id, "drift", sentence, figures, _refs(_ok_rows(rows)))
+
+
+def _unfinished(run_id: str, manifest: Mapping[str, Any], rows: Sequence[tuple[Case, Row]]) -> Statement | None:
+    status = str(manifest.get("status") or "complete")
+    if status == "complete":
+        return None
+    sentence = f"the run is {status}: cases it did not reach are not answered here (finish it with run --resume)."
+    return _statement(run_id, "unfinished", sentence, {"status": status}, _refs(rows))
+
+
+def _other_device(
+    run_id: str, manifest: Mapping[str, Any], rows: Sequence[tuple[Case, Row]], question: Question
+) -> Statement | None:
+    environment = manifest.get("environment") or {}
+    measured_on = str(environment.get("device_kind") or "")
+    if question.device_kind is None or question.device_kind == measured_on:
+        return None
+    sentence = (
+        f"asked about {question.device_kind}, but this run was measured on {measured_on or 'an unknown device'} "
+        f"({environment.get('device_name', '?')}): it cannot tell what a {question.device_kind} device would pick; "
+        f"run mhabench there."
+    )
+    figures = {"asked": question.device_kind, "measured_on": measured_on}
+    return _statement(run_id, "other_device", sentence, figures, _refs(_ok_rows(rows)))
+
+
+def _not_measured(run_id: str, rows: Sequence[tuple[Case, Row]], question: Question) -> Statement | None:
+    present = {str(row[IMPL]) for _, row in rows}
+    missing = [impl for impl in question.impls if impl not in present]
+    if not missing:
+        return None
+    sentence = (
+        f"{wording.impls(missing)} {'was' if len(missing) == 1 else 'were'} not measured in this run "
+        f"(it has {wording.impls(sorted(present))}): nothing here says how {'it' if len(missing) == 1 else 'they'} "
+        "would compare; run again with --impl."
+    )
+    return _statement(run_id, "not_measured", sentence, {"missing": missing}, [])
+
+
+def _no_interval(run_id: str, cases: Sequence[Case], picks: Mapping[str, Pick]) -> Statement | None:
+    unknown = [picks[case.case_id] for case in cases if picks[case.case_id].verdict == CANNOT_TELL]
+    if not unknown:
+        return None
+    named = "; ".join(f"{one.case.label} ({one.reason})" for one in unknown[:NAMED_ROWS])
+    more = f" and {len(unknown) - NAMED_ROWS} more" if len(unknown) > NAMED_ROWS else ""
+    sentence = f"{len(unknown)} of {len(cases)} cases cannot be told apart: {named}{more}."
+    refs = [one.case.ref(impl) for one in unknown for impl in (*one.impls, one.runner_up) if impl]
+    return _statement(run_id, "no_interval", sentence, {"cases": len(unknown)}, refs)
+
+
+def _did_not_run(run_id: str, rows: Sequence[tuple[Case, Row]]) -> list[Statement]:
+    """Failed rows other than the memory ones (the why rule ``did_not_fit`` has those), by implementation and status."""
+    failed: dict[tuple[str, str], list[tuple[Case, Row]]] = collections.defaultdict(list)
+    for case, row in rows:
+        status = text(row, STATUS)
+        if status not in ("ok", "", *DID_NOT_FIT):
+            failed[(str(row[IMPL]), status)].append((case, row))
+    statements = []
+    for (impl, status), held in failed.items():
+        reason = text(held[0][1], ERROR) or "no message"
+        sentence = f"{wording.impl(impl)} is {status} in {len(held)} case(s), e.g. {held[0][0].label}: {reason}."
+        statements.append(
+            _statement(run_id, "did_not_run", sentence, {"status": status, "rows": len(held)}, _refs(held))
+        )
+    return statements

@@ -1,0 +1,104 @@
+"""What to change: a head count (so a head size) or a key/value head count on the same sweep that is
+faster at the same width, with the rows that show it.
+
+Along ``heads`` (d_model fixed: the same width, d_k = d_model / h) or ``kv_heads`` (grouped-query
+attention; at decode, with the KV cache each needs), each point's best is its fastest row that passed
+its check. Different cases were timed in different rounds, so the comparison is the ratio of medians
+with an unpaired interval, and a value counts as slower only by the pick's rule (interval above 1, a
+lead of at least ``TIE_MARGIN``). Only what the run measured is compared: no value outside the sweep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mhabench.analysis.advice import wording
+from mhabench.analysis.advice.cases import Case, Row, lines_along, swept
+from mhabench.analysis.advice.cells import number
+from mhabench.analysis.advice.pick import clearly_slower
+from mhabench.analysis.advice.statement import CHANGE, Statement
+from mhabench.analysis.speedup import is_ok, samples_of
+from mhabench.analysis.stats import ratio_of_medians
+from mhabench.results.schema import D_MODEL, HEAD_DIM, HEADS, IMPL, KV_CACHE_BYTES, KV_HEADS, LATENCY_MS, PHASE
+
+CHANGE_AXES = (HEADS, KV_HEADS)
+
+
+def changes(cases: Sequence[Case]) -> list[Statement]:
+    """One statement per line along a head-count axis where at least two points ran."""
+    statements = []
+    for axis in (axis for axis in CHANGE_AXES if axis in swept(cases)):
+        for fixed, line in lines_along(cases, axis):
+            best = [(case, row) for case in line if (row := fastest_row(case)) is not None]
+            if len(best) > 1:
+                statements.append(_line(axis, fixed, best))
+    return statements
+
+
+def fastest_row(case: Case) -> Row | None:
+    """The case's fastest row that passed its check (lowest median), None when none did."""
+    ok = [row for row in case.rows if is_ok(row)]
+    return min(ok, key=lambda row: float(row[LATENCY_MS])) if ok else None
+
+
+def _point(axis: str, case: Case, row: Row) -> str:
+    """``h=2 (d_k=256)``, ``kv=2 (KV cache 128 KiB)``: the value and what it means for the layer."""
+    value = wording.field(axis, case.fields[axis])
+    if axis == HEADS and number(row, HEAD_DIM):
+        return f"{value} (d_k={number(row, HEAD_DIM):.0f})"
+    cache = number(row, KV_CACHE_BYTES)
+    return f"{value} (KV cache {wording.size(cache)})" if cache else value
+
+
+def _line(axis: str, fixed: list[tuple[str, Any]], best: Sequence[tuple[Case, Row]]) -> Statement:
+    top_case, top_row = min(best, key=lambda pair: float(pair[1][LATENCY_MS]))
+    leads = {case.case_id: ratio_of_medians(samples_of(row), samples_of(top_row)) for case, row in best}
+    others = [(case, row) for case, row in best if case is not top_case]
+    slower = [case for case, _ in others if clearly_slower(leads[case.case_id])]
+    compared = ", ".join(
+        f"{_point(axis, case, row)} with {wording.impl(str(row[IMPL]))} {wording.ratio(leads[case.case_id])} "
+        f"{'slower' if case in slower else 'slower by its median only (tied)'}"
+        for case, row in others
+    )
+    place = wording.place(_with_width(fixed, top_case))
+    head = f"{_point(axis, top_case, top_row)} with {wording.impl(str(top_row[IMPL]))} is the fastest"
+    verdict = f"{head}: {compared}" if slower else f"no clear difference: {head} by its median, but {compared}"
+    decode = " (decode: the KV cache each reads)" if axis == KV_HEADS and top_case.fields.get(PHASE) == "decode" else ""
+    sentence = f"{place}{decode}, {verdict}. Different cases, so the intervals are unpaired (ratio of medians)."
+    figures = _figures(axis, top_case, top_row, best, leads, slower)
+    refs = tuple(case.ref(str(row[IMPL])) for case, row in best)
+    return Statement(CHANGE, f"{axis}_change", top_case.group, place, sentence[0].upper() + sentence[1:], figures, refs)
+
+
+def _with_width(fixed: list[tuple[str, Any]], case: Case) -> list[tuple[str, Any]]:
+    """The line's fixed fields, with d_model named even when the group never varies it (the same width)."""
+    return fixed if any(name == D_MODEL for name, _ in fixed) else [(D_MODEL, case.fields[D_MODEL]), *fixed]
+
+
+def _figures(
+    axis: str,
+    top_case: Case,
+    top_row: Row,
+    best: Sequence[tuple[Case, Row]],
+    leads: Mapping[str, Any],
+    slower: Sequence[Case],
+) -> dict[str, Any]:
+    return {
+        "axis": axis,
+        "fastest_value": top_case.fields[axis],
+        "fastest_impl": str(top_row[IMPL]),
+        "points": [
+            {
+                "value": case.fields[axis],
+                "impl": str(row[IMPL]),
+                "latency_ms": number(row, LATENCY_MS),
+                "slower_by": leads[case.case_id].ratio,
+                "ci_low": leads[case.case_id].ci_low,
+                "ci_high": leads[case.case_id].ci_high,
+                "clearly_slower": case in slower,
+                "kv_cache_bytes": number(row, KV_CACHE_BYTES),
+            }
+            for case, row in best
+        ],
+    }

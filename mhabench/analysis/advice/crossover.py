@@ -1,0 +1,88 @@
+"""Where the answer changes: along each swept field, the measured points between which the pick differs.
+
+A line is the cases along one swept field with every other swept field held fixed. Consecutive points
+with the same answer form a segment, and a crossover is the step from one segment to the next, given
+by the two measured points that bracket it. Nothing between them was measured, so nothing is said
+about where inside that gap the change lies: no interpolation is ever presented as a measurement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mhabench.analysis.advice import wording
+from mhabench.analysis.advice.cases import Case, lines_along, swept
+from mhabench.analysis.advice.pick import Pick
+from mhabench.analysis.advice.statement import CROSSOVER, RowRef, Statement
+
+Segment = tuple[list[Any], Pick]
+"""The values of the axis one answer holds over, and the pick at the first of them."""
+
+
+def segments(axis: str, line: Sequence[Case], picks: Mapping[str, Pick]) -> list[Segment]:
+    """The line's points merged where consecutive answers agree."""
+    found: list[Segment] = []
+    for case in line:
+        one = picks[case.case_id]
+        if found and found[-1][1].answer == one.answer:
+            found[-1][0].append(case.fields[axis])
+        else:
+            found.append(([case.fields[axis]], one))
+    return found
+
+
+def segments_text(axis: str, found: Sequence[Segment]) -> str:
+    """``n = 128 … 512: `naive` and `fused` tied; n = 2048: `fused` wins``."""
+    return "; ".join(f"{wording.values(axis, values)}: {one.phrase()}" for values, one in found)
+
+
+def crossovers(cases: Sequence[Case], picks: Mapping[str, Pick]) -> list[Statement]:
+    """One statement per line whose answer changes, and one per axis along which no line's does."""
+    statements: list[Statement] = []
+    for axis in swept(cases):
+        lines = lines_along(cases, axis)
+        changing = [(fixed, line) for fixed, line in lines if len(segments(axis, line, picks)) > 1]
+        statements += [_change(axis, fixed, line, picks) for fixed, line in changing]
+        if lines and not changing:
+            statements.append(_steady(axis, [line for _, line in lines], picks))
+    return statements
+
+
+def _refs(line: Sequence[Case], picks: Mapping[str, Pick]) -> tuple[RowRef, ...]:
+    """The rows the answers along a line rest on: each case's picked (or tied, or fastest) rows."""
+    return tuple(case.ref(impl) for case in line for impl in picks[case.case_id].impls)
+
+
+def _change(axis: str, fixed: list[tuple[str, Any]], line: Sequence[Case], picks: Mapping[str, Pick]) -> Statement:
+    found = segments(axis, line, picks)
+    steps = [(before[0][-1], after[0][0]) for before, after in zip(found, found[1:], strict=False)]
+    brackets = "; ".join(f"{wording.field(axis, low)} and {wording.field(axis, high)}" for low, high in steps)
+    where = " ".join(part for part in (_axis(axis), wording.place(fixed)) if part)
+    sentence = (
+        f"along {where}: {segments_text(axis, found)}. The answer changes between the measured {brackets}; "
+        "nothing in between was measured."
+    )
+    figures = {
+        "axis": axis,
+        "fixed": {name: value for name, value in fixed},
+        "segments": [{"values": values, "answer": one.phrase(), "verdict": one.verdict} for values, one in found],
+        "changes_between": [list(step) for step in steps],
+    }
+    return Statement(CROSSOVER, "crossover", line[0].group, where, sentence, figures, _refs(line, picks))
+
+
+def _steady(axis: str, lines: Sequence[Sequence[Case]], picks: Mapping[str, Pick]) -> Statement:
+    answers = sorted({picks[line[0].case_id].phrase() for line in lines})
+    measured = sorted({case.fields[axis] for line in lines for case in line}, key=repr)
+    sentence = (
+        f"along {_axis(axis)}: no crossover; in each of the {len(lines)} line(s) the answer is the same at every "
+        f"measured {_axis(axis)} ({'; '.join(answers)})."
+    )
+    figures = {"axis": axis, "lines": len(lines), "answers": answers, "values": measured}
+    refs = tuple(ref for line in lines for ref in _refs(line, picks))
+    return Statement(CROSSOVER, "no_crossover", lines[0][0].group, _axis(axis), sentence, figures, refs)
+
+
+def _axis(axis: str) -> str:
+    return wording.AXIS_NAMES.get(axis, axis)

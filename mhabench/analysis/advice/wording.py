@@ -1,0 +1,81 @@
+"""How advice writes figures and names in its sentences: one spelling for every rule.
+
+Rules produce finished sentences (the views only lay them out), so the formatting lives here, at the
+analysis layer: implementation names in backticks, ratios with their interval, bytes in binary units.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from mhabench.analysis.stats import RatioEstimate
+from mhabench.results.schema import BATCH, BIAS, CAUSAL, D_MODEL, DTYPE, HEADS, KV_HEADS, MODE, PHASE, SEQ_LEN
+
+AXIS_NAMES = {SEQ_LEN: "n", HEADS: "h", D_MODEL: "d", BATCH: "b", KV_HEADS: "kv"}
+"""The short names the case labels use (``n=128 h=8 d=512 b=1``); other fields keep their column name."""
+NUMERIC_FIELDS = (SEQ_LEN, HEADS, D_MODEL, BATCH, KV_HEADS, "tensor_parallel")
+"""Fields whose values are ordered: a change along them has a place ("between n = 512 and 2048")."""
+
+
+def impl(name: str) -> str:
+    return f"`{name}`"
+
+
+def impls(names: Iterable[str]) -> str:
+    """```a```, ```a` and `b```, ```a`, `b` and `c```."""
+    quoted = [impl(name) for name in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def interval(estimate: RatioEstimate) -> str:
+    """``[1.45–1.48]``, or "(no interval)" where the bootstrap had nothing to resample."""
+    if not (math.isfinite(estimate.ci_low) and math.isfinite(estimate.ci_high)):
+        return "(no interval)"
+    return f"[{estimate.ci_low:.2f}–{estimate.ci_high:.2f}]"
+
+
+def ratio(estimate: RatioEstimate) -> str:
+    """``1.46× [1.45–1.48]``."""
+    return f"{estimate.ratio:.2f}× {interval(estimate)}"
+
+
+def size(nbytes: float) -> str:
+    """Bytes in binary units: ``128 MiB``, ``1.5 GiB``."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    value, power = float(nbytes), 0
+    while abs(value) >= 1024 and power < len(units) - 1:
+        value, power = value / 1024, power + 1
+    return f"{value:.0f} {units[power]}" if power == 0 or value >= 100 else f"{value:.3g} {units[power]}"
+
+
+def percent(fraction: float) -> str:
+    return f"{100 * fraction:.0f} %"
+
+
+def milliseconds(value_ms: float) -> str:
+    """``0.217 ms``, ``85.9 ms``: three significant figures."""
+    return f"{value_ms:.3g} ms"
+
+
+def field(name: str, value: Any) -> str:
+    """One field of a case as the labels write it: ``n=128``, ``causal``/``not causal``, ``float32``."""
+    if name in (CAUSAL, BIAS):
+        return name if str(value).lower() == "true" else f"not {name}"
+    if name in (DTYPE, MODE, PHASE):
+        return str(value)
+    return f"{AXIS_NAMES.get(name, name)}={value}"
+
+
+def place(fields: Sequence[tuple[str, Any]]) -> str:
+    """``at h=8 b=1`` for the fixed fields of a line; "" when nothing else varies."""
+    return "at " + " ".join(field(name, value) for name, value in fields) if fields else ""
+
+
+def values(name: str, measured: Sequence[Any]) -> str:
+    """The measured values of one field: ``n = 128``, ``n = 128 … 512``, or ``causal, not causal``."""
+    if name not in NUMERIC_FIELDS:
+        return ", ".join(field(name, value) for value in measured)
+    short = AXIS_NAMES.get(name, name)
+    return f"{short} = {measured[0]}" if len(measured) == 1 else f"{short} = {measured[0]} … {measured[-1]}"
