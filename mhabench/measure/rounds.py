@@ -255,9 +255,13 @@ def _latency(
     blocks: list[Block], warmup: WarmUp, timing: TimingConfig, compile_time_s: float, rounds_id: str
 ) -> LatencyStats:
     stats = LatencyStats.from_samples(
-        tuple(block.per_call_ms for block in blocks), warmup.block_calls, timing.noise_threshold, compile_time_s
+        tuple(block.per_call_ms for block in blocks),
+        warmup.block_calls,
+        timing.noise_threshold,
+        compile_time_s,
+        capped=not _has_enough(blocks, timing),
     )
-    stats = dataclasses.replace(stats, rounds_id=rounds_id, capped=not _has_enough(blocks, timing))
+    stats = dataclasses.replace(stats, rounds_id=rounds_id)
     host_ms = [block.host_ms for block in blocks if not math.isnan(block.host_ms)]
     return dataclasses.replace(stats, host_latency_ms=statistics.median(host_ms)) if host_ms else stats
 

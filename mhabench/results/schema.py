@@ -204,7 +204,7 @@ class LatencyStats:
     )
     capped: bool = column(
         "the implementation spent max_run_time_s before it had min_samples samples and min_run_time_s of timed "
-        "time, so it left the rounds with fewer (empty: timed before this column, or lockstep tensor-parallel)",
+        "time, so it left the rounds with fewer (empty: timed before this column)",
         role="measured",
         label="capped",
     )
@@ -235,10 +235,16 @@ class LatencyStats:
 
     @classmethod
     def from_samples(
-        cls, times_ms: tuple[float, ...], calls_per_sample: int, noise_threshold: float, compile_time_s: float
+        cls,
+        times_ms: tuple[float, ...],
+        calls_per_sample: int,
+        noise_threshold: float,
+        compile_time_s: float,
+        capped: bool = False,
     ) -> LatencyStats:
         """Summary statistics of ``times_ms`` (medians and quartiles: latency is skewed); ``noisy`` only from
-        ``MIN_SPREAD_SAMPLES`` samples on."""
+        ``MIN_SPREAD_SAMPLES`` samples on. ``capped``: the timer stopped at ``max_run_time_s`` before it had what
+        it asked for (a timer without a cap, such as the tensor-parallel lockstep, leaves it False)."""
         median = float(np.median(times_ms))
         p25, p75 = (float(v) for v in np.percentile(times_ms, [25, 75]))
         return cls(
@@ -248,6 +254,7 @@ class LatencyStats:
             latency_mean_ms=float(np.mean(times_ms)),
             samples=len(times_ms),
             calls_per_sample=calls_per_sample,
+            capped=capped,
             noisy=(p75 - p25) / median > noise_threshold if len(times_ms) >= MIN_SPREAD_SAMPLES else None,
             compile_time_s=compile_time_s,
             times_ms=tuple(times_ms),
