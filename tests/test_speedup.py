@@ -11,15 +11,9 @@ from scipy import stats as scipy_stats
 from synthetic_runs import rounds, row
 
 from mhabench.analysis import stats
-from mhabench.analysis.speedup import (
-    MEDIANS,
-    PAIRED,
-    case_winners,
-    relative_range,
-    repeat_spread,
-    shared_rounds,
-    speedup_rows,
-)
+from mhabench.analysis.speedup import MEDIANS, PAIRED, shared_rounds, speedup_rows
+from mhabench.analysis.spread import relative_range, spread_of
+from mhabench.analysis.winners import case_winners
 
 
 def speedups(*rows: dict, baseline: str = "naive") -> pd.DataFrame:
@@ -156,7 +150,7 @@ def test_each_repeat_is_paired_within_itself() -> None:
 
 
 def test_repeat_spread_numbers() -> None:
-    spread = repeat_spread(pd.DataFrame(repeated_rows()), "naive").set_index("impl")
+    spread = spread_of(speedup_rows(pd.DataFrame(repeated_rows()), "naive")).set_index("impl")
     fused, naive = spread.loc["fused"], spread.loc["naive"]
     assert fused["repeats"] == 3 and fused["latency_ms_by_repeat"] == [5.0, 5.5, 4.0]
     assert fused["latency_ms"] == 5.0 and fused["latency_spread"] == pytest.approx((5.5 - 4.0) / 5.0)

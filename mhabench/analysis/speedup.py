@@ -11,14 +11,13 @@ samples are not aligned (an older run, a CSV-only run, fewer than ``MIN_PAIRED_R
 fall back to the ratio of medians with an unpaired bootstrap (:func:`mhabench.analysis.stats.ratio_of_medians`);
 ``speedup_method`` says which one a row got. Either interval is NaN below ``stats.MIN_INTERVAL_SAMPLES``.
 
-The run summary, ``compare RUN``, the report and the plots all read speedups from
-:func:`speedup_rows`; :func:`repeat_spread` says how much a ``--repeat N`` run moved between its
-repeats, and :func:`case_winners` reduces a run to one line per case for the compact summary.
+The run summary, ``compare RUN``, the report, the plots and ``advise`` all read speedups from
+:func:`speedup_rows` (:mod:`mhabench.analysis.spread` says how much they moved between repeats,
+:mod:`mhabench.analysis.winners` reduces a run to one line per case).
 """
 
 from __future__ import annotations
 
-import collections
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -44,17 +43,6 @@ MIN_PAIRED_ROUNDS = 3
 """Fewer shared rounds than this are too few to pair on: such rows use the ratio of medians (over every sample
 of each side) instead. Their interval needs ``stats.MIN_INTERVAL_SAMPLES`` either way."""
 PAIRED, MEDIANS = "paired", "medians"
-SPREAD_COLUMNS = [
-    CASE_ID,
-    "case",
-    IMPL,
-    "repeats",
-    "latency_ms_by_repeat",
-    LATENCY_MS,
-    "latency_spread",
-    "speedup",
-    "speedup_spread",
-]
 
 
 Row = Mapping[str, Any]
@@ -166,110 +154,3 @@ def ratio(numerator: Any, denominator: Any) -> float:
     except (TypeError, ValueError, ZeroDivisionError):
         return math.nan
     return value if math.isfinite(value) else math.nan
-
-
-# --- run-to-run spread (`run --repeat N`) ---------------------------------------------------------
-
-
-def _finite(values: Any) -> np.ndarray:
-    array = np.asarray(values, dtype=float)
-    return array[np.isfinite(array)]
-
-
-def relative_range(values: Any) -> float:
-    """``(max − min) / median`` of the finite values: how far apart repeats landed; NaN below two values."""
-    finite = _finite(values)
-    return float(np.ptp(finite) / np.median(finite)) if finite.size >= 2 else math.nan
-
-
-def _median(values: Any) -> float:
-    """Median of the finite values (a repeat whose baseline failed has no speedup); NaN when none."""
-    finite = _finite(values)
-    return float(np.median(finite)) if finite.size else math.nan
-
-
-def repeat_spread(frame: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
-    """Per (case_id, impl) over the repeats where it was ok: each repeat's median latency, the medians
-    and relative ranges of latency and speedup over repeats, and how many repeats counted."""
-    return spread_of(speedup_rows(frame, baseline))
-
-
-def spread_of(speedups: pd.DataFrame) -> pd.DataFrame:
-    """:func:`repeat_spread` from rows :func:`speedup_rows` already made (the summary has them anyway)."""
-    groups: dict[tuple[Any, Any], list[Row]] = {}
-    for row in speedups.to_dict("records"):
-        if row[STATUS] == "ok" and pd.notna(row.get(LATENCY_MS)):
-            groups.setdefault((row[CASE_ID], row[IMPL]), []).append(row)
-    return pd.DataFrame([_spread_line(rows) for rows in groups.values()], columns=SPREAD_COLUMNS)
-
-
-def _spread_line(rows: list[Row]) -> dict[str, Any]:
-    rows = sorted(rows, key=lambda row: row.get(REPEAT, 0))
-    latency_ms, speedup = [float(row[LATENCY_MS]) for row in rows], [float(row["speedup"]) for row in rows]
-    return {
-        CASE_ID: rows[0][CASE_ID],
-        "case": rows[0]["case"],
-        IMPL: rows[0][IMPL],
-        "repeats": len(rows),
-        "latency_ms_by_repeat": latency_ms,
-        LATENCY_MS: _median(latency_ms),
-        "latency_spread": relative_range(latency_ms),
-        "speedup": _median(speedup),
-        "speedup_spread": relative_range(speedup),
-    }
-
-
-def repeat_count(frame: pd.DataFrame) -> int:
-    """How many repeats the run has (1 for a run without ``--repeat``)."""
-    return int(frame[REPEAT].nunique()) if REPEAT in frame.columns and len(frame) else 1
-
-
-# --- one line per case (the compact summary) ------------------------------------------------------
-
-
-def case_winners(frame: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
-    """Per case: the winner over its repeats ("" when no row is ok), its median latency and speedup (with
-    the CI when there is one repeat), the method, the speedup's run-to-run spread, the rows by status."""
-    speedups = speedup_rows(frame, baseline)
-    spread = {(line[CASE_ID], line[IMPL]): line for line in spread_of(speedups).to_dict("records")}
-    by_case: dict[Any, list[Row]] = {}
-    for row in speedups.to_dict("records"):
-        by_case.setdefault(row[CASE_ID], []).append(row)
-    single_repeat = repeat_count(frame) == 1
-    return pd.DataFrame([_case_line(rows, spread, single_repeat) for rows in by_case.values()])
-
-
-def _case_line(rows: list[Row], spread: dict[tuple[Any, Any], Row], single_repeat: bool) -> dict[str, Any]:
-    case_id = rows[0][CASE_ID]
-    candidates = {row[IMPL]: spread[case_id, row[IMPL]] for row in rows if (case_id, row[IMPL]) in spread}
-    winner = best(
-        {impl: c["speedup"] for impl, c in candidates.items()},
-        {impl: c[LATENCY_MS] for impl, c in candidates.items()},
-    )
-    line = {
-        CASE_ID: case_id,
-        "case": rows[0]["case"],
-        "winner": "",
-        LATENCY_MS: math.nan,
-        "speedup": math.nan,
-        "speedup_ci_low": math.nan,
-        "speedup_ci_high": math.nan,
-        "speedup_method": "",
-        "speedup_spread": math.nan,
-        "repeats": 0,
-        "statuses": dict(collections.Counter(row[STATUS] for row in rows)),
-    }
-    if winner is None:
-        return line
-    top, won = candidates[winner], [row for row in rows if row[IMPL] == winner and row[STATUS] == "ok"]
-    return {
-        **line,
-        "winner": winner,
-        LATENCY_MS: top[LATENCY_MS],
-        "speedup": top["speedup"],
-        "speedup_ci_low": won[0]["speedup_ci_low"] if single_repeat else math.nan,
-        "speedup_ci_high": won[0]["speedup_ci_high"] if single_repeat else math.nan,
-        "speedup_method": "+".join(sorted({str(row["speedup_method"]) for row in won if row["speedup_method"]})),
-        "speedup_spread": top["speedup_spread"],
-        "repeats": top["repeats"],
-    }

@@ -2,19 +2,83 @@
 
 ``mhabench spread RUN [RUN ...]`` answers the question a reader of any benchmark asks first. Several
 runs (e.g. three back-to-back ``make run``s, each a fresh process) are read as the repeats of one
-run — run *i* becomes repeat *i* — and :func:`mhabench.analysis.speedup.spread_of` gives, per (case,
+run — run *i* becomes repeat *i* — and :func:`spread_of` gives, per (case,
 implementation), each run's speedup over the baseline and their spread ``(max − min) / median``.
 One run made with ``--repeat N`` is its own repeats. ``mhabench.views.spread`` renders the result.
 """
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import numpy as np
 import pandas as pd
 
-from mhabench.analysis.speedup import speedup_rows, spread_of
+from mhabench.analysis.speedup import Row, speedup_rows
 from mhabench.errors import InputError
-from mhabench.results.schema import CASE_ID, IMPL, REPEAT
+from mhabench.results.schema import CASE_ID, IMPL, LATENCY_MS, REPEAT, STATUS
 from mhabench.results.store import Run
+
+SPREAD_COLUMNS = [
+    CASE_ID,
+    "case",
+    IMPL,
+    "repeats",
+    "latency_ms_by_repeat",
+    LATENCY_MS,
+    "latency_spread",
+    "speedup",
+    "speedup_spread",
+]
+
+
+def _finite(values: Any) -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    return array[np.isfinite(array)]
+
+
+def relative_range(values: Any) -> float:
+    """``(max − min) / median`` of the finite values: how far apart repeats landed; NaN below two values."""
+    finite = _finite(values)
+    return float(np.ptp(finite) / np.median(finite)) if finite.size >= 2 else math.nan
+
+
+def _median(values: Any) -> float:
+    """Median of the finite values (a repeat whose baseline failed has no speedup); NaN when none."""
+    finite = _finite(values)
+    return float(np.median(finite)) if finite.size else math.nan
+
+
+def spread_of(speedups: pd.DataFrame) -> pd.DataFrame:
+    """Per (case_id, impl) over the repeats where it was ok, from rows :func:`speedup_rows` made: each repeat's
+    median latency, the medians and relative ranges of latency and speedup over repeats, how many counted."""
+    groups: dict[tuple[Any, Any], list[Row]] = {}
+    for row in speedups.to_dict("records"):
+        if row[STATUS] == "ok" and pd.notna(row.get(LATENCY_MS)):
+            groups.setdefault((row[CASE_ID], row[IMPL]), []).append(row)
+    return pd.DataFrame([_spread_line(rows) for rows in groups.values()], columns=SPREAD_COLUMNS)
+
+
+def _spread_line(rows: list[Row]) -> dict[str, Any]:
+    rows = sorted(rows, key=lambda row: row.get(REPEAT, 0))
+    latency_ms, speedup = [float(row[LATENCY_MS]) for row in rows], [float(row["speedup"]) for row in rows]
+    return {
+        CASE_ID: rows[0][CASE_ID],
+        "case": rows[0]["case"],
+        IMPL: rows[0][IMPL],
+        "repeats": len(rows),
+        "latency_ms_by_repeat": latency_ms,
+        LATENCY_MS: _median(latency_ms),
+        "latency_spread": relative_range(latency_ms),
+        "speedup": _median(speedup),
+        "speedup_spread": relative_range(speedup),
+    }
+
+
+def repeat_count(frame: pd.DataFrame) -> int:
+    """How many repeats the run has (1 for a run without ``--repeat``)."""
+    return int(frame[REPEAT].nunique()) if REPEAT in frame.columns and len(frame) else 1
 
 
 def runs_as_repeats(runs: list[Run]) -> pd.DataFrame:

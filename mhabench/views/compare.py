@@ -18,7 +18,7 @@ from rich.text import Text
 
 from mhabench.analysis import stats
 from mhabench.analysis.compare import Comparison
-from mhabench.analysis.speedup import repeat_count
+from mhabench.analysis.spread import repeat_count
 from mhabench.errors import InputError
 from mhabench.results.schema import ARITHMETIC_INTENSITY, IMPL, LATENCY_MS, REPEAT, STATUS
 from mhabench.views import table

@@ -19,15 +19,9 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from mhabench.analysis.case_label import case_label
-from mhabench.analysis.speedup import (
-    DEFAULT_BASELINE,
-    MEDIANS,
-    PAIRED,
-    case_winners,
-    repeat_count,
-    speedup_rows,
-    spread_of,
-)
+from mhabench.analysis.speedup import DEFAULT_BASELINE, MEDIANS, PAIRED, speedup_rows
+from mhabench.analysis.spread import repeat_count, spread_of
+from mhabench.analysis.winners import case_winners
 from mhabench.results.schema import (
     ACHIEVED_TFLOPS,
     ARITHMETIC_INTENSITY,

@@ -16,7 +16,8 @@ import yaml
 
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.case_label import case_label
-from mhabench.analysis.speedup import DEFAULT_BASELINE, repeat_count, speedup_rows, spread_of
+from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
+from mhabench.analysis.spread import repeat_count, spread_of
 from mhabench.results.schema import (
     ACHIEVED_TFLOPS,
     ACHIEVED_USEFUL_TFLOPS,
