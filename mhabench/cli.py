@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from typer.core import TyperGroup
 
 from mhabench.analysis.speedup import DEFAULT_BASELINE
@@ -285,9 +286,20 @@ def _print_run(result: runner.RunResult | None, baseline: str) -> None:
         return
     for renderable in summary.run_summary(result.frame, baseline, result.run_dir, console.width):
         console.print(renderable)
+    for line in _short_answer(result.run_dir):
+        console.print(Text(line))
     console.print(f"results: {result.run_dir}")
     for warning in result.warnings:
         err_console.print(escape(warning), style="yellow", highlight=False, soft_wrap=True)
+
+
+def _short_answer(run_dir: Path) -> list[str]:
+    """The few lines of ``mhabench advise`` under the run's table: the pick per case group and one why."""
+    from mhabench.analysis.advice.advise import advise as advise_runs
+    from mhabench.results.store import load_run
+    from mhabench.views.advice import short_answer
+
+    return short_answer(advise_runs([load_run(run_dir)]), run_dir)
 
 
 @app.command("list")
@@ -359,14 +371,10 @@ def compare(
         if candidate_ref is None:
             if fail_on_regression:
                 raise InputError("--fail-on-regression: needs two runs (RUN CANDIDATE)")
-            comparison = compare_mod.speedups(
-                store.require_results(store.load_run(run_ref, results_root)), baseline
-            )
+            comparison = compare_mod.speedups(store.require_results(store.load_run(run_ref, results_root)), baseline)
         else:
             limit = stats.parse_threshold(threshold)
-            base, candidate = (
-                store.require_results(store.load_run(r, results_root)) for r in (run_ref, candidate_ref)
-            )
+            base, candidate = (store.require_results(store.load_run(r, results_root)) for r in (run_ref, candidate_ref))
             comparison = compare_mod.compare_runs(base, candidate, limit, force=force)
         out = _fresh_console()
         differences = compare_output.differences_text(comparison)
@@ -449,6 +457,40 @@ def merge(
             f"merged {len(merged.rows)} rows from {len(runs)} shards{status}\nresults: {merged.run_dir}",
             highlight=False,
         )
+
+
+@app.command()
+def advise(
+    run_refs: Annotated[
+        list[str], typer.Argument(metavar="RUN...", help="Runs to advise on; with several, where their picks differ.")
+    ],
+    output_format: Annotated[str, typer.Option("--format", help="terminal | markdown | json")] = "terminal",
+    for_device: Annotated[
+        str | None, typer.Option("--for", help="The device kind you will run on (cpu | cuda), if not the run's.")
+    ] = None,
+    impl: Annotated[
+        list[str] | None, typer.Option("--impl", help="An implementation you are asking about (repeatable).")
+    ] = None,
+    results_root: Annotated[Path, typer.Option("--results-root", help="Where run ids are looked up.")] = Path(
+        "results"
+    ),
+) -> None:
+    """Which implementation to run for each case, where the answer changes, why, and what the runs cannot tell."""
+    from mhabench.analysis.advice.advise import advise as advise_runs
+    from mhabench.analysis.advice.caveats import Question
+    from mhabench.results import store
+    from mhabench.views import advice as advice_view
+
+    with user_errors():
+        chosen = advice_view.parse_format(output_format)
+        runs = [store.require_results(store.load_run(ref, results_root)) for ref in run_refs]
+        found = advise_runs(runs, Question(for_device, tuple(impl or ())))
+        if chosen == "terminal":
+            out = _fresh_console()
+            for renderable in advice_view.to_terminal(found):
+                out.print(renderable)
+        else:
+            typer.echo(advice_view.to_json(found) if chosen == "json" else advice_view.to_markdown(found))
 
 
 @app.command()

@@ -1,9 +1,11 @@
-"""Shared fixtures: tiny timing, fixed roofline peaks, throwaway implementations, the CUDA marker."""
+"""Shared fixtures: tiny timing, fixed roofline peaks, throwaway implementations, the CUDA marker, the real H100
+run."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,8 @@ from mhabench.scenario.config import TimingConfig
 CORE_IMPLEMENTATIONS = ("naive", "per_head", "fused", "torch_mha")
 TINY_TIMING = {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 3, "warmup_runs": 1, "warmup_max_s": 0.1}
 FIXED_PEAKS = DevicePeaks(peak_tflops=1.0, peak_gbps=20.0, source="test-fixed")
+H100_RUN_ID = "20261126T070612Z-default-gpu"
+"""The one real GPU run (the shipped GPU default on an H100, bf16), kept in shared/runs."""
 _unique = itertools.count()
 
 
@@ -29,6 +33,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("cuda") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def h100_run() -> Path:
+    """The H100 run folder in shared/runs (inside the checkout or beside it, as tests/test_results.py looks)."""
+    here = Path(__file__).resolve().parents
+    found = [p / "shared" / "runs" / H100_RUN_ID for p in here[1:3] if (p / "shared" / "runs" / H100_RUN_ID).is_dir()]
+    if not found:
+        pytest.skip(f"shared/runs/{H100_RUN_ID} is not on this machine")
+    return found[0]
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The report's plots: small multiples on a 5-field sweep, the roofline's counted vs modelled points.
+"""The report's plots: small multiples on a 5-field sweep, the roofline's counted vs modelled points, and no
+roofline point above its roof (the executed FLOPs: useful ones for a kernel that skips masked work).
 
 Every plot is built with warnings turned into errors: a collapsed constrained layout or a legend
 that matplotlib cannot place warns, and that is a layout bug.
@@ -8,12 +9,29 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from synthetic_runs import five_field_rows, row, samples, with_counts
+from synthetic_runs import PEAK_GBPS, PEAK_TFLOPS, five_field_rows, row, samples, with_counts
 
+from mhabench.analysis.executed import EXECUTED_INTENSITY, EXECUTED_TFLOPS
+from mhabench.results.schema import (
+    ACHIEVED_TFLOPS,
+    ACHIEVED_USEFUL_TFLOPS,
+    IMPL,
+    LATENCY_MS,
+    LATENCY_P25_MS,
+    LATENCY_P75_MS,
+    MIN_SPREAD_SAMPLES,
+    SAMPLE_COUNT,
+    SKIPS_MASKED_WORK,
+    STATUS,
+)
+from mhabench.results.store import load_run
 from mhabench.views import plots
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -104,13 +122,13 @@ def _roofline_rows() -> pd.DataFrame:
 def test_roofline_places_each_row_by_its_intensity_source() -> None:
     rows = _roofline_rows()
     points = plots.roofline_points(rows).set_index("impl")
-    assert points.loc["naive", "intensity"] == pytest.approx(2 * rows.loc[0, "arithmetic_intensity"])
-    assert points.loc["naive", "intensity"] == pytest.approx(rows.loc[0, "measured_intensity"])
-    assert points.loc["fused", "intensity"] == rows.loc[1, "arithmetic_intensity"]
+    assert points.loc["naive", EXECUTED_INTENSITY] == pytest.approx(2 * rows.loc[0, "arithmetic_intensity"])
+    assert points.loc["naive", EXECUTED_INTENSITY] == pytest.approx(rows.loc[0, "measured_intensity"])
+    assert points.loc["fused", EXECUTED_INTENSITY] == rows.loc[1, "arithmetic_intensity"]
     # the row says its roofline used the model: its counted intensity is not used
-    assert points.loc["per_head", "intensity"] == rows.loc[2, "arithmetic_intensity"]
+    assert points.loc["per_head", EXECUTED_INTENSITY] == rows.loc[2, "arithmetic_intensity"]
     assert list(points["source"]) == ["measured", "modelled", "modelled"]
-    assert list(points["achieved_tflops"]) == list(rows["achieved_tflops"])
+    assert list(points[EXECUTED_TFLOPS]) == list(rows["achieved_tflops"])  # nothing causal: every FLOP executed
 
 
 def test_roofline_marks_counted_points_filled_and_modelled_hollow() -> None:
@@ -131,3 +149,77 @@ def test_roofline_of_a_run_without_counts_has_only_modelled_points() -> None:
     assert set(plots.roofline_points(rows)["source"]) == {"modelled"}
     plot = plots.roofline(rows, plots.impl_styles(rows))
     assert plot.png is not None and plot.caption == "Filled: intensity counted from the ops; hollow: the model's."
+
+
+# --- no point above a roof: what the kernel executed -------------------------------------------------------
+
+
+def _causal(impl: str, median_ms: float, sdpa_backend: str, skips: bool | None) -> dict[str, Any]:
+    """A causal row with counted FLOPs and bytes, 55 % of its FLOPs useful; ``skips`` None: a run written before
+    ``skips_masked_work``, so the row's causal flag, backend and implementation decide."""
+    record = with_counts(row(impl, samples(median_ms, 0.01)))
+    useful = 0.55 * record["flops"]
+    return {
+        **record,
+        "causal": True,
+        "sdpa_backend": sdpa_backend,
+        "skips_masked_work": skips,
+        "useful_flops": useful,
+        ACHIEVED_USEFUL_TFLOPS: useful / (record[LATENCY_MS] / 1e3) / 1e12,
+    }
+
+
+def _roof(points: pd.DataFrame) -> pd.Series:
+    return plots.roof_tflops(points["peak_tflops"], points["peak_gbps"], points[EXECUTED_INTENSITY])
+
+
+@pytest.mark.parametrize("skips", [True, None], ids=["recorded", "decided-from-backend"])
+def test_a_causal_flash_row_above_the_roof_is_plotted_at_its_useful_flops(skips: bool | None) -> None:
+    """Its ``achieved_tflops`` counts the masked half it skips and stands above the compute roof; the point is
+    the useful FLOPs over the same bytes and the same time, under the roof."""
+    rows = pd.DataFrame([_causal("fused", 0.01, "flash", skips)])
+    flash = rows.iloc[0]
+    assert flash[ACHIEVED_TFLOPS] > PEAK_TFLOPS  # what the plot drew before
+    point = plots.roofline_points(rows).iloc[0]
+    assert point[SKIPS_MASKED_WORK]
+    assert point[EXECUTED_TFLOPS] == flash[ACHIEVED_USEFUL_TFLOPS]
+    assert point[EXECUTED_INTENSITY] == pytest.approx(flash["useful_flops"] / flash["measured_bytes"])
+    assert point[EXECUTED_TFLOPS] <= plots.roof_tflops(PEAK_TFLOPS, PEAK_GBPS, point[EXECUTED_INTENSITY])
+    plot = plots.roofline(rows, plots.impl_styles(rows))
+    assert "1 point(s) of kernels that skip the blocks a causal mask hides are placed by their useful" in plot.caption
+
+
+@pytest.mark.parametrize(("impl", "backend"), [("naive", ""), ("sdpa_math", "math")])
+def test_a_causal_row_that_computes_every_score_is_plotted_at_its_full_flops(impl: str, backend: str) -> None:
+    """naive and the math backend materialize the n×L scores and mask them after: they execute every FLOP."""
+    rows = pd.DataFrame([_causal(impl, 0.04, backend, None)])
+    full = rows.iloc[0]
+    point = plots.roofline_points(rows).iloc[0]
+    assert not point[SKIPS_MASKED_WORK]
+    assert point[EXECUTED_TFLOPS] == full[ACHIEVED_TFLOPS] > full[ACHIEVED_USEFUL_TFLOPS]
+    assert point[EXECUTED_INTENSITY] == full["measured_intensity"]
+    assert "useful FLOPs" not in plots.roofline(rows, plots.impl_styles(rows)).caption
+
+
+def test_no_point_of_the_h100_run_stands_above_its_roof(h100_run: Path) -> None:
+    """The real H100 run (bf16, roofs 989 TFLOP/s and 3350 GB/s): every point the roofline draws is at most its
+    roof × (1 + noise). The noise is the row's IQR / median where it has ``MIN_SPREAD_SAMPLES`` samples (a median
+    from the faster half would sit that much higher), else the run's ``noise_threshold``: the spread the run
+    still calls steady. Three causal ``fused`` rows (cuDNN, which skips masked blocks) have ``achieved_tflops``
+    above the compute roof; they are drawn at their useful TFLOP/s."""
+    run = load_run(h100_run)
+    rows = run.rows
+    points = plots.roofline_points(rows)
+    ok = rows.loc[points.index]
+    assert len(points) == (rows[STATUS] == "ok").sum()  # every ok row is drawn
+    fig = plots.roofline_figure(rows, plots.impl_styles(rows))
+    assert fig is not None
+    drawn = np.concatenate([collection.get_offsets() for collection in fig.axes[0].collections])
+    assert sorted(map(tuple, drawn)) == sorted(zip(points[EXECUTED_INTENSITY], points[EXECUTED_TFLOPS], strict=True))
+    spread = (ok[LATENCY_P75_MS] - ok[LATENCY_P25_MS]) / ok[LATENCY_MS]
+    noise = spread.where(ok[SAMPLE_COUNT] >= MIN_SPREAD_SAMPLES, run.manifest["config"]["timing"]["noise_threshold"])
+    above = points[points[EXECUTED_TFLOPS] > _roof(points) * (1 + noise)]
+    assert above.empty, above
+    over = ok[ok[ACHIEVED_TFLOPS] > ok["peak_tflops"]]
+    assert list(over[IMPL]) == ["fused"] * 3 and over["causal"].all()
+    assert (points.loc[over.index, EXECUTED_TFLOPS] == over[ACHIEVED_USEFUL_TFLOPS]).all()

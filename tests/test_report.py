@@ -182,6 +182,8 @@ def test_useful_tflops_and_skipped_masked_work_in_the_scenario_table(tmp_path: P
     at = header.strip("| ").split(" | ").index("skips masked")
     assert [cells[at] for cells in _table_rows(table)] == ["no", "yes"]
     assert [cells[at - 1] for cells in _table_rows(table)] == ["0.001", "0.004"]
+    # TFLOP/s is what ran: all of naive's FLOPs (it computes the masked scores), fused's useful ones only
+    assert [cells[at - 2] for cells in _table_rows(table)] == [f"{rows[0]['achieved_tflops']:.3f}", "0.004"]
 
 
 def test_plain_runs_have_no_throughput_extras(sweep_report: Path) -> None:

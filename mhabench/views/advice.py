@@ -137,6 +137,7 @@ def thresholds_record() -> dict[str, Any]:
         "confidence_level": CONFIDENCE_LEVEL,
         "min_interval_samples": MIN_INTERVAL_SAMPLES,
         "tie_margin": thresholds.TIE_MARGIN,
+        "reproduce_margin": thresholds.REPRODUCE_MARGIN,
         "host_us_per_op": thresholds.HOST_US_PER_OP,
         "launch_bound_share": thresholds.LAUNCH_BOUND_SHARE,
         "host_over_device": thresholds.HOST_OVER_DEVICE,

@@ -23,20 +23,17 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 from PIL import Image
 
+from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, EXECUTED_TFLOPS, executed, numeric_column
 from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.results.schema import (
-    ACHIEVED_TFLOPS,
-    ARITHMETIC_INTENSITY,
     BATCH,
     CASE_ID,
     D_MODEL,
     DTYPE,
     HEADS,
     IMPL,
-    INTENSITY_SOURCE,
     KV_HEADS,
     LATENCY_MS,
-    MEASURED_INTENSITY,
     PEAK_GBPS,
     PEAK_MEMORY_BYTES,
     PEAK_TFLOPS,
@@ -44,6 +41,7 @@ from mhabench.results.schema import (
     SCENARIO,
     SEQ_LEN,
     SHAPE_FIELDS,
+    SKIPS_MASKED_WORK,
     STATUS,
     label,
 )
@@ -308,35 +306,37 @@ def faceted(name: str, rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT
 # --- roofline and speedup ----------------------------------------------------------------------
 
 
-def _numbers(rows: pd.DataFrame, name: str) -> pd.Series:
-    """A numeric column, NaN where it is missing (an older run has no counted columns)."""
-    return pd.to_numeric(rows[name], errors="coerce") if name in rows else pd.Series(np.nan, index=rows.index)
-
-
 def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
-    """One point per ok row: counted intensity where ``intensity_source`` is measured, else the model's.
+    """What the roofline draws, one point per ok row (the rows' index): executed FLOPs per byte and per second.
 
-    ``achieved_tflops`` already uses the same source's FLOPs (the runner computes both together)."""
+    Executed, not ``achieved_tflops``: a kernel that skips the blocks a causal mask hides is placed by its useful
+    FLOPs, or a causal flash row would stand above the compute roof (:mod:`mhabench.analysis.executed`). The bytes
+    are counted where ``intensity_source`` is measured (``source``: measured, a filled marker), else modelled."""
     ok = ok_rows(rows)
-    source = ok[INTENSITY_SOURCE] if INTENSITY_SOURCE in ok else pd.Series("", index=ok.index)
-    measured = (source == "measured") & (_numbers(ok, MEASURED_INTENSITY) > 0)
+    done = executed(ok)
     points = pd.DataFrame(
         {
             IMPL: ok[IMPL].astype(str),
             DTYPE: ok[DTYPE].astype(str),
-            "intensity": _numbers(ok, MEASURED_INTENSITY).where(measured, _numbers(ok, ARITHMETIC_INTENSITY)),
-            ACHIEVED_TFLOPS: _numbers(ok, ACHIEVED_TFLOPS),
-            "source": np.where(measured, "measured", "modelled"),
-            PEAK_TFLOPS: _numbers(ok, PEAK_TFLOPS),
-            PEAK_GBPS: _numbers(ok, PEAK_GBPS),
+            EXECUTED_INTENSITY: done[EXECUTED_INTENSITY],
+            EXECUTED_TFLOPS: done[EXECUTED_TFLOPS],
+            "source": np.where(done[COUNTED], "measured", "modelled"),
+            SKIPS_MASKED_WORK: done[SKIPS_MASKED_WORK],
+            PEAK_TFLOPS: numeric_column(ok, PEAK_TFLOPS),
+            PEAK_GBPS: numeric_column(ok, PEAK_GBPS),
         }
     )
-    values = points[["intensity", ACHIEVED_TFLOPS, PEAK_TFLOPS, PEAK_GBPS]]
+    values = points[[EXECUTED_INTENSITY, EXECUTED_TFLOPS, PEAK_TFLOPS, PEAK_GBPS]]
     return points[(values > 0).all(axis=1)]
 
 
+def roof_tflops(peak_tflops: float, peak_gbps: float, intensity: np.ndarray) -> np.ndarray:
+    """The roof at ``intensity`` FLOP/byte: the lower of the compute peak and the bandwidth's FLOP/s there."""
+    return np.minimum(peak_tflops, peak_gbps * intensity / 1e3)
+
+
 def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
-    """Achieved TFLOP/s against intensity under the roofs; filled markers: counted, hollow: modelled."""
+    """Executed TFLOP/s against executed FLOP/byte under the roofs; filled markers: counted, hollow: modelled."""
     points = roofline_points(rows)
     if points.empty:
         return None
@@ -344,19 +344,20 @@ def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
     ax = _grid(fig.add_subplot())
     roofs = points.groupby(DTYPE, sort=False)[[PEAK_TFLOPS, PEAK_GBPS]].first()
     ridges = roofs[PEAK_TFLOPS] * 1e3 / roofs[PEAK_GBPS]
-    span = (min(points["intensity"].min(), ridges.min()) / 4, max(points["intensity"].max(), ridges.max()) * 4)
+    intensity = points[EXECUTED_INTENSITY]
+    span = (min(intensity.min(), ridges.min()) / 4, max(intensity.max(), ridges.max()) * 4)
     x = np.geomspace(*span, 200)
     handles = []
     for (dtype, roof), style in zip(roofs.iterrows(), itertools.cycle(LINE_STYLES), strict=False):
         text = f"roof {dtype}: {roof[PEAK_GBPS]:.3g} GB/s, {roof[PEAK_TFLOPS]:.3g} TFLOP/s"
-        attainable = np.minimum(roof[PEAK_TFLOPS], roof[PEAK_GBPS] * x / 1e3)
+        attainable = roof_tflops(roof[PEAK_TFLOPS], roof[PEAK_GBPS], x)
         handles += ax.plot(x, attainable, color="0.25", linestyle=style, linewidth=1.6, label=text)
     for (impl, source), group in points.groupby([IMPL, "source"], sort=False):
         colour, marker = styles[impl]
         face = colour if source == "measured" else "none"
         ax.scatter(
-            group["intensity"],
-            group[ACHIEVED_TFLOPS],
+            group[EXECUTED_INTENSITY],
+            group[EXECUTED_TFLOPS],
             marker=marker,
             s=40,
             zorder=3,
@@ -371,8 +372,8 @@ def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     _plain_log_labels(ax)
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("achieved TFLOP/s")
+    ax.set_xlabel("arithmetic intensity of the executed FLOPs (FLOP/byte)")
+    ax.set_ylabel("executed TFLOP/s")
     sources = ", ".join(sorted({str(s) for s in rows.get(ROOFLINE_SOURCE, pd.Series(["?"])).dropna()}))
     ax.set_title(f"Roofline (device peaks: {sources})", fontsize="medium")
     _legend(fig, handles, "outside right upper")
@@ -380,12 +381,25 @@ def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
 
 
 def roofline(rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE) -> Plot:
+    """The roofline image; its caption says which points are placed by useful FLOPs, and why."""
     shown, left_out = shown_impls(rows, baseline)
-    fig = roofline_figure(rows[rows[IMPL].isin(shown)], styles)
+    drawn = rows[rows[IMPL].isin(shown)]
+    fig = roofline_figure(drawn, styles)
     if fig is None:
-        return Plot("roofline", "Roofline", None, "no row has intensity, achieved FLOP/s and device peaks")
-    text = f"Filled: intensity counted from the ops; hollow: the model's. {left_out_text(shown, left_out, baseline)}"
-    return Plot("roofline", "Roofline", render(fig), caption=text.rstrip())
+        return Plot("roofline", "Roofline", None, "no row has intensity, executed FLOP/s and device peaks")
+    skipping = int(roofline_points(drawn)[SKIPS_MASKED_WORK].sum())
+    useful = (
+        f"{skipping} point(s) of kernels that skip the blocks a causal mask hides are placed by their useful FLOPs "
+        "(masked pairs not counted): the FLOPs they execute."
+        if skipping
+        else ""
+    )
+    parts = [
+        "Filled: intensity counted from the ops; hollow: the model's.",
+        useful,
+        left_out_text(shown, left_out, baseline),
+    ]
+    return Plot("roofline", "Roofline", render(fig), caption=" ".join(part for part in parts if part))
 
 
 def _bar_figure(table: pd.DataFrame, rows: pd.DataFrame, cases: list[str], styles: dict, baseline: str) -> Figure:

@@ -19,6 +19,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from mhabench.analysis.case_label import case_label
+from mhabench.analysis.executed import EXECUTED_TFLOPS, executed
 from mhabench.analysis.speedup import DEFAULT_BASELINE, MEDIANS, PAIRED, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
 from mhabench.analysis.winners import case_winners
@@ -128,7 +129,7 @@ def _columns(baseline: str, with_compile: bool, with_repeats: bool) -> list[tupl
         (label(FLOPS), lambda r: human_count(r.get(FLOPS))),
         (label(BYTES_MOVED), lambda r: human_bytes(r.get(BYTES_MOVED))),
         (label(ARITHMETIC_INTENSITY), lambda r: format_number(r.get(ARITHMETIC_INTENSITY), ".1f")),
-        (label(ACHIEVED_TFLOPS), lambda r: format_number(r.get(ACHIEVED_TFLOPS), ".3f")),
+        (label(ACHIEVED_TFLOPS), lambda r: format_number(r.get(EXECUTED_TFLOPS), ".3f")),
         (label(ROOFLINE_EFFICIENCY), lambda r: format_number(r.get(ROOFLINE_EFFICIENCY), ".1%")),
         (label(MAX_REL_ERR), lambda r: format_number(r.get(MAX_REL_ERR), ".1e")),
     ]
@@ -146,6 +147,9 @@ def _with_spread(frame: pd.DataFrame) -> pd.DataFrame:
 def results_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, title: str = "") -> TableModel:
     """Per (case, implementation): median latency (IQR), speedup over ``baseline`` with CI, memory, cost.
 
+    TFLOP/s is what the kernel executed (:mod:`mhabench.analysis.executed`): the useful FLOPs of one that skips
+    the blocks a causal mask hides, so it reads against the same roof as the roofline efficiency beside it.
+
     ``speedups`` are the rows with their speedups over ``baseline`` (:func:`speedup_rows`), made by the
     caller: a report cuts one set into its per-scenario tables rather than bootstrapping each again.
     A "compile s" column appears when an implementation compiled on its first call; a ``--repeat N``
@@ -153,6 +157,7 @@ def results_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, titl
     """
     with_repeats = repeat_count(speedups) > 1
     frame = _with_spread(speedups) if with_repeats else speedups
+    frame = frame.assign(**{EXECUTED_TFLOPS: executed(frame)[EXECUTED_TFLOPS]})
     with_compile = COMPILE_TIME_S in frame and bool(frame[COMPILE_TIME_S].notna().any())
     columns = _columns(baseline, with_compile, with_repeats)
     headers = [header for header, _ in columns]

@@ -2,8 +2,9 @@
 
 Each run is answered on its own (its rows were timed in its own rounds); then the runs are set side
 by side: what differs between their manifests, each run's answer over all its cases, and, on the
-cases both measured (matched on the shape fields, whatever the dtype), where the answers differ, with
-each run's lead. Nothing is paired across runs: they are different processes on different machines.
+cases every run measured (matched on the shape fields, whatever the dtype), where the answers differ,
+with each run's lead. Nothing is paired across runs: they are different processes, perhaps on
+different machines. Several runs of one config on one machine ask whether a pick reproduces.
 """
 
 from __future__ import annotations
@@ -19,21 +20,21 @@ from mhabench.analysis.advice.summary import counts_text
 from mhabench.analysis.compare import manifest_differences
 from mhabench.results.schema import DTYPE, SHAPE_FIELDS
 
+Shape = tuple[str, ...]
+"""A case's shape fields, as text: what matches a case of one run with a case of another."""
+
 
 def across(runs: Sequence[RunAnswers]) -> list[Statement]:
-    """Nothing for one run; for several, the first is the one the others are set against."""
+    """Nothing for one run; for several, the first is the one the others' manifests are set against."""
     if len(runs) < 2:
         return []
-    first = runs[0]
-    statements = [_differences(first, other) for other in runs[1:]]
+    statements = [_differences(runs[0], other) for other in runs[1:]]
     statements += [_run_answer(run) for run in runs]
-    for other in runs[1:]:
-        statements += _matched(first, other)
-    return statements
+    return statements + _per_case(runs)
 
 
-def _refs(runs: RunAnswers, cases: Sequence[Case]) -> tuple[RowRef, ...]:
-    return tuple(case.ref(impl) for case in cases for impl in runs.picks[case.case_id].impls)
+def _refs(run: RunAnswers, cases: Sequence[Case]) -> tuple[RowRef, ...]:
+    return tuple(case.ref(impl) for case in cases for impl in run.picks[case.case_id].impls)
 
 
 def _differences(first: RunAnswers, other: RunAnswers) -> Statement:
@@ -47,13 +48,44 @@ def _differences(first: RunAnswers, other: RunAnswers) -> Statement:
 
 
 def _run_answer(run: RunAnswers) -> Statement:
-    sentence = f"on {run.device()}, run {run.run.run_id}: {counts_text(run.cases, run.picks)}."
+    sentence = f"{run.run.run_id} on {run.device()}: {counts_text(run.cases, run.picks)}."
     figures = {"cases": len(run.cases), "device": run.device()}
     return Statement(ACROSS, "run_answer", "", run.run.run_id, sentence, figures, _refs(run, run.cases))
 
 
-def _shape(case: Case) -> tuple[str, ...]:
+def _shape(case: Case) -> Shape:
     return tuple(repr(case.fields[name]) for name in SHAPE_FIELDS)
+
+
+def _per_case(runs: Sequence[RunAnswers]) -> list[Statement]:
+    """Per case every run measured: one statement where the answers differ, one for all that agree."""
+    by_shape = [{_shape(case): case for case in run.cases} for run in runs]
+    common = [shape for shape in by_shape[0] if all(shape in cases for cases in by_shape[1:])]
+    scope = " / ".join(run.run.run_id for run in runs)
+    if not common:
+        sentence = "the runs share no case (matched on the shape fields): only their answers above compare."
+        return [Statement(ACROSS, "no_common_case", "", scope, sentence, {"matched": 0}, ())]
+    matched = [[cases[shape] for cases in by_shape] for shape in common]
+    differing = [line for line in matched if len(_answers(runs, line)) > 1]
+    agreeing = [line for line in matched if line not in differing]
+    statements = [_differs(runs, line) for line in differing]
+    return statements + ([_agree(runs, agreeing, len(matched), scope)] if agreeing else [])
+
+
+def _answers(runs: Sequence[RunAnswers], line: Sequence[Case]) -> set[tuple[str, tuple[str, ...]]]:
+    return {run.picks[case.case_id].answer for run, case in zip(runs, line, strict=True)}
+
+
+def _line_refs(runs: Sequence[RunAnswers], line: Sequence[Case]) -> tuple[RowRef, ...]:
+    return tuple(ref for run, case in zip(runs, line, strict=True) for ref in _refs(run, [case]))
+
+
+def _agree(runs: Sequence[RunAnswers], agreeing: Sequence[Sequence[Case]], matched: int, scope: str) -> Statement:
+    labels = ", ".join(line[0].label for line in agreeing)
+    sentence = f"{len(agreeing)} of the {matched} cases every run measured have the same answer in every run: {labels}."
+    refs = tuple(ref for line in agreeing for ref in _line_refs(runs, line))
+    figures = {"matched": matched, "same": len(agreeing)}
+    return Statement(ACROSS, "same_pick", "", scope, sentence, figures, refs)
 
 
 def _lead(one: Pick) -> str:
@@ -62,43 +94,20 @@ def _lead(one: Pick) -> str:
     return f"{one.phrase()}, {wording.ratio(one.estimate)} over {wording.impl(one.runner_up)}"
 
 
-def _matched(first: RunAnswers, other: RunAnswers) -> list[Statement]:
-    theirs = {_shape(case): case for case in first.cases}
-    pairs = [(theirs[_shape(case)], case) for case in other.cases if _shape(case) in theirs]
-    scope = f"{first.run.run_id} / {other.run.run_id}"
-    if not pairs:
-        sentence = (
-            f"{other.run.run_id} and {first.run.run_id} share no case (matched on the shape fields): "
-            "only their answers above can be set side by side."
-        )
-        return [Statement(ACROSS, "no_common_case", "", scope, sentence, {"matched": 0}, ())]
-    differing = [(a, b) for a, b in pairs if first.picks[a.case_id].answer != other.picks[b.case_id].answer]
-    statements = [_differs(first, other, a, b) for a, b in differing]
-    same = len(pairs) - len(differing)
-    if same:
-        sentence = f"{same} of the {len(pairs)} cases both runs measured have the same answer on both."
-        agreeing = [b for a, b in pairs if (a, b) not in differing]
-        figures = {"matched": len(pairs), "same": same}
-        statements.append(Statement(ACROSS, "same_pick", "", scope, sentence, figures, _refs(other, agreeing)))
-    return statements
-
-
-def _differs(first: RunAnswers, other: RunAnswers, ours: Case, theirs: Case) -> Statement:
-    a, b = first.picks[ours.case_id], other.picks[theirs.case_id]
-    dtypes = (
-        f" ({ours.fields[DTYPE]} on the first, {theirs.fields[DTYPE]} on the second)"
-        if ours.fields[DTYPE] != theirs.fields[DTYPE]
-        else ""
-    )
-    sentence = (
-        f"{ours.label}{dtypes}: the pick differs. On {first.device()}: {_lead(a)}; on {other.device()}: {_lead(b)}."
-    )
+def _differs(runs: Sequence[RunAnswers], line: Sequence[Case]) -> Statement:
+    picks = [run.picks[case.case_id] for run, case in zip(runs, line, strict=True)]
+    dtypes = sorted({str(case.fields[DTYPE]) for case in line})
+    said = "; ".join(f"{_lead(one)} in {run.run.run_id}" for run, one in zip(runs, picks, strict=True))
+    kinds = f" ({', '.join(dtypes)})" if len(dtypes) > 1 else ""
+    sentence = f"{line[0].label}{kinds}: the pick differs between runs: {said}."
     figures = {
-        "first": {"run_id": first.run.run_id, "verdict": a.verdict, "impls": list(a.impls), "lead": _ratio(a)},
-        "second": {"run_id": other.run.run_id, "verdict": b.verdict, "impls": list(b.impls), "lead": _ratio(b)},
+        "answers": [
+            {"run_id": run.run.run_id, "verdict": one.verdict, "impls": list(one.impls), "lead": _ratio(one)}
+            for run, one in zip(runs, picks, strict=True)
+        ],
+        "distinct_answers": len(_answers(runs, line)),
     }
-    refs = (*_refs(first, [ours]), *_refs(other, [theirs]))
-    return Statement(ACROSS, "pick_differs", "", ours.label, sentence, figures, refs)
+    return Statement(ACROSS, "pick_differs", "", line[0].label, sentence, figures, _line_refs(runs, line))
 
 
 def _ratio(one: Pick) -> float | None:

@@ -50,8 +50,9 @@ class Advice:
         return (*(s for run in self.runs for s in run.statements), *self.across)
 
 
-def advise(runs: Sequence[Run], question: Question = Question()) -> Advice:
+def advise(runs: Sequence[Run], question: Question | None = None) -> Advice:
     """Advice on ``runs``; ``question`` names the device kind and implementations the reader asks about."""
+    question = question or Question()
     if question.device_kind is not None and question.device_kind not in DEVICE_KINDS:
         raise InputError(f"--for: {question.device_kind!r} is not a device kind; use one of {', '.join(DEVICE_KINDS)}")
     answered = [answer(run) for run in runs]

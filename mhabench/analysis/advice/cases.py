@@ -17,7 +17,7 @@ import pandas as pd
 from mhabench.analysis.advice.cells import text
 from mhabench.analysis.advice.statement import RowRef
 from mhabench.analysis.case_label import case_label
-from mhabench.results.schema import CASE_ID, DTYPE, IMPL, REPEAT, SCENARIO, SHAPE_FIELDS
+from mhabench.results.schema import CASE_ID, DTYPE, HEADS, IMPL, KV_HEADS, REPEAT, SCENARIO, SHAPE_FIELDS
 
 Row = Mapping[str, Any]
 SWEEP_FIELDS = (*SHAPE_FIELDS, DTYPE)
@@ -89,8 +89,14 @@ def groups_of(cases: Iterable[Case]) -> dict[str, list[Case]]:
 
 
 def swept(cases: Sequence[Case]) -> list[str]:
-    """The fields that take more than one value among ``cases``: the group's axes."""
-    return [name for name in SWEEP_FIELDS if len({repr(case.fields[name]) for case in cases}) > 1]
+    """The fields that take more than one value among ``cases``: the group's axes. ``kv_heads`` is not one
+    where every case is plain multi-head attention (kv_heads = heads): there it only follows ``heads``."""
+    follows_heads = all(case.fields[KV_HEADS] == case.fields[HEADS] for case in cases)
+    return [
+        name
+        for name in SWEEP_FIELDS
+        if len({repr(case.fields[name]) for case in cases}) > 1 and not (name == KV_HEADS and follows_heads)
+    ]
 
 
 def order(value: Any) -> tuple[int, float, str]:

@@ -3,6 +3,7 @@
 - ``noisy``: ok rows whose IQR is above the run's noise threshold (their medians move between runs);
 - ``capped``: ok rows that spent ``max_run_time_s`` before their samples were complete;
 - ``no_interval``: cases whose pick is "cannot tell" (too few rounds, repeats that disagree);
+- ``one_process``: winners by less than ``REPRODUCE_MARGIN`` in a run of one repeat;
 - ``drift``: the reference workload moved more than the noise threshold during the run;
 - ``unfinished``: a run that did not complete has cases nobody measured;
 - ``other_device``: a run measured on one kind of device asked about another (``--for``);
@@ -22,8 +23,9 @@ from typing import Any
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import Case, Row
 from mhabench.analysis.advice.cells import number, text
-from mhabench.analysis.advice.pick import CANNOT_TELL, Pick
+from mhabench.analysis.advice.pick import CANNOT_TELL, WINNER, Pick
 from mhabench.analysis.advice.statement import CAVEAT, RowRef, Statement
+from mhabench.analysis.advice.thresholds import REPRODUCE_MARGIN
 from mhabench.analysis.advice.why import DID_NOT_FIT
 from mhabench.analysis.speedup import is_ok
 from mhabench.results.schema import CAPPED, ERROR, IMPL, NOISY, STATUS, flag
@@ -53,6 +55,7 @@ def caveats(
         _flagged(run_id, "noisy", [(c, r) for c, r in rows if is_ok(r) and flag(r.get(NOISY))], _NOISY),
         _flagged(run_id, "capped", [(c, r) for c, r in rows if is_ok(r) and flag(r.get(CAPPED))], _CAPPED),
         _no_interval(run_id, cases, picks),
+        _one_process(run_id, cases, picks),
         *_did_not_run(run_id, rows),
     ]
     return [statement for statement in found if statement is not None]
@@ -147,6 +150,27 @@ def _no_interval(run_id: str, cases: Sequence[Case], picks: Mapping[str, Pick]) 
     sentence = f"{len(unknown)} of {len(cases)} cases cannot be told apart: {named}{more}."
     refs = [one.case.ref(impl) for one in unknown for impl in (*one.impls, one.runner_up) if impl]
     return _statement(run_id, "no_interval", sentence, {"cases": len(unknown)}, refs)
+
+
+def _one_process(run_id: str, cases: Sequence[Case], picks: Mapping[str, Pick]) -> Statement | None:
+    """Winners by a small lead in a run of one repeat: nothing in the run says another process agrees."""
+    close = [
+        one
+        for case in cases
+        if len(case.repeats) == 1
+        and (one := picks[case.case_id]).verdict == WINNER
+        and one.estimate is not None
+        and one.estimate.ratio < 1 + REPRODUCE_MARGIN
+    ]
+    if not close:
+        return None
+    named = "; ".join(f"{one.case.label} ({one.phrase()}, {one.estimate.ratio:.2f}×)" for one in close if one.estimate)
+    sentence = (
+        f"{len(close)} pick(s) rest on a lead under {wording.percent(REPRODUCE_MARGIN)} in one process, which a "
+        f"rerun may reverse: {named}. Run with --repeat 3 (or give advise several runs) to see whether they hold."
+    )
+    refs = [one.case.ref(impl) for one in close for impl in (*one.impls, one.runner_up) if impl]
+    return _statement(run_id, "one_process", sentence, {"cases": len(close)}, refs)
 
 
 def _did_not_run(run_id: str, rows: Sequence[tuple[Case, Row]]) -> list[Statement]:

@@ -23,6 +23,7 @@ from mhabench.analysis.stats import ratio_of_medians
 from mhabench.results.schema import D_MODEL, HEAD_DIM, HEADS, IMPL, KV_CACHE_BYTES, KV_HEADS, LATENCY_MS, PHASE
 
 CHANGE_AXES = (HEADS, KV_HEADS)
+MODEL_CHANGE = {HEADS: "head count (so head size)", KV_HEADS: "key/value head count"}
 
 
 def changes(cases: Sequence[Case]) -> list[Statement]:
@@ -65,7 +66,10 @@ def _line(axis: str, fixed: list[tuple[str, Any]], best: Sequence[tuple[Case, Ro
     head = f"{_point(axis, top_case, top_row)} with {wording.impl(str(top_row[IMPL]))} is the fastest"
     verdict = f"{head}: {compared}" if slower else f"no clear difference: {head} by its median, but {compared}"
     decode = " (decode: the KV cache each reads)" if axis == KV_HEADS and top_case.fields.get(PHASE) == "decode" else ""
-    sentence = f"{place}{decode}, {verdict}. Different cases, so the intervals are unpaired (ratio of medians)."
+    sentence = (
+        f"{place}{decode}, {verdict}. Different cases, so the intervals are unpaired (ratio of medians). Another "
+        f"{MODEL_CHANGE[axis]} is another model: what it does to quality is not measured here."
+    )
     figures = _figures(axis, top_case, top_row, best, leads, slower)
     refs = tuple(case.ref(str(row[IMPL])) for case, row in best)
     return Statement(CHANGE, f"{axis}_change", top_case.group, place, sentence[0].upper() + sentence[1:], figures, refs)

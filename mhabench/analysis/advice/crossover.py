@@ -8,6 +8,7 @@ about where inside that gap the change lies: no interpolation is ever presented 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -56,7 +57,7 @@ def _refs(line: Sequence[Case], picks: Mapping[str, Pick]) -> tuple[RowRef, ...]
 
 def _change(axis: str, fixed: list[tuple[str, Any]], line: Sequence[Case], picks: Mapping[str, Pick]) -> Statement:
     found = segments(axis, line, picks)
-    steps = [(before[0][-1], after[0][0]) for before, after in zip(found, found[1:], strict=False)]
+    steps = [(before[0][-1], after[0][0]) for before, after in itertools.pairwise(found)]
     brackets = "; ".join(f"{wording.field(axis, low)} and {wording.field(axis, high)}" for low, high in steps)
     where = " ".join(part for part in (_axis(axis), wording.place(fixed)) if part)
     sentence = (
@@ -75,9 +76,10 @@ def _change(axis: str, fixed: list[tuple[str, Any]], line: Sequence[Case], picks
 def _steady(axis: str, lines: Sequence[Sequence[Case]], picks: Mapping[str, Pick]) -> Statement:
     answers = sorted({picks[line[0].case_id].phrase() for line in lines})
     measured = sorted({case.fields[axis] for line in lines for case in line}, key=repr)
+    where = "in each of its lines" if len(lines) > 1 else "on its line"
     sentence = (
-        f"along {_axis(axis)}: no crossover; in each of the {len(lines)} line(s) the answer is the same at every "
-        f"measured {_axis(axis)} ({'; '.join(answers)})."
+        f"along {_axis(axis)}: no crossover; {where} the answer is the same at every measured {_axis(axis)} "
+        f"({'; '.join(answers)})."
     )
     figures = {"axis": axis, "lines": len(lines), "answers": answers, "values": measured}
     refs = tuple(ref for line in lines for ref in _refs(line, picks))

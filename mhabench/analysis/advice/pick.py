@@ -5,7 +5,8 @@ other row is a paired ratio with a 95 % interval (``mhabench.analysis.speedup.sp
 A row is clearly slower than the fastest only when that interval lies above 1 and the lead is at
 least ``TIE_MARGIN``; going down the medians, every row before the first clearly slower one is tied
 with the fastest (rows after it do not change the answer). Where one of those leads has no interval
-(fewer than ``stats.MIN_INTERVAL_SAMPLES`` rounds) the answer is "cannot tell", never a winner by noise. A ``--repeat N`` run answers once per repeat; repeats that disagree are "cannot tell" too.
+(fewer than ``stats.MIN_INTERVAL_SAMPLES`` rounds) the answer is "cannot tell", never a winner by
+noise. A ``--repeat N`` run answers once per repeat; repeats that disagree are "cannot tell" too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import math
 from collections.abc import Sequence
 
 from mhabench.analysis.advice import wording
+from mhabench.analysis.advice.ablations import ablation_note, ablations
 from mhabench.analysis.advice.cases import Case, Row
 from mhabench.analysis.advice.cells import text
 from mhabench.analysis.advice.statement import PICK, Statement
@@ -24,7 +26,6 @@ from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
 from mhabench.results.schema import IMPL, LATENCY_MS, ROUNDS_ID, STATUS
 
 WINNER, TIED, ONLY, CANNOT_TELL, NOTHING = "winner", "tied", "only", "cannot tell", "nothing ran"
-VERDICTS = (WINNER, TIED, ONLY, CANNOT_TELL, NOTHING)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +102,7 @@ def _no_interval(fastest: Row, other: Row) -> str:
 
 
 def _lead(fastest: Row, other: Row) -> tuple[RatioEstimate, str]:
-    """``other``'s median time over ``fastest``'s (≥ 1 by the medians): paired when both were timed in the same rounds."""
+    """``other``'s time over ``fastest``'s (≥ 1 by the medians), paired when both were timed in the same rounds."""
     same_rounds = bool(text(fastest, ROUNDS_ID)) and text(fastest, ROUNDS_ID) == text(other, ROUNDS_ID)
     return speedup_estimate(samples_of(other), samples_of(fastest), same_rounds)
 
@@ -123,8 +124,10 @@ def statement(one: Pick) -> Statement:
         "ci_high": one.estimate.ci_high if one.estimate else None,
         "method": one.method,
         "rounds": one.rounds,
+        "ablations": ablations(one.impls),
     }
-    sentence = f"{one.case.label}: {_sentence(one)}{_excluded(one.case)}"
+    shown = one.impls if one.verdict in (WINNER, TIED, ONLY) else ()
+    sentence = f"{one.case.label}: {_sentence(one)}{_excluded(one.case)}{ablation_note(shown)}"
     return Statement(PICK, "pick", one.case.group, one.case.label, sentence, figures, rows)
 
 
@@ -139,7 +142,7 @@ def _sentence(one: Pick) -> str:
         return f"cannot tell: {wording.impl(one.impls[0])} had the lowest median, {lead}, but {one.reason}."
     if one.verdict == WINNER:
         return f"{wording.impl(one.impls[0])} wins, {lead}."
-    why = "the interval includes 1" if one.estimate.ci_low <= 1 else f"the lead is under {TIE_MARGIN:.0%}"
+    why = "the interval includes 1" if one.estimate.ci_low <= 1 else f"the lead is under {wording.percent(TIE_MARGIN)}"
     slower = [str(row[IMPL]) for row in one.case.rows if is_ok(row) and str(row[IMPL]) not in one.impls]
     rest = f"; {wording.impls(slower)} clearly slower" if slower else ""
     return f"no clear winner: {wording.impls(one.impls)} are tied ({wording.impl(one.impls[0])} {lead}: {why}){rest}."
@@ -154,8 +157,7 @@ def _method(one: Pick) -> str:
 def _excluded(case: Case) -> str:
     """Rows that failed their correctness check are never picked; the sentence says so."""
     failed = [str(row[IMPL]) for row in case.rows if text(row, STATUS) == "mismatch"]
-    return (
-        f" {wording.impls(failed)} failed the correctness check and {'is' if len(failed) == 1 else 'are'} not considered."
-        if failed
-        else ""
-    )
+    if not failed:
+        return ""
+    verb = "is" if len(failed) == 1 else "are"
+    return f" {wording.impls(failed)} failed the correctness check and {verb} not considered."

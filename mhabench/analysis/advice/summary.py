@@ -37,10 +37,7 @@ def group_answer(group: str, cases: Sequence[Case], picks: Mapping[str, Pick]) -
     """The group's answer: segments along its one swept field, else the counts per answer."""
     axes = swept(cases)
     lines = lines_along(cases, axes[0]) if len(axes) == 1 else []
-    if lines:
-        answer = segments_text(axes[0], segments(axes[0], lines[0][1], picks))
-    else:
-        answer = counts_text(cases, picks)
+    answer = segments_text(axes[0], segments(axes[0], lines[0][1], picks)) if lines else counts_text(cases, picks)
     counts = collections.Counter(picks[case.case_id].phrase() for case in cases)
     refs = tuple(case.ref(impl) for case in cases for impl in picks[case.case_id].impls)
     figures = {"cases": len(cases), "answers": dict(counts), "swept": axes}

@@ -11,6 +11,11 @@ TIE_MARGIN = 0.03
 within one process; between processes this project's CPU ratios moved by 1–4 %
 (docs/findings/reproducibility.md), so a smaller lead would not survive the next run."""
 
+REPRODUCE_MARGIN = 0.10
+"""A winner by less than 10 % in a run of one repeat rests on one process: between processes this
+project's CPU ratios moved by up to 14 % (docs/findings/reproducibility.md), and four back-to-back
+default runs named opposite winners at a 4–8 % lead (docs/findings/advise.md). Such picks get a caveat."""
+
 HOST_US_PER_OP = {"cpu": 0.9, "cuda": 3.5}
 """A lower bound on the host time eager PyTorch spends on one dispatched aten op, µs, by device kind.
 cpu: a 1-element ``torch.add`` takes 0.94 µs on this project's 2-vCPU VM (torch 2.13.0+cpu), the

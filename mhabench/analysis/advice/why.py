@@ -145,7 +145,7 @@ def scores(case: Case, impl: str, l2_bytes: Any) -> Statement | None:
         return None
     l2 = float(l2_bytes) if isinstance(l2_bytes, int | float) and l2_bytes > 0 else None
     if l2 is None:
-        cache = "the manifest records no cache size for this device, so how it compares with the cache is not known"
+        cache = "against a cache of unknown size (the manifest records none for this device)"
     elif matrix > l2:
         cache = f"{matrix / l2:.3g}× the {wording.size(l2)} L2, so it goes through device memory"
     else:
@@ -181,7 +181,10 @@ def launch(case: Case, impl: str, device_kind: str) -> Statement | None:
         )
     if not parts:
         return None
-    sentence = f"{wording.impl(impl)} is launch-bound: {'; '.join(parts)}. Fewer, larger ops would pay more than faster kernels."
+    sentence = (
+        f"{wording.impl(impl)} is launch-bound: {'; '.join(parts)}. Fewer, larger ops would pay more than faster "
+        "kernels."
+    )
     figures = {
         "ops_per_call": ops,
         "kernels_per_call": kernels,

@@ -127,8 +127,9 @@ def _sample_sentences(group: pd.DataFrame) -> list[str]:
 
 def _with_throughput(table: TableModel) -> TableModel:
     """The results table plus useful TFLOP/s (masked pairs not counted) and whether the kernel skips
-    masked work, after TFLOP/s, where the run has them: a causal kernel that skips the masked half
-    does half the executed FLOPs, which TFLOP/s alone would hide."""
+    masked work, after TFLOP/s, where the run has them. TFLOP/s is what the kernel executed: for one that
+    skips the masked half it is the useful rate, for one that computes the masked scores and discards them it
+    is above the useful rate, a waste TFLOP/s alone would hide."""
     records = table.records if table.records is not None else pd.DataFrame()
     extra: list[tuple[str, list[str]]] = []
     if records.get(ACHIEVED_USEFUL_TFLOPS, pd.Series(dtype=float)).notna().any():

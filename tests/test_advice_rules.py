@@ -1,0 +1,309 @@
+"""Each rule of ``mhabench advise`` on synthetic rows whose right answer is known, the honest "cannot tell"
+cases included: overlapping intervals, too few rounds, repeats that disagree, a CPU run asked about a GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from synthetic_runs import rounds, row, samples, write_run
+
+from mhabench.analysis.advice import why
+from mhabench.analysis.advice.advise import advise
+from mhabench.analysis.advice.cases import Case, cases_of
+from mhabench.analysis.advice.caveats import Question, caveats
+from mhabench.analysis.advice.change import changes
+from mhabench.analysis.advice.crossover import crossovers
+from mhabench.analysis.advice.pick import CANNOT_TELL, NOTHING, ONLY, TIED, WINNER, pick, statement
+from mhabench.analysis.advice.thresholds import HOST_US_PER_OP, LAUNCH_BOUND_SHARE, REPRODUCE_MARGIN, TIE_MARGIN
+from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES
+from mhabench.errors import InputError
+from mhabench.results.store import load_run
+
+
+def cases(records: list[dict[str, Any]], run_id: str = "run") -> list[Case]:
+    return cases_of(run_id, pd.DataFrame(records))
+
+
+def one_case(medians_ms: dict[str, float], count: int = 20, noise: float = 0.01, **fields: Any) -> Case:
+    """One case whose implementations were timed in ``count`` shared rounds around these medians."""
+    times = rounds(medians_ms, count=count, noise=noise)
+    (case,) = cases([row(impl, times[impl], **fields) for impl in medians_ms])
+    return case
+
+
+# --- pick ------------------------------------------------------------------------------------------
+
+
+def test_a_clear_lead_is_a_winner_with_its_paired_interval_over_the_runner_up() -> None:
+    found = pick(one_case({"naive": 2.0, "per_head": 3.0, "fused": 1.0}))
+    assert (found.verdict, found.impls, found.runner_up, found.method) == (WINNER, ("fused",), "naive", "paired")
+    assert found.estimate is not None and found.estimate.ci_low > 1.9 and found.estimate.ratio == pytest.approx(2, 0.02)
+    sentence = statement(found)
+    assert "`fused` wins, 2.0" in sentence.text and "over `naive` (paired over 20 rounds)" in sentence.text
+    assert {ref.impl for ref in sentence.rows} == {"naive", "per_head", "fused"}
+
+
+def test_overlapping_intervals_are_no_clear_winner_and_name_the_tied() -> None:
+    found = pick(one_case({"naive": 1.0, "fused": 1.0, "per_head": 2.0}, noise=0.05))
+    assert found.verdict == TIED and set(found.impls) == {"naive", "fused"}
+    text = statement(found).text
+    assert "no clear winner" in text and "the interval includes 1" in text and "`per_head` clearly slower" in text
+
+
+def test_a_significant_lead_under_the_tie_margin_is_still_a_tie() -> None:
+    found = pick(one_case({"naive": 1 + TIE_MARGIN / 2, "fused": 1.0}, count=40, noise=0.0005))
+    assert found.estimate is not None and found.estimate.ci_low > 1  # significant, but too small to survive a rerun
+    assert found.verdict == TIED and "the lead is under 3 %" in statement(found).text
+
+
+@pytest.mark.parametrize("count", [1, MIN_INTERVAL_SAMPLES - 1])
+def test_too_few_rounds_for_an_interval_cannot_tell_even_with_a_large_lead(count: int) -> None:
+    found = pick(one_case({"naive": 5.0, "fused": 1.0}, count=count))
+    assert found.verdict == CANNOT_TELL and found.impls == ("fused",)
+    text = statement(found).text
+    assert "cannot tell" in text and "no interval" in text and f"it needs {MIN_INTERVAL_SAMPLES}" in text
+
+
+def test_enough_rounds_for_an_interval_give_a_pick() -> None:
+    assert pick(one_case({"naive": 5.0, "fused": 1.0}, count=MIN_INTERVAL_SAMPLES)).verdict == WINNER
+
+
+def test_a_row_that_failed_its_check_is_never_picked() -> None:
+    times = rounds({"naive": 2.0, "fused": 1.0})
+    records = [row("naive", times["naive"]), row("fused", times["fused"]), row("unscaled", [], status="mismatch")]
+    (case,) = cases(records)
+    found = pick(case)
+    assert found.verdict == WINNER and found.impls == ("fused",)
+    assert "`unscaled` failed the correctness check and is not considered" in statement(found).text
+
+
+def test_an_ablation_that_wins_is_flagged_as_a_different_function() -> None:
+    text = statement(pick(one_case({"naive": 2.0, "shared_qk": 1.0}))).text
+    assert "`shared_qk` wins" in text and "`shared_qk` computes a different function" in text
+    assert "different function" not in statement(pick(one_case({"naive": 2.0, "fused": 1.0}))).text
+
+
+def test_one_row_ok_is_only_and_none_ok_is_nothing() -> None:
+    (alone,) = cases([row("fused", samples(1.0, 0.01)), row("naive", [], status="skipped", error="too big")])
+    assert pick(alone).verdict == ONLY and "nothing to compare it with" in statement(pick(alone)).text
+    (failed,) = cases([row("naive", [], status="oom"), row("fused", [], status="error", error="boom")])
+    assert pick(failed).verdict == NOTHING
+
+
+def test_repeats_that_disagree_cannot_tell() -> None:
+    first, second = rounds({"naive": 2.0, "fused": 1.0}), rounds({"naive": 1.0, "fused": 2.0}, seed=1)
+    records = [row(impl, times[impl], repeat=repeat) for repeat, times in enumerate((first, second)) for impl in times]
+    (case,) = cases(records)
+    found = pick(case)
+    assert found.verdict == CANNOT_TELL and "repeats disagree" in found.reason
+
+
+# --- crossover -------------------------------------------------------------------------------------
+
+
+def sweep(medians_by_n: dict[int, dict[str, float]], noise: float = 0.01) -> list[Case]:
+    records = []
+    for seq_len, medians in medians_by_n.items():
+        times = rounds(medians, noise=noise, seed=seq_len)
+        records += [row(impl, times[impl], seq_len=seq_len) for impl in medians]
+    return cases(records)
+
+
+def test_a_crossover_is_bracketed_by_the_measured_points_either_side() -> None:
+    found = sweep(
+        {128: {"naive": 1.0, "fused": 1.0}, 512: {"naive": 1.0, "fused": 1.0}, 2048: {"naive": 2, "fused": 1}}
+    )
+    (change,) = crossovers(found, {case.case_id: pick(case) for case in found})
+    assert change.rule == "crossover" and change.figures["changes_between"] == [[512, 2048]]
+    assert "n = 128 … 512: `fused` and `naive` tied; n = 2048: `fused` wins" in change.text
+    assert "between the measured n=512 and n=2048" in change.text and "nothing in between was measured" in change.text
+    assert {(ref.case_id.split("/")[1][:8], ref.impl) for ref in change.rows} >= {("b1-n2048", "fused")}
+
+
+def test_no_crossover_says_the_answer_holds_at_every_measured_point() -> None:
+    found = sweep({128: {"naive": 2.0, "fused": 1.0}, 512: {"naive": 2.0, "fused": 1.0}})
+    (steady,) = crossovers(found, {case.case_id: pick(case) for case in found})
+    assert steady.rule == "no_crossover" and "`fused` wins" in steady.text and steady.rows
+
+
+# --- why -------------------------------------------------------------------------------------------
+
+
+def with_fields(case: Case, impl: str, **fields: Any) -> Case:
+    """``case`` with these columns set on ``impl``'s row."""
+    records = [{**r, **fields} if r["impl"] == impl else dict(r) for r in case.rows]
+    (changed,) = cases(records)
+    return changed
+
+
+def test_many_ops_in_a_short_call_are_launch_bound_and_few_are_not() -> None:
+    case = one_case({"naive": 0.3, "fused": 1.0})
+    latency_ms = case.row("naive")["latency_ms"]
+    many = round(LAUNCH_BOUND_SHARE * latency_ms * 1e3 / HOST_US_PER_OP["cpu"]) + 1
+    bound = why.launch(with_fields(case, "naive", ops_per_call=many), "naive", "cpu")
+    assert bound is not None and bound.rule == "launch" and f"its {many} dispatched ops" in bound.text
+    assert why.launch(with_fields(case, "naive", ops_per_call=10), "naive", "cpu") is None
+
+
+def test_a_cuda_call_whose_host_time_doubles_its_device_time_is_launch_bound() -> None:
+    case = one_case({"fused": 1.0, "naive": 2.0})
+    latency_ms = case.row("fused")["latency_ms"]
+    slow_host = with_fields(case, "fused", ops_per_call=1, host_latency_ms=2 * latency_ms)
+    bound = why.launch(slow_host, "fused", "cuda")
+    assert bound is not None and "on the host against" in bound.text and "(2×)" in bound.text
+    assert why.launch(with_fields(case, "fused", ops_per_call=1, host_latency_ms=latency_ms), "fused", "cuda") is None
+
+
+def test_roofline_says_memory_bound_below_the_ridge_and_where_the_intensity_came_from() -> None:
+    case = one_case({"naive": 2.0, "fused": 1.0})
+    modelled = why.roofline(case, "naive")
+    assert modelled is not None and "`naive` is memory-bound" in modelled.text and "(cost model)" in modelled.text
+    assert "below the ridge at 25 FLOP/B" in modelled.text  # 0.5 TFLOP/s over 20 GB/s
+    counted = why.roofline(with_fields(case, "naive", intensity_source="measured", measured_intensity=3.0), "naive")
+    assert counted is not None and "3 FLOP/B (counted from the ops that ran)" in counted.text
+    far = why.roofline(with_fields(case, "naive", roofline_efficiency=0.1), "naive")
+    assert far is not None and "far below both roofs" in far.text
+
+
+def test_materialized_scores_are_set_against_the_l2_when_the_manifest_has_one() -> None:
+    case = one_case({"naive": 2.0, "fused": 1.0}, seq_len=512)
+    scores = 1 * 4 * 512 * 512 * 4  # b·h·n·n float32
+    naive = with_fields(case, "naive", attn_bytes=3 * scores)
+    known = why.scores(naive, "naive", 2**20)
+    assert known is not None and "4 MiB written and read back" in known.text and "4× the 1 MiB L2" in known.text
+    unknown = why.scores(naive, "naive", None)
+    assert unknown is not None and "a cache of unknown size" in unknown.text
+    assert why.scores(with_fields(case, "fused", attn_bytes=scores // 8), "fused", 2**20) is None
+
+
+def test_what_did_not_fit_is_named_with_its_reason() -> None:
+    times = rounds({"naive": 2.0, "fused": 1.0})
+    failed = [
+        row("per_head", [], status="oom", error="CUDA out of memory"),
+        row("naive", [], status="skipped", error="predicted 9 GB > available 1 GB"),
+    ]
+    (case,) = cases([row("fused", times["fused"]), *failed])
+    found = why.did_not_fit(case)
+    assert found is not None and "`naive` skipped (predicted 9 GB > available 1 GB)" in found.text
+    assert "`per_head` oom" in found.text and {ref.impl for ref in found.rows} == {"naive", "per_head"}
+
+
+def test_peak_memory_is_set_against_the_runner_up() -> None:
+    case = one_case({"naive": 2.0, "fused": 1.0})
+    found = why.memory(
+        with_fields(with_fields(case, "fused", peak_memory_bytes=2**20), "naive", peak_memory_bytes=2**24),
+        "fused",
+        "naive",
+    )
+    assert found is not None and "`fused` peaks at 1 MiB per call against `naive`'s 16 MiB: 16× less" in found.text
+
+
+# --- what to change --------------------------------------------------------------------------------
+
+
+def test_a_faster_head_count_at_the_same_width_is_named_with_both_rows() -> None:
+    records = []
+    for heads, median_ms in ((2, 1.0), (4, 1.5), (8, 2.0)):
+        records += [row("fused", samples(median_ms, 0.01, count=12, seed=heads), heads=heads)]
+    (found,) = changes(cases(records))
+    assert found.rule == "heads_change" and found.figures["fastest_value"] == 2
+    assert found.text.startswith("At d=64") and "h=2 (d_k=32) with `fused` is the fastest" in found.text
+    assert len(found.rows) == 3 and "Another head count (so head size) is another model" in found.text
+
+
+def test_fewer_key_value_heads_at_decode_name_their_kv_cache() -> None:
+    records = []
+    for kv_heads, median_ms, cache_bytes in ((2, 1.0, 2**17), (8, 1.5, 2**19)):
+        times = samples(median_ms, 0.01, count=12, seed=kv_heads)
+        record = row("fused", times, heads=8, seq_len=128)
+        case_id = f"{record['case_id']}-kv{kv_heads}-decode"
+        records.append(
+            {**record, "kv_heads": kv_heads, "phase": "decode", "kv_cache_bytes": cache_bytes, "case_id": case_id}
+        )
+    (found,) = changes(cases(records))
+    assert (
+        found.rule == "kv_heads_change" and "(decode: the KV cache each reads), kv=2 (KV cache 128 KiB)" in found.text
+    )
+    assert "kv=8 (KV cache 512 KiB) with `fused` 1.5" in found.text
+
+
+def test_heads_that_cannot_be_told_apart_are_no_clear_difference() -> None:
+    records = [row("fused", samples(1.0, 0.05, count=12, seed=heads), heads=heads) for heads in (2, 4)]
+    (found,) = changes(cases(records))
+    assert "no clear difference" in found.text
+
+
+# --- caveats ---------------------------------------------------------------------------------------
+
+
+def caveat_rules(case_list: list[Case], manifest: dict[str, Any], question: Question | None = None) -> dict[str, str]:
+    picks = {case.case_id: pick(case) for case in case_list}
+    return {s.rule: s.text for s in caveats("run", manifest, case_list, picks, question or Question())}
+
+
+def test_a_cpu_run_asked_about_a_gpu_says_it_cannot_tell() -> None:
+    manifest = {"environment": {"device_kind": "cpu", "device_name": "Test CPU"}, "status": "complete"}
+    found = caveat_rules([one_case({"naive": 2.0, "fused": 1.0})], manifest, Question(device_kind="cuda"))
+    assert "asked about cuda, but this run was measured on cpu" in found["other_device"]
+    assert "other_device" not in caveat_rules([one_case({"naive": 2.0})], manifest, Question(device_kind="cpu"))
+
+
+def test_missing_implementations_noisy_rows_drift_and_an_unfinished_run_are_caveats() -> None:
+    manifest = {
+        "status": "interrupted",
+        "drift": {"workload": "512×512 float32 matmul on cpu", "drift": 0.25, "exceeded": True},
+    }
+    case_list = [one_case({"naive": 1.0, "fused": 1.0}, noise=0.3), one_case({"naive": 5.0, "fused": 1.0}, count=2)]
+    found = caveat_rules(case_list, manifest, Question(impls=("flash_attn", "fused")))
+    assert "`flash_attn` was not measured" in found["not_measured"] and "`fused` was" not in found["not_measured"]
+    assert "moved by 25 %" in found["drift"] and "interrupted" in found["unfinished"]
+    assert "noisy" in found["noisy"] and "cannot be told apart" in found["no_interval"]
+    capped = with_fields(one_case({"naive": 2.0, "fused": 1.0}), "naive", capped=True)
+    assert "1 ok row(s) spent max_run_time_s" in caveat_rules([capped], {})["capped"]
+
+
+def test_a_small_win_in_one_process_is_a_caveat_and_a_large_one_is_not() -> None:
+    close = one_case({"naive": 1 + REPRODUCE_MARGIN / 2, "fused": 1.0}, noise=0.001)
+    clear = one_case({"naive": 2.0, "fused": 1.0}, seq_len=256)
+    assert pick(close).verdict == WINNER
+    found = caveat_rules([close, clear], {})
+    assert "1 pick(s) rest on a lead under 10 % in one process" in found["one_process"]
+    assert close.label in found["one_process"] and clear.label not in found["one_process"]
+
+
+def test_rows_that_did_not_run_for_other_reasons_are_counted_per_implementation() -> None:
+    times = rounds({"naive": 2.0, "fused": 1.0})
+    (case,) = cases([row(i, times[i]) for i in times] + [row("torch_mha", [], status="unsupported", error="no GQA")])
+    assert "`torch_mha` is unsupported in 1 case(s)" in caveat_rules([case], {})["did_not_run"]
+
+
+# --- a whole run, and across runs ------------------------------------------------------------------
+
+
+def test_an_unknown_device_kind_is_an_input_error(tmp_path: Path) -> None:
+    run = load_run(write_run(tmp_path, "r", [row("fused", samples(1.0, 0.01))]))
+    with pytest.raises(InputError, match="--for"):
+        advise([run], Question(device_kind="tpu"))
+
+
+def test_across_runs_says_where_the_pick_differs_and_by_how_much(tmp_path: Path) -> None:
+    fast = rounds({"naive": 2.0, "fused": 1.0})
+    tied = rounds({"naive": 1.0, "fused": 1.0}, noise=0.05, seed=3)
+    gpu = load_run(write_run(tmp_path, "gpu", [row(i, fast[i]) for i in fast], device_name="Big GPU"))
+    cpu = load_run(write_run(tmp_path, "cpu", [row(i, tied[i]) for i in tied], device_name="Small CPU"))
+    statements = advise([gpu, cpu]).across
+    found = {s.rule: s for s in statements}
+    assert "device_name Big GPU → Small CPU" in found["differences"].text
+    differs = found["pick_differs"]
+    assert "the pick differs between runs: `fused` wins, 2.0" in differs.text and "over `naive` in gpu;" in differs.text
+    assert "`fused` and `naive` tied" in differs.text and differs.text.endswith(" in cpu.")
+    assert "same_pick" not in found and "no_common_case" not in found
+    other_shape = load_run(write_run(tmp_path, "wide", [row(i, fast[i], d_model=128) for i in fast]))
+    assert {s.rule for s in advise([gpu, gpu, other_shape]).across} >= {"no_common_case"}
+    assert "same_pick" in {s.rule for s in advise([gpu, gpu]).across}
+    answers = [s.text for s in statements if s.rule == "run_answer"]
+    assert answers[0] == "gpu on Big GPU (torch 2.13.0): `fused` wins in 1 of 1 cases."
+    assert {ref.run_id for ref in differs.rows} == {"gpu", "cpu"}

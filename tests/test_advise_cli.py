@@ -1,0 +1,121 @@
+"""``mhabench advise`` from the command line, the report's Advice section, and the answer under ``mhabench run``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from synthetic_runs import HOSTILE, rounds, row, write_run
+from typer.testing import CliRunner, Result
+
+from mhabench.analysis.advice.advise import advise
+from mhabench.cli import app
+from mhabench.measure.peaks import DevicePeaks
+from mhabench.results.store import load_run
+from mhabench.views.advice import short_answer
+
+ROWLESS_RULES = {"differences", "not_measured", "no_common_case"}
+"""Statements about manifests or the question asked, not about rows; every other one names its rows."""
+
+
+def invoke(*args: str | Path) -> Result:
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def crossover_run(root: Path, name: str = "sweep") -> Path:
+    """n = 128 and 512 tied, n = 2048 won by fused; one skipped row with a hostile message."""
+    records = []
+    for seq_len, naive_ms in ((128, 1.0), (512, 1.0), (2048, 2.0)):
+        times = rounds({"naive": naive_ms, "fused": 1.0}, noise=0.03, seed=seq_len)
+        records += [row(impl, times[impl], seq_len=seq_len) for impl in times]
+    records.append(row("per_head", [], seq_len=2048, status="skipped", error=f"too big {HOSTILE}"))
+    return write_run(root, name, records)
+
+
+def test_terminal_output_gives_the_group_answer_then_each_kind(tmp_path: Path) -> None:
+    result = invoke("advise", crossover_run(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "sweep: n = 128 … 512: fused and naive tied; n = 2048: fused wins." in result.output
+    for title in ("Pick", "Where the answer changes", "Why"):
+        assert title in result.output
+    assert HOSTILE in result.output  # shown as text, never read as markup
+
+
+def test_markdown_escapes_what_the_run_wrote(tmp_path: Path) -> None:
+    result = invoke("advise", crossover_run(tmp_path), "--format", "markdown")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("# mhabench advise\n")
+    assert "**sweep: n = 128 … 512: `fused` and `naive` tied; n = 2048: `fused` wins.**" in result.output
+    assert HOSTILE not in result.output and "&lt;script&gt;" in result.output
+
+
+def test_json_statements_carry_the_rows_they_rest_on(tmp_path: Path) -> None:
+    result = invoke("advise", crossover_run(tmp_path), "--format", "json", "--for", "cuda", "--impl", "flex")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["runs"][0]["run_id"] == "sweep" and data["thresholds"]["tie_margin"] == 0.03
+    rules = {statement["rule"] for statement in data["statements"]}
+    assert {"group", "pick", "crossover", "roofline", "did_not_fit", "other_device", "not_measured"} <= rules
+    for statement in data["statements"]:
+        if statement["rule"] not in ROWLESS_RULES:
+            assert statement["rows"], statement
+        assert all(set(ref) == {"run_id", "case_id", "impl"} for ref in statement["rows"])
+    (crossover,) = [s for s in data["statements"] if s["rule"] == "crossover"]
+    assert crossover["figures"]["changes_between"] == [[512, 2048]]
+
+
+def test_two_runs_add_where_their_picks_differ(tmp_path: Path) -> None:
+    first = crossover_run(tmp_path, "first")
+    times = rounds({"naive": 3.0, "fused": 1.0}, seed=9)
+    second = write_run(tmp_path, "second", [row(i, times[i]) for i in times], device_name="Other CPU")
+    result = invoke("advise", first, second, "--format", "markdown")
+    assert result.exit_code == 0, result.output
+    assert "## Across runs" in result.output and "the pick differs" in result.output
+
+
+def assert_one_line_exit_2(result: Result, fragment: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    assert fragment in result.output
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    run_dir = crossover_run(tmp_path)
+    assert_one_line_exit_2(invoke("advise", tmp_path / "absent"), "no such run folder")
+    assert_one_line_exit_2(invoke("advise", run_dir, "--format", "xml"), "--format: 'xml'")
+    assert_one_line_exit_2(invoke("advise", run_dir, "--for", "tpu"), "--for: 'tpu'")
+
+
+def test_the_report_starts_with_the_advice(tmp_path: Path) -> None:
+    run_dir = crossover_run(tmp_path)
+    result = invoke("report", run_dir, "--format", "md")
+    assert result.exit_code == 0, result.output
+    text = (run_dir / "report.md").read_text()
+    assert text.index("## Advice") < text.index("## Plots")
+    assert "sweep: n = 128 … 512: `fused` and `naive` tied; n = 2048: `fused` wins." in text
+
+
+def test_the_short_answer_is_three_to_five_lines_with_a_why_and_the_command(tmp_path: Path) -> None:
+    run_dir = crossover_run(tmp_path)
+    lines = short_answer(advise([load_run(run_dir)]), run_dir)
+    assert 3 <= len(lines) <= 5
+    assert lines[0].startswith("Answer: sweep: n = 128 … 512") and lines[1].startswith("Why: n=2048")
+    assert lines[-1].endswith(f"mhabench advise {run_dir}")
+
+
+def test_run_prints_the_short_answer_under_its_table(
+    tmp_path: Path, tiny_config_data: dict[str, Any], fixed_peaks: DevicePeaks
+) -> None:
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump({**tiny_config_data, "implementations": ["naive", "fused"]}), encoding="utf-8")
+    result = invoke("run", config, "--out", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    (run_dir,) = (tmp_path / "out").iterdir()
+    lines = short_answer(advise([load_run(run_dir)]), run_dir)
+    assert 3 <= len(lines) <= 5
+    flat = " ".join(result.output.split())
+    table_end, results_line = flat.index("└"), flat.index(f"results: {run_dir}")
+    for line in lines:
+        assert table_end < flat.index(" ".join(line.split())) < results_line
