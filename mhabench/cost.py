@@ -259,6 +259,9 @@ class CostModel:
     elements: Callable[[Workload], tuple[int, int, int]]
     flops: Callable[[Workload], tuple[int, int]] = _standard_flops
     weights: Callable[[Workload], int] = _standard_weights
+    materializes_scores: bool = False
+    """Whether the model's attention bytes write the b·h·n·L score matrix and read it back (the unfused
+    layouts): what ``mhabench advise`` says of a row, so it is said from the same model that priced the row."""
 
     def __call__(self, w: Workload) -> Cost:
         """FLOPs and bytes of one call (forward, or forward + backward when ``w.train``)."""
@@ -278,10 +281,16 @@ class CostModel:
 
 
 FUSED = CostModel("fused", _fused)
-MATERIALIZED = CostModel("materialized", _materialized)
-PER_HEAD = CostModel("per_head", _per_head)
-UNSCALED = CostModel("unscaled", _unscaled)
-SHARED_QK = CostModel("shared_qk", _shared_qk, _shared_qk_flops, lambda w: w.d_model * (2 * w.d_model + w.kv_dim))
+MATERIALIZED = CostModel("materialized", _materialized, materializes_scores=True)
+PER_HEAD = CostModel("per_head", _per_head, materializes_scores=True)
+UNSCALED = CostModel("unscaled", _unscaled, materializes_scores=True)
+SHARED_QK = CostModel(
+    "shared_qk",
+    _shared_qk,
+    _shared_qk_flops,
+    lambda w: w.d_model * (2 * w.d_model + w.kv_dim),
+    materializes_scores=True,
+)
 FULL_DIM_HEADS = CostModel(
     "full_dim_heads", _full_dim_heads, _full_dim_heads_flops, lambda w: 4 * w.heads * w.d_model**2
 )
@@ -294,6 +303,7 @@ def additive_model(block_elements: int) -> CostModel:
         lambda w: _additive(w, block_elements),
         _additive_flops,
         lambda w: _standard_weights(w) + w.d_model,  # plus the score vectors v
+        materializes_scores=True,
     )
 
 

@@ -3,6 +3,8 @@ cases included: overlapping intervals, too few rounds, repeats that disagree, a 
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +12,17 @@ import pandas as pd
 import pytest
 from synthetic_runs import rounds, row, samples, write_run
 
-from mhabench.analysis.advice import why
+from mhabench.analysis.advice import why, wording
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.cases import Case, cases_of
-from mhabench.analysis.advice.caveats import Question, caveats
+from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers
 from mhabench.analysis.advice.pick import CANNOT_TELL, NOTHING, ONLY, TIED, WINNER, pick, statement
+from mhabench.analysis.advice.question import Question
 from mhabench.analysis.advice.thresholds import HOST_US_PER_OP, LAUNCH_BOUND_SHARE, REPRODUCE_MARGIN, TIE_MARGIN
-from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES
+from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
+from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
 from mhabench.errors import InputError
 from mhabench.results.store import load_run
 
@@ -101,6 +105,57 @@ def test_repeats_that_disagree_cannot_tell() -> None:
     assert found.verdict == CANNOT_TELL and "repeats disagree" in found.reason
 
 
+def test_a_winner_needs_every_other_row_clearly_slower_not_only_the_runner_up() -> None:
+    times = rounds({"naive": 1.2, "fused": 1.0}, noise=0.002)
+    lucky = [0.9 * times["fused"][0], 5.0, 5.0]  # left after 3 rounds: no interval, one round faster than fused
+    (case,) = cases([row("naive", times["naive"]), row("fused", times["fused"]), row("capped", lucky)])
+    found = pick(case)
+    assert found.verdict == CANNOT_TELL and found.runner_up == "naive" and "`capped` has 3 timed rounds" in found.reason
+    slow = [10 * value for value in times["naive"][:3]]  # every round far behind every round of fused
+    (case,) = cases([row("naive", times["naive"]), row("fused", times["fused"]), row("capped", slow)])
+    assert pick(case).verdict == WINNER
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"rounds_id": "elsewhere"}, "ratio of medians: not timed in the same rounds"),
+        ({"times_ms": None}, "ratio of medians: no raw samples stored"),
+    ],
+)
+def test_an_unpaired_lead_says_why_it_is_unpaired(change: dict[str, Any], said: str) -> None:
+    times = rounds({"naive": 2.0, "fused": 1.0})
+    (case,) = cases([{**row("naive", times["naive"]), **change}, row("fused", times["fused"])])
+    text = statement(pick(case)).text
+    assert said in text and "timed round" not in text
+
+
+def test_a_lead_over_too_few_shared_rounds_says_so_and_a_csv_only_run_says_it_stored_no_samples() -> None:
+    times = rounds({"naive": 2.0, "fused": 1.0})
+    (case,) = cases([row("naive", times["naive"][: MIN_PAIRED_ROUNDS - 1]), row("fused", times["fused"])])
+    assert f"only 2 shared rounds, fewer than the {MIN_PAIRED_ROUNDS} pairing needs" in statement(pick(case)).text
+    (csv_only,) = cases([{**row(impl, times[impl]), "times_ms": None} for impl in times])
+    found = pick(csv_only)
+    assert (
+        found.verdict == CANNOT_TELL and "stored no raw samples" in found.reason and "1 timed round" not in found.reason
+    )
+
+
+def test_rows_are_ordered_by_their_samples_so_a_nan_latency_does_not_scramble_the_pick() -> None:
+    times = rounds({"naive": 1.1, "per_head": 3.0, "fused": 1.0}, noise=0.002)
+    records = [row(impl, times[impl]) for impl in times]
+    records[1]["latency_ms"] = math.nan
+    (case,) = cases(records)
+    found = pick(case)
+    assert (found.verdict, found.impls, found.runner_up) == (WINNER, ("fused",), "naive")
+    assert found.estimate is not None and found.estimate.ratio == pytest.approx(1.1, 0.01)
+
+
+def test_an_interval_bound_above_1_never_prints_as_1() -> None:
+    assert wording.interval(RatioEstimate(1.05, 1.003, 1.15)) == "[1.003–1.150]"
+    assert wording.interval(RatioEstimate(1.5, 1.45, 1.48)) == "[1.45–1.48]"
+
+
 # --- crossover -------------------------------------------------------------------------------------
 
 
@@ -127,6 +182,37 @@ def test_no_crossover_says_the_answer_holds_at_every_measured_point() -> None:
     found = sweep({128: {"naive": 2.0, "fused": 1.0}, 512: {"naive": 2.0, "fused": 1.0}})
     (steady,) = crossovers(found, {case.case_id: pick(case) for case in found})
     assert steady.rule == "no_crossover" and "`fused` wins" in steady.text and steady.rows
+
+
+def sweep_rounds(counts_by_n: dict[int, tuple[dict[str, float], int]], heads: int = 4) -> list[dict[str, Any]]:
+    """Records of a seq_len sweep whose points were timed in these many rounds."""
+    records = []
+    for seq_len, (medians, count) in counts_by_n.items():
+        times = rounds(medians, count=count, seed=seq_len + heads)
+        records += [row(impl, times[impl], seq_len=seq_len, heads=heads) for impl in medians]
+    return records
+
+
+def test_a_point_that_cannot_tell_is_a_gap_never_a_crossover() -> None:
+    wins, even = {"naive": 2.0, "fused": 1.0}, {"naive": 1.0, "fused": 1.0}
+    found = cases(sweep_rounds({128: (wins, 20), 512: (wins, 2), 2048: (wins, 20)}))
+    (steady,) = crossovers(found, {case.case_id: pick(case) for case in found})
+    assert steady.rule == "no_crossover" and "cannot tell at n=512" in steady.text
+    found = cases(sweep_rounds({128: (even, 20), 512: (wins, 2), 2048: (wins, 20)}))
+    (change,) = crossovers(found, {case.case_id: pick(case) for case in found})
+    assert change.figures["changes_between"] == [[128, 2048]] and "n = 512: cannot tell (2 rounds)" in change.text
+
+
+def test_values_are_in_numeric_order_and_json_figures_stay_objects_and_lists() -> None:
+    wins, even = {"naive": 2.0, "fused": 1.0}, {"naive": 1.0, "fused": 1.0}
+    found = cases(sweep_rounds({1024: (wins, 20), 16384: (wins, 20), 4096: (wins, 20)}))
+    (steady,) = crossovers(found, {case.case_id: pick(case) for case in found})
+    assert steady.figures["values"] == [1024, 4096, 16384]
+    found = cases(sweep_rounds({128: (even, 20), 2048: (wins, 20)}) + sweep_rounds({128: (wins, 20)}, heads=8))
+    change = next(s for s in crossovers(found, {case.case_id: pick(case) for case in found}) if s.rule == "crossover")
+    figures = json.loads(json.dumps(change.record()))["figures"]
+    assert figures["fixed"] == {"heads": 4} and isinstance(figures["segments"][0], dict)
+    assert figures["segments"][0]["values"] == [128]
 
 
 # --- why -------------------------------------------------------------------------------------------
@@ -159,13 +245,15 @@ def test_a_cuda_call_whose_host_time_doubles_its_device_time_is_launch_bound() -
 
 def test_roofline_says_memory_bound_below_the_ridge_and_where_the_intensity_came_from() -> None:
     case = one_case({"naive": 2.0, "fused": 1.0})
-    modelled = why.roofline(case, "naive")
-    assert modelled is not None and "`naive` is memory-bound" in modelled.text and "(cost model)" in modelled.text
+    attainable = case.row("naive")["attainable_tflops"]
+    near = with_fields(case, "naive", achieved_tflops=0.9 * attainable)
+    modelled = why.roofline(near, "naive")
+    assert modelled is not None and "`naive` is memory-bound" in modelled.text and "bytes cost model)" in modelled.text
     assert "below the ridge at 25 FLOP/B" in modelled.text  # 0.5 TFLOP/s over 20 GB/s
-    counted = why.roofline(with_fields(case, "naive", intensity_source="measured", measured_intensity=3.0), "naive")
-    assert counted is not None and "3 FLOP/B (counted from the ops that ran)" in counted.text
-    far = why.roofline(with_fields(case, "naive", roofline_efficiency=0.1), "naive")
-    assert far is not None and "far below both roofs" in far.text
+    counted = why.roofline(with_fields(near, "naive", intensity_source="measured", measured_intensity=3.0), "naive")
+    assert counted is not None and "3 FLOP/B (all FLOPs executed; bytes counted from the ops that ran)" in counted.text
+    far = why.roofline(with_fields(case, "naive", achieved_tflops=0.1 * attainable), "naive")
+    assert far is not None and "far from both roofs" in far.text and "-bound" not in far.text
 
 
 def test_materialized_scores_are_set_against_the_l2_when_the_manifest_has_one() -> None:
@@ -234,6 +322,14 @@ def test_heads_that_cannot_be_told_apart_are_no_clear_difference() -> None:
     records = [row("fused", samples(1.0, 0.05, count=12, seed=heads), heads=heads) for heads in (2, 4)]
     (found,) = changes(cases(records))
     assert "no clear difference" in found.text
+
+
+def test_a_head_count_with_no_interval_cannot_tell_rather_than_tied() -> None:
+    records = [row("fused", samples(1.0, 0.01, count=12, seed=2), heads=2)]
+    records += [row("fused", samples(1.02, 0.05, count=2, seed=4), heads=4)]  # 2 rounds, within reach
+    (found,) = changes(cases(records))
+    assert "(no interval: cannot tell)" in found.text and "(tied)" not in found.text
+    assert sorted(point["standing"] for point in found.figures["points"]) == [CANNOT_TELL, "fastest"]
 
 
 # --- caveats ---------------------------------------------------------------------------------------
@@ -307,3 +403,15 @@ def test_across_runs_says_where_the_pick_differs_and_by_how_much(tmp_path: Path)
     answers = [s.text for s in statements if s.rule == "run_answer"]
     assert answers[0] == "gpu on Big GPU (torch 2.13.0): `fused` wins in 1 of 1 cases."
     assert {ref.run_id for ref in differs.rows} == {"gpu", "cpu"}
+
+
+def test_across_runs_match_cases_on_their_dtype_and_on_the_shape_only_when_each_run_has_one(tmp_path: Path) -> None:
+    fast, slow = rounds({"naive": 2.0, "fused": 1.0}), rounds({"naive": 1.0, "fused": 2.0})
+    both = [row(i, fast[i], dtype="float16") for i in fast] + [row(i, slow[i], dtype="bfloat16") for i in slow]
+    first, second = (load_run(write_run(tmp_path, name, both)) for name in ("a", "b"))
+    found = {s.rule: s for s in advise([first, second]).across}
+    assert "pick_differs" not in found and found["same_pick"].figures["matched"] == 2
+    half = load_run(write_run(tmp_path, "half", [row(i, fast[i], dtype="float16") for i in fast]))
+    other = load_run(write_run(tmp_path, "other", [row(i, fast[i], dtype="bfloat16") for i in fast]))
+    same = {s.rule: s for s in advise([half, other]).across}["same_pick"]
+    assert same.figures["matched"] == 1 and "the shape fields alone: each run has one dtype" in same.text

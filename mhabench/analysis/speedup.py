@@ -49,13 +49,18 @@ Row = Mapping[str, Any]
 """One result row: a record dict (fast over a large run) or a pandas Series."""
 
 
+def raw_samples(row: Row | None) -> list[float]:
+    """The raw latency samples the run stored for a row, [] where it stored none (a CSV-only run)."""
+    times = row.get(SAMPLES_COLUMN) if row is not None else None
+    return [float(t) for t in times] if isinstance(times, list | tuple | np.ndarray) and len(times) else []
+
+
 def samples_of(row: Row | None) -> list[float]:
     """The raw latency samples of a row; a CSV-only run has just the median (one point, no CI)."""
     if row is None:
         return []
-    times = row.get(SAMPLES_COLUMN)
-    if isinstance(times, list | tuple | np.ndarray) and len(times):
-        return [float(t) for t in times]
+    if times := raw_samples(row):
+        return times
     latency = row.get(LATENCY_MS)
     return [float(latency)] if latency is not None and math.isfinite(float(latency)) else []
 
@@ -120,7 +125,7 @@ def _case_speedups(group: dict[int, Row], baseline: str) -> dict[int, dict[str, 
 
 def _row_speedup(row: Row, base: Row | None) -> dict[str, Any]:
     ok = is_ok(row) and base is not None
-    together = ok and _rounds_of(row) is not None and _rounds_of(row) == _rounds_of(base)
+    together = ok and rounds_of(row) is not None and rounds_of(row) == rounds_of(base)
     estimate, method = speedup_estimate(samples_of(base), samples_of(row), together) if ok else (None, "")
     return {
         "case": case_label(row),
@@ -132,7 +137,7 @@ def _row_speedup(row: Row, base: Row | None) -> dict[str, Any]:
     }
 
 
-def _rounds_of(row: Row | None) -> str | None:
+def rounds_of(row: Row | None) -> str | None:
     """The id of the rounds the row's samples come from (None: timed alone, or a run older than the column)."""
     value = row.get(ROUNDS_ID) if row is not None else None
     return value if isinstance(value, str) and value else None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -567,3 +568,21 @@ def reference_markdown() -> str:
         ]
         lines.append("")
     return "\n".join(lines)
+
+
+def sample_count(row: Mapping[str, Any]) -> int | None:
+    """The row's ``samples`` column as an int; None where it is empty (a failed row)."""
+    value = row.get(SAMPLE_COUNT)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if math.isfinite(number) else None
+
+
+def noisy(row: Mapping[str, Any]) -> bool | None:
+    """The row's ``noisy`` flag where it is defined, None where it is not: below ``MIN_SPREAD_SAMPLES`` samples
+    there is no IQR to judge, yet runs written before that rule set the flag anyway, so every reader of the
+    flag goes through here and none trusts an old run's flag that the summary table hides."""
+    count = sample_count(row)
+    return None if count is not None and count < MIN_SPREAD_SAMPLES else flag(row.get(NOISY))

@@ -18,10 +18,12 @@ from rich.console import RenderableType
 from rich.rule import Rule
 from rich.text import Text
 
-from mhabench.analysis.advice import thresholds
+from mhabench.analysis.advice import caveats, thresholds, why
 from mhabench.analysis.advice.advise import Advice, RunAdvice
 from mhabench.analysis.advice.pick import WINNER
 from mhabench.analysis.advice.statement import ACROSS, CAVEAT, CHANGE, CROSSOVER, KINDS, PICK, WHY, Statement
+from mhabench.analysis.advice.summary import GROUP
+from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
 from mhabench.analysis.stats import CONFIDENCE_LEVEL, MIN_INTERVAL_SAMPLES
 from mhabench.errors import InputError
 from mhabench.views.report.blocks import Block, Heading, Paragraph
@@ -36,10 +38,11 @@ TITLES = {
     CAVEAT: "What this run cannot tell",
     ACROSS: "Across runs",
 }
-GROUP_RULE = "group"
-"""The rule of a group's one-sentence answer (``mhabench.analysis.advice.summary``): the group's headline."""
-WHY_PREFERENCE = ("scores", "launch", "roofline", "memory", "did_not_fit")
-"""Which "why" the run summary quotes, most telling first."""
+WHY_PREFERENCE = (why.ROOFLINE, why.MEMORY, why.LAUNCH, why.SCORES)
+"""Which "why" about the winner's own row the run summary quotes, most telling first: where the winner stands
+on its roofline says most about what limits it; a why about a loser (its materialized scores) explains less."""
+DOUBTS = (caveats.ONE_PROCESS, caveats.NO_INTERVAL)
+"""Caveats that say the answer itself may not hold: the run summary quotes one before any why."""
 SUMMARY_GROUPS = 2
 """Groups the run summary answers line by line; the rest are counted in its last line."""
 
@@ -54,7 +57,7 @@ def _groups(run: RunAdvice) -> list[tuple[Statement, list[Statement]]]:
     """Per case group: its answer, then its other statements."""
     found: dict[str, tuple[Statement, list[Statement]]] = {}
     for statement in run.statements:
-        if statement.rule == GROUP_RULE:
+        if statement.rule == GROUP:
             found[statement.group] = (statement, [])
         elif statement.group in found:
             found[statement.group][1].append(statement)
@@ -132,16 +135,15 @@ def to_markdown(advice: Advice) -> str:
 
 
 def thresholds_record() -> dict[str, Any]:
-    """Every number the rules decide by (docs/advise.md), so a consumer knows what "tied" meant."""
+    """Every number the rules decide by (docs/advise.md), so a consumer knows what "tied" meant: each constant
+    of :mod:`mhabench.analysis.advice.thresholds`, read from the module so a new one cannot be left out, and
+    the interval rules the picks import from the statistics."""
+    own = {name.lower(): value for name, value in vars(thresholds).items() if name.isupper()}
     return {
         "confidence_level": CONFIDENCE_LEVEL,
         "min_interval_samples": MIN_INTERVAL_SAMPLES,
-        "tie_margin": thresholds.TIE_MARGIN,
-        "reproduce_margin": thresholds.REPRODUCE_MARGIN,
-        "host_us_per_op": thresholds.HOST_US_PER_OP,
-        "launch_bound_share": thresholds.LAUNCH_BOUND_SHARE,
-        "host_over_device": thresholds.HOST_OVER_DEVICE,
-        "low_efficiency": thresholds.LOW_EFFICIENCY,
+        "min_paired_rounds": MIN_PAIRED_ROUNDS,
+        **own,
     }
 
 
@@ -165,12 +167,15 @@ def to_json(advice: Advice) -> str:
 
 
 def short_answer(advice: Advice, run_dir: Path) -> list[str]:
-    """Three to five lines: each group's answer (the first ``SUMMARY_GROUPS``), one why (or, where no
-    case has a winner, the first thing the run cannot tell), and where the rest is."""
+    """Three to five lines: each group's answer (the first ``SUMMARY_GROUPS``); then, where the run doubts its
+    own answer (a small lead in one process, no interval), that caveat, since it outweighs any why; else one
+    why about a winner's own row, else the run's first caveat; and where the rest is."""
     run = advice.runs[0]
     groups = _groups(run)
     lines = [f"Answer: {answer.text}" for answer, _ in groups[:SUMMARY_GROUPS]]
-    reason = _telling_why(run) or next(iter(_caveats(run)), None)
+    doubt = next((s for s in _caveats(run) if s.rule in DOUBTS), None)
+    reason = doubt or _telling_why(run, {answer.group for answer, _ in groups[:SUMMARY_GROUPS]})
+    reason = reason or next(iter(_caveats(run)), None)
     if reason is not None:
         lines.append(f"{'Why' if reason.kind == WHY else 'Caveat'}: {reason.text}")
     more = len(groups) - SUMMARY_GROUPS
@@ -179,39 +184,58 @@ def short_answer(advice: Advice, run_dir: Path) -> list[str]:
     return lines
 
 
-def _telling_why(run: RunAdvice) -> Statement | None:
-    """A why of the last case with a clear winner in the first group, the most telling rule first."""
-    won = [s.scope for s in run.statements if s.kind == PICK and s.figures.get("verdict") == WINNER]
+def _telling_why(run: RunAdvice, groups: set[str]) -> Statement | None:
+    """A why about the winner's own row in the last case of ``groups`` with a clear winner (a sweep's last
+    case is its largest), the most telling rule first: the answer lines name that winner, so the why says
+    what holds for it rather than what held the loser back."""
+    won = [s for s in run.statements if s.kind == PICK and s.group in groups and s.figures.get("verdict") == WINNER]
     if not won:
         return None
-    whys = [s for s in run.statements if s.kind == WHY and s.scope == won[-1]]
-    ranked = sorted(
-        whys, key=lambda s: WHY_PREFERENCE.index(s.rule) if s.rule in WHY_PREFERENCE else len(WHY_PREFERENCE)
-    )
-    return ranked[0] if ranked else None
+    last = won[-1]
+    winners = set(last.figures.get("impls") or ())
+    whys = [
+        s
+        for s in run.statements
+        if s.kind == WHY and s.scope == last.scope and s.rule in WHY_PREFERENCE and s.rows[0].impl in winners
+    ]
+    return min(whys, key=lambda s: WHY_PREFERENCE.index(s.rule), default=None)
 
 
 # --- the report's section -----------------------------------------------------------------------
 
 
 def report_blocks(advice: Advice) -> list[Block]:
-    """The Advice section: per group its answer, then a table of its statements by kind; the caveats."""
+    """The Advice section, short enough to read before the results: per group its answer, then one line per
+    pick, crossover and change and the most telling why of each case; the caveats. ``mhabench advise``
+    has every statement."""
     run = advice.runs[0]
     blocks: list[Block] = [
         Heading("Advice"),
         Paragraph(
             "What mhabench advise says on this run: which implementation to run per case, where the answer "
-            "changes, why, and what the run cannot tell (docs/advise.md; --format json for the rows each "
-            "statement rests on)."
+            "changes, the most telling why of each case, and what the run cannot tell. Every why, with the rows "
+            "each statement rests on: mhabench advise (docs/advise.md)."
         ),
     ]
     for answer, rest in _groups(run):
         blocks += [Heading(answer.group, 3), Paragraph(answer.text)]
-        if rest:
-            blocks.append(_table(f"Advice: {answer.group}", rest))
+        shown = _for_the_report(rest)
+        if shown:
+            blocks.append(_table(f"Advice: {answer.group}", shown))
     if _caveats(run):
         blocks.append(_table(TITLES[CAVEAT], _caveats(run)))
     return blocks
+
+
+def _for_the_report(statements: Sequence[Statement]) -> list[Statement]:
+    """Every statement but the whys, and of each case's whys the most telling one (``WHY_PREFERENCE``)."""
+    whys: dict[str, Statement] = {}
+    for statement in statements:
+        if statement.kind == WHY and statement.rule in WHY_PREFERENCE:
+            held = whys.get(statement.scope)
+            if held is None or WHY_PREFERENCE.index(statement.rule) < WHY_PREFERENCE.index(held.rule):
+                whys[statement.scope] = statement
+    return [s for s in statements if s.kind != WHY or whys.get(s.scope) is s]
 
 
 def _table(title: str, statements: Sequence[Statement]) -> TableModel:

@@ -43,10 +43,11 @@ from mhabench.results.schema import (
     PREDICTED_PEAK_BYTES,
     REPEAT,
     ROOFLINE_EFFICIENCY,
-    SAMPLE_COUNT,
     STATUS,
     flag,
     label,
+    noisy,
+    sample_count,
 )
 from mhabench.results.store import CSV_NAME, PARQUET_NAME
 from mhabench.views.table import TableModel, fit_columns, format_number, human_bytes, human_count, to_rich
@@ -93,19 +94,9 @@ def sample_notes(row: pd.Series) -> list[str]:
     count = sample_count(row)
     if count is not None and count < MIN_SPREAD_SAMPLES:
         notes.append(f"{count} sample" if count == 1 else f"{count} samples")
-    elif flag(row.get(NOISY)):
+    elif noisy(row):
         notes.append("noisy")
     return notes
-
-
-def sample_count(row: pd.Series) -> int | None:
-    """The row's ``samples`` column as an int; None where it is empty (a failed row)."""
-    value = row.get(SAMPLE_COUNT)
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return int(number) if math.isfinite(number) else None
 
 
 def _latency_text(row: pd.Series) -> str:

@@ -2,9 +2,11 @@
 
 Each run is answered on its own (its rows were timed in its own rounds); then the runs are set side
 by side: what differs between their manifests, each run's answer over all its cases, and, on the
-cases every run measured (matched on the shape fields, whatever the dtype), where the answers differ,
-with each run's lead. Nothing is paired across runs: they are different processes, perhaps on
-different machines. Several runs of one config on one machine ask whether a pick reproduces.
+cases every run measured, where the answers differ, with each run's lead. Cases match on the shape
+fields and the dtype; only where each run measured a single dtype (one run in float16, another in
+bfloat16) do they match on the shape alone, and the statements say so. Nothing is paired across
+runs: they are different processes, perhaps on different machines. Several runs of one config on
+one machine ask whether a pick reproduces.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from mhabench.analysis.advice.summary import counts_text
 from mhabench.analysis.compare import manifest_differences
 from mhabench.results.schema import DTYPE, SHAPE_FIELDS
 
-Shape = tuple[str, ...]
-"""A case's shape fields, as text: what matches a case of one run with a case of another."""
+Key = tuple[str, ...]
+"""A case's shape fields (and dtype), as text: what matches a case of one run with a case of another."""
 
 
 def across(runs: Sequence[RunAnswers]) -> list[Statement]:
@@ -53,23 +55,38 @@ def _run_answer(run: RunAnswers) -> Statement:
     return Statement(ACROSS, "run_answer", "", run.run.run_id, sentence, figures, _refs(run, run.cases))
 
 
-def _shape(case: Case) -> Shape:
-    return tuple(repr(case.fields[name]) for name in SHAPE_FIELDS)
+def _fields(runs: Sequence[RunAnswers]) -> tuple[str, ...]:
+    """The shape fields and the dtype; the shape alone where each run has one dtype and they differ (the
+    same question asked in another precision), since matching on dtype would then match nothing."""
+    dtypes = [{repr(case.fields[DTYPE]) for case in run.cases} for run in runs]
+    by_shape = all(len(found) == 1 for found in dtypes) and len(set.union(*dtypes)) > 1
+    return tuple(SHAPE_FIELDS) if by_shape else (*SHAPE_FIELDS, DTYPE)
+
+
+def _matched_on(fields: Sequence[str]) -> str:
+    return "the shape fields and dtype" if DTYPE in fields else "the shape fields alone: each run has one dtype"
 
 
 def _per_case(runs: Sequence[RunAnswers]) -> list[Statement]:
     """Per case every run measured: one statement where the answers differ, one for all that agree."""
-    by_shape = [{_shape(case): case for case in run.cases} for run in runs]
-    common = [shape for shape in by_shape[0] if all(shape in cases for cases in by_shape[1:])]
+    fields = _fields(runs)
+    by_key = [{_key(case, fields): case for case in run.cases} for run in runs]
+    common = [key for key in by_key[0] if all(key in cases for cases in by_key[1:])]
     scope = " / ".join(run.run.run_id for run in runs)
     if not common:
-        sentence = "the runs share no case (matched on the shape fields): only their answers above compare."
-        return [Statement(ACROSS, "no_common_case", "", scope, sentence, {"matched": 0}, ())]
-    matched = [[cases[shape] for cases in by_shape] for shape in common]
-    differing = [line for line in matched if len(_answers(runs, line)) > 1]
-    agreeing = [line for line in matched if line not in differing]
-    statements = [_differs(runs, line) for line in differing]
-    return statements + ([_agree(runs, agreeing, len(matched), scope)] if agreeing else [])
+        sentence = f"the runs share no case (matched on {_matched_on(fields)}): only their answers above compare."
+        return [
+            Statement(ACROSS, "no_common_case", "", scope, sentence, {"matched": 0, "matched_on": list(fields)}, ())
+        ]
+    matched = [[cases[key] for cases in by_key] for key in common]
+    differs = [len(_answers(runs, line)) > 1 for line in matched]
+    statements = [_differs(runs, line) for line, differ in zip(matched, differs, strict=True) if differ]
+    agreeing = [line for line, differ in zip(matched, differs, strict=True) if not differ]
+    return statements + ([_agree(runs, agreeing, len(matched), scope, fields)] if agreeing else [])
+
+
+def _key(case: Case, fields: Sequence[str]) -> Key:
+    return tuple(repr(case.fields[name]) for name in fields)
 
 
 def _answers(runs: Sequence[RunAnswers], line: Sequence[Case]) -> set[tuple[str, tuple[str, ...]]]:
@@ -80,11 +97,16 @@ def _line_refs(runs: Sequence[RunAnswers], line: Sequence[Case]) -> tuple[RowRef
     return tuple(ref for run, case in zip(runs, line, strict=True) for ref in _refs(run, [case]))
 
 
-def _agree(runs: Sequence[RunAnswers], agreeing: Sequence[Sequence[Case]], matched: int, scope: str) -> Statement:
+def _agree(
+    runs: Sequence[RunAnswers], agreeing: Sequence[Sequence[Case]], matched: int, scope: str, fields: Sequence[str]
+) -> Statement:
     labels = ", ".join(line[0].label for line in agreeing)
-    sentence = f"{len(agreeing)} of the {matched} cases every run measured have the same answer in every run: {labels}."
+    sentence = (
+        f"{len(agreeing)} of the {matched} cases every run measured (matched on {_matched_on(fields)}) have the "
+        f"same answer in every run: {labels}."
+    )
     refs = tuple(ref for line in agreeing for ref in _line_refs(runs, line))
-    figures = {"matched": matched, "same": len(agreeing)}
+    figures = {"matched": matched, "same": len(agreeing), "matched_on": list(fields)}
     return Statement(ACROSS, "same_pick", "", scope, sentence, figures, refs)
 
 

@@ -13,17 +13,16 @@ from collections.abc import Sequence
 from mhabench.analysis.advice.across import across
 from mhabench.analysis.advice.answers import RunAnswers, answer
 from mhabench.analysis.advice.cases import groups_of
-from mhabench.analysis.advice.caveats import Question, caveats
+from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers
 from mhabench.analysis.advice.pick import statement
+from mhabench.analysis.advice.question import DEVICE_KINDS, Question
 from mhabench.analysis.advice.statement import Statement
 from mhabench.analysis.advice.summary import group_answer
 from mhabench.analysis.advice.why import why
 from mhabench.errors import InputError
 from mhabench.results.store import Run
-
-DEVICE_KINDS = ("cpu", "cuda")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,6 @@ Clock throttling during a round is not recorded by any run yet, so no rule can r
 from __future__ import annotations
 
 import collections
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,22 +23,17 @@ from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import Case, Row
 from mhabench.analysis.advice.cells import number, text
 from mhabench.analysis.advice.pick import CANNOT_TELL, WINNER, Pick
+from mhabench.analysis.advice.question import Question
 from mhabench.analysis.advice.statement import CAVEAT, RowRef, Statement
 from mhabench.analysis.advice.thresholds import REPRODUCE_MARGIN
 from mhabench.analysis.advice.why import DID_NOT_FIT
 from mhabench.analysis.speedup import is_ok
-from mhabench.results.schema import CAPPED, ERROR, IMPL, NOISY, STATUS, flag
+from mhabench.results.schema import CAPPED, ERROR, IMPL, STATUS, flag, noisy
 
+ONE_PROCESS, NO_INTERVAL = "one_process", "no_interval"
+"""The rule names of the caveats that say an answer itself may not hold, which the run's short answer puts first."""
 NAMED_ROWS = 4
 """How many rows a caveat names in its sentence; its ``rows`` hold every one."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Question:
-    """What the reader asks about beyond the run: a device kind (``--for``) and implementations (``--impl``)."""
-
-    device_kind: str | None = None
-    impls: tuple[str, ...] = ()
 
 
 def caveats(
@@ -52,7 +46,7 @@ def caveats(
         _unfinished(run_id, manifest, rows),
         _other_device(run_id, manifest, rows, question),
         _not_measured(run_id, rows, question),
-        _flagged(run_id, "noisy", [(c, r) for c, r in rows if is_ok(r) and flag(r.get(NOISY))], _NOISY),
+        _flagged(run_id, "noisy", [(c, r) for c, r in rows if is_ok(r) and noisy(r)], _NOISY),
         _flagged(run_id, "capped", [(c, r) for c, r in rows if is_ok(r) and flag(r.get(CAPPED))], _CAPPED),
         _no_interval(run_id, cases, picks),
         _one_process(run_id, cases, picks),
@@ -149,7 +143,7 @@ def _no_interval(run_id: str, cases: Sequence[Case], picks: Mapping[str, Pick]) 
     more = f" and {len(unknown) - NAMED_ROWS} more" if len(unknown) > NAMED_ROWS else ""
     sentence = f"{len(unknown)} of {len(cases)} cases cannot be told apart: {named}{more}."
     refs = [one.case.ref(impl) for one in unknown for impl in (*one.impls, one.runner_up) if impl]
-    return _statement(run_id, "no_interval", sentence, {"cases": len(unknown)}, refs)
+    return _statement(run_id, NO_INTERVAL, sentence, {"cases": len(unknown)}, refs)
 
 
 def _one_process(run_id: str, cases: Sequence[Case], picks: Mapping[str, Pick]) -> Statement | None:
@@ -170,7 +164,7 @@ def _one_process(run_id: str, cases: Sequence[Case], picks: Mapping[str, Pick]) 
         f"rerun may reverse: {named}. Run with --repeat 3 (or give advise several runs) to see whether they hold."
     )
     refs = [one.case.ref(impl) for one in close for impl in (*one.impls, one.runner_up) if impl]
-    return _statement(run_id, "one_process", sentence, {"cases": len(close)}, refs)
+    return _statement(run_id, ONE_PROCESS, sentence, {"cases": len(close)}, refs)
 
 
 def _did_not_run(run_id: str, rows: Sequence[tuple[Case, Row]]) -> list[Statement]:

@@ -4,8 +4,9 @@ faster at the same width, with the rows that show it.
 Along ``heads`` (d_model fixed: the same width, d_k = d_model / h) or ``kv_heads`` (grouped-query
 attention; at decode, with the KV cache each needs), each point's best is its fastest row that passed
 its check. Different cases were timed in different rounds, so the comparison is the ratio of medians
-with an unpaired interval, and a value counts as slower only by the pick's rule (interval above 1, a
-lead of at least ``TIE_MARGIN``). Only what the run measured is compared: no value outside the sweep.
+with an unpaired interval, and each other value stands by the pick's rule: clearly slower (interval
+above 1, a lead of at least ``TIE_MARGIN``), tied, or, with no interval, cannot tell. Only what the
+run measured is compared: no value outside the sweep.
 """
 
 from __future__ import annotations
@@ -16,11 +17,18 @@ from typing import Any
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import Case, Row, lines_along, swept
 from mhabench.analysis.advice.cells import number
-from mhabench.analysis.advice.pick import clearly_slower
+from mhabench.analysis.advice.pick import CANNOT_TELL, SLOWER, TIED, fastest_first, median_ms, standing
 from mhabench.analysis.advice.statement import CHANGE, Statement
 from mhabench.analysis.speedup import is_ok, samples_of
 from mhabench.analysis.stats import ratio_of_medians
 from mhabench.results.schema import D_MODEL, HEAD_DIM, HEADS, IMPL, KV_CACHE_BYTES, KV_HEADS, LATENCY_MS, PHASE
+
+STANDING_WORDS = {
+    SLOWER: "slower",
+    TIED: "slower by its median only (tied)",
+    CANNOT_TELL: "slower by its median only (no interval: cannot tell)",
+}
+"""How the sentence says where each other value stands against the fastest (``pick.standing``)."""
 
 CHANGE_AXES = (HEADS, KV_HEADS)
 MODEL_CHANGE = {HEADS: "head count (so head size)", KV_HEADS: "key/value head count"}
@@ -39,8 +47,8 @@ def changes(cases: Sequence[Case]) -> list[Statement]:
 
 def fastest_row(case: Case) -> Row | None:
     """The case's fastest row that passed its check (lowest median), None when none did."""
-    ok = [row for row in case.rows if is_ok(row)]
-    return min(ok, key=lambda row: float(row[LATENCY_MS])) if ok else None
+    ok = fastest_first(row for row in case.rows if is_ok(row))
+    return ok[0] if ok else None
 
 
 def _point(axis: str, case: Case, row: Row) -> str:
@@ -53,13 +61,14 @@ def _point(axis: str, case: Case, row: Row) -> str:
 
 
 def _line(axis: str, fixed: list[tuple[str, Any]], best: Sequence[tuple[Case, Row]]) -> Statement:
-    top_case, top_row = min(best, key=lambda pair: float(pair[1][LATENCY_MS]))
+    top_case, top_row = min(best, key=lambda pair: median_ms(pair[1]))
     leads = {case.case_id: ratio_of_medians(samples_of(row), samples_of(top_row)) for case, row in best}
     others = [(case, row) for case, row in best if case is not top_case]
-    slower = [case for case, _ in others if clearly_slower(leads[case.case_id])]
+    states = {case.case_id: standing(leads[case.case_id], top_row, row) for case, row in others}
+    slower = [case for case, _ in others if states[case.case_id] == SLOWER]
     compared = ", ".join(
         f"{_point(axis, case, row)} with {wording.impl(str(row[IMPL]))} {wording.ratio(leads[case.case_id])} "
-        f"{'slower' if case in slower else 'slower by its median only (tied)'}"
+        f"{STANDING_WORDS[states[case.case_id]]}"
         for case, row in others
     )
     place = wording.place(_with_width(fixed, top_case))
@@ -70,7 +79,7 @@ def _line(axis: str, fixed: list[tuple[str, Any]], best: Sequence[tuple[Case, Ro
         f"{place}{decode}, {verdict}. Different cases, so the intervals are unpaired (ratio of medians). Another "
         f"{MODEL_CHANGE[axis]} is another model: what it does to quality is not measured here."
     )
-    figures = _figures(axis, top_case, top_row, best, leads, slower)
+    figures = _figures(axis, top_case, top_row, best, leads, states)
     refs = tuple(case.ref(str(row[IMPL])) for case, row in best)
     return Statement(CHANGE, f"{axis}_change", top_case.group, place, sentence[0].upper() + sentence[1:], figures, refs)
 
@@ -86,7 +95,7 @@ def _figures(
     top_row: Row,
     best: Sequence[tuple[Case, Row]],
     leads: Mapping[str, Any],
-    slower: Sequence[Case],
+    states: Mapping[str, str],
 ) -> dict[str, Any]:
     return {
         "axis": axis,
@@ -100,7 +109,8 @@ def _figures(
                 "slower_by": leads[case.case_id].ratio,
                 "ci_low": leads[case.case_id].ci_low,
                 "ci_high": leads[case.case_id].ci_high,
-                "clearly_slower": case in slower,
+                "clearly_slower": states.get(case.case_id) == SLOWER,
+                "standing": states.get(case.case_id, "fastest"),
                 "kv_cache_bytes": number(row, KV_CACHE_BYTES),
             }
             for case, row in best

@@ -3,17 +3,21 @@
 The rows of one case were timed in the same interleaved rounds, so the fastest row's lead over each
 other row is a paired ratio with a 95 % interval (``mhabench.analysis.speedup.speedup_estimate``).
 A row is clearly slower than the fastest only when that interval lies above 1 and the lead is at
-least ``TIE_MARGIN``; going down the medians, every row before the first clearly slower one is tied
-with the fastest (rows after it do not change the answer). Where one of those leads has no interval
-(fewer than ``stats.MIN_INTERVAL_SAMPLES`` rounds) the answer is "cannot tell", never a winner by
-noise. A ``--repeat N`` run answers once per repeat; repeats that disagree are "cannot tell" too.
+least ``TIE_MARGIN``; a winner needs every other row clearly slower, and every row that is not is
+tied with the fastest. A row whose lead has no interval (fewer than ``stats.MIN_INTERVAL_SAMPLES``
+rounds, or no raw samples stored) cannot be shown slower: unless each of its rounds is clearly slower
+than each of the fastest row's (and that row has enough rounds for an interval), the answer is
+"cannot tell", never a winner by noise. A ``--repeat N`` run answers once per repeat; repeats that
+disagree are "cannot tell" too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+
+import numpy as np
 
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.ablations import ablation_note, ablations
@@ -21,17 +25,38 @@ from mhabench.analysis.advice.cases import Case, Row
 from mhabench.analysis.advice.cells import text
 from mhabench.analysis.advice.statement import PICK, Statement
 from mhabench.analysis.advice.thresholds import TIE_MARGIN
-from mhabench.analysis.speedup import PAIRED, is_ok, samples_of, speedup_estimate
+from mhabench.analysis.speedup import (
+    MIN_PAIRED_ROUNDS,
+    PAIRED,
+    is_ok,
+    raw_samples,
+    rounds_of,
+    samples_of,
+    speedup_estimate,
+)
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
-from mhabench.results.schema import IMPL, LATENCY_MS, ROUNDS_ID, STATUS
+from mhabench.results.schema import IMPL, STATUS
 
 WINNER, TIED, ONLY, CANNOT_TELL, NOTHING = "winner", "tied", "only", "cannot tell", "nothing ran"
+SLOWER = "clearly slower"
+
+
+@dataclasses.dataclass(frozen=True)
+class Lead:
+    """A row's time over the fastest row's: the estimate, ``PAIRED`` or ``MEDIANS``, the rounds it rests
+    on (paired: shared; else the fewer side's), and why it is not paired ("" when it is)."""
+
+    estimate: RatioEstimate
+    method: str
+    rounds: int
+    unpaired: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
 class Pick:
     """The answer for one case. ``impls``: the winner, the tied set (fastest first), the only row that
-    ran, or (cannot tell) the row with the lowest median; ``estimate``: impls[0]'s lead over ``runner_up``."""
+    ran, or (cannot tell) the row with the lowest median; ``estimate``: impls[0]'s lead over ``runner_up``,
+    ``unpaired`` why that lead is a ratio of medians ("" when paired)."""
 
     case: Case
     verdict: str
@@ -40,6 +65,7 @@ class Pick:
     estimate: RatioEstimate | None = None
     method: str = ""
     rounds: int = 0
+    unpaired: str = ""
     reason: str = ""
 
     @property
@@ -67,49 +93,86 @@ def pick(case: Case) -> Pick:
     return dataclasses.replace(picks[0], verdict=CANNOT_TELL, reason=f"its {len(picks)} repeats disagree ({said})")
 
 
+def median_ms(row: Row) -> float:
+    """The median of the row's samples (its ``latency_ms`` where none are stored); +inf where it is NaN,
+    so that a row with a NaN never sorts as the fastest (a float NaN compares false with everything)."""
+    times = samples_of(row)
+    value = float(np.median(times)) if times else math.nan
+    return value if math.isfinite(value) else math.inf
+
+
+def fastest_first(rows: Iterable[Row]) -> list[Row]:
+    """Rows by their median, fastest first, NaN last: the order every rule reads "the fastest" from."""
+    return sorted(rows, key=median_ms)
+
+
 def _pick_rows(case: Case, rows: Sequence[Row]) -> Pick:
-    ok = sorted((row for row in rows if is_ok(row)), key=lambda row: float(row[LATENCY_MS]))
+    ok = fastest_first(row for row in rows if is_ok(row))
     if not ok:
         return Pick(case, NOTHING, ())
     if len(ok) == 1:
         return Pick(case, ONLY, (str(ok[0][IMPL]),))
     fastest, others = ok[0], ok[1:]
-    leads = {str(row[IMPL]): _lead(fastest, row) for row in others}
-    rounds = min(len(samples_of(fastest)), len(samples_of(others[0])))
-    runner_up = str(others[0][IMPL])
-    estimate, method = leads[runner_up]
-    common = {"runner_up": runner_up, "estimate": estimate, "method": method, "rounds": rounds}
-    tied = [str(fastest[IMPL])]
-    for impl, (lead, _) in leads.items():  # down the medians, up to the first row clearly slower
-        if not math.isfinite(lead.ci_low):
-            return Pick(case, CANNOT_TELL, (tied[0],), reason=_no_interval(fastest, _row(others, impl)), **common)
-        if clearly_slower(lead):
-            break
-        tied.append(impl)
-    return Pick(case, TIED if len(tied) > 1 else WINNER, tuple(tied), **common)
-
-
-def _row(rows: Sequence[Row], impl: str) -> Row:
-    return next(row for row in rows if row[IMPL] == impl)
+    leads = [lead(fastest, row) for row in others]
+    first = leads[0]
+    common = {
+        "runner_up": str(others[0][IMPL]),
+        "estimate": first.estimate,
+        "method": first.method,
+        "rounds": first.rounds,
+        "unpaired": first.unpaired,
+    }
+    found = [(row, standing(one.estimate, fastest, row)) for row, one in zip(others, leads, strict=True)]
+    unknown = next((row for row, state in found if state == CANNOT_TELL), None)
+    if unknown is not None:
+        return Pick(case, CANNOT_TELL, (str(fastest[IMPL]),), reason=_no_interval(fastest, unknown), **common)
+    tied = (str(fastest[IMPL]), *(str(row[IMPL]) for row, state in found if state == TIED))
+    return Pick(case, TIED if len(tied) > 1 else WINNER, tied, **common)
 
 
 def _no_interval(fastest: Row, other: Row) -> str:
-    """Why a lead has no interval: the side with fewer rounds, and how many an interval needs."""
+    """Why a lead has no interval: no raw samples stored, or the side with fewer rounds and how many it needs."""
+    if not (raw_samples(fastest) and raw_samples(other)):
+        return "the run stored no raw samples, only medians: no interval"
     fewer = min((fastest, other), key=lambda row: len(samples_of(row)))
     count = len(samples_of(fewer))
     rounds = f"{count} timed round{'s' if count != 1 else ''}"
     return f"{wording.impl(str(fewer[IMPL]))} has {rounds}: no interval (it needs {MIN_INTERVAL_SAMPLES})"
 
 
-def _lead(fastest: Row, other: Row) -> tuple[RatioEstimate, str]:
-    """``other``'s time over ``fastest``'s (≥ 1 by the medians), paired when both were timed in the same rounds."""
-    same_rounds = bool(text(fastest, ROUNDS_ID)) and text(fastest, ROUNDS_ID) == text(other, ROUNDS_ID)
-    return speedup_estimate(samples_of(other), samples_of(fastest), same_rounds)
+def lead(fastest: Row, other: Row) -> Lead:
+    """``other``'s time over ``fastest``'s (≥ 1 by the medians), paired when both were timed in the same
+    rounds and share enough of them; else the ratio of medians, with the reason it could not be paired."""
+    same_rounds = rounds_of(fastest) is not None and rounds_of(fastest) == rounds_of(other)
+    estimate, method = speedup_estimate(samples_of(other), samples_of(fastest), same_rounds)
+    shared = min(len(samples_of(fastest)), len(samples_of(other)))
+    if method == PAIRED:
+        unpaired = ""
+    elif not (raw_samples(fastest) and raw_samples(other)):
+        unpaired = "no raw samples stored"
+    elif not same_rounds:
+        unpaired = "not timed in the same rounds"
+    else:
+        rounds = f"{shared} shared round{'s' if shared != 1 else ''}"
+        unpaired = f"only {rounds}, fewer than the {MIN_PAIRED_ROUNDS} pairing needs"
+    return Lead(estimate, method, shared, unpaired)
 
 
 def clearly_slower(lead: RatioEstimate) -> bool:
     """The interval lies above 1 and the lead is at least ``TIE_MARGIN``: not a tie."""
     return math.isfinite(lead.ci_low) and lead.ci_low > 1 and lead.ratio >= 1 + TIE_MARGIN
+
+
+def standing(lead: RatioEstimate, fastest: Row, other: Row) -> str:
+    """``SLOWER``, ``TIED`` or ``CANNOT_TELL``: ``other`` against the fastest row. With an interval, the tie
+    rule; without one, ``other`` is clearly slower only when its fastest round is ``TIE_MARGIN`` slower than
+    the fastest row's slowest and that row has enough rounds for an interval, so that a few lucky rounds
+    cannot hide behind a lead nobody could check."""
+    if math.isfinite(lead.ci_low):
+        return SLOWER if clearly_slower(lead) else TIED
+    fastest_ms, other_ms = samples_of(fastest), samples_of(other)
+    measured = len(fastest_ms) >= MIN_INTERVAL_SAMPLES and bool(other_ms)
+    return SLOWER if measured and min(other_ms) >= max(fastest_ms) * (1 + TIE_MARGIN) else CANNOT_TELL
 
 
 def statement(one: Pick) -> Statement:
@@ -151,7 +214,7 @@ def _sentence(one: Pick) -> str:
 def _method(one: Pick) -> str:
     if one.method == PAIRED:
         return f"paired over {one.rounds} rounds"
-    return "ratio of medians: not timed in the same rounds"
+    return f"ratio of medians: {one.unpaired}"
 
 
 def _excluded(case: Case) -> str:

@@ -48,13 +48,16 @@ class Statement:
             "group": self.group,
             "scope": self.scope,
             "text": self.text,
-            "figures": {name: _plain(value) for name, value in self.figures.items()},
+            "figures": _plain(self.figures),
             "rows": [dataclasses.asdict(row) for row in self.rows],
         }
 
 
 def _plain(value: Any) -> Any:
-    """A figure as JSON can hold it (numpy scalars and tuples included)."""
+    """A figure as JSON can hold it, at any depth (a crossover's fixed fields are a mapping, its segments a
+    list of mappings): mappings stay objects, sequences lists, numpy scalars numbers."""
+    if isinstance(value, Mapping):
+        return {str(name): _plain(item) for name, item in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     if isinstance(value, bool) or value is None or isinstance(value, str):

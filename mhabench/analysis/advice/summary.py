@@ -16,6 +16,8 @@ from mhabench.analysis.advice.crossover import segments, segments_text
 from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.statement import PICK, Statement
 
+GROUP = "group"
+"""The rule of a group's one-sentence answer: the group's headline, which every view shows first."""
 NAMED_CASES = 3
 """An answer held by at most this many cases names them; a larger share is only counted."""
 
@@ -41,4 +43,4 @@ def group_answer(group: str, cases: Sequence[Case], picks: Mapping[str, Pick]) -
     counts = collections.Counter(picks[case.case_id].phrase() for case in cases)
     refs = tuple(case.ref(impl) for case in cases for impl in picks[case.case_id].impls)
     figures = {"cases": len(cases), "answers": dict(counts), "swept": axes}
-    return Statement(PICK, "group", group, group, f"{group}: {answer}.", figures, refs)
+    return Statement(PICK, GROUP, group, group, f"{group}: {answer}.", figures, refs)

@@ -16,21 +16,26 @@ REPRODUCE_MARGIN = 0.10
 project's CPU ratios moved by up to 14 % (docs/findings/reproducibility.md), and four back-to-back
 default runs named opposite winners at a 4–8 % lead (docs/findings/advise.md). Such picks get a caveat."""
 
-HOST_US_PER_OP = {"cpu": 0.9, "cuda": 3.5}
+HOST_US_PER_OP = {"cpu": 0.9}
 """A lower bound on the host time eager PyTorch spends on one dispatched aten op, µs, by device kind.
 cpu: a 1-element ``torch.add`` takes 0.94 µs on this project's 2-vCPU VM (torch 2.13.0+cpu), the
-cheapest op there is. cuda: the H100 GPU check's ``cuda_graphs`` figures (shared/runs), eager host
-186.6 µs against graph replay 48.5 µs for a naive causal call of 39 ops, (186.6 − 48.5) / 39 = 3.5 µs.
-A real op (allocation, larger shapes) costs more, so host shares computed from it are lower bounds."""
+cheapest op there is; a real op (allocation, larger shapes) costs more, so host shares computed from it
+are lower bounds. No cuda entry: there launches are asynchronous and overlap device execution, so ops ×
+launch cost says nothing of who sets the pace (the H100 run's fused rows would read launch-bound at 57 %
+of the compute roof); ``HOST_OVER_DEVICE`` decides there."""
 
 LAUNCH_BOUND_SHARE = 0.5
-"""A call is launch-bound when host dispatch is at least half of it: ops_per_call × HOST_US_PER_OP ≥
-half the median latency. At that point fewer ops (a fused kernel, CUDA graphs) pay more than faster ones."""
+"""CPU: a call is launch-bound when host dispatch is at least half of it, ops_per_call × HOST_US_PER_OP ≥
+half the median latency, and it is under LOW_EFFICIENCY of its roof. At that point fewer ops (a fused
+kernel) pay more than faster ones."""
 
 HOST_OVER_DEVICE = 1.5
-"""CUDA: a call whose synchronous host time is at least 1.5× its device time is launch-bound too: in a
-loop that waits for each call, the host, not the GPU, sets the pace."""
+"""CUDA: a call is launch-bound when one synchronous call's host time is at least 1.5× its device time
+and it is under LOW_EFFICIENCY of its roof: the host, not the GPU, sets the pace. The host time alone
+does not say it, since it includes a synchronisation the device time does not; a row near its roof is
+limited by the device whatever the host costs."""
 
 LOW_EFFICIENCY = 0.25
-"""Below a quarter of the attainable throughput a row is far from both roofs: neither bandwidth nor
-compute limits it, the layout (small GEMMs, extra passes) or the host does."""
+"""Below a quarter of the attainable throughput (compared in whole percent, as printed) a row is far from
+both roofs: neither bandwidth nor compute limits it, the layout (small GEMMs, extra passes) or the host
+does. At or above it a row is never called launch-bound."""

@@ -1,21 +1,25 @@
 """Why: what a case's own columns say about its fastest rows, one small rule each.
 
-- ``roofline``: compute- or memory-bound (the row's ``roofline_bound``: intensity above or below the
-  ridge, peak FLOP/s ÷ bandwidth) and how far from the roof (``roofline_efficiency``; far below both
-  under ``LOW_EFFICIENCY``), at the intensity the roofline used, saying where it came from: counted
-  from the ops that ran, or the cost model's (no run records hardware-counter traffic yet); and the
-  SDPA backend that ran.
-- ``scores``: a row whose modelled attention traffic includes at least one write and one read of the
-  b·h·n·L score matrix beyond Q, K, V and the output materializes it; its size against the device's L2.
-- ``launch``: launch-bound, by ``LAUNCH_BOUND_SHARE`` of host dispatch or ``HOST_OVER_DEVICE``.
+- ``roofline``: where the row stands on the roofline the plot draws: executed FLOPs per byte and per second
+  (:mod:`mhabench.analysis.executed`: useful FLOPs for a kernel that skips masked blocks), compute- or
+  memory-bound by the ridge (peak FLOP/s ÷ bandwidth) and how far from the roof; under ``LOW_EFFICIENCY``
+  it is far from both, and is called bound by neither; bytes counted from the ops that ran or the cost
+  model's (no run records hardware-counter traffic yet); and the SDPA backend that ran.
+- ``scores``: a row whose implementation's cost model materializes the b·h·n·L score matrix
+  (``CostModel.materializes_scores``); its size against the device's L2.
+- ``launch``: launch-bound, only far from the roofs: CPU by ``LAUNCH_BOUND_SHARE`` of host dispatch, CUDA
+  (launches overlap device work) by ``HOST_OVER_DEVICE``.
 - ``memory``: the peak memory of the fastest row against the runner-up's.
 - ``did_not_fit``: the case's ``skipped`` and ``oom`` rows and their reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
+
+import pandas as pd
 
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import Case, Row
@@ -23,37 +27,44 @@ from mhabench.analysis.advice.cells import number, text
 from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.statement import WHY, Statement
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LAUNCH_BOUND_SHARE, LOW_EFFICIENCY
+from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, EXECUTED_TFLOPS, executed
 from mhabench.analysis.speedup import is_ok
+from mhabench.errors import UnknownImplementationError
+from mhabench.impls import get_spec
+from mhabench.measure.peaks import DevicePeaks
 from mhabench.results.schema import (
-    ARITHMETIC_INTENSITY,
-    ATTAINABLE_TFLOPS,
     ATTN_BYTES,
     BATCH,
+    CAUSAL,
+    D_MODEL,
     DTYPE,
     ERROR,
-    HEAD_DIM,
     HEADS,
     HOST_LATENCY_MS,
     IMPL,
-    INTENSITY_SOURCE,
     KERNELS_PER_CALL,
     KV_HEADS,
     LATENCY_MS,
-    MEASURED_INTENSITY,
+    MODE,
     OPS_PER_CALL,
     PEAK_GBPS,
     PEAK_MEMORY_BYTES,
     PEAK_TFLOPS,
     PHASE,
-    ROOFLINE_BOUND,
-    ROOFLINE_EFFICIENCY,
+    SCENARIO,
     SDPA_BACKEND,
     SEQ_LEN,
+    SKIPS_MASKED_WORK,
     STATUS,
+    flag,
 )
+from mhabench.run.steps import workload
+from mhabench.scenario.cases import Case as ShapeCase
+from mhabench.scenario.config import DTYPES
 
-ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 DID_NOT_FIT = ("skipped", "oom")
+ROOFLINE, SCORES, LAUNCH, MEMORY, DID_NOT_FIT_RULE = "roofline", "scores", "launch", "memory", "did_not_fit"
+"""The rule names of the why statements (``Statement.rule``), which the views rank by."""
 
 
 def why(one: Pick, environment: Mapping[str, Any]) -> list[Statement]:
@@ -75,73 +86,119 @@ def _statement(case: Case, rule: str, sentence: str, figures: Mapping[str, Any],
     )
 
 
-def intensity(row: Row) -> tuple[float, str] | None:
-    """The intensity the row's roofline used and where it came from: ``counted`` or ``cost model``."""
-    if text(row, INTENSITY_SOURCE) == "measured" and number(row, MEASURED_INTENSITY) is not None:
-        return float(number(row, MEASURED_INTENSITY) or 0), "counted from the ops that ran"
-    value = number(row, ARITHMETIC_INTENSITY)
-    return (value, "cost model") if value is not None else None
+@dataclasses.dataclass(frozen=True)
+class Position:
+    """Where a row stands on the roofline the plot draws: executed FLOPs per byte and per second
+    (:mod:`mhabench.analysis.executed`), so a kernel that skips masked blocks is judged on what it ran."""
+
+    intensity: float
+    rate_tflops: float
+    counted: bool
+    skips_masked_work: bool
+    peaks: DevicePeaks
+
+    @property
+    def attainable_tflops(self) -> float:
+        return self.peaks.attainable_tflops(self.intensity)
+
+    @property
+    def efficiency(self) -> float:
+        return self.rate_tflops / self.attainable_tflops
+
+    @property
+    def far_from_roof(self) -> bool:
+        """Under ``LOW_EFFICIENCY`` as printed: compared in whole percent, so 24.96 % (shown "25 %") is not under."""
+        return round(100 * self.efficiency) < round(100 * LOW_EFFICIENCY)
+
+
+def position(row: Row) -> Position | None:
+    """The row's executed roofline point against its device's peaks; None without peaks or executed figures."""
+    peak_tflops, peak_gbps = number(row, PEAK_TFLOPS), number(row, PEAK_GBPS)
+    if not (peak_tflops and peak_gbps):
+        return None
+    done = executed(pd.DataFrame([dict(row)])).iloc[0]
+    intensity, rate = number(done, EXECUTED_INTENSITY), number(done, EXECUTED_TFLOPS)
+    if not (intensity and rate):
+        return None
+    peaks = DevicePeaks(peak_tflops, peak_gbps, "")
+    return Position(intensity, rate, bool(done[COUNTED]), bool(done[SKIPS_MASKED_WORK]), peaks)
 
 
 def roofline(case: Case, impl: str) -> Statement | None:
-    row = case.row(impl) or {}
-    bound, efficiency, attainable = (
-        text(row, ROOFLINE_BOUND),
-        number(row, ROOFLINE_EFFICIENCY),
-        number(row, ATTAINABLE_TFLOPS),
-    )
-    point, peak_tflops, peak_gbps = intensity(row), number(row, PEAK_TFLOPS), number(row, PEAK_GBPS)
-    if not (bound and efficiency is not None and attainable and point and peak_tflops and peak_gbps):
+    point = position(case.row(impl) or {})
+    if point is None:
         return None
-    ridge = peak_tflops * 1e3 / peak_gbps  # TFLOP/s over GB/s: FLOP per byte
-    value, source = point
-    sentence = (
-        f"{wording.impl(impl)} is {bound}-bound: its {value:.3g} FLOP/B ({source}) lies "
-        f"{'below' if bound == 'memory' else 'above'} the ridge at {ridge:.3g} FLOP/B, and it reaches "
-        f"{wording.percent(efficiency)} of the attainable {attainable:.3g} TFLOP/s"
+    ridge, bound = point.peaks.ridge_flops_per_byte, point.peaks.bound(point.intensity)
+    source = "counted from the ops that ran" if point.counted else "cost model"
+    flops = "useful FLOPs, masked blocks skipped" if point.skips_masked_work else "all FLOPs executed"
+    place = (
+        f"its {point.intensity:.3g} FLOP/B ({flops}; bytes {source}) lies "
+        f"{'below' if bound == 'memory' else 'above'} the ridge at {ridge:.3g} FLOP/B"
     )
-    if efficiency < LOW_EFFICIENCY:
-        sentence += (
-            f"; under {wording.percent(LOW_EFFICIENCY)}, far below both roofs: neither bandwidth nor compute limits it"
+    reached = f"{wording.percent(point.efficiency)} of the attainable {point.attainable_tflops:.3g} TFLOP/s"
+    if point.far_from_roof:
+        sentence = (
+            f"{wording.impl(impl)} is far from both roofs: {place}, but it reaches only {reached}, under "
+            f"{wording.percent(LOW_EFFICIENCY)}: the layout (small GEMMs, extra passes) or the host sets its time, "
+            f"not {'bandwidth' if bound == 'memory' else 'compute'}"
         )
-    backend = text(row, SDPA_BACKEND)
+    else:
+        sentence = f"{wording.impl(impl)} is {bound}-bound: {place}, and it reaches {reached}"
+    backend = text(case.row(impl) or {}, SDPA_BACKEND)
     sentence += f"; it ran SDPA's {backend} backend." if backend else "."
     figures = {
         "bound": bound,
-        "intensity_flop_per_byte": value,
+        "intensity_flop_per_byte": point.intensity,
         "intensity_source": source,
+        "executed_tflops": point.rate_tflops,
+        "skips_masked_work": point.skips_masked_work,
         "ridge_flop_per_byte": ridge,
-        "efficiency": efficiency,
-        "attainable_tflops": attainable,
+        "efficiency": point.efficiency,
+        "attainable_tflops": point.attainable_tflops,
         "sdpa_backend": backend,
     }
-    return _statement(case, "roofline", sentence, figures, [impl])
+    return _statement(case, ROOFLINE, sentence, figures, [impl])
 
 
 def score_bytes(row: Row) -> float | None:
-    """Bytes of the b·h·n·L score matrix (decode: one query against seq_len + 1 keys); None for an unknown dtype."""
-    element = ELEMENT_BYTES.get(text(row, DTYPE))
-    cells = [number(row, name) for name in (BATCH, HEADS, SEQ_LEN)]
-    if element is None or None in cells:
+    """Bytes of the b·h·n·L score matrix of the row's workload (decode: one query against seq_len + 1 keys);
+    None where the row lacks a shape field or has an unknown dtype."""
+    shape = [number(row, name) for name in (BATCH, SEQ_LEN, D_MODEL, HEADS)]
+    if text(row, DTYPE) not in DTYPES or None in shape:
         return None
-    batch, heads, seq_len = (float(cell or 0) for cell in cells)
-    queries, keys = (1.0, seq_len + 1) if text(row, PHASE) == "decode" else (seq_len, seq_len)
-    return batch * heads * queries * keys * element
+    batch, seq_len, d_model, heads = (int(cell or 0) for cell in shape)
+    shaped = ShapeCase(
+        scenario=text(row, SCENARIO),
+        batch=batch,
+        seq_len=seq_len,
+        d_model=d_model,
+        heads=heads,
+        causal=flag(row.get(CAUSAL)) is True,
+        bias=False,
+        dtype=text(row, DTYPE),
+        seed=0,
+        kv_heads=int(number(row, KV_HEADS) or heads),
+        mode=text(row, MODE) or "forward",
+        phase=text(row, PHASE) or "prefill",
+    )
+    load = workload(shaped)
+    return float(load.score_elements * load.element_bytes)
 
 
-def _io_bytes(row: Row) -> float:
-    """Q, K, V read and the output written once: what even a fused kernel moves."""
-    element = ELEMENT_BYTES.get(text(row, DTYPE), 0)
-    batch, heads, seq_len = (number(row, name) or 0 for name in (BATCH, HEADS, SEQ_LEN))
-    kv_heads, head_dim = number(row, KV_HEADS) or heads, number(row, HEAD_DIM) or 0
-    queries, keys = (1.0, seq_len + 1) if text(row, PHASE) == "decode" else (seq_len, seq_len)
-    return element * batch * head_dim * (2 * heads * queries + 2 * kv_heads * keys)
+def materializes_scores(impl: str) -> bool:
+    """Whether the implementation's cost model writes and reads back the score matrix; False for one this
+    version does not know (a row of an older run)."""
+    try:
+        model = get_spec(impl).cost
+    except UnknownImplementationError:
+        return False
+    return model is not None and model.materializes_scores
 
 
 def scores(case: Case, impl: str, l2_bytes: Any) -> Statement | None:
     row = case.row(impl) or {}
-    matrix, attention = score_bytes(row), number(row, ATTN_BYTES)
-    if matrix is None or attention is None or attention - _io_bytes(row) < 2 * matrix:
+    matrix = score_bytes(row)
+    if matrix is None or not materializes_scores(impl):
         return None
     l2 = float(l2_bytes) if isinstance(l2_bytes, int | float) and l2_bytes > 0 else None
     if l2 is None:
@@ -154,36 +211,40 @@ def scores(case: Case, impl: str, l2_bytes: Any) -> Statement | None:
         f"{wording.impl(impl)} materializes the attention scores: {wording.size(matrix)} written and read back "
         f"per call (b·h·n·L elements, cost model), {cache}."
     )
-    figures = {"score_bytes": matrix, "attn_bytes": attention, "l2_cache_bytes": l2}
-    return _statement(case, "scores", sentence, figures, [impl])
+    figures = {"score_bytes": matrix, "attn_bytes": number(row, ATTN_BYTES), "l2_cache_bytes": l2}
+    return _statement(case, SCORES, sentence, figures, [impl])
 
 
 def launch(case: Case, impl: str, device_kind: str) -> Statement | None:
+    """Launch-bound only far from the roofs: a row near one is limited by the device whatever the host does.
+    CPU: its dispatched ops at ``HOST_US_PER_OP`` each are at least ``LAUNCH_BOUND_SHARE`` of its latency. CUDA,
+    where launches overlap device work so an op count says nothing: one synchronous call's host time is at least
+    ``HOST_OVER_DEVICE`` × its device time, on a row known to be far from its roof."""
     row = case.row(impl) or {}
-    ops, latency_ms = number(row, OPS_PER_CALL), number(row, LATENCY_MS)
-    host_ms, kernels = number(row, HOST_LATENCY_MS), number(row, KERNELS_PER_CALL)
-    per_op_us = HOST_US_PER_OP.get(device_kind)
-    if not latency_ms:
+    latency_ms, point = number(row, LATENCY_MS), position(row)
+    known_far = point is not None and point.far_from_roof
+    if not latency_ms or (point is not None and not known_far) or (device_kind == "cuda" and not known_far):
         return None
+    ops, host_ms, kernels = number(row, OPS_PER_CALL), number(row, HOST_LATENCY_MS), number(row, KERNELS_PER_CALL)
+    per_op_us = HOST_US_PER_OP.get(device_kind)
     share = ops * per_op_us / (latency_ms * 1e3) if ops and per_op_us else None
     host_ratio = host_ms / latency_ms if host_ms else None
-    parts = []
-    if share is not None and share >= LAUNCH_BOUND_SHARE:
-        launched = f" launching {kernels:.0f} kernels" if kernels else ""
-        parts.append(
-            f"its {ops:.0f} dispatched ops{launched}, at ≥ {per_op_us:g} µs of host time each, are at least "
-            f"{wording.percent(min(share, 1.0))} of its {wording.milliseconds(latency_ms)}"
-        )
-    if host_ratio is not None and host_ratio >= HOST_OVER_DEVICE:
-        parts.append(
+    if device_kind == "cuda" and host_ratio is not None and host_ratio >= HOST_OVER_DEVICE:
+        reason = (
             f"one synchronous call takes {wording.milliseconds(host_ms or 0)} on the host against "
             f"{wording.milliseconds(latency_ms)} on the device ({host_ratio:.2g}×)"
         )
-    if not parts:
+    elif share is not None and share >= LAUNCH_BOUND_SHARE:
+        launched = f" launching {kernels:.0f} kernels" if kernels else ""
+        reason = (
+            f"its {ops:.0f} dispatched ops{launched}, at ≥ {per_op_us:g} µs of host time each, are at least "
+            f"{wording.percent(min(share, 1.0))} of its {wording.milliseconds(latency_ms)}"
+        )
+    else:
         return None
+    far = f", and it reaches {wording.percent(point.efficiency)} of its roof" if point is not None else ""
     sentence = (
-        f"{wording.impl(impl)} is launch-bound: {'; '.join(parts)}. Fewer, larger ops would pay more than faster "
-        "kernels."
+        f"{wording.impl(impl)} is launch-bound: {reason}{far}. Fewer, larger ops would pay more than faster kernels."
     )
     figures = {
         "ops_per_call": ops,
@@ -192,8 +253,9 @@ def launch(case: Case, impl: str, device_kind: str) -> Statement | None:
         "host_share": share,
         "host_latency_ms": host_ms,
         "latency_ms": latency_ms,
+        "efficiency": point.efficiency if point is not None else None,
     }
-    return _statement(case, "launch", sentence, figures, [impl])
+    return _statement(case, LAUNCH, sentence, figures, [impl])
 
 
 def memory(case: Case, first: str, runner_up: str) -> Statement | None:
@@ -207,7 +269,7 @@ def memory(case: Case, first: str, runner_up: str) -> Statement | None:
         f"{wording.size(theirs)}: {relation}."
     )
     figures = {"peak_memory_bytes": ours, "runner_up_peak_memory_bytes": theirs}
-    return _statement(case, "memory", sentence, figures, [first, runner_up])
+    return _statement(case, MEMORY, sentence, figures, [first, runner_up])
 
 
 def did_not_fit(case: Case) -> Statement | None:
@@ -219,5 +281,5 @@ def did_not_fit(case: Case) -> Statement | None:
     )
     figures = {"statuses": [text(row, STATUS) for row in failed]}
     return _statement(
-        case, "did_not_fit", f"did not fit in memory: {said}.", figures, [str(row[IMPL]) for row in failed]
+        case, DID_NOT_FIT_RULE, f"did not fit in memory: {said}.", figures, [str(row[IMPL]) for row in failed]
     )

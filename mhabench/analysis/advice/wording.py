@@ -29,11 +29,27 @@ def impls(names: Iterable[str]) -> str:
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
+MAX_DIGITS = 6
+"""Interval bounds get at most this many decimals: a bound within 1e-6 of 1 is 1 for any reader."""
+
+
 def interval(estimate: RatioEstimate) -> str:
-    """``[1.45–1.48]``, or "(no interval)" where the bootstrap had nothing to resample."""
-    if not (math.isfinite(estimate.ci_low) and math.isfinite(estimate.ci_high)):
+    """``[1.45–1.48]``, or "(no interval)" where the bootstrap had nothing to resample. A bound on the
+    other side of 1 than its rounding (1.003 → "1.00") gets more digits, so an interval that excludes 1
+    never reads as one that touches it."""
+    low, high = estimate.ci_low, estimate.ci_high
+    if not (math.isfinite(low) and math.isfinite(high)):
         return "(no interval)"
-    return f"[{estimate.ci_low:.2f}–{estimate.ci_high:.2f}]"
+    digits = 2
+    while digits < MAX_DIGITS and any(_crosses_one(bound, digits) for bound in (low, high)):
+        digits += 1
+    return f"[{low:.{digits}f}–{high:.{digits}f}]"
+
+
+def _crosses_one(bound: float, digits: int) -> bool:
+    """The bound lies on one side of 1 but rounds to 1 (or past it) at ``digits`` decimals."""
+    shown = round(bound, digits)
+    return (bound > 1 and shown <= 1) or (bound < 1 and shown >= 1)
 
 
 def ratio(estimate: RatioEstimate) -> str:

@@ -1,0 +1,129 @@
+"""The why rules where two of them could disagree about one row, on synthetic rows: a row near its roof is never
+launch-bound, a kernel that skips masked blocks is placed by what it executed, and the short answer under a run's
+table says first what the run doubts about its own answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from synthetic_runs import rounds, row, write_run
+
+from mhabench.analysis.advice import why
+from mhabench.analysis.advice.advise import advise
+from mhabench.analysis.advice.cases import Case, cases_of
+from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LOW_EFFICIENCY
+from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
+from mhabench.results.schema import noisy
+from mhabench.results.store import load_run
+from mhabench.views.advice import short_answer, thresholds_record
+
+
+def one_case(medians_ms: dict[str, float], **fields: Any) -> Case:
+    """One case of these implementations, ``fields`` set on every row."""
+    times = rounds(medians_ms, count=20)
+    (case,) = cases_of("run", pd.DataFrame([{**row(impl, times[impl]), **fields} for impl in medians_ms]))
+    return case
+
+
+def at_efficiency(case: Case, impl: str, efficiency: float, **fields: Any) -> Case:
+    """``case`` with ``impl``'s row reaching ``efficiency`` of its attainable throughput, plus ``fields``."""
+    rate = efficiency * case.row(impl)["attainable_tflops"]
+    records = [{**r, "achieved_tflops": rate, **fields} if r["impl"] == impl else dict(r) for r in case.rows]
+    (changed,) = cases_of("run", pd.DataFrame(records))
+    return changed
+
+
+def test_a_cuda_row_near_its_roof_is_not_launch_bound_however_slow_its_host() -> None:
+    case = one_case({"fused": 1.0, "naive": 2.0})
+    latency_ms = case.row("fused")["latency_ms"]
+    slow_host = {"host_latency_ms": 2 * HOST_OVER_DEVICE * latency_ms, "ops_per_call": 10_000}
+    near = at_efficiency(case, "fused", 0.57, **slow_host)
+    assert why.launch(near, "fused", "cuda") is None
+    roof = why.roofline(near, "fused")
+    assert roof is not None and "`fused` is compute-bound" in roof.text and "57 %" in roof.text
+    far = why.launch(at_efficiency(case, "fused", LOW_EFFICIENCY / 2, **slow_host), "fused", "cuda")
+    assert far is not None and "on the host against" in far.text and "dispatched ops" not in far.text
+
+
+def test_many_cuda_ops_alone_are_not_launch_bound() -> None:
+    case = one_case({"fused": 1.0, "naive": 2.0})
+    far = at_efficiency(case, "fused", LOW_EFFICIENCY / 2, ops_per_call=10_000)
+    assert why.launch(far, "fused", "cuda") is None
+
+
+def test_a_cpu_row_near_its_roof_is_not_launch_bound_however_many_ops() -> None:
+    case = one_case({"naive": 1.0, "fused": 2.0})
+    many = round(case.row("naive")["latency_ms"] * 1e3 / HOST_US_PER_OP["cpu"]) * 2
+    assert why.launch(at_efficiency(case, "naive", 0.5, ops_per_call=many), "naive", "cpu") is None
+    bound = why.launch(at_efficiency(case, "naive", 0.1, ops_per_call=many), "naive", "cpu")
+    assert bound is not None and "launch-bound" in bound.text
+
+
+def test_a_kernel_that_skips_masked_blocks_is_placed_by_its_executed_flops() -> None:
+    case = one_case({"fused": 1.0, "naive": 2.0}, causal=True)
+    fused = case.row("fused")
+    attainable, intensity = fused["attainable_tflops"], fused["arithmetic_intensity"]
+    records = [
+        {
+            **r,
+            "skips_masked_work": True,
+            "achieved_tflops": 2.0 * attainable,
+            "achieved_useful_tflops": 0.9 * attainable,
+        }
+        if r["impl"] == "fused"
+        else dict(r)
+        for r in case.rows
+    ]
+    (skipping,) = cases_of("run", pd.DataFrame(records))
+    found = why.roofline(skipping, "fused")
+    assert found is not None and "useful FLOPs, masked blocks skipped" in found.text
+    assert found.figures["intensity_flop_per_byte"] == intensity * 0.9 / 2.0
+    assert found.figures["executed_tflops"] == 0.9 * attainable
+
+
+def test_an_efficiency_printed_as_the_threshold_is_not_called_under_it() -> None:
+    case = at_efficiency(one_case({"fused": 1.0, "naive": 2.0}), "fused", LOW_EFFICIENCY - 0.0004)
+    found = why.roofline(case, "fused")
+    assert found is not None and "25 %" in found.text and "under 25 %" not in found.text
+    far = why.roofline(at_efficiency(case, "fused", 0.1), "fused")
+    assert far is not None and "far from both roofs" in far.text and "-bound" not in far.text
+
+
+def test_scores_are_materialized_where_the_cost_model_says_so() -> None:
+    case = one_case({"naive": 2.0, "fused": 1.0, "per_head": 3.0}, seq_len=512, dtype="float16")
+    naive = why.scores(case, "naive", 2**20)
+    assert naive is not None and naive.figures["score_bytes"] == 1 * 4 * 512 * 512 * 2  # b·h·n·n float16
+    assert why.scores(case, "per_head", 2**20) is not None
+    huge = [{**r, "attn_bytes": 10**12} for r in case.rows]
+    (traffic,) = cases_of("run", pd.DataFrame(huge))
+    assert why.scores(traffic, "fused", 2**20) is None  # bytes do not make a fused kernel materialize
+
+
+def test_the_thresholds_record_holds_every_threshold() -> None:
+    record = thresholds_record()
+    assert record["min_paired_rounds"] == MIN_PAIRED_ROUNDS and record["low_efficiency"] == LOW_EFFICIENCY
+    assert {"tie_margin", "reproduce_margin", "host_us_per_op", "launch_bound_share", "host_over_device"} <= set(record)
+
+
+def test_a_noisy_flag_below_the_spread_samples_is_undefined() -> None:
+    assert noisy({"samples": 3, "noisy": True}) is None
+    assert noisy({"samples": 5, "noisy": True}) is True
+    assert noisy({"samples": "", "noisy": "false"}) is False
+
+
+def test_a_small_win_in_one_process_is_said_before_any_why(tmp_path: Path) -> None:
+    times = rounds({"fused": 1.0, "naive": 1.06}, count=20, noise=0.001)
+    run_dir = write_run(tmp_path, "close", [row(impl, times[impl]) for impl in times])
+    lines = short_answer(advise([load_run(run_dir)]), run_dir)
+    assert 3 <= len(lines) <= 5 and lines[1].startswith("Caveat:") and "one process" in lines[1]
+    assert not any(line.startswith("Why:") for line in lines)
+
+
+def test_the_short_answer_says_why_from_the_winners_side(tmp_path: Path) -> None:
+    times = rounds({"fused": 1.0, "naive": 3.0}, count=20)
+    run_dir = write_run(tmp_path, "clear", [row(impl, times[impl]) for impl in times])
+    lines = short_answer(advise([load_run(run_dir)]), run_dir)
+    (reason,) = [line for line in lines if line.startswith("Why:")]
+    assert "`fused`" in reason.split(":", 2)[2][:12] and "`naive` materializes" not in reason
