@@ -11,6 +11,10 @@ BIN := $(VENV)/bin
 # TORCH=…` on an existing venv installs that torch instead of keeping whichever one is there.
 TORCH_ID := $(firstword $(shell printf '%s' '$(TORCH)' | cksum))
 STAMP := $(VENV)/.installed-$(TORCH_ID)
+# `make test` also installs the `hf` extra (transformers, for the hf_* peers and their tests); `make run`
+# does not need it. Setup's `rm -f $(VENV)/.installed*` drops this stamp too, so a new venv or a changed
+# pyproject.toml reinstalls it.
+HF_STAMP := $(VENV)/.installed-hf
 
 # make gpu-check: the machine's own python3 (with its CUDA torch), the wheels it lacks, the project.
 GPU_PYTHON ?= python3
@@ -18,11 +22,11 @@ WHEELS ?= wheels
 GPU_SITE ?= build/gpu-site
 GPU_CHECK_OUT ?= gpu-check
 # What the GPU machines' image lacks of the runtime dependencies (pip adds their own dependencies).
-GPU_WHEEL_SPECS ?= "pydantic>=2.5"
+GPU_WHEEL_SPECS ?= "pydantic>=2.5" "nvidia-ml-py>=12"
 GPU_WHEEL_PYTHON ?= 3.12
 GPU_RUN = PYTHONPATH=$(abspath $(GPU_SITE))$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON)
 
-.PHONY: setup browser run test lint clean cuda-warning wheels gpu-check gpu-site gpu-sweep
+.PHONY: setup hf browser run test lint clean cuda-warning wheels gpu-check gpu-site gpu-sweep
 
 setup: $(STAMP)
 
@@ -35,6 +39,12 @@ $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory cuda-warning
 	touch $(STAMP)
 
+hf: $(HF_STAMP)
+
+$(HF_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e ".[dev,hf]"
+	touch $(HF_STAMP)
+
 # One line when this machine has an NVIDIA GPU but the venv's torch cannot use it (`device: auto`
 # would quietly run on the CPU).
 cuda-warning:
@@ -46,7 +56,7 @@ cuda-warning:
 run: setup cuda-warning
 	$(BIN)/mhabench run
 
-test: setup browser
+test: setup hf browser
 	$(BIN)/python -m pytest -q
 
 # Headless Chromium (Debian's package) for tests/test_browser.py. Best effort: where apt-get is not

@@ -31,8 +31,9 @@ from mhabench.scenario.device import resolve_device
 from mhabench.version import __version__
 from mhabench.views import summary
 from mhabench.views.implementations import implementations_markdown
+from mhabench.views.models import models_table
 from mhabench.views.progress import RichProgress
-from mhabench.views.table import to_rich
+from mhabench.views.table import to_markdown, to_rich
 
 
 class OneLineErrors(TyperGroup):
@@ -127,6 +128,10 @@ def run(
     threads: Annotated[
         int | None, typer.Option("--threads", help="torch threads (default: the config's, else all).")
     ] = None,
+    counters: Annotated[
+        str | None,
+        typer.Option("--counters", help="off | hardware (CUDA: Nsight Compute counters of one call per ok row)."),
+    ] = None,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     from mhabench.distributed.launch import errors_end_every_rank
@@ -151,6 +156,7 @@ def run(
                     "--allocator": allocator,
                     "--max-rows": max_rows,
                     "--threads": threads,
+                    "--counters": counters,
                 },
             )
             _resume(resume, out, force, baseline)
@@ -170,6 +176,7 @@ def run(
                 memory_guard=False if no_memory_guard else None,
                 allocator=allocator,
                 threads=threads,
+                counters=counters,
             )
             for c in loaded
         ]
@@ -322,6 +329,18 @@ def list_implementations(
 
 
 @app.command()
+def models(
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print the presets as a Markdown table.")] = False,
+) -> None:
+    """The model presets a scenario's ``model:`` names, with the attention shape each fills in."""
+    table = models_table()
+    if markdown:
+        typer.echo(to_markdown(table))
+        return
+    console.print(to_rich(table))
+
+
+@app.command()
 def columns(
     markdown: Annotated[bool, typer.Option("--markdown", help="Print docs/columns.md (the column reference).")] = False,
 ) -> None:
@@ -399,6 +418,9 @@ def report(
     results_root: Annotated[Path, typer.Option("--results-root", help="Where run ids are looked up.")] = Path(
         "results"
     ),
+    kernels: Annotated[
+        int, typer.Option("--kernels", min=0, help="List each profiled row's N longest kernels (counters: hardware).")
+    ] = 0,
 ) -> None:
     """Write report.md and a self-contained report.html (tables, plots) for a run."""
     from mhabench.probe.report import claims_blocks
@@ -409,7 +431,7 @@ def report(
     with user_errors():
         formats = parse_formats(report_format)
         run_data = store.load_run(run_ref, results_root)
-        blocks = build(run_data, baseline, first=claims_blocks(run_data.path))  # a probe run's claims lead
+        blocks = build(run_data, baseline, first=claims_blocks(run_data.path), kernels=kernels)  # claims lead
         for path in write_report(blocks, out or run_data.path, formats):
             _fresh_console().print(f"report: {path}", highlight=False, soft_wrap=True)
 

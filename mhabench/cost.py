@@ -3,10 +3,11 @@
 One place, documented in docs/cost-model.md; the formulas follow the checked performance model the project grew from.
 
 Symbols: b batch, n query tokens, L key/value length (= n in prefill), D d_model, h heads,
-n_kv key/value heads, d_k head dim, e bytes per element. A multiply-add counts as 2 FLOPs.
+n_kv key/value heads, d_k head dim (D / h unless the scenario sets ``head_dim``), q_dim = h·d_k the
+query width (= D unless d_k is set apart), e bytes per element. A multiply-add counts as 2 FLOPs.
 
 FLOPs (executed, like FlashAttention's benchmarks and ``torch.utils.flop_counter``):
-- projections: Q and O 2·b·n·D² each, K and V 2·b·n·D·(n_kv·d_k) each (8·b·n·D² for MHA);
+- projections: Q and O 2·b·n·D·q_dim each, K and V 2·b·n·D·(n_kv·d_k) each (8·b·n·D² for MHA);
 - attention: QKᵀ and P·V 2·b·h·n·L·d_k each (4·b·n²·D for MHA prefill);
 - softmax: 5 ops per score element, reported separately and *not* in ``flops``;
 - useful: with a causal mask only the visible (query, key) pairs count — about half in prefill.
@@ -22,7 +23,7 @@ cache reuse between kernels; weights are read once per GEMM that uses them.
   the concat copy of the head outputs.
 
 Ablations (FLOPs differ from the standard layer, so each has its own FLOPs line):
-- ``shared_qk`` (W_K := W_Q): no K GEMM — projections 2·b·n·D·(2·D + n_kv·d_k); bytes as
+- ``shared_qk`` (W_K := W_Q): no K GEMM — projections 2·b·n·D·(2·q_dim + n_kv·d_k); bytes as
   ``materialized`` without the K GEMM.
 - ``unscaled``: ``materialized`` without the scale pass over the scores.
 - ``additive`` (vᵀ·tanh(q_i + k_j)): per score element d_k adds, d_k tanh and d_k multiply-adds
@@ -52,6 +53,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from mhabench.pattern import CAUSAL, PLAIN, AttentionPattern
+
 SOFTMAX_FLOPS_PER_SCORE = 5
 
 
@@ -68,10 +71,23 @@ class Workload:
     causal: bool
     element_bytes: int
     train: bool = False
+    head_dim: int | None = None
+    """Width of one head; None (the default) means d_model / heads."""
+    pattern: AttentionPattern | None = None
+    """What each query sees (:mod:`mhabench.pattern`); None: plain attention, ``causal`` decides."""
+    decode: bool = False
+    """One new query per sequence against a cache of ``kv_len`` keys (a window: only the keys it sees)."""
+
+    def __post_init__(self) -> None:
+        if self.head_dim is None:
+            object.__setattr__(self, "head_dim", self.d_model // self.heads)
+        if self.pattern is None:
+            object.__setattr__(self, "pattern", CAUSAL if self.causal else PLAIN)
 
     @property
-    def head_dim(self) -> int:
-        return self.d_model // self.heads
+    def q_dim(self) -> int:
+        """Width of all query heads together: the Q projection's output and W_o's input (d_model for MHA)."""
+        return self.heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
@@ -87,13 +103,47 @@ class Workload:
         return self.batch * self.heads * self.seq_len * self.kv_len
 
     @property
+    def shape(self) -> AttentionPattern:
+        """:attr:`pattern`, never None (set in ``__post_init__``)."""
+        assert self.pattern is not None
+        return self.pattern
+
+    @property
+    def computed_pairs(self) -> int:
+        """b·n·L: the (query, key) pairs a dense kernel computes, per head."""
+        return self.batch * self.seq_len * self.kv_len
+
+    @property
     def visible_fraction(self) -> float:
-        """Share of (query, key) pairs a causal mask leaves visible (queries end-aligned)."""
-        if not self.causal:
-            return 1.0
-        n, kv_len = self.seq_len, self.kv_len
-        hidden = n * (n - 1) / 2
-        return (n * kv_len - hidden) / (n * kv_len)
+        """Share of the computed (query, key) pairs the mask allows: what a mask-skipping kernel executes.
+
+        Prefill counts per segment (:meth:`AttentionPattern.visible_pairs`); a decode step (one query
+        against L keys) sees what the last position of an L-token sequence sees.
+        """
+        if self.decode:
+            return self.shape.last_query_keys(self.kv_len) / self.kv_len
+        rows = self.shape.rows(self.batch, self.seq_len)
+        allowed = sum(self.shape.visible_pairs(segment) for row in rows for segment in row)
+        return allowed / self.computed_pairs
+
+    @property
+    def useful_pair_fraction(self) -> float:
+        """Share of the computed pairs that the mask allows between real tokens (padding excluded)."""
+        if self.shape.lengths is None:
+            return self.visible_fraction
+        real = self.shape.real_segments(self.batch, self.seq_len)
+        return sum(self.shape.visible_pairs(segment) for segment in real) / self.computed_pairs
+
+    @property
+    def real_token_fraction(self) -> float:
+        """Share of the computed tokens that are real (1 without padding)."""
+        return sum(self.shape.real_segments(self.batch, self.seq_len)) / self.tokens
+
+    @property
+    def padding_pair_fraction(self) -> float:
+        """Share of the computed pairs that involve a padding query or key (0 without padding)."""
+        real_per_row = self.shape.real_tokens_per_row(self.batch, self.seq_len)
+        return sum(self.seq_len**2 - real**2 for real in real_per_row) / self.computed_pairs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +161,8 @@ class Cost:
     attn_bytes: int
     predicted_peak_bytes: int
     backward_flops: int = 0
+    padding_share: float = 0.0
+    """Share of ``flops`` spent on padding tokens (their projections and every pair they take part in)."""
 
     @property
     def flops(self) -> int:
@@ -140,12 +192,12 @@ def gemm_bytes(rows: int, inner: int, cols: int) -> int:
 
 def _standard_flops(w: Workload) -> tuple[int, int]:
     """``(projection, attention)`` FLOPs of standard multi-head attention."""
-    return 2 * w.tokens * w.d_model * (2 * w.d_model + 2 * w.kv_dim), 4 * w.score_elements * w.head_dim
+    return 2 * w.tokens * w.d_model * (2 * w.q_dim + 2 * w.kv_dim), 4 * w.score_elements * w.head_dim
 
 
 def _shared_qk_flops(w: Workload) -> tuple[int, int]:
     """No K GEMM: the queries serve as keys."""
-    return 2 * w.tokens * w.d_model * (2 * w.d_model + w.kv_dim), 4 * w.score_elements * w.head_dim
+    return 2 * w.tokens * w.d_model * (2 * w.q_dim + w.kv_dim), 4 * w.score_elements * w.head_dim
 
 
 def _additive_flops(w: Workload) -> tuple[int, int]:
@@ -163,7 +215,7 @@ def _materialized_attn_elements(w: Workload, scale_pass: bool = True) -> int:
 
     Every query head reads its K and V once, grouped or not: there is no cache reuse in the model.
     """
-    q_and_out = 2 * w.tokens * w.d_model
+    q_and_out = 2 * w.tokens * w.q_dim
     kv_reads = 2 * w.batch * w.heads * w.kv_len * w.head_dim
     # QKᵀ write, scale, softmax, P·V read, mask
     score_passes = 1 + (2 if scale_pass else 0) + 2 + 1 + (2 if w.causal else 0)
@@ -177,42 +229,47 @@ def _kv_repeat_elements(w: Workload) -> int:
 
 def _out_proj_elements(w: Workload) -> int:
     """The head-merge/concat copy plus the W_o GEMM."""
-    return 2 * w.tokens * w.d_model + gemm_bytes(w.tokens, w.d_model, w.d_model)
+    return 2 * w.tokens * w.q_dim + gemm_bytes(w.tokens, w.q_dim, w.d_model)
 
 
 def _fused(w: Workload) -> tuple[int, int, int]:
     """No head-merge copy: SDPA writes its output token-major, so merging the heads is a view."""
-    qkv_width = w.d_model + 2 * w.kv_dim
-    proj = gemm_bytes(w.tokens, w.d_model, qkv_width) + gemm_bytes(w.tokens, w.d_model, w.d_model)
-    attn = 2 * w.tokens * w.d_model + 2 * w.batch * w.kv_heads * w.kv_len * w.head_dim
-    peak = w.tokens * qkv_width + 3 * w.tokens * w.d_model
+    qkv_width = w.q_dim + 2 * w.kv_dim
+    proj = gemm_bytes(w.tokens, w.d_model, qkv_width) + gemm_bytes(w.tokens, w.q_dim, w.d_model)
+    attn = 2 * w.tokens * w.q_dim + 2 * w.batch * w.kv_heads * w.kv_len * w.head_dim
+    peak = w.tokens * qkv_width + _io_elements(w)
     return proj, attn, peak
 
 
+def _io_elements(w: Workload) -> int:
+    """The input, the heads' merged output (q_dim wide) and the layer's output, alive together at W_o."""
+    return w.tokens * (2 * w.d_model + w.q_dim)
+
+
 def _materialized(w: Workload) -> tuple[int, int, int]:
-    qkv_width = w.d_model + 2 * w.kv_dim
+    qkv_width = w.q_dim + 2 * w.kv_dim
     proj = 3 * w.tokens * w.d_model + w.d_model * qkv_width + w.tokens * qkv_width
     proj += _out_proj_elements(w)
     attn = _materialized_attn_elements(w) + _kv_repeat_elements(w)
-    peak = w.tokens * qkv_width + 2 * w.score_elements + 3 * w.tokens * w.d_model
+    peak = w.tokens * qkv_width + 2 * w.score_elements + _io_elements(w)
     return proj, attn, peak
 
 
 def _per_head(w: Workload) -> tuple[int, int, int]:
-    qkv_width = w.d_model + 2 * w.kv_dim
+    qkv_width = w.q_dim + 2 * w.kv_dim
     gemm_count = w.heads + 2 * w.kv_heads
     proj = gemm_count * w.tokens * w.d_model + w.d_model * qkv_width + w.tokens * qkv_width
     proj += _out_proj_elements(w)
     attn = _materialized_attn_elements(w)
     per_head_scores = w.score_elements // w.heads
-    peak = 2 * per_head_scores + 4 * w.tokens * w.d_model
+    peak = 2 * per_head_scores + w.tokens * (2 * w.d_model + 2 * w.q_dim)  # x, head outputs, their concat, out
     return proj, attn, peak
 
 
 def _shared_qk(w: Workload) -> tuple[int, int, int]:
-    qv_width = w.d_model + w.kv_dim
+    qv_width = w.q_dim + w.kv_dim
     proj = 2 * w.tokens * w.d_model + w.d_model * qv_width + w.tokens * qv_width + _out_proj_elements(w)
-    peak = w.tokens * qv_width + 2 * w.score_elements + 3 * w.tokens * w.d_model
+    peak = w.tokens * qv_width + 2 * w.score_elements + _io_elements(w)
     return proj, _materialized_attn_elements(w), peak
 
 
@@ -224,13 +281,13 @@ def _unscaled(w: Workload) -> tuple[int, int, int]:
 def _additive(w: Workload, block_elements: int) -> tuple[int, int, int]:
     proj, _, _ = _materialized(w)
     intermediate = w.score_elements * w.head_dim
-    q_and_out = 2 * w.tokens * w.d_model
+    q_and_out = 2 * w.tokens * w.q_dim
     kv_reads = 2 * w.batch * w.heads * w.kv_len * w.head_dim
     # add write, tanh read + write, v-contraction read; then scores write, mask, softmax, P·V read
     score_passes = 1 + (2 if w.causal else 0) + 2 + 1
     attn = q_and_out + kv_reads + 4 * intermediate + score_passes * w.score_elements + _kv_repeat_elements(w)
-    peak = (w.d_model + 2 * w.kv_dim) * w.tokens + min(intermediate, block_elements) + 2 * w.score_elements
-    return proj, attn, peak + 3 * w.tokens * w.d_model
+    peak = (w.q_dim + 2 * w.kv_dim) * w.tokens + min(intermediate, block_elements) + 2 * w.score_elements
+    return proj, attn, peak + _io_elements(w)
 
 
 def _full_dim_heads(w: Workload) -> tuple[int, int, int]:
@@ -241,9 +298,31 @@ def _full_dim_heads(w: Workload) -> tuple[int, int, int]:
     return proj, attn, peak
 
 
+def score_pass_elements(w: Workload) -> int:
+    """Extra passes over the b·h·n·L scores of a materialized layout beyond plain causal attention: the
+    mask's masked_fill where a causal one is not already counted, softcap's divide, tanh and multiply
+    (read + write each), ALiBi's add (read + write)."""
+    pattern = w.shape
+    masked = not w.decode and not w.causal and (pattern.mask != "none" or pattern.lengths is not None)
+    passes = (2 if masked else 0) + {"softcap": 6, "alibi": 2}.get(pattern.score_mod, 0)
+    return passes * w.score_elements
+
+
+def dense_mask_bytes(w: Workload) -> int:
+    """A mask tensor other than plain causal: booleans, one per (query, key) pair of every distinct row
+    (one row unless documents differ per row), plus an ALiBi bias per head in the element type."""
+    pattern = w.shape
+    if pattern.plain or w.decode:  # decode: the window is a slice of the cache
+        return 0
+    rows = w.batch if pattern.lengths is not None else 1
+    pairs = rows * w.seq_len * w.kv_len
+    bias = pairs * w.heads * w.element_bytes if pattern.score_mod == "alibi" else 0
+    return pairs + bias
+
+
 def _standard_weights(w: Workload) -> int:
     """Elements of W_Q, W_K, W_V and W_O (no biases)."""
-    return w.d_model * (2 * w.d_model + 2 * w.kv_dim)
+    return w.d_model * (2 * w.q_dim + 2 * w.kv_dim)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,33 +341,46 @@ class CostModel:
     materializes_scores: bool = False
     """Whether the model's attention bytes write the b·h·n·L score matrix and read it back (the unfused
     layouts): what ``mhabench advise`` says of a row, so it is said from the same model that priced the row."""
+    dense_mask: bool = False
+    """Whether a mask other than plain causal reaches the attention as a dense tensor (a boolean mask, an
+    ALiBi bias): the materialized layouts and SDPA's ``attn_mask``; block masks and kernels' own window
+    arguments (flex, flash_attn, xformers) read no such tensor."""
 
     def __call__(self, w: Workload) -> Cost:
         """FLOPs and bytes of one call (forward, or forward + backward when ``w.train``)."""
         proj_flops, attn_flops = self.flops(w)
         proj_elements, attn_elements, peak_elements = self.elements(w)
         e = w.element_bytes
+        if self.materializes_scores:
+            attn_elements += score_pass_elements(w)
+        mask_bytes = dense_mask_bytes(w) if self.dense_mask else 0
         forward = Cost(
             proj_flops=proj_flops,
             attn_flops=attn_flops,
             softmax_flops=SOFTMAX_FLOPS_PER_SCORE * w.score_elements,
-            useful_flops=proj_flops + round(attn_flops * w.visible_fraction),
+            useful_flops=round(proj_flops * w.real_token_fraction + attn_flops * w.useful_pair_fraction),
             proj_bytes=proj_elements * e,
-            attn_bytes=attn_elements * e,
-            predicted_peak_bytes=peak_elements * e,
+            attn_bytes=attn_elements * e + mask_bytes,
+            predicted_peak_bytes=peak_elements * e + mask_bytes,
+            padding_share=(proj_flops * (1 - w.real_token_fraction) + attn_flops * w.padding_pair_fraction)
+            / (proj_flops + attn_flops),
         )
         return _with_backward(forward, self.weights(w), w) if w.train else forward
 
 
 FUSED = CostModel("fused", _fused)
-MATERIALIZED = CostModel("materialized", _materialized, materializes_scores=True)
-PER_HEAD = CostModel("per_head", _per_head, materializes_scores=True)
-UNSCALED = CostModel("unscaled", _unscaled, materializes_scores=True)
+"""One attention kernel that takes its mask as arguments or a block mask (flex, flash_attn, xformers)."""
+SDPA = CostModel("fused", _fused, dense_mask=True)
+"""``fused`` through SDPA: the same bytes, plus the dense ``attn_mask`` it reads for a mask that
+``is_causal`` cannot express."""
+MATERIALIZED = CostModel("materialized", _materialized, materializes_scores=True, dense_mask=True)
+PER_HEAD = CostModel("per_head", _per_head, materializes_scores=True, dense_mask=True)
+UNSCALED = CostModel("unscaled", _unscaled, materializes_scores=True, dense_mask=True)
 SHARED_QK = CostModel(
     "shared_qk",
     _shared_qk,
     _shared_qk_flops,
-    lambda w: w.d_model * (2 * w.d_model + w.kv_dim),
+    lambda w: w.d_model * (2 * w.q_dim + w.kv_dim),
     materializes_scores=True,
 )
 FULL_DIM_HEADS = CostModel(
@@ -302,7 +394,7 @@ def additive_model(block_elements: int) -> CostModel:
         "additive",
         lambda w: _additive(w, block_elements),
         _additive_flops,
-        lambda w: _standard_weights(w) + w.d_model,  # plus the score vectors v
+        lambda w: _standard_weights(w) + w.q_dim,  # plus the score vectors v (h of d_k each)
         materializes_scores=True,
     )
 
@@ -311,15 +403,17 @@ def _with_backward(forward: Cost, weight_elements: int, w: Workload) -> Cost:
     """Forward + backward: GEMMs 2×, attention 2.5× (FLOPs), every kernel's bytes 2× (see module doc)."""
     backward_attn = 5 * forward.attn_flops // 2
     backward_flops = 2 * forward.proj_flops + backward_attn
-    attn_useful = forward.useful_flops - forward.proj_flops
+    proj_useful = round(forward.proj_flops * w.real_token_fraction)
+    attn_useful = forward.useful_flops - proj_useful
     gradients = (w.tokens * w.d_model + weight_elements) * w.element_bytes
     return Cost(
         proj_flops=3 * forward.proj_flops,
         attn_flops=forward.attn_flops + backward_attn,
         softmax_flops=3 * forward.softmax_flops,
-        useful_flops=3 * forward.proj_flops + 7 * attn_useful // 2,
+        useful_flops=3 * proj_useful + 7 * attn_useful // 2,
         proj_bytes=3 * forward.proj_bytes,
         attn_bytes=3 * forward.attn_bytes,
         predicted_peak_bytes=2 * forward.predicted_peak_bytes + gradients,
         backward_flops=backward_flops,
+        padding_share=forward.padding_share,
     )

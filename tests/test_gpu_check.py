@@ -123,3 +123,55 @@ def test_a_check_that_raises_is_a_fail_line(capsys: pytest.CaptureFixture[str]) 
     result = gpu_check.run_check("broken", check_broken, gpu_check.Context(torch.device("cpu"), Path("."), Path(".")))
     assert result["status"] == "FAIL" and result["asserts"] == "Raises."
     assert capsys.readouterr().out.startswith("FAIL broken: exception=RuntimeError: CUDA error: an illegal memory")
+
+
+def test_hardware_counter_checks_pass_only_on_their_known_answers() -> None:
+    from mhabench.checks import hardware as checks
+    from mhabench.results.schema import HardwareCounters
+
+    size = checks.COPY_BYTES
+    read = {"dram_read_bytes": size, "kernels_profiled": 1, "counters_source": "ncu 2025.3.1"}
+    near = HardwareCounters(**read, dram_write_bytes=int(size * 1.04))
+    far = HardwareCounters(**read, dram_write_bytes=int(size * 1.2))
+    assert checks.copy_verdict(near, size)[0] is True and checks.copy_verdict(far, size)[0] is False
+    m, n, k = checks.GEMM_SHAPE
+    exact = HardwareCounters(tensor_flops=2 * m * n * k, kernels_profiled=1, counters_source="ncu 2025.3.1")
+    halved = HardwareCounters(tensor_flops=m * n * k, kernels_profiled=1, counters_source="ncu")  # FMAs counted once
+    assert checks.flops_verdict(exact, 2 * m * n * k, "expected")[0] is True
+    assert checks.flops_verdict(halved, 2 * m * n * k, "expected")[0] is False
+    no_tensor = HardwareCounters(kernels_profiled=1, counters_source="ncu 1")
+    assert checks.flops_verdict(no_tensor, 1.0, "expected")[0] is False
+
+
+@pytest.mark.parametrize(
+    ("source", "status"),
+    [("no ncu", None), ("no permission (ERR_NVGPUCTRPERM)", None), ("ncu failed: The application crashed", False)],
+)
+def test_counters_out_of_reach_skip_and_a_failed_profile_fails(source: str, status: bool | None) -> None:
+    from mhabench.checks import hardware as checks
+    from mhabench.results.schema import HardwareCounters
+
+    verdict, figures = checks.copy_verdict(HardwareCounters(counters_source=source), checks.COPY_BYTES)
+    assert verdict is status and figures["reason"] == source
+
+
+def test_without_ncu_the_probe_launches_nothing() -> None:
+    from mhabench.checks import hardware as checks
+
+    def never(command: list[str], timeout_s: float) -> object:
+        raise AssertionError("launched")
+
+    assert checks.profile_probe("copy", None, never).counters_source == "no ncu"  # type: ignore[arg-type]
+
+
+def test_energy_check_bounds_and_skip_without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mhabench.checks import hardware as checks
+    from mhabench.measure import nvml
+
+    assert checks.energy_verdict(300.0, 1.0, 700.0)[0] is True
+    assert checks.energy_verdict(800.0, 1.0, 700.0)[0] is False  # more than the limit could deliver
+    assert checks.energy_verdict(0.0, 1.0, 700.0)[0] is False
+    assert checks.energy_verdict(None, 1.0, 700.0)[0] is False
+    monkeypatch.setattr(nvml, "load_nvml", lambda: None)
+    monkeypatch.setattr(checks, "open_sampler", lambda device: nvml.open_sampler(device))
+    assert checks.energy_check(torch.device("cuda:0")) == (None, {"reason": "no nvidia-ml-py"})

@@ -160,9 +160,9 @@ def test_weights_are_reproducible_and_shaped() -> None:
     assert not torch.equal(plain.w_q, AttentionWeights.random(16, seed=1).w_q)
 
 
-def test_heads_must_divide_d_model_at_build() -> None:
+def test_heads_must_divide_the_query_width_at_build() -> None:
     weights, _ = inputs(1, 4, 12, bias=False)
-    with pytest.raises(ConfigError, match="d_model 12 is not divisible by heads 5"):
+    with pytest.raises(ConfigError, match="query width 12 is not divisible by heads 5"):
         build("naive", weights, 5)
 
 
@@ -244,7 +244,7 @@ def test_no_implementation_writes_to_the_weights_the_next_case_reuses(tmp_path: 
     result = runner.run(config, tmp_path)
     assert result is not None and {row.outcome.status for row in result.rows} <= {"ok", "unsupported"}
     hits = case_weights.cache_info().hits
-    reused = case_weights(32, True, 3, torch.float32, torch.device("cpu"), 32)
+    reused = case_weights(32, True, 3, torch.float32, torch.device("cpu"), 32, 32)
     assert case_weights.cache_info().hits == hits + 1  # the set the last case ran with
     fresh = AttentionWeights.random(32, True, 3)
     assert all(torch.equal(a, b) for a, b in zip(reused.tensors(), fresh.tensors(), strict=True))

@@ -223,3 +223,32 @@ def test_no_point_of_the_h100_run_stands_above_its_roof(h100_run: Path) -> None:
     over = ok[ok[ACHIEVED_TFLOPS] > ok["peak_tflops"]]
     assert list(over[IMPL]) == ["fused"] * 3 and over["causal"].all()
     assert (points.loc[over.index, EXECUTED_TFLOPS] == over[ACHIEVED_USEFUL_TFLOPS]).all()
+
+
+def with_hardware(record: dict[str, Any], bytes_factor: float) -> dict[str, Any]:
+    """``record`` placed by hardware counters that saw the model's FLOPs and ``bytes_factor`` × its counted bytes."""
+    counted = with_counts(record)
+    flops, dram = counted["flops"], counted["measured_bytes"] * bytes_factor
+    return {
+        **counted,
+        "tensor_flops": flops,
+        "fp32_flops": 0,
+        "dram_read_bytes": dram * 0.75,
+        "dram_write_bytes": dram * 0.25,
+        "hardware_intensity": flops / dram,
+        "intensity_source": "hardware",
+    }
+
+
+def test_a_row_with_hardware_counters_stands_at_the_hardware_intensity_and_shows_all_three() -> None:
+    rows = pd.DataFrame(
+        [with_hardware(row("fused", samples(5, 0.01)), bytes_factor=2.0), row("naive", samples(5, 0.02))]
+    )
+    points = plots.roofline_points(rows).set_index("impl")
+    assert points.loc["fused", "source"] == "hardware"
+    assert points.loc["fused", EXECUTED_INTENSITY] == pytest.approx(rows.loc[0, "arithmetic_intensity"] / 2)
+    every = plots.source_points(rows)
+    assert sorted(every[every["row"] == 0]["source"]) == ["counted", "hardware", "model"]
+    assert list(every[every["row"] == 1]["source"]) == ["model"]
+    plot = plots.roofline(rows, plots.impl_styles(rows))
+    assert plot.png is not None and "hardware counters" in plot.caption

@@ -11,16 +11,18 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from mhabench.results.schema import BATCH, BIAS, CAUSAL, D_MODEL, DTYPE, HEADS, KV_HEADS, MODE, PHASE, SEQ_LEN
+from mhabench.results.schema import BATCH, BIAS, CAUSAL, D_MODEL, DTYPE, HEAD_DIM, HEADS, KV_HEADS, MODE, PHASE, SEQ_LEN
 
 NON_DEFAULTS = ((MODE, "forward"), (PHASE, "prefill"))
 """Fields named in the label only when they differ from these defaults."""
 
 
 def case_label(row: Mapping[str, Any]) -> str:
-    """``n=128 h=4 d=64 b=1 float32``, then ``kv=…`` (grouped-query), ``causal``, ``bias``, ``train``, ``decode``."""
-    kv_heads = row.get(KV_HEADS)
-    extras = [f"kv={kv_heads}" if _value(row, KV_HEADS) is not None and kv_heads != row[HEADS] else ""]
+    """``n=128 h=4 d=64 b=1 float32``, then ``d_k=…`` (a head_dim set apart), ``kv=…`` (grouped-query), ``causal``,
+    ``bias``, ``train``, ``decode``."""
+    kv_heads, head_dim = row.get(KV_HEADS), _value(row, HEAD_DIM)
+    extras = [f"d_k={int(head_dim)}" if head_dim is not None and head_dim * row[HEADS] != row[D_MODEL] else ""]
+    extras += [f"kv={kv_heads}" if _value(row, KV_HEADS) is not None and kv_heads != row[HEADS] else ""]
     extras += [flag for flag in (CAUSAL, BIAS) if bool(row[flag])]
     extras += [str(row.get(field)) for field, default in NON_DEFAULTS if row.get(field, default) != default]
     shape = f"n={row[SEQ_LEN]} h={row[HEADS]} d={row[D_MODEL]} b={row[BATCH]} {row[DTYPE]}"

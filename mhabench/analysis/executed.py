@@ -10,6 +10,8 @@ records them yet, so these are the best figures a row holds.
 
 A roofline point is (FLOPs / bytes, FLOPs / time) of the same FLOPs, so the executed intensity is the executed
 FLOPs over the bytes the row's roofline used: counted where ``intensity_source`` is ``measured``, else modelled.
+Where it is ``hardware`` (``counters: hardware``), Nsight Compute counted the FLOPs the kernels executed and the
+DRAM bytes they moved: the row's own rate and intensity are the executed ones, masked blocks or not.
 """
 
 from __future__ import annotations
@@ -21,12 +23,23 @@ from mhabench.results.schema import (
     ACHIEVED_TFLOPS,
     ACHIEVED_USEFUL_TFLOPS,
     ARITHMETIC_INTENSITY,
+    BYTES_MOVED,
     CAUSAL,
+    DRAM_READ_BYTES,
+    DRAM_WRITE_BYTES,
+    FLOPS,
+    FP32_FLOPS,
+    HARDWARE_INTENSITY,
     IMPL,
     INTENSITY_SOURCE,
+    LATENCY_MS,
+    MEASURED_BYTES,
+    MEASURED_FLOPS,
     MEASURED_INTENSITY,
     SDPA_BACKEND,
     SKIPS_MASKED_WORK,
+    TENSOR_FLOPS,
+    USEFUL_FLOPS,
     flag,
 )
 
@@ -37,6 +50,11 @@ EXECUTED_INTENSITY = "executed_intensity"
 """The executed FLOPs over the bytes of the row's roofline (counted or modelled)."""
 COUNTED = "counted"
 """True where the row's roofline used the counted FLOPs and bytes (filled on the plot), False where the model's."""
+HARDWARE = "hardware"
+"""True where the row's roofline used the hardware counters' FLOPs and DRAM bytes."""
+SOURCE = "source"
+SOURCES = ("model", "counted", "hardware")
+"""The three places one row can stand on the roofline: by its cost model, its counted ops, its hardware counters."""
 
 
 def numeric_column(rows: pd.DataFrame, name: str) -> pd.Series:
@@ -67,6 +85,12 @@ def _counted(rows: pd.DataFrame) -> pd.Series:
     return (source == "measured") & (numeric_column(rows, MEASURED_INTENSITY) > 0)
 
 
+def _by_hardware(rows: pd.DataFrame) -> pd.Series:
+    """True where the row's roofline used the hardware counters (``intensity_source`` hardware)."""
+    source = rows[INTENSITY_SOURCE] if INTENSITY_SOURCE in rows else pd.Series("", index=rows.index)
+    return (source == "hardware") & (numeric_column(rows, HARDWARE_INTENSITY) > 0)
+
+
 def executed(rows: pd.DataFrame) -> pd.DataFrame:
     """Per row: executed TFLOP/s, executed intensity, whether the kernel skips masked work, whether counted.
 
@@ -74,17 +98,53 @@ def executed(rows: pd.DataFrame) -> pd.DataFrame:
     than the full count it did not execute."""
     skips = skips_masked_work(rows)
     is_counted = _counted(rows)
+    by_hardware = _by_hardware(rows)
     achieved = numeric_column(rows, ACHIEVED_TFLOPS)
     intensity = numeric_column(rows, MEASURED_INTENSITY).where(is_counted, numeric_column(rows, ARITHMETIC_INTENSITY))
     rate = numeric_column(rows, ACHIEVED_USEFUL_TFLOPS).where(skips, achieved)
     # both rates share the latency, so their ratio is useful / all FLOPs of the row's source: the same bytes
     # under fewer FLOPs
+    intensity = intensity.where(~skips, intensity * rate / achieved)
     return pd.DataFrame(
         {
-            EXECUTED_TFLOPS: rate,
-            EXECUTED_INTENSITY: intensity.where(~skips, intensity * rate / achieved),
+            EXECUTED_TFLOPS: achieved.where(by_hardware, rate),
+            EXECUTED_INTENSITY: numeric_column(rows, HARDWARE_INTENSITY).where(by_hardware, intensity),
             SKIPS_MASKED_WORK: skips,
             COUNTED: is_counted,
+            HARDWARE: by_hardware,
         },
         index=rows.index,
     )
+
+
+def source_points(rows: pd.DataFrame) -> pd.DataFrame:
+    """Every place each row stands on the roofline, one line per (row, source) with FLOPs and bytes for it.
+
+    ``model``: the cost model's FLOPs and minimum bytes; ``counted``: the dispatched ops'; ``hardware``: the
+    FLOPs ncu counted and the DRAM bytes it saw. Model and counted FLOPs count every score, so for a kernel
+    that skips masked blocks they are scaled to the useful ones, as the row's own point is; the hardware's are
+    executed FLOPs already. Columns: ``row`` (the rows' index), ``source``, executed intensity and TFLOP/s; a
+    source a row lacks is left out."""
+    skips = skips_masked_work(rows)
+    latency_s = numeric_column(rows, LATENCY_MS) / 1e3
+    all_flops = numeric_column(rows, FLOPS)
+    useful = (numeric_column(rows, USEFUL_FLOPS) / all_flops).where(skips, 1.0)
+    hardware_flops = numeric_column(rows, TENSOR_FLOPS) + numeric_column(rows, FP32_FLOPS)
+    dram = numeric_column(rows, DRAM_READ_BYTES) + numeric_column(rows, DRAM_WRITE_BYTES)
+    sources = {
+        "model": (all_flops * useful, numeric_column(rows, BYTES_MOVED)),
+        "counted": (numeric_column(rows, MEASURED_FLOPS) * useful, numeric_column(rows, MEASURED_BYTES)),
+        "hardware": (hardware_flops, dram),
+    }
+    parts = []
+    for source, (flops, moved) in sources.items():
+        part = pd.DataFrame(
+            {
+                "row": rows.index,
+                SOURCE: source,
+                EXECUTED_INTENSITY: (flops / moved).to_numpy(),
+                EXECUTED_TFLOPS: (flops / latency_s / 1e12).to_numpy(),
+            }
+        )
+        parts.append(part[(part[[EXECUTED_INTENSITY, EXECUTED_TFLOPS]] > 0).all(axis=1)])
+    return pd.concat(parts, ignore_index=True)

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 import yaml
 
 from mhabench import cost
+from mhabench.checks import hardware as hardware_checks
 from mhabench.cost import Workload
 from mhabench.errors import UnsupportedError
 from mhabench.impls import build
@@ -385,6 +386,27 @@ def check_pytest_cuda(ctx: Context) -> Verdict:
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     (ctx.out / "pytest_cuda.txt").write_text(done.stdout + done.stderr, encoding="utf-8")
     return done.returncode == 0, {"summary": (done.stdout.strip().splitlines() or ["no output"])[-1]}
+
+
+def check_dram_copy(ctx: Context) -> Verdict:
+    """A 1 GiB device copy under ncu: DRAM read + written within 5 % of 2 × its size (SKIP: no ncu or permission)."""
+    return hardware_checks.copy_check(ctx.device)
+
+
+def check_tensor_flops(ctx: Context) -> Verdict:
+    """A 4096³ bf16 GEMM under ncu: tensor-core FLOPs = 2·m·n·k (SKIP: no ncu or permission)."""
+    return hardware_checks.gemm_check(ctx.device)
+
+
+def check_fused_hardware_flops(ctx: Context) -> Verdict:
+    """The fused layer (b=1, n=4096, d=4096, 32 heads, bf16, non-causal) through the runner's ncu path: tensor-core
+    FLOPs = the model's useful FLOPs (SKIP: no ncu or permission)."""
+    return hardware_checks.fused_check(ctx.device)
+
+
+def check_energy(ctx: Context) -> Verdict:
+    """50 bf16 8192³ matmuls between two NVML energy reads: 0 < J ≤ power limit × time (SKIP: no nvidia-ml-py)."""
+    return hardware_checks.energy_check(ctx.device)
 
 
 # Every check_* function defined above (not imported), in order: name → check.

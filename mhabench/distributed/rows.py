@@ -30,10 +30,13 @@ from mhabench.impls.tensor_parallel import TPGroup, using_group
 from mhabench.measure.comm import CommStats, gather_peak_bytes, lockstep_times_ms, measure_comm
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.measure.roofline import group_peaks
-from mhabench.results.schema import Distributed, LatencyStats, Outcome, ResultRow
+from mhabench.results.schema import Distributed, Energy, LatencyStats, Outcome, ResultRow
 from mhabench.run.case import Checked, Timed, run_case
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import TimingConfig
+
+LOCKSTEP_ENERGY = "not read (lockstep timing across ranks)"
+"""NVML is read around the interleaved rounds only; one GPU's energy would not be the group's anyway."""
 
 COMM_CALLS = 10
 """Tracked calls whose median all-reduce time is ``comm_ms``."""
@@ -196,7 +199,7 @@ class Lockstep:
         )
         peak = item.row.memory.peak_memory_bytes if item.row.memory is not None else math.nan
         rank_peaks = [float(b) if b >= 0 else math.nan for b in gather_peak_bytes(_bytes_or_minus_one(peak), self.tp)]
-        return latency, communication(self.setup, latency, comm, rank_peaks)
+        return latency, communication(self.setup, latency, comm, rank_peaks), Energy(energy_source=LOCKSTEP_ENERGY)
 
 
 def _bytes_or_minus_one(peak_bytes: float) -> int:

@@ -54,7 +54,7 @@ def additive_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, c
     """float64 reference, one head at a time with an explicit loop (independent of the blocked code)."""
     w = weights.to(dtype=torch.float64, device="cpu")
     x = x.to(dtype=torch.float64, device="cpu")
-    head_dim = w.d_model // heads
+    head_dim = w.q_dim // heads
     groups = heads // (w.kv_dim // head_dim)
     q, k, vals = (x @ m if b is None else x @ m + b for m, b in ((w.w_q, w.b_q), (w.w_k, w.b_k), (w.w_v, w.b_v)))
     v = score_vector(heads, head_dim)

@@ -80,7 +80,7 @@ def full_dim_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, c
     "full_dim_heads",
     description="ablation: h heads of width d_model each (h× projection weights), packed GEMM + SDPA",
     cost=cost.FULL_DIM_HEADS,
-    capabilities=Capabilities(grouped_kv=False),
+    capabilities=Capabilities(grouped_kv=False, own_head_dim=False),  # every head is d_model wide by design
     reference=full_dim_reference,
 )
 class FullDimHeadsAttention(AttentionModule):

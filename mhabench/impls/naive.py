@@ -7,15 +7,16 @@ import torch
 from mhabench import cost
 from mhabench.impls.base import AttentionModule, linear, materialized_attention, repeat_kv
 from mhabench.impls.kv_cache import KVCache
-from mhabench.impls.registry import Capabilities, register
+from mhabench.impls.registry import EVERY_PATTERN, Capabilities, register
 from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import AttentionPattern
 
 
 @register(
     "naive",
     description="Q/K/V GEMMs, explicit softmax(QKᵀ/√d_k)·V with the n×n scores materialized, W_o",
     cost=cost.MATERIALIZED,
-    capabilities=Capabilities(decode=True),
+    capabilities=Capabilities(decode=True, **EVERY_PATTERN),
     core=True,
 )
 class NaiveAttention(AttentionModule):
@@ -23,7 +24,7 @@ class NaiveAttention(AttentionModule):
 
     scaled = True  # divide the scores by √d_k (the ``unscaled`` ablation turns this off)
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
+    def __init__(self, weights: AttentionWeights, heads: int, causal: bool | AttentionPattern = False) -> None:
         super().__init__(weights, heads, causal)
         self.hold(weights)
 
@@ -40,12 +41,15 @@ class NaiveAttention(AttentionModule):
     def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
         """Q projection of ``x``, materialized attention over ``k``/``v`` (K/V copied per query head), W_o."""
         groups = self.heads // self.kv_heads
-        out = materialized_attention(self.project_q(x), repeat_kv(k, groups), repeat_kv(v, groups), causal, self.scaled)
+        q = self.project_q(x)
+        mask = self.dense_mask(q, k.shape[-2])
+        out = materialized_attention(q, repeat_kv(k, groups), repeat_kv(v, groups), causal, self.scaled, mask)
         return linear(self.merge_heads(out), self.w_o, self.b_o)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.attend(x, *self.project_kv(x), self.causal)
 
     def decode_step(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """One new token per sequence (b, 1, D) against the cache; it sees every cached token."""
-        return self.attend(x, *cache.append(*self.project_kv(x)), causal=False)
+        """One new token per sequence (b, 1, D) against the cache; it sees every cached token (a window: the
+        last ``window``)."""
+        return self.attend(x, *self.window(*cache.append(*self.project_kv(x))), causal=False)

@@ -8,8 +8,9 @@ from torch import nn
 from mhabench import cost
 from mhabench.impls.base import AttentionModule, frozen, linear, materialized_attention
 from mhabench.impls.kv_cache import KVCache
-from mhabench.impls.registry import Capabilities, register
+from mhabench.impls.registry import EVERY_PATTERN, Capabilities, register
 from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import AttentionPattern
 
 
 class HeadBlocks(nn.Module):
@@ -34,7 +35,7 @@ class HeadBlocks(nn.Module):
     "per_head",
     description="h separate (d_model, d_k) Q/K/V matrices, Python loop over heads, concat, W_o",
     cost=cost.PER_HEAD,
-    capabilities=Capabilities(decode=True),
+    capabilities=Capabilities(decode=True, **EVERY_PATTERN),
     core=True,
 )
 class PerHeadAttention(AttentionModule):
@@ -45,7 +46,7 @@ class PerHeadAttention(AttentionModule):
     computed once per group.
     """
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
+    def __init__(self, weights: AttentionWeights, heads: int, causal: bool | AttentionPattern = False) -> None:
         super().__init__(weights, heads, causal)
         self.q_heads = HeadBlocks(weights.w_q, weights.b_q, heads)
         self.k_heads = HeadBlocks(weights.w_k, weights.b_k, self.kv_heads)
@@ -55,12 +56,15 @@ class PerHeadAttention(AttentionModule):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         groups = self.heads // self.kv_heads
         head_outputs = []
+        mask = self.dense_mask(x, x.shape[1])
         kv_blocks = zip(self.k_heads.blocks(), self.v_heads.blocks(), strict=True)
         for group, ((w_k, b_k), (w_v, b_v)) in enumerate(kv_blocks):
             k, v = linear(x, w_k, b_k), linear(x, w_v, b_v)
-            for w_q, b_q in self.q_heads.blocks()[group * groups : (group + 1) * groups]:
+            for index in range(group * groups, (group + 1) * groups):
+                w_q, b_q = self.q_heads[index]
                 q = linear(x, w_q, b_q)
-                head_outputs.append(materialized_attention(q, k, v, self.causal))
+                head_mask = None if mask is None else mask.head(index)
+                head_outputs.append(materialized_attention(q, k, v, self.causal, mask=head_mask))
         return linear(torch.cat(head_outputs, dim=-1), self.w_o, self.b_o)
 
     def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,11 +75,13 @@ class PerHeadAttention(AttentionModule):
 
     def decode_step(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """One new token per sequence (b, 1, D): the same per-head loop, over the cached keys/values."""
-        keys, values = cache.append(*self.project_kv(x))
+        keys, values = self.window(*cache.append(*self.project_kv(x)))
         groups = self.heads // self.kv_heads
         head_outputs = []
+        mask = self.dense_mask(x, keys.shape[2])
         for head, (w_q, b_q) in enumerate(self.q_heads.blocks()):
             q = linear(x, w_q, b_q)
             group = head // groups
-            head_outputs.append(materialized_attention(q, keys[:, group], values[:, group], causal=False))
+            head_mask = None if mask is None else mask.head(head)
+            head_outputs.append(materialized_attention(q, keys[:, group], values[:, group], False, mask=head_mask))
         return linear(torch.cat(head_outputs, dim=-1), self.w_o, self.b_o)

@@ -24,6 +24,7 @@ from typing import Protocol
 import torch
 
 from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import AttentionPattern, TokenTable, allowed, as_pattern, modify_scores, score_bias
 
 BLOCK_BYTES = 256 * 2**20
 SAMPLE_ABOVE_SCORES = 2**28
@@ -83,27 +84,30 @@ def _attend(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    q_pos: torch.Tensor,
-    causal: bool,
+    queries: torch.Tensor,
+    pattern: AttentionPattern,
+    table: TokenTable,
     scale: float,
     block_bytes: int,
 ) -> torch.Tensor:
-    """softmax(q kᵀ·scale + mask) v in blocks of query rows; q (B, h, r, d), k/v (B, kv, L, d).
+    """softmax(mod(q kᵀ·scale) + mask) v in blocks of query rows; q (B, h, r, d), k/v (B, kv, L, d).
 
     Grouped K/V heads are broadcast through a (kv, group) split of the query heads, never copied.
-    ``q_pos`` holds each query row's position among the keys (query i sees keys j ≤ q_pos[i]).
+    ``queries`` holds each query row's token index among the keys; ``table`` the segments and
+    positions of the B rows' tokens, from which :func:`mhabench.pattern.allowed` builds each block's mask.
     """
     batch, heads, rows, _ = q.shape
     kv_heads, kv_len = k.shape[1], k.shape[2]
     grouped = q.unflatten(1, (kv_heads, heads // kv_heads))
     out = torch.empty_like(grouped)
     block = max(1, block_bytes // (batch * heads * kv_len * FLOAT64_BYTES))
-    key_pos = torch.arange(kv_len, device=q.device)
     for start in range(0, rows, block):
         stop = min(rows, start + block)
         scores = torch.einsum("bkgid,bkjd->bkgij", grouped[:, :, :, start:stop], k).mul_(scale)
-        if causal:
-            scores.masked_fill_(key_pos[None, :] > q_pos[start:stop, None], float("-inf"))
+        bias = score_bias(pattern, table, heads, queries[start:stop])
+        scores = modify_scores(pattern, scores, None if bias is None else bias.unflatten(1, (kv_heads, -1)))
+        visible = allowed(pattern, table, queries[start:stop])[:, None, None]
+        scores.masked_fill_(~visible, float("-inf"))
         out[:, :, :, start:stop] = torch.einsum("bkgij,bkjd->bkgid", scores.softmax(dim=-1), v)
         del scores
     return out.flatten(1, 2)
@@ -114,19 +118,22 @@ def _rows_of(
     x: torch.Tensor,
     q_rows: torch.Tensor | None,
     heads: int,
-    causal: bool,
+    pattern: AttentionPattern,
+    table: TokenTable,
     scale: float,
     block_bytes: int,
 ) -> torch.Tensor:
-    """Output rows ``q_rows`` (None: all) of every sequence in ``x`` (B, L, D), as (B, rows, D), in float64."""
-    head_dim = w.d_model // heads
+    """Output rows ``q_rows`` (None: all) of every sequence in ``x`` (B, L, D), as (B, rows, D), in float64.
+
+    ``table`` describes the B rows of ``x`` (:class:`~mhabench.pattern.TokenTable`)."""
+    head_dim = w.q_dim // heads
     kv_heads = w.kv_dim // head_dim
     # contiguous once, so no block of the loop in _attend copies them again
     k = _project(x, w.w_k, w.b_k, kv_heads).contiguous()
     v = _project(x, w.w_v, w.b_v, kv_heads).contiguous()
-    positions = torch.arange(x.shape[1], device=x.device) if q_rows is None else q_rows
+    queries = torch.arange(x.shape[1], device=x.device) if q_rows is None else q_rows
     q = _project(x if q_rows is None else x[:, q_rows], w.w_q, w.b_q, heads)
-    merged = _attend(q, k, v, positions, causal, scale, block_bytes).transpose(1, 2).flatten(2)
+    merged = _attend(q, k, v, queries, pattern, table, scale, block_bytes).transpose(1, 2).flatten(2)
     return merged @ w.w_o if w.b_o is None else merged @ w.w_o + w.b_o
 
 
@@ -134,46 +141,56 @@ def reference_attention(
     weights: AttentionWeights,
     x: torch.Tensor,
     heads: int,
-    causal: bool,
+    causal: bool | AttentionPattern,
     scale: float | None = None,
     *,
     rows: RowSample | None = None,
     block_bytes: int = BLOCK_BYTES,
 ) -> torch.Tensor:
-    """softmax(Q Kᵀ · scale + mask) V W_o in float64 on ``x``'s device, grouped K/V heads broadcast.
+    """softmax(mod(Q Kᵀ · scale) + mask) V W_o in float64 on ``x``'s device, grouped K/V heads broadcast.
 
-    ``scale`` defaults to 1/√d_k (the ``unscaled`` ablation passes 1). Returns (b, n, D), or with
-    ``rows`` only those (batch, row) pairs, as (k, D), each batch element projected on its own.
+    ``causal`` is a bool (plain attention) or the case's :class:`~mhabench.pattern.AttentionPattern`,
+    whose documents describe the rows of ``x``. ``scale`` defaults to 1/√d_k (the ``unscaled`` ablation
+    passes 1). Returns (b, n, D), or with ``rows`` only those (batch, row) pairs, as (k, D), each batch
+    element projected on its own.
     """
     w = weights.to(dtype=torch.float64, device=x.device)
-    scale = 1 / math.sqrt(w.d_model // heads) if scale is None else scale
+    scale = 1 / math.sqrt(w.q_dim // heads) if scale is None else scale
+    pattern = as_pattern(causal)
+    table = TokenTable.of(pattern.rows(x.shape[0], x.shape[1]), x.device)
     if rows is None:
-        return _rows_of(w, x.to(torch.float64), None, heads, causal, scale, block_bytes)
+        return _rows_of(w, x.to(torch.float64), None, heads, pattern, table, scale, block_bytes)
     out = torch.empty(len(rows.row_index), w.d_model, dtype=torch.float64, device=x.device)
     for batch in rows.batch_index.unique().tolist():
         chosen = rows.batch_index == batch
         q_rows = rows.row_index[chosen].to(x.device)
         sequence = x[batch : batch + 1].to(torch.float64)
-        out[chosen.to(x.device)] = _rows_of(w, sequence, q_rows, heads, causal, scale, block_bytes)[0]
+        one_row = TokenTable(table.segment[batch : batch + 1], table.position[batch : batch + 1])
+        out[chosen.to(x.device)] = _rows_of(w, sequence, q_rows, heads, pattern, one_row, scale, block_bytes)[0]
     return out
 
 
-def decode_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:
+def decode_reference(
+    weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool | AttentionPattern
+) -> torch.Tensor:
     """Decode of the last token of ``x`` against a cache of the others: the last row of causal attention.
 
-    ``causal`` is ignored: a decoded token sees every cached token whatever the scenario says.
-    Only the last row is computed, so this costs O(n), not O(n²).
+    The last token sees every cached token whatever the mask, except under a sliding window (the last
+    ``window`` tokens); a score modifier applies. Only the last row is computed: O(n), not O(n²).
     """
+    pattern = as_pattern(causal)
+    if pattern.mask != "sliding_window":
+        pattern = dataclasses.replace(pattern, mask="causal", prefix=None)
     batch, seq_len, _ = x.shape
     last = RowSample(torch.arange(batch), torch.full((batch,), seq_len - 1))
-    return reference_attention(weights, x, heads, causal=True, rows=last).unsqueeze(1)
+    return reference_attention(weights, x, heads, pattern, rows=last).unsqueeze(1)
 
 
 def expected_output(
     weights: AttentionWeights,
     x: torch.Tensor,
     heads: int,
-    causal: bool,
+    causal: bool | AttentionPattern,
     *,
     phase: str = "prefill",
     scale: float | None = None,
@@ -244,6 +261,8 @@ class AttentionShape(Protocol):
     d_model: int
     heads: int
     kv_heads: int
+    head_dim: int
+    pattern: AttentionPattern | None
 
 
 def reference_bytes(
@@ -255,10 +274,11 @@ def reference_bytes(
     seq_len < kv_len). Counts the float64 weights and input, K and V (each possibly copied once by
     einsum), the queries with the attention output, its merge copy and W_o's result, and two score
     blocks alive at once (the scores and their softmax). Decode and sampled checks work one sequence
-    at a time on at most ``SAMPLE_ROWS`` query rows.
+    at a time on at most ``SAMPLE_ROWS`` query rows. The queries and the heads' output are
+    ``heads·head_dim`` wide, which is d_model unless the scenario sets ``head_dim`` apart.
     """
-    d_model, kv_dim = shape.d_model, shape.kv_heads * (shape.d_model // shape.heads)
-    weights = 2 * d_model * (d_model + kv_dim) + 2 * (d_model + kv_dim)
+    d_model, q_dim, kv_dim = shape.d_model, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    weights = 2 * d_model * (q_dim + kv_dim) + 2 * (q_dim + kv_dim)
     scores_total = shape.batch * shape.heads * shape.seq_len * shape.kv_len
     decode = shape.seq_len < shape.kv_len
     by_sequence = decode or scores_total > sample_above
@@ -268,8 +288,9 @@ def reference_bytes(
     gathered = gathered_rows * d_model
     per_row = sequences * shape.heads * shape.kv_len
     block = max(block_bytes // FLOAT64_BYTES // per_row, 1) * per_row
-    scores = 2 * min(rows * per_row, block)
+    alibi = shape.pattern is not None and shape.pattern.score_mod == "alibi"
+    scores = (3 if alibi else 2) * min(rows * per_row, block)  # ALiBi's bias block beside them
     inputs = sequences * shape.kv_len * d_model
     keys_values = 4 * sequences * shape.kv_len * kv_dim
-    queries_out = 5 * sequences * rows * d_model
+    queries_out = sequences * rows * (4 * q_dim + d_model)
     return (weights + inputs + keys_values + queries_out + scores + gathered) * FLOAT64_BYTES

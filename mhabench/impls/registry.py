@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 from collections.abc import Callable
 from types import ModuleType
+from typing import Any, get_args
 
 import torch
 from torch import nn
@@ -21,8 +22,9 @@ from torch import nn
 from mhabench.cost import CostModel
 from mhabench.errors import RegistryError, UnknownImplementationError, UnsupportedError
 from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import PLAIN, PLAIN_MASKS, AttentionPattern, Layout, MaskName, ScoreModName, as_pattern
 
-Factory = Callable[[AttentionWeights, int, bool], nn.Module]
+Factory = Callable[[AttentionWeights, int, bool | AttentionPattern], nn.Module]
 ReferenceFn = Callable[[AttentionWeights, torch.Tensor, int, bool], torch.Tensor]
 
 ALL_DEVICES = frozenset({"cpu", "cuda"})
@@ -43,12 +45,36 @@ class Capabilities:
     dtypes: frozenset[str] = ALL_DTYPES
     requires: tuple[str, ...] = ()
     """Importable packages it needs (an optional peer such as ``flash_attn``)."""
+    own_head_dim: bool = True
+    """A ``head_dim`` set apart from d_model / heads (query width heads·head_dim ≠ d_model)."""
+    max_head_dim: int | None = None
+    """The widest head its kernel has (FlashAttention-2: 256); None = no limit."""
+    masks: frozenset[str] = PLAIN_MASKS
+    """Masks it runs (:mod:`mhabench.pattern`); every implementation runs none and causal."""
+    score_mods: frozenset[str] = frozenset({"none"})
+    layouts: frozenset[str] = frozenset()
+    """Document layouts it runs (``padded``, ``packed``); empty: equal-length rows only."""
+    decode_window: bool = False
+    """``phase: decode`` with a sliding window: the step attends over the last ``window`` cached keys."""
 
     def unsupported_reason(
-        self, name: str, *, kv_heads: int, heads: int, phase: str, mode: str, device_type: str, dtype: str
+        self,
+        name: str,
+        *,
+        kv_heads: int,
+        heads: int,
+        phase: str,
+        mode: str,
+        device_type: str,
+        dtype: str,
+        head_dim: int | None = None,
+        d_model: int | None = None,
+        pattern: AttentionPattern = PLAIN,
     ) -> str | None:
-        """Why ``name`` cannot run this case, or None when it can."""
+        """Why ``name`` cannot run this case, or None when it can (``head_dim``/``d_model`` None: d_model / heads)."""
         missing = [package for package in self.requires if importlib.util.find_spec(package) is None]
+        apart = head_dim is not None and d_model is not None and heads * head_dim != d_model
+        too_wide = head_dim is not None and self.max_head_dim is not None and head_dim > self.max_head_dim
         checks = [
             (bool(missing), f"{', '.join(missing)} not installed"),
             (device_type not in self.devices, f"runs on {'/'.join(sorted(self.devices))} only, not {device_type}"),
@@ -56,8 +82,36 @@ class Capabilities:
             (kv_heads != heads and not self.grouped_kv, f"no grouped K/V heads (kv_heads {kv_heads} < heads {heads})"),
             (phase == "decode" and not self.decode, "no KV-cache decode step"),
             (mode == "train" and not self.train, "no backward pass"),
+            (
+                apart and not self.own_head_dim,
+                f"no head_dim apart from d_model / heads ({heads} × {head_dim} ≠ {d_model})",
+            ),
+            (too_wide, f"head_dim {head_dim} > {self.max_head_dim} has no kernel"),
+            *self._pattern_checks(pattern, phase),
         ]
         return next((f"{name}: {reason}" for failed, reason in checks if failed), None)
+
+    def _pattern_checks(self, pattern: AttentionPattern, phase: str) -> list[tuple[bool, str]]:
+        """(fails, reason) for the mask, documents and score modifier of a case."""
+        layout = pattern.layout if pattern.lengths is not None else None
+        return [
+            (pattern.mask not in self.masks, f"no {pattern.mask} mask (masks: {', '.join(sorted(self.masks))})"),
+            (layout is not None and layout not in self.layouts, f"no {layout} documents (varying lengths)"),
+            (pattern.score_mod not in self.score_mods, f"no {pattern.score_mod} score modifier"),
+            (
+                phase == "decode" and pattern.mask == "sliding_window" and not self.decode_window,
+                "no windowed decode step",
+            ),
+        ]
+
+
+EVERY_PATTERN: dict[str, Any] = {
+    "masks": frozenset(get_args(MaskName)),
+    "score_mods": frozenset(get_args(ScoreModName)),
+    "layouts": frozenset(get_args(Layout)),
+    "decode_window": True,
+}
+"""The capabilities of an implementation that takes the dense mask and bias tensors (every pattern)."""
 
 
 def optional_import(module: str) -> ModuleType:
@@ -137,6 +191,11 @@ def core_implementations() -> list[str]:
     return [spec.name for spec in _REGISTRY.values() if spec.core]
 
 
-def build(name: str, weights: AttentionWeights, heads: int, causal: bool = False) -> nn.Module:
-    """Instantiate implementation ``name`` on ``weights``; ``forward(x)`` maps (b, n, D) → (b, n, D)."""
-    return get_spec(name).factory(weights, heads, causal)
+def build(name: str, weights: AttentionWeights, heads: int, causal: bool | AttentionPattern = False) -> nn.Module:
+    """Instantiate implementation ``name`` on ``weights``; ``forward(x)`` maps (b, n, D) → (b, n, D).
+
+    A plain pattern reaches the factory as the bool ``causal`` (what a plugin written for none/causal
+    expects); any other only reaches an implementation whose capabilities declared it, as the pattern.
+    """
+    pattern = as_pattern(causal)
+    return get_spec(name).factory(weights, heads, pattern.causal if pattern.plain else pattern)

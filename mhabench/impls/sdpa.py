@@ -17,16 +17,19 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from mhabench import cost
 from mhabench.errors import UnsupportedError
-from mhabench.impls.fused import FusedAttention
+from mhabench.impls.fused import SDPA_PATTERNS, FusedAttention
 from mhabench.impls.registry import Capabilities, register
 from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import AttentionPattern
 from mhabench.torch_errors import is_no_kernel
 
 
 class ForcedBackendAttention(FusedAttention):
     """:class:`FusedAttention` whose attention may run only on ``backend`` (no silent fallback)."""
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False, *, backend: SDPBackend) -> None:
+    def __init__(
+        self, weights: AttentionWeights, heads: int, causal: bool | AttentionPattern = False, *, backend: SDPBackend
+    ) -> None:
         super().__init__(weights, heads, causal)
         self.backend = backend
 
@@ -46,28 +49,36 @@ class ForcedBackendAttention(FusedAttention):
 # (name, backend, what it is, bytes model): the math backend writes and re-reads the n×L scores like naive
 _BACKENDS: list[tuple[str, SDPBackend, str, cost.CostModel]] = [
     ("sdpa_math", SDPBackend.MATH, "the math backend (plain aten ops, scores materialized)", cost.MATERIALIZED),
-    ("sdpa_flash", SDPBackend.FLASH_ATTENTION, "the flash-attention backend", cost.FUSED),
-    ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION, "the memory-efficient backend", cost.FUSED),
-    ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION, "the cuDNN backend", cost.FUSED),
+    ("sdpa_flash", SDPBackend.FLASH_ATTENTION, "the flash-attention backend", cost.SDPA),
+    ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION, "the memory-efficient backend", cost.SDPA),
+    ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION, "the cuDNN backend", cost.SDPA),
 ]
+# Each takes what fused takes; a backend without a kernel for a dense mask says so as an unsupported row.
 for _name, _backend, _what, _cost in _BACKENDS:
     register(
-        _name, description=f"fused with SDPA forced to {_what}", cost=_cost, capabilities=Capabilities(decode=True)
+        _name,
+        description=f"fused with SDPA forced to {_what}",
+        cost=_cost,
+        capabilities=Capabilities(decode=True, **SDPA_PATTERNS),
     )(functools.partial(ForcedBackendAttention, backend=_backend))
 
 # Kernels that, under a causal mask, skip the key blocks a query block cannot see: their time covers
 # about half the n² attention FLOPs, so their throughput is only meaningful on ``useful_flops``.
 MASK_SKIPPING_SDPA_BACKENDS = frozenset({"flash", "efficient", "cudnn"})
-MASK_SKIPPING_IMPLEMENTATIONS = frozenset({"flex", "flash_attn", "xformers"})
+MASK_SKIPPING_IMPLEMENTATIONS = frozenset(
+    {"flex", "flash_attn", "xformers", "hf_flex_attention", "hf_flash_attention_2", "hf_flash_attention_3"}
+)
 
 
-def kernel_skips_masked_work(sdpa_backend: str, impl_name: str) -> bool:
-    """True when the attention kernel that ran does not compute fully masked (causal) blocks.
+def kernel_skips_masked_work(sdpa_backend: str, impl_name: str, dense_mask: bool = False) -> bool:
+    """True when the attention kernel that ran does not compute fully masked blocks.
 
     ``sdpa_backend`` is the row's comma-joined backend column ("" when SDPA was not called). The
-    math backend and every materialized layout compute the whole n×L score matrix and mask it after.
+    math backend and every materialized layout compute the whole n×L score matrix and mask it after;
+    so does any SDPA backend given a ``dense_mask`` (it cannot know which blocks are empty), while
+    flex, flash_attn and xformers skip the blocks of any mask they were given.
     """
     if impl_name in MASK_SKIPPING_IMPLEMENTATIONS:
         return True
     backends = {name for name in sdpa_backend.split(",") if name}
-    return bool(backends) and backends <= MASK_SKIPPING_SDPA_BACKENDS
+    return bool(backends) and backends <= MASK_SKIPPING_SDPA_BACKENDS and not dense_mask

@@ -135,7 +135,7 @@ def shard_weights(weights: AttentionWeights, heads: int, kv_heads: int, rank: in
 
     ``b_o`` is left out: it belongs after the all-reduce, which the layer adds once.
     """
-    cols = head_slice(heads, kv_heads, weights.d_model // heads, rank, size)
+    cols = head_slice(heads, kv_heads, weights.q_dim // heads, rank, size)
     every = slice(None)
     return AttentionWeights(
         w_q=_part(weights.w_q, (every, cols.q)),

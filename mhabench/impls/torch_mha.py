@@ -16,11 +16,15 @@ from mhabench.impls.weights import AttentionWeights
     "torch_mha",
     description="torch.nn.MultiheadAttention (batch_first, need_weights=False) on the same weights",
     cost=cost.FUSED,
-    capabilities=Capabilities(grouped_kv=False),
+    capabilities=Capabilities(grouped_kv=False, own_head_dim=False),
     core=True,
 )
 class TorchMHA(AttentionModule):
-    """Wraps ``nn.MultiheadAttention``; its packed ``in_proj`` is our Q/K/V matrices transposed."""
+    """Wraps ``nn.MultiheadAttention``; its packed ``in_proj`` is our Q/K/V matrices transposed.
+
+    Its heads are always embed_dim / num_heads wide and its out_proj is square, so a scenario's
+    ``head_dim`` set apart is an ``unsupported`` row (``own_head_dim=False``).
+    """
 
     def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
         super().__init__(weights, heads, causal)

@@ -7,6 +7,7 @@ SDPA backends are enabled, and whether fp32 matmuls may use TF32 (a 7× differen
 
 from __future__ import annotations
 
+import importlib.metadata
 import platform
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any
 
 import torch
 
+from mhabench.measure.nvml import gpu_settings
 from mhabench.measure.peaks import cpu_model, device_name
 from mhabench.scenario.device import canonical_device
 from mhabench.version import __version__
@@ -104,7 +106,8 @@ def math_settings() -> dict[str, Any]:
 
 
 def cuda_details(device: torch.device) -> dict[str, Any]:
-    """Compute capability, SMs, memory and L2 of ``device``, plus what nvidia-smi says about it."""
+    """Compute capability, SMs, memory and L2 of ``device``, plus what nvidia-smi says about it and, under
+    ``nvml``, its power limit, application clocks and persistence mode (or why NVML could not say)."""
     props = torch.cuda.get_device_properties(device)
     return {
         "compute_capability": f"{props.major}.{props.minor}",
@@ -112,7 +115,23 @@ def cuda_details(device: torch.device) -> dict[str, Any]:
         "total_memory_bytes": props.total_memory,
         "l2_cache_bytes": getattr(props, "L2_cache_size", None),
         **nvidia_smi(device),
+        "nvml": gpu_settings(device),
     }
+
+
+OPTIONAL_PEER_PACKAGES = ("transformers", "flash-attn", "flash-attn-3", "xformers")
+"""Distributions whose version changes what a peer row ran (the ``hf_*``, ``flash_attn`` and ``xformers`` rows)."""
+
+
+def peer_packages() -> dict[str, str | None]:
+    """The installed version of each optional peer package, None when absent; read from metadata, never imported."""
+    versions: dict[str, str | None] = {}
+    for package in OPTIONAL_PEER_PACKAGES:
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
 
 
 def environment(device: torch.device) -> dict[str, Any]:
@@ -125,6 +144,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "torch": torch.__version__,
         "cuda": torch.version.cuda if cuda else None,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
+        "peer_packages": peer_packages(),
         "device": canonical_device(device),
         "device_kind": device.type,
         "device_name": device_name(device),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from mhabench.measure.peaks import DevicePeaks
-from mhabench.results.schema import Counted, LatencyStats, ModelledCost, Roofline
+from mhabench.results.schema import Counted, HardwareCounters, LatencyStats, ModelledCost, Roofline
 
 
 def roofline(
@@ -21,8 +21,10 @@ def roofline(
     latency: LatencyStats,
     peaks: DevicePeaks,
     skips_masked_work: bool,
+    hardware: HardwareCounters | None = None,
 ) -> Roofline:
-    """Throughput from the measured median, placed by the counted intensity where it exists, else the model's."""
+    """Throughput from the measured median, placed by the hardware intensity where ncu measured one, else the
+    counted intensity where it exists, else the model's."""
     latency_s = latency.latency_ms / 1e3
     base = Roofline(
         tokens_per_s=query_tokens / latency_s,
@@ -34,7 +36,10 @@ def roofline(
     # counted where they describe the call; not when an opaque op (a custom kernel) hid part of it and the
     # implementation has a model (``counted`` then leaves the disagreement empty)
     hidden = counts is not None and cost is not None and counts.model_disagreement is None
-    if counts is not None and counts.measured_bytes and not hidden:
+    measured = hardware_cost(hardware)
+    if measured is not None:
+        flops, moved, source = *measured, "hardware"
+    elif counts is not None and counts.measured_bytes and not hidden:
         flops, moved, source = counts.measured_flops, counts.measured_bytes, "measured"
     elif cost is not None:
         flops, moved, source = cost.flops, cost.bytes_moved, "modelled"
@@ -45,8 +50,10 @@ def roofline(
     attainable = peaks.attainable_tflops(intensity)
     useful = cost.useful_flops / latency_s / 1e12 if cost is not None else None
     # a kernel that skips masked blocks never executes the full n² FLOPs: judged on the useful ones,
-    # or a causal row would read up to 2× its real efficiency (above 1 on an H200)
-    judged = useful if skips_masked_work and useful is not None else achieved_tflops
+    # or a causal row would read up to 2× its real efficiency (above 1 on an H200); the hardware's FLOPs are
+    # the executed ones already
+    counts_skipped = skips_masked_work and useful is not None and source != "hardware"
+    judged = useful if counts_skipped else achieved_tflops
     return dataclasses.replace(
         base,
         achieved_tflops=achieved_tflops,
@@ -57,6 +64,15 @@ def roofline(
         intensity_source=source,
         achieved_useful_tflops=useful,
     )
+
+
+def hardware_cost(hardware: HardwareCounters | None) -> tuple[float, float] | None:
+    """(FLOPs, DRAM bytes) of one call as the counters saw them, where both were measured and are positive."""
+    if hardware is None or not hardware.hardware_intensity:
+        return None
+    flops = (hardware.tensor_flops or 0) + (hardware.fp32_flops or 0)
+    moved = (hardware.dram_read_bytes or 0) + (hardware.dram_write_bytes or 0)
+    return (flops, moved) if flops > 0 and moved > 0 else None
 
 
 def group_peaks(one_device: DevicePeaks, ranks: int) -> DevicePeaks:

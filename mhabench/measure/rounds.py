@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from mhabench.measure.cuda_timing import MAX_CALLS, CudaCalls, Lead, make_lead, on_device
+from mhabench.measure.nvml import RoundSampler
 from mhabench.results.schema import LatencyStats
 from mhabench.scenario.config import TimingConfig
 
@@ -194,21 +195,29 @@ def _in_rounds(blocks: list[Block], timing: TimingConfig) -> bool:
 
 
 def run_rounds(
-    timers: Mapping[str, BlockTimer], block_calls: Mapping[str, int], timing: TimingConfig, seed: int
+    timers: Mapping[str, BlockTimer],
+    block_calls: Mapping[str, int],
+    timing: TimingConfig,
+    seed: int,
+    sampler: RoundSampler | None = None,
 ) -> dict[str, list[Block]]:
     """Rounds of one sample per implementation still in them, in a shuffled order, until each has left.
 
     Each implementation leaves once it has enough or has spent its own ``max_run_time_s``, and never
     comes back, so element *i* of every list comes from round *i*: a list is its rounds' prefix.
     Round *r* visits the implementations in :func:`round_order`'s order for all of them, less those
-    that have left, so the order of the others does not depend on who has left.
+    that have left, so the order of the others does not depend on who has left. ``sampler`` (CUDA, NVML)
+    reads energy, clock and clock-event reasons between blocks, never inside one.
     """
     names = list(timers)
     blocks: dict[str, list[Block]] = {name: [] for name in names}
     round_index = 0
     while in_rounds := {name for name in names if _in_rounds(blocks[name], timing)}:
         for name in (name for name in round_order(names, seed, round_index) if name in in_rounds):
+            mark = sampler.before() if sampler is not None else None
             blocks[name].append(_round_sample(timers[name], block_calls[name], round_index))
+            if sampler is not None and mark is not None:
+                sampler.after(name, mark, block_calls[name])
         round_index += 1
     return blocks
 
@@ -275,11 +284,13 @@ def time_in_rounds(
     *,
     flush_l2: Mapping[str, bool] | None = None,
     clock: Clock = time.perf_counter,
+    sampler: RoundSampler | None = None,
 ) -> dict[str, Timed]:
     """:func:`interleaved_latency` with each implementation's :class:`WarmUp` beside its latency.
 
     ``flush_l2`` overrides ``timing.flush_l2`` per name on CUDA (the L2 check times one call warm and
-    flushed in the same rounds); ``clock`` is injectable for tests.
+    flushed in the same rounds); ``clock`` is injectable for tests; ``sampler`` reads NVML around each timed
+    block (:mod:`mhabench.measure.nvml`; warm-up blocks are not read).
     """
     if not calls:
         return {}
@@ -292,7 +303,8 @@ def time_in_rounds(
             name: warm_up(timer, target_block_s, timing.warmup_runs, timing.warmup_max_s, max_calls, clock)
             for name, timer in timers.items()
         }
-        blocks = run_rounds(timers, {name: warmup.block_calls for name, warmup in warmups.items()}, timing, seed)
+        block_calls = {name: warmup.block_calls for name, warmup in warmups.items()}
+        blocks = run_rounds(timers, block_calls, timing, seed, sampler)
     compile_times = compile_time_s or {}
     rounds_id = uuid.uuid4().hex[:16]  # these rounds only: a resumed or sharded row never pairs with them
     return {

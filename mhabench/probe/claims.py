@@ -234,9 +234,10 @@ def jl(m: CaseMeasurement) -> list[ClaimRow]:
 
 
 def _weight_count(c: ProbeCase) -> int:
-    """Seed 000 / 001: 2·D² + 2·D·kv_dim matrices (+ 2·D + 2·kv_dim biases), whatever the number of heads."""
-    kv_dim = c.kv_heads * c.head_dim
-    return 2 * c.d_model * (c.d_model + kv_dim) + (2 * (c.d_model + kv_dim) if c.bias else 0)
+    """Seed 000 / 001: 2·D·q_dim + 2·D·kv_dim matrices (+ biases), whatever the number of heads (q_dim = h·d_k,
+    D unless head_dim is set apart)."""
+    kv_dim, q_dim = c.kv_heads * c.head_dim, c.heads * c.head_dim
+    return 2 * c.d_model * (q_dim + kv_dim) + (c.d_model + q_dim + 2 * kv_dim if c.bias else 0)
 
 
 def equivalence(m: CaseMeasurement) -> list[ClaimRow]:

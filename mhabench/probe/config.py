@@ -20,7 +20,7 @@ from mhabench.scenario.config import ScenarioSpec, read_yaml
 from mhabench.scenario.limits import check_document_size
 
 ClaimGroup = Literal["var_qk", "saturation", "rank", "diagonal", "jl", "equivalence", "trained"]
-PROBE_FIELDS = frozenset({"name", "batch", "seq_len", "d_model", "heads", "kv_heads", "bias", "seed"})
+PROBE_FIELDS = frozenset({"name", "batch", "seq_len", "d_model", "heads", "kv_heads", "head_dim", "bias", "seed"})
 """The ScenarioSpec fields a probe uses; every other one must keep its default."""
 
 
@@ -58,8 +58,8 @@ class ProbeScenario(ScenarioSpec):
         for name in sorted(self.model_fields_set - PROBE_FIELDS - {"claims", "samples", "weights"}):
             if getattr(self, name) != ScenarioSpec.model_fields[name].get_default(call_default_factory=True):
                 raise ValueError(f"{name}: a probe measures bidirectional prefill attention; leave {name} out")
-        if self.weights is not None and {"bias", "kv_heads"} & self.model_fields_set:
-            raise ValueError("bias and kv_heads come from the weights file; leave them out")
+        if self.weights is not None and {"bias", "kv_heads", "head_dim"} & self.model_fields_set:
+            raise ValueError("bias, kv_heads and head_dim come from the weights file; leave them out")
         return self
 
 
@@ -87,10 +87,12 @@ class ProbeCase:
     samples: int
     claims: tuple[str, ...]
     weights: WeightsFile | None = None
+    head_dim: int | None = None
+    """Width of one head; None (the default) means d_model / heads."""
 
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.heads
+    def __post_init__(self) -> None:
+        if self.head_dim is None:
+            object.__setattr__(self, "head_dim", self.d_model // self.heads)
 
     @property
     def trained(self) -> bool:
@@ -98,7 +100,8 @@ class ProbeCase:
 
     @property
     def case_id(self) -> str:
-        kv = f"-kv{self.kv_heads}" if self.kv_heads != self.heads else ""
+        kv = f"-hd{self.head_dim}" if self.heads * self.head_dim != self.d_model else ""
+        kv += f"-kv{self.kv_heads}" if self.kv_heads != self.heads else ""
         source = f"-{self.weights.path.stem}" if self.weights else "-bias" if self.bias else ""
         return f"{self.scenario}/b{self.batch}-n{self.seq_len}-d{self.d_model}-h{self.heads}{kv}{source}"
 
@@ -118,9 +121,16 @@ def expand(spec: ProbeScenario) -> list[ProbeCase]:
             spec.samples,
             tuple(dict.fromkeys(spec.claims)),
             spec.weights,
+            head_dim,
         )
-        for batch, seq_len, d_model, heads, kv_heads, bias in itertools.product(
-            spec.batch, spec.seq_len, spec.d_model, spec.heads, spec.kv_heads or [None], spec.bias
+        for batch, seq_len, d_model, heads, kv_heads, head_dim, bias in itertools.product(
+            spec.batch,
+            spec.seq_len,
+            spec.d_model,
+            spec.heads,
+            spec.kv_heads or [None],
+            spec.head_dim or [None],
+            spec.bias,
         )
     ]
 
@@ -140,6 +150,12 @@ def parse_probe_config(data: Any, source: str) -> ProbeConfig:
             f"{source}: expected a mapping of fields, got {'nothing' if data is None else type(data).__name__}"
         )
     check_document_size(data, source)
+    scenarios = data.get("scenarios")
+    for index, scenario in enumerate(scenarios if isinstance(scenarios, list) else []):
+        if isinstance(scenario, dict) and "model" in scenario:
+            raise ConfigError(
+                f"{source}: scenarios[{index}].model: a probe takes d_model, heads and head_dim, not a model"
+            )
     try:
         config = ProbeConfig.model_validate(data)
     except ValidationError as exc:

@@ -44,8 +44,8 @@ class ProbeSource:
 
 def random_source(case: ProbeCase) -> ProbeSource:
     """Seeded random weights (one layer) and N(0, 1) tokens."""
-    kv_dim = case.kv_heads * case.head_dim
-    weights = AttentionWeights.random(case.d_model, case.bias, case.seed, torch.float64, kv_dim=kv_dim)
+    kv_dim, q_dim = case.kv_heads * case.head_dim, case.heads * case.head_dim
+    weights = AttentionWeights.random(case.d_model, case.bias, case.seed, torch.float64, kv_dim=kv_dim, q_dim=q_dim)
 
     def draw(generator: torch.Generator) -> list[torch.Tensor]:
         return [torch.randn(case.batch, case.seq_len, case.d_model, generator=generator, dtype=torch.float64)]

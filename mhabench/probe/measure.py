@@ -70,7 +70,7 @@ class LayerDraw:
 
     @classmethod
     def of(cls, x: torch.Tensor, w: AttentionWeights, heads: int) -> LayerDraw:
-        kv_heads = w.kv_dim // (w.d_model // heads)
+        kv_heads = w.kv_dim // (w.q_dim // heads)
         q = _project(x, w.w_q, w.b_q, heads)
         k, v = (repeat_kv(_project(x, m, b, kv_heads), heads // kv_heads) for m, b in ((w.w_k, w.b_k), (w.w_v, w.b_v)))
         return cls(x, w, q, k, v, q @ k.transpose(-2, -1))

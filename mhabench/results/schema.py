@@ -3,7 +3,7 @@
 Every column is a dataclass field whose metadata says its unit, its role and what it means:
 
 - ``key``: identifies the measurement; ``compare`` matches two runs on these.
-- ``identity``: names and shapes that follow from the key (ids, device name, head_dim).
+- ``identity``: names that follow from the key (ids, device name, the model a shape came from).
 - ``outcome``: status and the one-line error.
 - ``measured``: observed while the implementation ran on this machine.
 - ``modelled``: from the implementation's cost model, never observed.
@@ -24,10 +24,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """On-disk format of a run (manifest ``format_version``). 1: the unversioned format before this schema;
 2: before ``tensor_parallel``, ``repeat`` and the measured-count, distributed and useful-FLOP columns
-(an older run reads with ``tensor_parallel`` 1 and ``repeat`` 0, see ``KEY_DEFAULTS``). A column added outside
+(an older run reads with ``tensor_parallel`` 1 and ``repeat`` 0, see ``KEY_DEFAULTS``); 3: before the
+attention-pattern key columns (``mask`` … ``softcap``: an older run reads as no window, no documents, no
+score modifier, its mask from ``causal``). A column added outside
 the key (``allocations_per_call``) keeps the version: a run written before it reads with that column empty."""
 
 Role = Literal["key", "identity", "outcome", "measured", "modelled", "roof", "derived"]
@@ -68,6 +70,9 @@ class CaseIdentity:
 
     run_id: str = column("run folder name (UTC start time and config name)", role="identity", label="run")
     scenario: str = column("scenario name from the config", role="identity", label="scenario")
+    model: str = column(
+        "model preset or config.json the scenario's shape came from (empty when none)", role="identity", label="model"
+    )
     case_id: str = column("scenario/shape string, unique within a run (docs/configs.md)", role="identity", label="case")
     impl: str = column("implementation name (mhabench list)", role="key", label="impl")
     device: str = column("torch device the case ran on", role="key", label="device")
@@ -77,11 +82,31 @@ class CaseIdentity:
     seq_len: int = column("tokens per sequence (decode: cached tokens)", role="key", unit="tokens", label="n")
     d_model: int = column("model width", role="key", unit="elements", label="d")
     heads: int = column("query heads", role="key", label="h")
-    head_dim: int = column("d_model / heads", role="identity", unit="elements", label="d_k")
+    head_dim: int = column(
+        "width of one head: d_model / heads unless the scenario sets head_dim apart",
+        role="key",
+        unit="elements",
+        label="d_k",
+    )
     kv_heads: int = column("key/value heads (< heads: grouped-query attention)", role="key", label="kv")
     mode: str = column("forward | train (forward + backward)", role="key", label="mode")
     phase: str = column("prefill | decode (one new token against a KV cache)", role="key", label="phase")
-    causal: bool = column("causal mask applied", role="key", label="causal")
+    causal: bool = column(
+        "no query sees a later key of its document (causal, sliding_window, document)", role="key", label="causal"
+    )
+    mask: str = column(
+        "none | causal | sliding_window | prefix_lm | document (docs/masks.md)", role="key", label="mask"
+    )
+    window: int = column("sliding_window: keys each query sees (0: no window)", role="key", unit="tokens", label="w")
+    prefix: int = column("prefix_lm: bidirectional prefix (0: none)", role="key", unit="tokens", label="prefix")
+    lengths: str = column(
+        "document lengths of the batch (none: every row full length; the label of a list or a draw)",
+        role="key",
+        label="lengths",
+    )
+    layout: str = column("padded | packed with lengths; none without", role="key", label="layout")
+    score_mod: str = column("none | softcap | alibi", role="key", label="score mod")
+    softcap: float = column("softcap: scores become cap·tanh(s / cap) (0: none)", role="key", label="cap")
     bias: bool = column("projections have biases", role="key", label="bias")
     tensor_parallel: int = column("ranks the heads are split across (1: one device)", role="key", label="tp")
     repeat: int = column("repetition of `run --repeat N` this row belongs to (0-based)", role="key", label="rep")
@@ -282,7 +307,13 @@ class ModelledCost:
         "executed FLOPs per call (projections + attention)", role="modelled", unit="FLOP", label="FLOPs"
     )
     useful_flops: int = column(
-        "FLOPs on visible (query, key) pairs only", role="modelled", unit="FLOP", label="useful FLOPs"
+        "FLOPs on real tokens and the (query, key) pairs the mask allows only",
+        role="modelled",
+        unit="FLOP",
+        label="useful FLOPs",
+    )
+    padding_share: float = column(
+        "share of flops spent on padding tokens (padded layout; 0 without padding)", role="modelled", label="padding"
     )
     softmax_flops: int = column(
         "softmax work, 5 per score (not in flops)", role="modelled", unit="FLOP", label="softmax FLOPs"
@@ -337,7 +368,8 @@ class Roofline:
         label="roofline eff.",
     )
     intensity_source: str = column(
-        "measured (counted ops) or modelled: what achieved_gbps and the roofline use",
+        "hardware (ncu DRAM bytes and FLOPs), measured (counted ops) or modelled: what achieved_gbps and the "
+        "roofline use",
         role="identity",
         label="intensity from",
     )
@@ -346,6 +378,117 @@ class Roofline:
     )
     skips_masked_work: bool = column(
         "the kernel skips fully masked blocks (flash, cuDNN, flex with causal)", role="identity", label="skips masked"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class HardwareCounters:
+    """What the GPU's own counters saw over one call of the row's step (Nsight Compute, after timing).
+
+    The call runs in a separate process launched under ``ncu`` once the case's rounds are over, so no timed
+    call is ever replayed by the profiler (docs/measurement.md, "Hardware counters").
+    """
+
+    dram_read_bytes: int = column(
+        "DRAM (HBM) bytes read by the kernels of one call (dram__bytes_read.sum)",
+        role="measured",
+        unit="bytes",
+        label="DRAM read",
+    )
+    dram_write_bytes: int = column(
+        "DRAM (HBM) bytes written by the kernels of one call (dram__bytes_write.sum)",
+        role="measured",
+        unit="bytes",
+        label="DRAM write",
+    )
+    l2_bytes: int = column(
+        "L2 traffic of one call (lts__t_bytes.sum): what the SMs asked of L2, hits and misses",
+        role="measured",
+        unit="bytes",
+        label="L2 bytes",
+    )
+    tensor_flops: int = column(
+        "tensor-core FLOPs of one call (sm__ops_path_tensor_* for the row's dtype; 2 per FMA)",
+        role="measured",
+        unit="FLOP",
+        label="tensor FLOPs",
+    )
+    fp32_flops: int = column(
+        "non-tensor FP32 FLOPs of one call: 2 × FFMA + FADD + FMUL thread instructions (half precision and "
+        "special functions not included); empty where ncu did not give them",
+        role="measured",
+        unit="FLOP",
+        label="FP32 FLOPs",
+    )
+    kernels_profiled: int = column("kernels the profiled call launched", role="measured", label="kernels (ncu)")
+    kernel_time_ms: float = column(
+        "sum of the profiled kernels' durations under ncu (replayed, clocks unlocked): not the latency",
+        role="measured",
+        unit="ms",
+        label="ncu kernel ms",
+    )
+    hardware_intensity: float = column(
+        "(tensor_flops + fp32_flops) / (dram_read_bytes + dram_write_bytes)",
+        role="measured",
+        unit="FLOP/byte",
+        label="hw FLOP/B",
+    )
+    hardware_counted_bytes_ratio: float = column(
+        "(dram_read_bytes + dram_write_bytes) / measured_bytes: DRAM traffic over the bytes counted from the ops",
+        role="derived",
+        unit="ratio",
+        label="hw/counted bytes",
+    )
+    counters_source: str = column(
+        "ncu <version> where the counters were read, else why they are empty (not requested, CPU device, no ncu, "
+        "no permission (ERR_NVGPUCTRPERM), the profiler's error)",
+        role="measured",
+        label="counters from",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Energy:
+    """GPU energy, SM clock and clock-event reasons over the row's timed rounds (NVML, read between blocks)."""
+
+    energy_per_call_j: float = column(
+        "GPU energy of the row's timed blocks (NVML total-energy counter, leads included) / their calls",
+        role="measured",
+        unit="J",
+        label="J/call",
+    )
+    average_power_w: float = column(
+        "energy of the timed blocks / their wall time", role="measured", unit="W", label="power W"
+    )
+    flop_per_joule: float = column(
+        "FLOPs of one call (those the roofline uses) / energy_per_call_j", role="derived", unit="FLOP/J", label="FLOP/J"
+    )
+    tokens_per_joule: float = column(
+        "query tokens of one call / energy_per_call_j", role="derived", unit="tokens/J", label="tokens/J"
+    )
+    sm_clock_median_mhz: float = column(
+        "median SM clock read right after each timed block", role="measured", unit="MHz", label="SM MHz"
+    )
+    sm_clock_min_mhz: float = column(
+        "lowest SM clock read right after a timed block", role="measured", unit="MHz", label="SM min MHz"
+    )
+    clock_event_reasons: str = column(
+        "clock-event (throttle) reasons NVML reported after any of the row's blocks, comma-separated",
+        role="measured",
+        label="clock events",
+    )
+    throttled_rounds: str = column(
+        "rounds (0-based, as in times_ms) after whose block a power or thermal cap held the clock: kept, flagged",
+        role="measured",
+        label="throttled rounds",
+    )
+    throttled_share: float = column(
+        "share of the row's rounds flagged in throttled_rounds", role="derived", unit="ratio", label="throttled"
+    )
+    energy_source: str = column(
+        "nvml <driver version> where read, else why empty (CPU device, no nvidia-ml-py, NVML's error)",
+        role="measured",
+        label="energy from",
     )
 
 
@@ -360,6 +503,8 @@ GROUPS: tuple[tuple[str, type], ...] = (
     ("counted", Counted),
     ("distributed", Distributed),
     ("roofline", Roofline),
+    ("hardware", HardwareCounters),
+    ("energy", Energy),
 )
 
 
@@ -381,6 +526,8 @@ class ResultRow:
     counted: Counted | None = None
     distributed: Distributed | None = None
     roofline: Roofline | None = None
+    hardware: HardwareCounters | None = None
+    energy: Energy | None = None
 
     def record(self) -> dict[str, Any]:
         """Flat ``{column: value}`` over every column (None where a group is missing)."""
@@ -464,8 +611,32 @@ CASE_KEY: list[str] = [info.name for info in columns_info() if info.role == "key
 """Columns that identify the same measurement across runs (compare matches on these)."""
 SHAPE_FIELDS: list[str] = [name for name in CASE_KEY if name not in ("impl", "device", "dtype", "repeat")]
 """The sweep fields of a case (what plots and labels vary over)."""
-KEY_DEFAULTS: dict[str, Any] = {"tensor_parallel": 1, "repeat": 0}
-"""Key columns a format-2 run lacks, with the value every row of such a run had."""
+KEY_DEFAULTS: dict[str, Any] = {
+    "tensor_parallel": 1,
+    "repeat": 0,
+    "window": 0,
+    "prefix": 0,
+    "lengths": "none",
+    "layout": "none",
+    "score_mod": "none",
+    "softcap": 0.0,
+}
+"""Key columns an older run lacks, with the value every row of such a run had (``mask`` follows ``causal``:
+see :func:`with_key_defaults`)."""
+
+
+def with_key_defaults(frame: Any) -> Any:
+    """A results frame read from disk, with the key columns a run of an older format lacks filled in."""
+    for name, value in KEY_DEFAULTS.items():
+        if name not in frame.columns:
+            frame[name] = value
+    if "head_dim" not in frame.columns and {"d_model", "heads"} <= set(frame.columns):
+        frame["head_dim"] = frame["d_model"] // frame["heads"]  # every run before head_dim was a field
+    if "model" not in frame.columns:
+        frame["model"] = None  # a run before models were scenarios: no model named, as in a run that names none
+    if "mask" not in frame.columns and "causal" in frame.columns:
+        frame["mask"] = ["causal" if flag(value) else "none" for value in frame["causal"]]
+    return frame
 
 
 def flag(value: Any) -> bool | None:
@@ -545,6 +716,12 @@ KV_CACHE_BYTES = _column("kv_cache_bytes")
 ATTN_BYTES = _column("attn_bytes")
 ROOFLINE_BOUND = _column("roofline_bound")
 ATTAINABLE_TFLOPS = _column("attainable_tflops")
+HARDWARE_INTENSITY = _column("hardware_intensity")
+USEFUL_FLOPS = _column("useful_flops")
+TENSOR_FLOPS = _column("tensor_flops")
+FP32_FLOPS = _column("fp32_flops")
+DRAM_READ_BYTES = _column("dram_read_bytes")
+DRAM_WRITE_BYTES = _column("dram_write_bytes")
 
 
 def reference_markdown() -> str:

@@ -29,7 +29,14 @@ import pandas as pd
 from mhabench.errors import OutputFolderError, ResultsCorruptError, RunNotFoundError
 from mhabench.results.liveness import effective_status
 from mhabench.results.manifest import Manifest
-from mhabench.results.schema import COLUMNS, FORMAT_VERSION, IDENTITY_COLUMNS, KEY_DEFAULTS, SAMPLES_COLUMN, ResultRow
+from mhabench.results.schema import (
+    COLUMNS,
+    FORMAT_VERSION,
+    IDENTITY_COLUMNS,
+    SAMPLES_COLUMN,
+    ResultRow,
+    with_key_defaults,
+)
 
 CSV_NAME = "results.csv"
 PARQUET_NAME = "results.parquet"
@@ -157,9 +164,7 @@ def _complete_csv_rows(path: Path) -> pd.DataFrame:
         frame = pd.read_csv(io.BytesIO(complete), keep_default_na=False, na_values=[""], encoding="utf-8")
     except Exception as exc:  # pandas raises many types for a damaged file
         raise ResultsCorruptError(f"{path}: cannot read the results ({type(exc).__name__}: {exc})") from None
-    for name, value in KEY_DEFAULTS.items():
-        if name not in frame.columns:
-            frame[name] = value
+    frame = with_key_defaults(frame)
     missing = [c for c in IDENTITY_COLUMNS if c not in frame.columns]
     if missing:
         raise ResultsCorruptError(f"{path}: not mhabench results (missing columns {missing})")
@@ -281,9 +286,7 @@ def _read(source: Path) -> pd.DataFrame:
         )
     except Exception as exc:  # pyarrow and pandas raise many types for a damaged file
         raise ResultsCorruptError(f"{source}: cannot read the results ({type(exc).__name__}: {exc})") from None
-    for name, value in KEY_DEFAULTS.items():  # a format-2 run predates these key columns
-        if name not in frame.columns:
-            frame[name] = value
+    frame = with_key_defaults(frame)  # an older run predates some key columns
     missing = [c for c in IDENTITY_COLUMNS if c not in frame.columns]
     if missing:
         raise ResultsCorruptError(f"{source}: not mhabench results (missing columns {missing})")

@@ -42,9 +42,10 @@ from mhabench.impls.registry import ImplSpec
 from mhabench.impls.sdpa import kernel_skips_masked_work
 from mhabench.impls.tensor_parallel import is_tensor_parallel
 from mhabench.measure.counters import count_cuda_kernels, counted
+from mhabench.measure.nvml import RoundSampler, open_sampler, per_joule
 from mhabench.measure.peaks import DevicePeaks, device_name
 from mhabench.measure.roofline import roofline
-from mhabench.measure.rounds import interleaved_latency
+from mhabench.measure.rounds import time_in_rounds
 from mhabench.measure.timing import measure_latency
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
 from mhabench.results.schema import (
@@ -52,6 +53,7 @@ from mhabench.results.schema import (
     CaseIdentity,
     Correctness,
     Dispatch,
+    Energy,
     Memory,
     ModelledCost,
     Outcome,
@@ -86,12 +88,12 @@ def identity(run_id: str, case: Case, impl: str, device: torch.device, repeat: i
     return CaseIdentity(
         run_id=run_id,
         scenario=case.scenario,
+        model=case.model,
         case_id=case.case_id,
         impl=impl,
         device=canonical_device(device),
         device_name=device_name(device),
         dtype=case.dtype,
-        head_dim=case.head_dim,
         repeat=repeat,
         **shape,
     )
@@ -124,6 +126,9 @@ def screen(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True)
         mode=case.mode,
         device_type=device.type,
         dtype=case.dtype,
+        head_dim=case.head_dim,
+        d_model=case.d_model,
+        pattern=case.pattern,
     )
     if reason is not None:
         return Outcome("unsupported", reason)
@@ -191,17 +196,23 @@ class Alone:
 
         When they fail (one call raised, or could not be captured in a CUDA graph), each implementation
         is timed alone, so the failure lands on the row that caused it; those rows then have unpaired
-        samples and their speedups fall back to a ratio of medians.
+        samples and their speedups fall back to a ratio of medians. On CUDA with NVML each timed block is
+        bracketed by energy, clock and clock-event reads (:mod:`mhabench.measure.nvml`); otherwise the energy
+        group says why it is empty.
         """
         calls = {item.spec.name: item.step.run for item in passed}
         compile_times = {item.spec.name: item.compile_time_s for item in passed}
+        sampler = open_sampler(self.device)
         with _failures_as_rows(self.device) as failed, torch.inference_mode():
-            latencies = interleaved_latency(calls, self.device, timing, seed=seed, compile_time_s=compile_times)
+            timed = time_in_rounds(
+                calls, self.device, timing, seed, compile_times, sampler=sampler if _sampling(sampler) else None
+            )
         if not failed:
-            return {name: (latency,) for name, latency in latencies.items()}
+            return {name: (result.latency, _energy(sampler, name)) for name, result in timed.items()}
         return {name: self._timed_alone(call, timing, compile_times[name]) for name, call in calls.items()}
 
     def _timed_alone(self, call: Callable[[], torch.Tensor], timing: TimingConfig, compile_time_s: float) -> Timed:
+        """Timed by itself, without the rounds' NVML reads (its energy group is left empty)."""
         with _failures_as_rows(self.device) as failed, torch.inference_mode():
             latency = measure_latency(call, self.device, timing, compile_time_s)
         return failed[0] if failed else (dataclasses.replace(latency, rounds_id=None),)
@@ -404,16 +415,37 @@ def timed_rows(
         if isinstance(groups, BaseException):
             yield failure_row(item.row.case, groups)
             continue
-        row = item.row.with_groups(*groups)
-        yield row.with_groups(placed(row, case, peaks))
+        yield finished(item.row.with_groups(*groups), case, peaks)
+
+
+def finished(row: ResultRow, case: Case, peaks: DevicePeaks) -> ResultRow:
+    """A timed row with what follows from its measurements: its roofline group and its FLOPs and tokens per
+    joule. Called again when hardware counters arrive after the case (:mod:`mhabench.run.hardware`)."""
+    row = row.with_groups(placed(row, case, peaks))
+    if row.energy is None or row.roofline is None or row.latency is None:
+        return row
+    tflops = row.roofline.achieved_tflops
+    flops = tflops * 1e12 * row.latency.latency_ms / 1e3 if tflops is not None else None
+    return row.with_groups(per_joule(row.energy, flops, workload(case).tokens))
 
 
 def placed(row: ResultRow, case: Case, peaks: DevicePeaks) -> Roofline:
     """The roofline group of a timed row (throughput from its median latency)."""
     assert row.latency is not None
     backend = row.dispatch.sdpa_backend if row.dispatch is not None else None
-    skips = case.causal and kernel_skips_masked_work(backend or "", row.case.impl)
-    return roofline(workload(case).tokens, row.cost, row.counted, row.latency, peaks, skips)
+    pattern = case.pattern
+    masked = pattern.causal or pattern.mask != "none" or pattern.lengths is not None
+    skips = masked and kernel_skips_masked_work(backend or "", row.case.impl, dense_mask=not pattern.plain)
+    return roofline(workload(case).tokens, row.cost, row.counted, row.latency, peaks, skips, row.hardware)
+
+
+def _sampling(sampler: RoundSampler | str) -> bool:
+    return isinstance(sampler, RoundSampler)
+
+
+def _energy(sampler: RoundSampler | str, name: str) -> Energy:
+    """``name``'s energy columns, or only the reason they are empty."""
+    return sampler.energy(name) if isinstance(sampler, RoundSampler) else Energy(energy_source=sampler)
 
 
 class _failures_as_rows:

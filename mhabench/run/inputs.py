@@ -14,7 +14,7 @@ import torch
 from mhabench.impls.reference import Reference, expected_output
 from mhabench.impls.registry import ImplSpec
 from mhabench.impls.weights import AttentionWeights
-from mhabench.run.steps import input_len
+from mhabench.run.steps import input_shape
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import DTYPES
 
@@ -42,9 +42,10 @@ def make_inputs(case: Case, device: torch.device) -> CaseInputs:
     d_model = 4096 a float64 draw on the host would take 4.3 GB of RAM and seconds of one core.
     """
     dtype = DTYPES[case.dtype]
-    weights = case_weights(case.d_model, case.bias, case.seed, dtype, device, case.kv_heads * case.head_dim)
+    kv_dim, q_dim = case.kv_heads * case.head_dim, case.heads * case.head_dim
+    weights = case_weights(case.d_model, case.bias, case.seed, dtype, device, kv_dim, q_dim)
     generator = torch.Generator(device=device).manual_seed(case.seed + 1)
-    shape = (case.batch, input_len(case), case.d_model)
+    shape = (*input_shape(case), case.d_model)
     x = torch.randn(shape, generator=generator, dtype=torch.float32, device=device)
     return CaseInputs(weights, x.to(dtype=dtype))
 
@@ -54,12 +55,12 @@ def expected(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Ten
     computed on the case's device in blocks (a sampled set of rows for large cases)."""
     if spec.reference is not None and case.phase == "prefill":
         return Reference(spec.reference(weights, x, case.heads, case.causal))
-    return expected_output(weights, x, case.heads, case.causal, phase=case.phase)
+    return expected_output(weights, x, case.heads, case.pattern, phase=case.phase)
 
 
 @functools.lru_cache(maxsize=1)
 def case_weights(
-    d_model: int, bias: bool, seed: int, dtype: torch.dtype, device: torch.device, kv_dim: int
+    d_model: int, bias: bool, seed: int, dtype: torch.dtype, device: torch.device, kv_dim: int, q_dim: int
 ) -> AttentionWeights:
     """The weight set of the last case, reused while the next cases ask for the same one.
 
@@ -68,4 +69,4 @@ def case_weights(
     implementation may write to the weights (docs/plugins.md): modules copy or alias them, train
     steps take gradients with ``torch.autograd.grad``, so a reused set holds the numbers of a fresh draw.
     """
-    return AttentionWeights.random(d_model, bias, seed, dtype, device, kv_dim=kv_dim)
+    return AttentionWeights.random(d_model, bias, seed, dtype, device, kv_dim=kv_dim, q_dim=q_dim)

@@ -6,6 +6,7 @@ swap before it fails, or brings in the OOM killer, which takes the whole run wit
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -121,5 +122,7 @@ def fits(
 
 def case_too_big(spec: ImplSpec, case: Case, device: torch.device) -> str | None:
     """Why ``spec`` on ``case`` would not fit (its predicted peak, or the float64 reference's), or None."""
-    predicted = spec.cost(workload(case)).predicted_peak_bytes if spec.cost else 0
-    return fits(predicted, reference_bytes(workload(case)), device, reference_device=device)
+    shape = workload(case)
+    predicted = spec.cost(shape).predicted_peak_bytes if spec.cost else 0
+    checked = dataclasses.replace(shape, kv_len=case.seq_len + 1) if shape.decode else shape  # all the cache
+    return fits(predicted, reference_bytes(checked), device, reference_device=device)

@@ -33,6 +33,7 @@ from mhabench.results.manifest import Manifest
 from mhabench.results.schema import Outcome, ResultRow
 from mhabench.results.store import MANIFEST_NAME, RunWriter, new_run_dir, read_manifest, rows_frame
 from mhabench.run.case import CudaContextLostError, identity, modelled_cost, run_case
+from mhabench.run.hardware import with_counters
 from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
 from mhabench.run.launch import check_launch
 from mhabench.run.shard import folder_name
@@ -194,7 +195,8 @@ def run_cases(
     isolate = config.isolation == "process"
     for repeat, case, names in todo:
         drift.between_cases()
-        rows = case_rows(case, names, device, writer.run_id, peaks[case.dtype], config, repeat, isolate)
+        measured = case_rows(case, names, device, writer.run_id, peaks[case.dtype], config, repeat, isolate)
+        rows = with_counters(measured, case, device, config, peaks[case.dtype], writer.run_dir)
         done: set[str] = set()
         try:
             for row in rows:
@@ -205,7 +207,8 @@ def run_cases(
             if lost.culprit is not None:  # its own error, once; the others of the case are measured without it
                 _record(writer, lost.culprit, progress, done)
             rest = [name for name in names if name not in done]
-            for row in case_rows(case, rest, device, writer.run_id, peaks[case.dtype], config, repeat, True):
+            rerun = case_rows(case, rest, device, writer.run_id, peaks[case.dtype], config, repeat, True)
+            for row in with_counters(rerun, case, device, config, peaks[case.dtype], writer.run_dir):
                 _record(writer, row, progress, done)
 
 

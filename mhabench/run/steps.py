@@ -27,6 +27,7 @@ from torch import nn
 
 from mhabench.cost import Workload
 from mhabench.impls import build
+from mhabench.impls.base import AttentionModule
 from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.registry import ImplSpec
 from mhabench.impls.weights import AttentionWeights
@@ -53,24 +54,33 @@ class Step:
 
 
 def workload(case: Case) -> Workload:
-    """The attention shape a case runs: decode is 1 query against seq_len + 1 keys."""
+    """The attention shape a case runs: decode is 1 query against seq_len + 1 keys (a window: the last
+    ``window`` of them); documents run as their layout's rows (:meth:`AttentionPattern.input_shape`)."""
     decode = case.phase == "decode"
+    rows, tokens = case.pattern.input_shape(case.batch, case.seq_len)
+    keys = case.pattern.last_query_keys(case.seq_len + 1) if decode else tokens
     return Workload(
-        batch=case.batch,
-        seq_len=1 if decode else case.seq_len,
-        kv_len=case.seq_len + 1 if decode else case.seq_len,
+        batch=rows,
+        seq_len=1 if decode else tokens,
+        kv_len=keys,
+        pattern=case.pattern,
+        decode=decode,
         d_model=case.d_model,
         heads=case.heads,
         kv_heads=case.kv_heads,
+        head_dim=case.head_dim,
         causal=case.causal and not decode,
         element_bytes=DTYPES[case.dtype].itemsize,
         train=case.mode == "train",
     )
 
 
-def input_len(case: Case) -> int:
-    """Tokens of the case's input: decode needs the cached prefix plus the new token."""
-    return case.seq_len + 1 if case.phase == "decode" else case.seq_len
+def input_shape(case: Case) -> tuple[int, int]:
+    """(rows, tokens) of the case's input: decode needs the cached prefix plus the new token; packed
+    documents are one row."""
+    if case.phase == "decode":
+        return case.batch, case.seq_len + 1
+    return case.pattern.input_shape(case.batch, case.seq_len)
 
 
 def prepare(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tensor) -> tuple[nn.Module, Step]:
@@ -79,12 +89,23 @@ def prepare(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tens
         return _decode(spec, case, weights, x)
     if case.mode == "train":
         return _train(spec, case, weights, x)
-    module = build(spec.name, weights, case.heads, case.causal)
+    module = _built(spec, case, weights, x)
     return module, Step(run=lambda: module(x))
 
 
+def _built(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tensor) -> nn.Module:
+    """The module, with what a model builds once per batch (its masks) built before the first call: the
+    checked call's counted ops and the timed calls are the attention's alone."""
+    module = build(spec.name, weights, case.heads, case.pattern)
+    if isinstance(module, AttentionModule):
+        shape = workload(case)
+        with torch.no_grad():
+            module.prepare_masks(shape.batch, shape.seq_len, shape.kv_len, x)
+    return module
+
+
 def _decode(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tensor) -> tuple[nn.Module, Step]:
-    module: Decoder = build(spec.name, weights, case.heads, case.causal)  # type: ignore[assignment]
+    module: Decoder = _built(spec, case, weights, x)  # type: ignore[assignment]
     prefix, new_token = x[:, :-1], x[:, -1:]
     with torch.no_grad():
         cache = KVCache.prefill(*module.project_kv(prefix))
@@ -93,7 +114,7 @@ def _decode(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tens
 
 def _train(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tensor) -> tuple[nn.Module, Step]:
     """Forward + backward w.r.t. the input and the module's own parameters (its layout: packed for fused)."""
-    module = build(spec.name, weights, case.heads, case.causal)
+    module = _built(spec, case, weights, x)
     leaves = [x.detach().requires_grad_(), *(p.requires_grad_() for p in module.parameters())]
     # drawn where it is used, in float32, like the input (a host float64 draw at GPU sizes takes seconds)
     generator = torch.Generator(device=x.device).manual_seed(case.seed + 2)

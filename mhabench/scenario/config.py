@@ -15,7 +15,15 @@ from typing import Annotated, Any, Literal
 
 import torch
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from mhabench.errors import (
     ConfigError,
@@ -27,7 +35,9 @@ from mhabench.errors import (
 )
 from mhabench.impls import get_spec
 from mhabench.impls.tensor_parallel import divisibility_problem
-from mhabench.scenario import plugins
+from mhabench.pattern import Layout, MaskName, ScoreModName
+from mhabench.scenario import lengths as doc_lengths
+from mhabench.scenario import models, plugins
 from mhabench.scenario.device import resolve_device
 from mhabench.scenario.limits import check_document_size
 
@@ -43,6 +53,7 @@ SeqLen = Annotated[int, Field(gt=0, le=1_048_576, strict=True)]
 ModelWidth = Annotated[int, Field(gt=0, le=65_536, strict=True)]
 BatchSize = Annotated[int, Field(gt=0, le=65_536, strict=True)]
 HeadCount = Annotated[int, Field(gt=0, le=1024, strict=True)]
+HeadWidth = Annotated[int, Field(gt=0, le=16_384, strict=True)]
 Seconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
 INT64_MAX = 2**63 - 1
 DEFAULT_MAX_ROWS = 10_000
@@ -56,13 +67,23 @@ SWEEP_FIELDS = (
     "d_model",
     "heads",
     "kv_heads",
+    "head_dim",
     "causal",
     "bias",
     "mode",
     "phase",
     "tensor_parallel",
+    "mask",
+    "window",
+    "prefix",
+    "lengths",
+    "layout",
+    "score_mod",
+    "softcap",
 )
 """The scenario fields that may be lists, in the order a sweep nests them."""
+PATTERN_OPTIONS = {"window": "sliding_window", "prefix": "prefix_lm"}
+"""A mask's own size field, and the mask it belongs to."""
 
 
 class _Strict(BaseModel):
@@ -102,9 +123,19 @@ class ScenarioSpec(_Strict):
     """One scenario; list-valued fields sweep."""
 
     name: str = "scenario"
+    model: str | None = Field(
+        None,
+        description="a preset (mhabench models) or a Hugging Face config.json (relative to this file): fills "
+        "d_model, heads, kv_heads, head_dim, bias and the window and soft-cap; a field given here wins",
+    )
     batch: list[BatchSize] = [1]
     seq_len: list[SeqLen]
     d_model: list[ModelWidth]
+    head_dim: list[HeadWidth] | None = Field(
+        None,
+        description="width of one head; default d_model / heads. Set apart (Gemma 2, Qwen3), W_q is "
+        "d_model × heads·head_dim and W_o heads·head_dim × d_model",
+    )
     heads: list[HeadCount]
     kv_heads: list[HeadCount] | None = Field(None, description="key/value heads (GQA); default = heads; 1 = MQA")
     causal: list[bool] = [False]
@@ -120,10 +151,100 @@ class ScenarioSpec(_Strict):
         "or (fewer K/V heads than ranks) each is replicated on tensor_parallel / kv_heads ranks",
     )
 
-    @field_validator(*SWEEP_FIELDS, mode="before")
+    mask: list[MaskName] | None = Field(
+        None,
+        description="none | causal | sliding_window (with window) | prefix_lm (with prefix) | document "
+        "(with lengths: causal within each document); default: causal's value",
+    )
+    window: list[SeqLen] | None = Field(
+        None, validate_default=True, description="sliding_window: keys each query sees, itself included (causal)"
+    )
+    prefix: list[SeqLen] | None = Field(
+        None, validate_default=True, description="prefix_lm: leading tokens every query sees (bidirectional prefix)"
+    )
+    lengths: list[doc_lengths.LengthsSpec] | None = Field(
+        None,
+        validate_default=True,
+        description="document lengths of the batch: a list, {distribution: uniform, min, count, seed}, or "
+        "{file, count, seed}; the batch is the documents, seq_len their cap",
+    )
+    layout: list[Layout] = Field(
+        ["padded"], validate_default=True, description="with lengths: padded (b × seq_len) or packed (one row)"
+    )
+    score_mod: list[ScoreModName] = Field(["none"], description="none | softcap (with softcap) | alibi")
+    softcap: list[Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]] | None = Field(
+        None, validate_default=True, description="softcap: scores become cap·tanh(score / cap)"
+    )
+
+    @field_validator(*(f for f in SWEEP_FIELDS if f != "lengths"), mode="before")
     @classmethod
     def _listify(cls, value: Any) -> Any:
         return value if value is None else _as_list(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mask_or_causal(cls, data: Any) -> Any:
+        """``causal: true`` is shorthand for ``mask: causal``; beside a mask it would be ambiguous."""
+        if isinstance(data, dict) and data.get("mask") is not None and data.get("causal") not in (None, False, [False]):
+            raise ValueError("give mask or causal, not both (causal: true is mask: causal)")
+        return data
+
+    @field_validator("lengths", mode="before")
+    @classmethod
+    def _lengths_sweep(cls, value: Any) -> Any:
+        return doc_lengths.as_sweep(value)
+
+    @field_validator("window", "prefix")
+    @classmethod
+    def _size_of_its_mask(cls, sizes: list[int] | None, info: ValidationInfo) -> list[int] | None:
+        """A window needs a sliding_window mask and the other way round; the same for prefix and prefix_lm."""
+        mask = PATTERN_OPTIONS[info.field_name or ""]
+        uses = mask in (info.data.get("mask") or [])
+        if uses and sizes is None:
+            raise ValueError(f"mask {mask} needs {info.field_name}")
+        if sizes is not None and not uses:
+            raise ValueError(f"{info.field_name} applies only to mask {mask}")
+        return sizes
+
+    @field_validator("lengths")
+    @classmethod
+    def _documents_fit(cls, specs: list[Any] | None, info: ValidationInfo) -> list[Any] | None:
+        masks = info.data.get("mask") or []
+        if specs is None:
+            if "document" in masks:
+                raise ValueError("mask document needs lengths (the documents of the batch)")
+            return None
+        problems = [
+            (info.data.get("batch", [1]) != [1], "with lengths the batch is the documents; leave batch out"),
+            ("causal" in masks, "with lengths write mask: document (causal within each document)"),
+            ("decode" in info.data.get("phase", []), "decode runs equal-length sequences; lengths need prefill"),
+        ]
+        problems += [
+            (True, problem)
+            for spec, seq_len in itertools.product(specs, info.data.get("seq_len", []))
+            if (problem := doc_lengths.too_long(spec, seq_len))
+        ]
+        problem = next((text for failed, text in problems if failed), None)
+        if problem:
+            raise ValueError(problem)
+        return specs
+
+    @field_validator("layout")
+    @classmethod
+    def _layout_needs_lengths(cls, layouts: list[str], info: ValidationInfo) -> list[str]:
+        if "packed" in layouts and info.data.get("lengths") is None:
+            raise ValueError("layout packed needs lengths (the documents to pack)")
+        return layouts
+
+    @field_validator("softcap")
+    @classmethod
+    def _cap_of_softcap(cls, caps: list[float] | None, info: ValidationInfo) -> list[float] | None:
+        uses = "softcap" in (info.data.get("score_mod") or [])
+        if uses and caps is None:
+            raise ValueError("score_mod softcap needs softcap (the cap)")
+        if caps is not None and not uses:
+            raise ValueError("softcap applies only to score_mod softcap")
+        return caps
 
     @field_validator("kv_heads")
     @classmethod
@@ -144,8 +265,10 @@ class ScenarioSpec(_Strict):
     @field_validator("heads")
     @classmethod
     def _heads_divide_d_model(cls, heads: list[int], info: ValidationInfo) -> list[int]:
-        """A field validator (not a model one) so the error's path ends in ``.heads``."""
-        for d_model, n_heads in itertools.product(info.data.get("d_model", []), heads):
+        """A field validator (not a model one) so the error's path ends in ``.heads``; with ``head_dim`` set
+        the heads' width is given, so d_model need not divide."""
+        widths = [] if info.data.get("head_dim") else info.data.get("d_model", [])
+        for d_model, n_heads in itertools.product(widths, heads):
             if d_model % n_heads:
                 raise ValueError(f"d_model {d_model} is not divisible by heads {n_heads}")
         return heads
@@ -186,6 +309,12 @@ class RunConfig(_Strict):
     case_timeout_s: float = Field(
         600.0, gt=0, le=604_800, allow_inf_nan=False, description="isolation process: a case is killed after this"
     )
+    counters: Literal["off", "hardware"] = Field(
+        "off",
+        description="hardware: after each case is timed, profile one call of each ok row under Nsight Compute (CUDA; "
+        "a child process per case, seconds each), for its DRAM bytes and tensor FLOPs; off by default because it "
+        "needs ncu and counter permission and adds that time",
+    )
     max_rows: int = Field(
         DEFAULT_MAX_ROWS, ge=1, le=MAX_ROWS_LIMIT, strict=True, description="most cases × implementations a run runs"
     )
@@ -223,15 +352,51 @@ def parse_config(data: Any, source: str) -> RunConfig:
         raise ConfigError(f"{source}: expected a mapping of fields, got a {type(data).__name__}")
     check_document_size(data, source)
     try:
-        config = RunConfig.model_validate(data)
+        config = RunConfig.model_validate(with_models(data, source))
     except ValidationError as exc:
         raise ConfigError(f"{source}: {describe_validation_error(exc, _known_fields)}") from None
     if config.name is None:
         config = config.model_copy(update={"name": Path(source).stem})
+    config = config.model_copy(update={"scenarios": [with_corpus_files(spec, source) for spec in config.scenarios]})
     if config.implementations:
         config = config.model_copy(update={"implementations": register_plugin_entries(config.implementations, source)})
     check_implementations(config.implementations or [], f"{source}: implementations")
     return config
+
+
+def with_corpus_files(spec: ScenarioSpec, source: str) -> ScenarioSpec:
+    """``spec`` with each lengths file resolved against the config's folder and read once (a bad file is
+    one line now, not a failed case later)."""
+    if not spec.lengths:
+        return spec
+    resolved: list[doc_lengths.LengthsSpec] = []
+    for item in spec.lengths:
+        if isinstance(item, doc_lengths.CorpusLengths):
+            item = item.model_copy(update={"file": str(Path(source).parent / item.file)})
+            try:
+                doc_lengths.read_corpus(item.file)
+            except ValueError as exc:
+                raise ConfigError(f"{source}: scenario {quote(spec.name)}: lengths: {exc}") from None
+        resolved.append(item)
+    return spec.model_copy(update={"lengths": resolved})
+
+
+def with_models(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """The file's data with each scenario's ``model:`` expanded into the fields it fills (the scenario's own
+    fields win), before validation, so a model's shape is checked like one written out. A config.json path
+    is relative to the config file's folder, like a plugin's."""
+    scenarios = data.get("scenarios")
+    if not isinstance(scenarios, list):
+        return data
+    expanded = []
+    for index, scenario in enumerate(scenarios):
+        if isinstance(scenario, dict) and scenario.get("model") is not None:
+            try:
+                scenario = models.with_model(scenario, Path(source).parent)
+            except ValueError as exc:
+                raise ConfigError(f"{source}: scenarios[{index}].model: {exc}") from None
+        expanded.append(scenario)
+    return {**data, "scenarios": expanded}
 
 
 def register_plugin_entries(names: list[str], source: str) -> list[str]:

@@ -26,6 +26,7 @@ def with_overrides(
     memory_guard: bool | None = None,
     allocator: str | None = None,
     threads: int | None = None,
+    counters: str | None = None,
 ) -> RunConfig:
     """The config with the command line's values, where given, in place of the file's."""
     update: dict[str, Any] = {}
@@ -54,4 +55,8 @@ def with_overrides(
                 f"--isolation: must be one of {', '.join(get_args(IsolationMode))} (got {quote(isolation)})"
             )
         update["isolation"] = isolation
+    if counters is not None:
+        if counters not in ("off", "hardware"):
+            raise ConfigError(f"--counters: must be off or hardware (got {quote(counters)})")
+        update["counters"] = counters
     return config.model_copy(update=update)

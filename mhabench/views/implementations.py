@@ -16,6 +16,10 @@ def _supports(spec: ImplSpec) -> str:
     dtypes = ", ".join(short for dtype, short in DTYPE_SHORT.items() if dtype in caps.dtypes)
     features = [name for name, on in (("GQA", caps.grouped_kv), ("decode", caps.decode), ("train", caps.train)) if on]
     parts = [", ".join(sorted(caps.devices)), dtypes, ", ".join(features) or "forward prefill only"]
+    if not caps.own_head_dim:
+        parts.append("heads d_model / h wide only")
+    if caps.max_head_dim is not None:
+        parts.append(f"head_dim ≤ {caps.max_head_dim}")
     if caps.requires:
         parts.append("needs " + ", ".join(f"`{package}`" for package in caps.requires))
     if spec.compiles:

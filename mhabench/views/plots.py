@@ -23,13 +23,24 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 from PIL import Image
 
-from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, EXECUTED_TFLOPS, executed, numeric_column
+from mhabench.analysis.executed import (
+    COUNTED,
+    EXECUTED_INTENSITY,
+    EXECUTED_TFLOPS,
+    HARDWARE,
+    SOURCE,
+    executed,
+    numeric_column,
+    source_points,
+)
 from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.results.schema import (
     BATCH,
     CASE_ID,
     D_MODEL,
     DTYPE,
+    HARDWARE_INTENSITY,
+    HEAD_DIM,
     HEADS,
     IMPL,
     KV_HEADS,
@@ -114,12 +125,15 @@ def shown_impls(rows: pd.DataFrame, baseline: str, limit: int = MAX_LINES) -> tu
 
 
 def fields_present(rows: pd.DataFrame, exclude: Sequence[str]) -> list[str]:
-    return [f for f in PLOT_FIELDS if f in rows.columns and f not in exclude]
+    """The plot fields the rows have, less ``exclude`` and a ``head_dim`` that is d_model / heads in every row
+    (it then only repeats those two)."""
+    follows = HEAD_DIM in rows and bool((rows[HEAD_DIM] * rows[HEADS] == rows[D_MODEL]).all())
+    return [f for f in PLOT_FIELDS if f in rows.columns and f not in exclude and not (f == HEAD_DIM and follows)]
 
 
 def field_text(field: str, value: object) -> str:
     """``n=512``, ``causal`` / ``no causal``, ``float32``: one shape field, short enough for a legend."""
-    short = {name: label(name) for name in (BATCH, SEQ_LEN, D_MODEL, HEADS, KV_HEADS)}
+    short = {name: label(name) for name in (BATCH, SEQ_LEN, D_MODEL, HEADS, KV_HEADS, HEAD_DIM)}
     if isinstance(value, bool | np.bool_):
         return field if value else f"no {field}"
     return str(value) if field == DTYPE else f"{short.get(field, field)}={value}"
@@ -310,8 +324,9 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     """What the roofline draws, one point per ok row (the rows' index): executed FLOPs per byte and per second.
 
     Executed, not ``achieved_tflops``: a kernel that skips the blocks a causal mask hides is placed by its useful
-    FLOPs, or a causal flash row would stand above the compute roof (:mod:`mhabench.analysis.executed`). The bytes
-    are counted where ``intensity_source`` is measured (``source``: measured, a filled marker), else modelled."""
+    FLOPs, or a causal flash row would stand above the compute roof (:mod:`mhabench.analysis.executed`). FLOPs and
+    bytes come from the hardware counters where ``intensity_source`` is hardware (``source``: hardware), are
+    counted where it is measured (``source``: measured), else modelled."""
     ok = ok_rows(rows)
     done = executed(ok)
     points = pd.DataFrame(
@@ -320,7 +335,7 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
             DTYPE: ok[DTYPE].astype(str),
             EXECUTED_INTENSITY: done[EXECUTED_INTENSITY],
             EXECUTED_TFLOPS: done[EXECUTED_TFLOPS],
-            "source": np.where(done[COUNTED], "measured", "modelled"),
+            "source": np.where(done[HARDWARE], "hardware", np.where(done[COUNTED], "measured", "modelled")),
             SKIPS_MASKED_WORK: done[SKIPS_MASKED_WORK],
             PEAK_TFLOPS: numeric_column(ok, PEAK_TFLOPS),
             PEAK_GBPS: numeric_column(ok, PEAK_GBPS),
@@ -352,9 +367,10 @@ def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
         text = f"roof {dtype}: {roof[PEAK_GBPS]:.3g} GB/s, {roof[PEAK_TFLOPS]:.3g} TFLOP/s"
         attainable = roof_tflops(roof[PEAK_TFLOPS], roof[PEAK_GBPS], x)
         handles += ax.plot(x, attainable, color="0.25", linestyle=style, linewidth=1.6, label=text)
+    _other_sources(ax, rows, points, styles)
     for (impl, source), group in points.groupby([IMPL, "source"], sort=False):
         colour, marker = styles[impl]
-        face = colour if source == "measured" else "none"
+        face = colour if source in ("measured", "hardware") else "none"
         ax.scatter(
             group[EXECUTED_INTENSITY],
             group[EXECUTED_TFLOPS],
@@ -366,9 +382,15 @@ def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
             linewidths=1.2,
         )
     handles += _impl_handles([n for n in styles if n in set(points[IMPL])], styles)
-    for source, fill, text in (("measured", "0.3", "counted intensity"), ("modelled", "none", "modelled intensity")):
+    for source, fill, text in (
+        ("hardware", "0.3", "hardware counters (ncu)"),
+        ("measured", "0.3", "counted intensity"),
+        ("modelled", "none", "modelled intensity"),
+    ):
         if (points["source"] == source).any():
             handles.append(Line2D([], [], linestyle="", marker="o", color="0.3", markerfacecolor=fill, label=text))
+    if _has_hardware(rows):
+        handles.append(Line2D([], [], color="0.6", linewidth=0.8, marker=".", label="same row: model, counted, hw"))
     ax.set_xscale("log")
     ax.set_yscale("log")
     _plain_log_labels(ax)
@@ -378,6 +400,24 @@ def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
     ax.set_title(f"Roofline (device peaks: {sources})", fontsize="medium")
     _legend(fig, handles, "outside right upper")
     return fig
+
+
+def _has_hardware(rows: pd.DataFrame) -> bool:
+    return bool((numeric_column(ok_rows(rows), HARDWARE_INTENSITY) > 0).any())
+
+
+def _other_sources(ax: Axes, rows: pd.DataFrame, points: pd.DataFrame, styles: dict) -> None:
+    """Where a row has hardware counters: its model, counted and hardware points, small and joined by a thin
+    line, so how far the counted and modelled intensity sit from what the DRAM saw is visible at a glance."""
+    if not _has_hardware(rows):
+        return
+    every = source_points(ok_rows(rows))
+    every = every[every["row"].isin(points.index)]
+    for row_index, group in every.groupby("row", sort=False):
+        colour, marker = styles[str(rows.loc[row_index, IMPL])]
+        order = group.set_index(SOURCE).reindex(["model", "counted", "hardware"]).dropna()
+        ax.plot(order[EXECUTED_INTENSITY], order[EXECUTED_TFLOPS], color=colour, linewidth=0.6, alpha=0.5, zorder=2)
+        ax.scatter(order[EXECUTED_INTENSITY], order[EXECUTED_TFLOPS], marker=marker, s=12, color=colour, alpha=0.5)
 
 
 def roofline(rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE) -> Plot:
@@ -394,8 +434,14 @@ def roofline(rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE)
         if skipping
         else ""
     )
+    hardware = (
+        "Filled: intensity from the hardware counters (ncu) or counted from the ops; hollow: the model's. Small "
+        "joined points: the same row by its model, its counted ops and its hardware counters."
+        if _has_hardware(drawn)
+        else "Filled: intensity counted from the ops; hollow: the model's."
+    )
     parts = [
-        "Filled: intensity counted from the ops; hollow: the model's.",
+        hardware,
         useful,
         left_out_text(shown, left_out, baseline),
     ]

@@ -17,7 +17,18 @@ import pandas as pd
 from mhabench.analysis.advice.cells import text
 from mhabench.analysis.advice.statement import RowRef
 from mhabench.analysis.case_label import case_label
-from mhabench.results.schema import CASE_ID, DTYPE, HEADS, IMPL, KV_HEADS, REPEAT, SCENARIO, SHAPE_FIELDS
+from mhabench.results.schema import (
+    CASE_ID,
+    D_MODEL,
+    DTYPE,
+    HEAD_DIM,
+    HEADS,
+    IMPL,
+    KV_HEADS,
+    REPEAT,
+    SCENARIO,
+    SHAPE_FIELDS,
+)
 
 Row = Mapping[str, Any]
 SWEEP_FIELDS = (*SHAPE_FIELDS, DTYPE)
@@ -90,13 +101,23 @@ def groups_of(cases: Iterable[Case]) -> dict[str, list[Case]]:
 
 def swept(cases: Sequence[Case]) -> list[str]:
     """The fields that take more than one value among ``cases``: the group's axes. ``kv_heads`` is not one
-    where every case is plain multi-head attention (kv_heads = heads): there it only follows ``heads``."""
-    follows_heads = all(case.fields[KV_HEADS] == case.fields[HEADS] for case in cases)
+    where every case is plain multi-head attention (kv_heads = heads): there it only follows ``heads``;
+    nor is ``head_dim`` where every case's heads are d_model / heads wide: there it follows both."""
+    followers = {
+        KV_HEADS: all(case.fields[KV_HEADS] == case.fields[HEADS] for case in cases),
+        HEAD_DIM: all(_follows_width(case.fields) for case in cases),
+    }
     return [
         name
         for name in SWEEP_FIELDS
-        if len({repr(case.fields[name]) for case in cases}) > 1 and not (name == KV_HEADS and follows_heads)
+        if len({repr(case.fields[name]) for case in cases}) > 1 and not followers.get(name, False)
     ]
+
+
+def _follows_width(fields: Mapping[str, Any]) -> bool:
+    """head_dim is d_model / heads, or unknown (a run read before the column existed)."""
+    head_dim = fields.get(HEAD_DIM)
+    return not isinstance(head_dim, int) or head_dim * fields[HEADS] == fields[D_MODEL]
 
 
 def order(value: Any) -> tuple[int, float, str]:

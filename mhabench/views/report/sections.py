@@ -48,18 +48,21 @@ from mhabench.results.store import Run
 from mhabench.views.advice import report_blocks
 from mhabench.views.plots import all_plots
 from mhabench.views.report.blocks import Block, Code, Heading, Paragraph, skipped_plot
+from mhabench.views.report.kernels import kernel_blocks
 from mhabench.views.summary import results_table
 from mhabench.views.table import TableModel, format_number, human_bytes, human_count
 
 
-def build(run: Run, baseline: str = DEFAULT_BASELINE, first: Sequence[Block] = ()) -> list[Block]:
+def build(run: Run, baseline: str = DEFAULT_BASELINE, first: Sequence[Block] = (), kernels: int = 0) -> list[Block]:
     """The whole report: the title, then ``first`` (a probe run's claims, which the caller reads), then
-    the sections below. A run without rows (a probe run) keeps only the environment and the config."""
+    the sections below. A run without rows (a probe run) keeps only the environment and the config.
+    ``kernels``: the longest kernels of each profiled row to list (0: no such section)."""
     return [
         Heading(f"mhabench report: {run.run_id}", 1),
         *first,
         *(report_blocks(advise([run])) if len(run.rows) else []),
         *(_result_blocks(run, baseline) if len(run.rows) else [Paragraph(_no_rows_sentence(run))]),
+        *kernel_blocks(run, kernels),
         Heading("Environment"),
         _environment_table(run),
         *_roofline_table(run),

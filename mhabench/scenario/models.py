@@ -1,0 +1,221 @@
+"""Models as scenarios: ``model: <preset>`` or ``model: path/to/config.json`` fills a scenario's shape.
+
+The question users bring is "which attention for *my* model"; they should not have to translate a
+model into d_model / heads / kv_heads / head_dim by hand. A model is read from a Hugging Face
+``config.json`` with plain JSON (no hub access, no transformers import) or from a preset below, whose
+every number was copied from that model's ``config.json`` on its hub page (the URL beside it).
+
+What a model fills: ``d_model``, ``heads``, ``kv_heads``, ``head_dim``, ``bias``, the mask (a
+decoder is causal; ``sliding_window`` makes it ``mask: sliding_window`` with that ``window``) and a
+logit soft-cap (``score_mod: softcap``). A field the scenario gives itself wins and may be swept. What
+one attention layer of the model does beyond that is not modelled: rotary embeddings, Qwen3's
+query/key norms, Qwen2's missing W_o bias (our ``bias`` covers all four projections), and which
+layers of Gemma 2 use the window (every other one; the preset describes those).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+HF_HUB = "https://huggingface.co"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelShape:
+    """The attention shape of one model, as its config.json gives it."""
+
+    name: str
+    d_model: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    bias: bool
+    max_position: int
+    """Longest context the model was trained for (``max_position_embeddings``)."""
+    sliding_window: int | None = None
+    """Keys each query sees on the windowed layers; None = full causal attention."""
+    softcap: float | None = None
+    """Attention-logit soft-cap (``attn_logit_softcapping``); None = no cap."""
+    source: str = ""
+    """Where the numbers come from: the config.json on the model's hub page, or the file read."""
+
+    def scenario_fields(self) -> dict[str, Any]:
+        """The scenario fields this model fills (before a scenario's own fields override them)."""
+        fields: dict[str, Any] = {
+            "d_model": self.d_model,
+            "heads": self.heads,
+            "kv_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "bias": self.bias,
+        }
+        mask = {"mask": "sliding_window", "window": self.sliding_window} if self.sliding_window else {"mask": "causal"}
+        score_mod = {"score_mod": "softcap", "softcap": self.softcap} if self.softcap else {}
+        return fields | mask | score_mod
+
+
+def _hub(repo: str) -> str:
+    return f"{HF_HUB}/{repo}/blob/main/config.json"
+
+
+PRESETS: dict[str, ModelShape] = {
+    preset.name: preset
+    for preset in (
+        # n_embd 768, n_head 12, n_positions 1024; GPT-2's Conv1D projections all have biases
+        ModelShape("gpt2", 768, 12, 12, 64, True, 1024, source=_hub("openai-community/gpt2")),
+        # hidden_size 4096, num_attention_heads 32, num_key_value_heads 8 (head_dim 4096 / 32 = 128),
+        # attention_bias false, max_position_embeddings 131072
+        ModelShape("llama-3.1-8b", 4096, 32, 8, 128, False, 131072, source=_hub("meta-llama/Llama-3.1-8B")),
+        # hidden_size 8192, num_attention_heads 64, num_key_value_heads 8 (head_dim 8192 / 64 = 128),
+        # attention_bias false, max_position_embeddings 131072
+        ModelShape("llama-3.1-70b", 8192, 64, 8, 128, False, 131072, source=_hub("meta-llama/Llama-3.1-70B")),
+        # hidden_size 4096, num_attention_heads 32, num_key_value_heads 8 (head_dim 128), sliding_window 4096,
+        # max_position_embeddings 32768
+        ModelShape(
+            "mistral-7b", 4096, 32, 8, 128, False, 32768, sliding_window=4096, source=_hub("mistralai/Mistral-7B-v0.1")
+        ),
+        # hidden_size 3584, num_attention_heads 28, num_key_value_heads 4 (head_dim 128), max_position_embeddings
+        # 131072, use_sliding_window false; Qwen2 attention has q/k/v biases (o_proj has none)
+        ModelShape("qwen2.5-7b", 3584, 28, 4, 128, True, 131072, source=_hub("Qwen/Qwen2.5-7B")),
+        # hidden_size 3584, num_attention_heads 16, num_key_value_heads 8, head_dim 256 (16 × 256 = 4096 ≠ 3584),
+        # sliding_window 4096 (every other layer), attn_logit_softcapping 50.0, query_pre_attn_scalar 256
+        # (= head_dim, so the scale is 1/√head_dim as here), max_position_embeddings 8192
+        ModelShape(
+            "gemma-2-9b",
+            3584,
+            16,
+            8,
+            256,
+            False,
+            8192,
+            sliding_window=4096,
+            softcap=50.0,
+            source=_hub("google/gemma-2-9b"),
+        ),
+        # hidden_size 4096, num_attention_heads 32, num_key_value_heads 8, head_dim 128, attention_bias false,
+        # max_position_embeddings 40960, use_sliding_window false
+        ModelShape("qwen3-8b", 4096, 32, 8, 128, False, 40960, source=_hub("Qwen/Qwen3-8B")),
+    )
+}
+"""The shipped presets, by the name a scenario's ``model:`` gives."""
+
+BIAS_BY_MODEL_TYPE = {"gpt2": True, "qwen2": True}
+"""Architectures whose transformers code gives the projections biases without an ``attention_bias`` field."""
+
+
+def is_path(model: str) -> bool:
+    """A config.json path rather than a preset name."""
+    return model.endswith(".json") or "/" in model or "\\" in model
+
+
+def resolve(model: str, folder: Path) -> ModelShape:
+    """The preset named ``model``, or the config.json at ``model`` (relative to ``folder``); ValueError: why not."""
+    if is_path(model):
+        return read_config_json(folder / model, name=model)
+    if model not in PRESETS:
+        known = ", ".join(sorted(PRESETS))
+        raise ValueError(f"unknown model preset {model!r}; known: {known} (or a path to a config.json)")
+    return PRESETS[model]
+
+
+def read_config_json(path: Path, name: str) -> ModelShape:
+    """A Hugging Face ``config.json``'s attention shape; every problem is a ValueError naming the file and field."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the file ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object of fields, got {type(data).__name__}")
+    try:
+        return _shape(data, name, path)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def _shape(data: Mapping[str, Any], name: str, path: Path) -> ModelShape:
+    d_model = _count(data, "hidden_size", "n_embd")
+    heads = _count(data, "num_attention_heads", "n_head")
+    kv_heads = _count(data, "num_key_value_heads", default=heads)
+    if heads % kv_heads:
+        raise ValueError(f"num_key_value_heads: {kv_heads} does not divide num_attention_heads {heads}")
+    if "head_dim" in data and data["head_dim"] is not None:
+        head_dim = _count(data, "head_dim")
+    elif d_model % heads:
+        raise ValueError(f"num_attention_heads: {heads} does not divide hidden_size {d_model} (and no head_dim)")
+    else:
+        head_dim = d_model // heads
+    scalar = data.get("query_pre_attn_scalar")
+    if scalar is not None and scalar != head_dim:
+        raise ValueError(f"query_pre_attn_scalar: {scalar} ≠ head_dim {head_dim}; mhabench scales by 1/√head_dim")
+    return ModelShape(
+        name=name,
+        d_model=d_model,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        bias=_bias(data),
+        max_position=_count(data, "max_position_embeddings", "n_positions"),
+        sliding_window=_window(data),
+        softcap=_softcap(data),
+        source=str(path),
+    )
+
+
+def _count(data: Mapping[str, Any], field: str, alias: str | None = None, default: int | None = None) -> int:
+    """A positive integer field (or its GPT-2 style alias)."""
+    key = field if field in data or alias is None or alias not in data else alias
+    value = data.get(key, default)
+    if value is None:
+        named = field if alias is None else f"{field} (or {alias})"
+        raise ValueError(f"{named}: missing")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{key}: {value!r} is not a positive integer")
+    return value
+
+
+def _bias(data: Mapping[str, Any]) -> bool:
+    value = data.get("attention_bias", BIAS_BY_MODEL_TYPE.get(str(data.get("model_type")), False))
+    if not isinstance(value, bool):
+        raise ValueError(f"attention_bias: {value!r} is not true or false")
+    return value
+
+
+def _window(data: Mapping[str, Any]) -> int | None:
+    """``sliding_window`` unless ``use_sliding_window`` is false (Qwen2 and Qwen3 list a window they do not use)."""
+    if data.get("sliding_window") is None or data.get("use_sliding_window") is False:
+        return None
+    return _count(data, "sliding_window")
+
+
+def _softcap(data: Mapping[str, Any]) -> float | None:
+    value = data.get("attn_logit_softcapping")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise ValueError(f"attn_logit_softcapping: {value!r} is not a positive number")
+    return float(value)
+
+
+FILLED_TOGETHER = {("mask", "window"): ("mask", "window", "causal"), ("score_mod", "softcap"): ("score_mod", "softcap")}
+"""Fields a model fills as one (keys), and the scenario fields that, given, keep all of them out (values)."""
+
+
+def with_model(scenario: Mapping[str, Any], folder: Path) -> dict[str, Any]:
+    """``scenario`` with its ``model``'s fields filled in where it gives none of its own; ValueError: why not.
+
+    The mask comes as a whole: a scenario that sets ``mask`` or ``causal`` itself gets neither the model's
+    mask nor its window, and one that sets ``score_mod`` or ``softcap`` gets neither of the model's.
+    """
+    model = scenario["model"]
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"expected a preset name or a path to a config.json, not {model!r}")
+    filled = resolve(model, folder).scenario_fields()
+    own = {key for keys, given in FILLED_TOGETHER.items() if any(name in scenario for name in given) for key in keys}
+    return {**{key: value for key, value in filled.items() if key not in own}, **scenario}
