@@ -134,8 +134,9 @@ def test_list_markdown_is_generated_from_the_registry(temp_impl: Any) -> None:
     assert list(rows) == available_implementations() and extra in rows
     assert [name for name, cells in rows.items() if cells[1] == "core"] == list(CORE_IMPLEMENTATIONS)
     assert rows[extra][1:3] == ["opt-in", "none"]  # no cost model declared
-    assert rows["flash_attn"][3] == "cuda; fp16, bf16; GQA, train; needs `flash_attn`"
-    assert rows["torch_mha"][3] == "cpu, cuda; fp32, fp16, bf16; train"  # no grouped K/V heads, no decode
+    assert rows["flash_attn"][3] == "cuda; fp16, bf16; GQA, train; head_dim ≤ 256; needs `flash_attn`"
+    # no grouped K/V heads, no decode, no head_dim set apart
+    assert rows["torch_mha"][3] == "cpu, cuda; fp32, fp16, bf16; train; heads d_model / h wide only"
     assert "torchrun" in rows["tp_naive"][3] and "compiles on first call" in rows["compiled"][3]
 
 

@@ -18,6 +18,8 @@ import torch
 from conftest import TINY_TIMING
 
 from mhabench import cost
+from mhabench.analysis.advice.cases import cases_of, swept
+from mhabench.analysis.case_label import case_label
 from mhabench.errors import ConfigError, UnsupportedError
 from mhabench.impls import build, get_spec
 from mhabench.impls.kv_cache import KVCache
@@ -27,7 +29,7 @@ from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.probe.config import expand, parse_probe_config
 from mhabench.probe.inputs import random_source
-from mhabench.results.schema import CASE_KEY
+from mhabench.results.schema import CASE_KEY, with_key_defaults
 from mhabench.run import runner
 from mhabench.run.case import screen
 from mhabench.run.steps import workload
@@ -269,3 +271,31 @@ def test_probe_cases_carry_head_dim_into_their_weights() -> None:
     assert (wide.head_dim, narrow.head_dim) == (16, 8)
     assert wide.case_id.endswith("-h4-hd16") and "-hd" not in narrow.case_id
     assert random_source(wide).weights[0].w_q.shape == (32, 64)
+
+
+# --- reading runs back, labels and advice --------------------------------------------------------------
+
+
+def test_a_run_without_head_dim_or_model_reads_with_them_filled_in() -> None:
+    old = pd.DataFrame({"d_model": [512, 512], "heads": [8, 4], "causal": [False, True]})
+    frame = with_key_defaults(old)
+    assert list(frame["head_dim"]) == [64, 128] and list(frame["model"]) == [None, None]
+
+
+def test_the_case_label_names_a_head_dim_set_apart_only() -> None:
+    row = {"seq_len": 8, "heads": 4, "d_model": 64, "batch": 1, "dtype": "float32", "causal": False, "bias": False}
+    assert case_label(row | {"head_dim": 16}) == "n=8 h=4 d=64 b=1 float32"
+    assert case_label(row | {"head_dim": 32.0}) == "n=8 h=4 d=64 b=1 float32 d_k=32"
+
+
+def test_advice_sweeps_head_dim_only_where_it_is_set_apart() -> None:
+    def frame(points: list[tuple[int, int]]) -> pd.DataFrame:
+        fields = {"batch": 1, "seq_len": 8, "d_model": 64, "causal": False, "bias": False, "mode": "forward"}
+        rows = [
+            fields | {"case_id": f"c{i}", "scenario": "s", "impl": "fused", "heads": h, "head_dim": d, "dtype": "f"}
+            for i, (h, d) in enumerate(points)
+        ]
+        return pd.DataFrame(rows).assign(kv_heads=lambda f: f["heads"])
+
+    assert "head_dim" not in swept(cases_of("r", frame([(4, 16), (8, 8)])))  # it follows heads
+    assert "head_dim" in swept(cases_of("r", frame([(4, 16), (4, 32)])))

@@ -30,7 +30,8 @@ from mhabench.impls.reference import TOLERANCE, numerical_error, reference_atten
 from mhabench.impls.sdpa import kernel_skips_masked_work
 from mhabench.measure.environment import environment
 from mhabench.run import runner
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.cases import expand_cases
+from mhabench.scenario.config import load_config, parse_config
 
 needs_transformers = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None, reason="transformers not installed (pip install '.[hf]')"
@@ -143,6 +144,7 @@ def test_release_reads_major_and_minor() -> None:
     assert release("4.57.6") == (4, 57)
     assert release("5.18.0.dev0") == (5, 18)
     assert release("5.19rc1") == (5, 19)
+    assert release("main") == (0, 0)
     assert SUPPORTED_TRANSFORMERS == ((4, 57), (5, 19))
 
 
@@ -322,3 +324,31 @@ def test_on_cuda_in_bfloat16_each_choice_matches_the_reference_or_says_why_not(n
         out = build(name, weights, 4, True)(x)
     reference = reference_attention(weights.to(torch.float64), x.double(), 4, True)
     assert numerical_error(out, reference)[1] < TOLERANCE["bfloat16"]
+
+
+def test_the_shipped_config_asks_for_every_cpu_choice_beside_fused() -> None:
+    config = load_config(Path(__file__).resolve().parents[1] / "configs" / "hf_attention.yaml")
+    assert {"fused", *CPU_HF, "hf_flash_attention_2"} <= set(config.implementations)
+    assert len(expand_cases(config, torch.device("cpu"))) == 3
+
+
+def test_a_run_without_transformers_has_unsupported_rows_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "transformers", None)  # find_spec answers None, import raises
+    monkeypatch.setattr("mhabench.run.runner.device_peaks", lambda device, dtype: FIXED_PEAKS)
+    config = parse_config(
+        {
+            "name": "no-hf",
+            "device": "cpu",
+            "implementations": ["fused", *CPU_HF],
+            "timing": dict(TINY_TIMING),
+            "scenarios": [{"batch": 1, "seq_len": 8, "d_model": 16, "heads": 2, "causal": True}],
+        },
+        "no-hf.yaml",
+    )
+    rows = runner.run(config, tmp_path).frame.set_index("impl")
+    assert rows.loc["fused", "status"] == "ok"
+    for name in CPU_HF:
+        assert rows.loc[name, "status"] == "unsupported"
+        assert rows.loc[name, "error"] == f"{name}: transformers not installed"

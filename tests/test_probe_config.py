@@ -40,7 +40,10 @@ def test_a_scenario_sweeps_like_mhabench_run() -> None:
         ({"mode": "train"}, "mode: a probe measures bidirectional prefill attention"),
         ({"samples": 0}, "scenarios[0].samples: Input should be greater than or equal to 1 (got 0)"),
         ({"weights": {"path": "w.safetensors", "qvk": "x"}}, "scenarios[0].weights.qvk: unknown field; did you mean"),
-        ({"weights": {"path": "w.safetensors"}, "bias": True}, "bias and kv_heads come from the weights file"),
+        (
+            {"weights": {"path": "w.safetensors"}, "bias": True},
+            "bias, kv_heads and head_dim come from the weights file",
+        ),
     ],
 )
 def test_bad_fields_are_one_line_naming_the_field(changes: dict[str, Any], message: str) -> None:

@@ -11,7 +11,26 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from mhabench.results.schema import BATCH, BIAS, CAUSAL, D_MODEL, DTYPE, HEAD_DIM, HEADS, KV_HEADS, MODE, PHASE, SEQ_LEN
+from mhabench.results.schema import (
+    BATCH,
+    BIAS,
+    CAUSAL,
+    D_MODEL,
+    DTYPE,
+    HEAD_DIM,
+    HEADS,
+    KV_HEADS,
+    LAYOUT,
+    LENGTHS,
+    MASK,
+    MODE,
+    PHASE,
+    PREFIX,
+    SCORE_MOD,
+    SEQ_LEN,
+    SOFTCAP,
+    WINDOW,
+)
 
 NON_DEFAULTS = ((MODE, "forward"), (PHASE, "prefill"))
 """Fields named in the label only when they differ from these defaults."""
@@ -25,8 +44,33 @@ def case_label(row: Mapping[str, Any]) -> str:
     extras += [f"kv={kv_heads}" if _value(row, KV_HEADS) is not None and kv_heads != row[HEADS] else ""]
     extras += [flag for flag in (CAUSAL, BIAS) if bool(row[flag])]
     extras += [str(row.get(field)) for field, default in NON_DEFAULTS if row.get(field, default) != default]
+    extras += pattern_words(row)
     shape = f"n={row[SEQ_LEN]} h={row[HEADS]} d={row[D_MODEL]} b={row[BATCH]} {row[DTYPE]}"
     return " ".join([shape, *(extra for extra in extras if extra)])
+
+
+def pattern_words(row: Mapping[str, Any]) -> list[str]:
+    """``window=128``, ``prefix=64``, ``document``; ``docs=<lengths> packed``; ``softcap=50`` or ``alibi``:
+    what a row's attention pattern adds to plain (causal) attention. Nothing for a run older than the columns."""
+    mask, score_mod = row.get(MASK), row.get(SCORE_MOD)
+    words = {
+        "sliding_window": f"window={_integer(row, WINDOW)}",
+        "prefix_lm": f"prefix={_integer(row, PREFIX)}",
+        "document": "document",
+    }.get(str(mask), "")
+    documents = row.get(LENGTHS)
+    if isinstance(documents, str) and documents not in ("", "none"):
+        words += f" docs={documents} {row.get(LAYOUT)}"
+    if score_mod == "softcap":
+        words += f" softcap={float(row[SOFTCAP]):g}"
+    elif score_mod == "alibi":
+        words += " alibi"
+    return [words.strip()]
+
+
+def _integer(row: Mapping[str, Any], column: str) -> int | None:
+    value = _value(row, column)
+    return None if value is None else int(value)
 
 
 def _value(row: Mapping[str, Any], column: str) -> Any:

@@ -41,10 +41,12 @@ def pattern_block_mask(pattern: AttentionPattern, rows: int, q_len: int, device:
     table = TokenTable.of(pattern.rows(distinct, q_len), device)
     segment, position = table.segment, table.position
     window, prefix = pattern.window or 0, pattern.prefix or 0
+    per_row = distinct > 1  # a shared mask is still called with every batch index inside partial blocks
 
     def visible(batch: torch.Tensor, head: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
-        i, j = position[batch, q_idx], position[batch, kv_idx]
-        same = segment[batch, q_idx] == segment[batch, kv_idx]
+        row = batch if per_row else 0
+        i, j = position[row, q_idx], position[row, kv_idx]
+        same = segment[row, q_idx] == segment[row, kv_idx]
         if pattern.mask == "sliding_window":
             return same & (j <= i) & (j > i - window)
         if pattern.mask == "prefix_lm":

@@ -3,12 +3,13 @@
 Users pick attention in transformers with ``attn_implementation="eager" | "sdpa" | "flex_attention" |
 "flash_attention_2" | "flash_attention_3"``; ``hf_<that value>`` runs that choice on ``fused``'s packed
 QKV GEMM and W_o (the shared weights), so its row differs from ``fused`` only by what transformers
-adds around the kernel. Per call, as ``LlamaModel`` and ``LlamaAttention`` do it: the mask from
-``transformers.masking_utils`` for the configured implementation (a float additive mask for eager, a
-``BlockMask`` for flex, None where the kernel's own causal flag suffices), the heads in
-(b, h, n, d) with ``scaling`` = head_dim⁻⁰·⁵ and ``dropout`` 0, the function itself (its
-``repeat_kv`` or ``enable_gqa`` for grouped K/V), and its (b, n, h, d) output reshaped for W_o.
-Rotary embeddings, cache classes and padding masks are left out (docs/peers.md).
+adds around the kernel. Every call builds the mask as ``LlamaModel.forward`` does once per forward,
+with ``transformers.masking_utils`` for the configured implementation (a float additive mask for
+eager, a ``BlockMask`` for flex, None where the kernel's own causal flag suffices), then does what
+``LlamaAttention.forward`` does per layer: the heads in (b, h, n, d), the function itself with
+``scaling`` = head_dim⁻⁰·⁵ and ``dropout`` 0 (its ``repeat_kv`` or ``enable_gqa`` for grouped K/V),
+and its (b, n, h, d) output reshaped for W_o. Rotary embeddings, cache classes and padding masks are
+left out (docs/peers.md).
 
 transformers is optional (``pip install 'mhabench[hf]'``) and slow to import, so nothing here
 imports it before a module is built; missing, or outside :data:`SUPPORTED_TRANSFORMERS`, every
@@ -43,9 +44,9 @@ MaskFactory = Callable[[Any, torch.Tensor], Any]
 
 
 def release(version: str) -> tuple[int, int]:
-    """(major, minor) of a version string such as ``5.18.0`` or ``4.57.6.dev0``."""
-    major, minor = re.match(r"(\d+)\.(\d+)", version).groups()
-    return int(major), int(minor)
+    """(major, minor) of a version string such as ``5.18.0`` or ``4.57.6.dev0``; (0, 0) when it has none."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
 
 
 def load_transformers() -> ModuleType:

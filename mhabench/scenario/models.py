@@ -21,7 +21,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mhabench.errors import quote, shorten
+
 HF_HUB = "https://huggingface.co"
+PATH_LIMIT = 240
+"""Longest file path an error quotes in full."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +121,7 @@ def resolve(model: str, folder: Path) -> ModelShape:
         return read_config_json(folder / model, name=model)
     if model not in PRESETS:
         known = ", ".join(sorted(PRESETS))
-        raise ValueError(f"unknown model preset {model!r}; known: {known} (or a path to a config.json)")
+        raise ValueError(f"unknown model preset {quote(model)}; known: {known} (or a path to a config.json)")
     return PRESETS[model]
 
 
@@ -126,17 +130,22 @@ def read_config_json(path: Path, name: str) -> ModelShape:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ValueError(f"{path}: no such file") from None
+        raise ValueError(f"{_where(path)}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read the file ({exc})") from None
+        raise ValueError(f"{_where(path)}: cannot read the file ({shorten(str(exc))})") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}") from None
+        raise ValueError(f"{_where(path)}: invalid JSON at line {exc.lineno}, column {exc.colno}") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object of fields, got {type(data).__name__}")
+        raise ValueError(f"{_where(path)}: expected a JSON object of fields, got {type(data).__name__}")
     try:
         return _shape(data, name, path)
     except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        raise ValueError(f"{_where(path)}: {exc}") from None
+
+
+def _where(path: Path) -> str:
+    """The file as an error names it: whole unless absurdly long (a fuzzer's 5000-character path)."""
+    return shorten(str(path), PATH_LIMIT)
 
 
 def _shape(data: Mapping[str, Any], name: str, path: Path) -> ModelShape:
@@ -176,14 +185,14 @@ def _count(data: Mapping[str, Any], field: str, alias: str | None = None, defaul
         named = field if alias is None else f"{field} (or {alias})"
         raise ValueError(f"{named}: missing")
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{key}: {value!r} is not a positive integer")
+        raise ValueError(f"{key}: {quote(value)} is not a positive integer")
     return value
 
 
 def _bias(data: Mapping[str, Any]) -> bool:
     value = data.get("attention_bias", BIAS_BY_MODEL_TYPE.get(str(data.get("model_type")), False))
     if not isinstance(value, bool):
-        raise ValueError(f"attention_bias: {value!r} is not true or false")
+        raise ValueError(f"attention_bias: {quote(value)} is not true or false")
     return value
 
 
@@ -199,7 +208,7 @@ def _softcap(data: Mapping[str, Any]) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
-        raise ValueError(f"attn_logit_softcapping: {value!r} is not a positive number")
+        raise ValueError(f"attn_logit_softcapping: {quote(value)} is not a positive number")
     return float(value)
 
 
@@ -215,7 +224,7 @@ def with_model(scenario: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     """
     model = scenario["model"]
     if not isinstance(model, str) or not model:
-        raise ValueError(f"expected a preset name or a path to a config.json, not {model!r}")
+        raise ValueError(f"expected a preset name or a path to a config.json, not {quote(model)}")
     filled = resolve(model, folder).scenario_fields()
     own = {key for keys, given in FILLED_TOGETHER.items() if any(name in scenario for name in given) for key in keys}
     return {**{key: value for key, value in filled.items() if key not in own}, **scenario}

@@ -47,3 +47,23 @@ def implementations_markdown() -> str:
         )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def patterns_markdown() -> str:
+    """Which masks, document layouts and score modifiers each implementation runs, read off its capabilities
+    (docs/masks.md holds this output, kept in sync by a test): anything else is an ``unsupported`` row."""
+    lines = [
+        "| implementation | masks | documents | score mods | windowed decode |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name in available_implementations():
+        caps = get_spec(name).capabilities
+        cells = (
+            f"`{name}`",
+            ", ".join(sorted(caps.masks)),
+            ", ".join(sorted(caps.layouts)) or "—",
+            ", ".join(sorted(caps.score_mods - {"none"})) or "—",
+            "yes" if caps.decode and caps.decode_window else "—",
+        )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -45,6 +45,8 @@ from mhabench.results.schema import (
     KERNELS_PER_CALL,
     KV_HEADS,
     LATENCY_MS,
+    LENGTHS,
+    MASK,
     MODE,
     OPS_PER_CALL,
     PEAK_GBPS,
@@ -56,6 +58,7 @@ from mhabench.results.schema import (
     SEQ_LEN,
     SKIPS_MASKED_WORK,
     STATUS,
+    WINDOW,
     flag,
 )
 from mhabench.run.steps import workload
@@ -164,8 +167,8 @@ def score_bytes(row: Row) -> float | None:
     """Bytes of the b·h·n·L score matrix of the row's workload (decode: one query against seq_len + 1 keys);
     None where the row lacks a shape field or has an unknown dtype."""
     shape = [number(row, name) for name in (BATCH, SEQ_LEN, D_MODEL, HEADS)]
-    if text(row, DTYPE) not in DTYPES or None in shape:
-        return None
+    if text(row, DTYPE) not in DTYPES or None in shape or text(row, LENGTHS) not in ("", "none"):
+        return None  # documents: their lengths are a label in the row, not the rows the kernel ran
     batch, seq_len, d_model, heads = (int(cell or 0) for cell in shape)
     shaped = ShapeCase(
         scenario=text(row, SCENARIO),
@@ -180,6 +183,8 @@ def score_bytes(row: Row) -> float | None:
         kv_heads=int(number(row, KV_HEADS) or heads),
         mode=text(row, MODE) or "forward",
         phase=text(row, PHASE) or "prefill",
+        mask=text(row, MASK) or None,
+        window=int(number(row, WINDOW) or 0),
     )
     load = workload(shaped)
     return float(load.score_elements * load.element_bytes)
