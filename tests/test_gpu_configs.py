@@ -205,8 +205,8 @@ def test_the_memory_guard_skips_what_the_h100_could_not_hold_and_nothing_that_ra
 
 
 def test_decode_sweep_inputs_stay_small() -> None:
-    """The runner draws each input in float32 on the device (``run.inputs.make_inputs``), ``input_shape`` rows and tokens
-    long: the largest (b = 32, 8k-token cache) stays under a tenth of an 80 GB H100."""
+    """The runner draws each input in float32 on the device (``run.inputs.make_inputs``), of ``input_shape``:
+    the largest (b = 32, 8k-token cache) stays under a tenth of an 80 GB H100."""
     cases = expand_cases(load_config(CONFIGS / "gpu-decode.yaml"), CUDA)
     float32_bytes = torch.finfo(torch.float32).bits // 8
     assert max(math.prod(input_shape(c)) * c.d_model * float32_bytes for c in cases) < 8e9

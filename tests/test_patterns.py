@@ -23,7 +23,7 @@ from mhabench import cost
 from mhabench.cli import app
 from mhabench.errors import ConfigError
 from mhabench.impls import get_spec
-from mhabench.impls.reference import check_output, decode_reference, reference_attention
+from mhabench.impls.reference import check_output, decode_reference, reference_attention, sample_rows
 from mhabench.impls.weights import AttentionWeights
 from mhabench.pattern import AttentionPattern, alibi_slopes
 from mhabench.results.schema import with_key_defaults
@@ -244,6 +244,15 @@ def test_flex_matches_the_independent_computation(name: str, pattern_inputs: dic
     case, weights, x, expected = pattern_inputs[name]
     _, step = prepare(get_spec("flex"), case, weights, x)
     assert relative_error(step.run(), expected) < AGREE
+
+
+@pytest.mark.parametrize("name", ["document_padded", "prefix_packed_alibi", "gqa_window_alibi"])
+def test_sampled_reference_rows_are_the_full_reference_rows(name: str, pattern_inputs: dict[str, Any]) -> None:
+    """Large cases check sampled rows, each batch row projected on its own: its documents must stay its own."""
+    case, weights, x, expected = pattern_inputs[name]
+    rows = sample_rows(x.shape[0], x.shape[1], count=7, seed=3)
+    sampled = reference_attention(weights, x, case.heads, case.pattern, rows=rows)
+    assert relative_error(sampled, rows.take(expected)) < 1e-12
 
 
 def test_a_wrong_mask_is_a_mismatch(pattern_inputs: dict[str, Any]) -> None:
