@@ -451,7 +451,7 @@ BAD_FIELDS = [
     ({"causal": True, "mask": "sliding_window", "window": 2}, "scenarios[0]", "give mask or causal"),
     ({"lengths": [3, 13]}, "scenarios[0].lengths", "13 tokens is longer than seq_len 12"),
     ({"lengths": []}, "scenarios[0].lengths", "empty length list"),
-    ({"lengths": [0, 3]}, "scenarios[0].lengths", "greater than 0"),
+    ({"lengths": [0, 3]}, "scenarios[0].lengths", "document length 0 is not an integer from 1"),
     ({"mask": "causal", "lengths": [3]}, "scenarios[0].lengths", "mask: document"),
     ({"layout": "packed"}, "scenarios[0].layout", "layout packed needs lengths"),
     ({"softcap": 5.0}, "scenarios[0].softcap", "softcap applies only to score_mod softcap"),

@@ -40,6 +40,13 @@ def compile_failure(exc: Exception, device: torch.device) -> UnsupportedError:
     return UnsupportedError(f"torch.compile (inductor) failed on {device.type}: {reason[0]}")
 
 
+def unimplemented(exc: NotImplementedError, device: torch.device) -> UnsupportedError:
+    """What torch has not implemented for this input (FlexAttention's backward on the CPU, as of 2.13), as
+    an ``unsupported`` reason in torch's words."""
+    reason = str(exc).strip().split(". ")[0]
+    return UnsupportedError(f"torch {torch.__version__} on {device.type}: {reason}")
+
+
 class CompiledModule(nn.Module):
     """``torch.compile(module)`` whose compiler failures surface as :class:`UnsupportedError`."""
 

@@ -15,7 +15,7 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
 from mhabench import cost
-from mhabench.impls.compiled import compile_failure, compile_fresh
+from mhabench.impls.compiled import compile_failure, compile_fresh, unimplemented
 from mhabench.impls.fused import FusedAttention
 from mhabench.impls.registry import EVERY_PATTERN, Capabilities, register
 from mhabench.impls.weights import AttentionWeights
@@ -133,3 +133,5 @@ class FlexAttention(FusedAttention):
             return self.flex(q, k, v, score_mod=score_mod, block_mask=mask, enable_gqa=gqa)
         except BackendCompilerFailed as exc:
             raise compile_failure(exc, q.device) from None
+        except NotImplementedError as exc:  # e.g. no backward on the CPU: unsupported, in torch's words
+            raise unimplemented(exc, q.device) from None

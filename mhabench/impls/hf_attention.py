@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from mhabench import cost
 from mhabench.errors import UnsupportedError
-from mhabench.impls.compiled import compile_failure
+from mhabench.impls.compiled import compile_failure, unimplemented
 from mhabench.impls.fused import FusedAttention
 from mhabench.impls.registry import Capabilities, optional_import, register
 from mhabench.impls.weights import AttentionWeights
@@ -172,8 +172,7 @@ class HfFlexAttention(HfAttention):
         except BackendCompilerFailed as exc:
             raise compile_failure(exc, q.device) from None
         except NotImplementedError as exc:
-            reason = str(exc).strip().split(". ")[0]
-            raise UnsupportedError(f"torch {torch.__version__} on {q.device.type}: {reason}") from None
+            raise unimplemented(exc, q.device) from None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mhabench.errors import quote
 
 MAX_DOCUMENTS = 65_536
 Count = Annotated[int, Field(gt=0, le=MAX_DOCUMENTS, strict=True)]
@@ -45,14 +47,51 @@ LengthsSpec = ExplicitLengths | UniformLengths | CorpusLengths
 
 
 def as_sweep(value: Any) -> Any:
-    """One spec is a one-value sweep: a list of ints is one explicit spec, a list of lists or mappings sweeps."""
+    """One spec is a one-value sweep: a list of ints is one explicit spec, a list of lists or mappings sweeps.
+
+    Each spec is parsed here, so a bad one is one line about lengths (pydantic's union of three shapes
+    would report a guess at which shape was meant)."""
     if value is None:
         return None
     if value == []:
         raise ValueError("an empty length list has no documents; give at least one length")
-    if isinstance(value, list) and all(isinstance(item, list | dict) for item in value):
+    if isinstance(value, list) and value and all(isinstance(item, list | dict) for item in value):
+        return [parse_spec(item) for item in value]
+    return [parse_spec(value)]
+
+
+def parse_spec(value: Any) -> LengthsSpec:
+    """One lengths spec: a list of positive ints, ``{distribution: uniform, …}`` or ``{file: …}``."""
+    if isinstance(value, list):
+        if not value:
+            raise ValueError("an empty length list has no documents; give at least one length")
+        if len(value) > MAX_DOCUMENTS:
+            raise ValueError(f"{len(value)} documents; at most {MAX_DOCUMENTS}")
+        bad = next((item for item in value if not _is_length(item)), None)
+        if bad is not None:
+            raise ValueError(f"document length {quote(bad)} is not an integer from 1 to 1048576")
         return value
-    return [value]
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a list of lengths or a mapping, got {quote(value)}")
+    if "file" in value:
+        return _validated(CorpusLengths, value)
+    if value.get("distribution") != "uniform":
+        raise ValueError("a lengths mapping is {distribution: uniform, min, count} or {file, count}")
+    return _validated(UniformLengths, value)
+
+
+def _is_length(item: Any) -> bool:
+    return isinstance(item, int) and not isinstance(item, bool) and 0 < item <= 1_048_576
+
+
+def _validated(model: type[BaseModel], value: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "lengths"
+        problem = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
+        raise ValueError(f"{where}: {problem}") from None
 
 
 @functools.lru_cache(maxsize=16)
