@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Literal
 
 from mhabench.pattern import CAUSAL, PLAIN, AttentionPattern
 
@@ -308,16 +309,20 @@ def score_pass_elements(w: Workload) -> int:
     return passes * w.score_elements
 
 
-def dense_mask_bytes(w: Workload) -> int:
-    """A mask tensor other than plain causal: booleans, one per (query, key) pair of every distinct row
-    (one row unless documents differ per row), plus an ALiBi bias per head in the element type."""
+def dense_mask_bytes(w: Workload, converted: bool) -> int:
+    """A mask tensor other than plain causal, per (query, key) pair of every distinct row (one row unless
+    documents differ per row): a materialized layout reads the booleans (1 byte) and an ALiBi bias per head;
+    SDPA (``converted``) turns the booleans into an additive mask in the element type on every call (reads
+    1 byte, writes e, its kernel reads e), or with ALiBi reads the additive bias built once."""
     pattern = w.shape
     if pattern.plain or w.decode:  # decode: the window is a slice of the cache
         return 0
     rows = w.batch if pattern.lengths is not None else 1
-    pairs = rows * w.seq_len * w.kv_len
-    bias = pairs * w.heads * w.element_bytes if pattern.score_mod == "alibi" else 0
-    return pairs + bias
+    pairs, e = rows * w.seq_len * w.kv_len, w.element_bytes
+    if pattern.score_mod == "alibi":
+        booleans = 0 if converted or (pattern.mask == "none" and pattern.lengths is None) else pairs
+        return pairs * w.heads * e + booleans
+    return pairs * (1 + 2 * e) if converted else pairs
 
 
 def _standard_weights(w: Workload) -> int:
@@ -341,10 +346,11 @@ class CostModel:
     materializes_scores: bool = False
     """Whether the model's attention bytes write the b·h·n·L score matrix and read it back (the unfused
     layouts): what ``mhabench advise`` says of a row, so it is said from the same model that priced the row."""
-    dense_mask: bool = False
-    """Whether a mask other than plain causal reaches the attention as a dense tensor (a boolean mask, an
-    ALiBi bias): the materialized layouts and SDPA's ``attn_mask``; block masks and kernels' own window
-    arguments (flex, flash_attn, xformers) read no such tensor."""
+    dense_mask: Literal["", "read", "converted"] = ""
+    """How a mask other than plain causal reaches the attention as a dense tensor: ``read`` by the
+    materialized layouts (booleans, an ALiBi bias), ``converted`` by SDPA's ``attn_mask`` (booleans
+    become an additive mask each call: :func:`dense_mask_bytes`); "" for block masks and kernels' own
+    window arguments (flex, flash_attn, xformers), which read no such tensor."""
 
     def __call__(self, w: Workload) -> Cost:
         """FLOPs and bytes of one call (forward, or forward + backward when ``w.train``)."""
@@ -353,7 +359,7 @@ class CostModel:
         e = w.element_bytes
         if self.materializes_scores:
             attn_elements += score_pass_elements(w)
-        mask_bytes = dense_mask_bytes(w) if self.dense_mask else 0
+        mask_bytes = dense_mask_bytes(w, self.dense_mask == "converted") if self.dense_mask else 0
         forward = Cost(
             proj_flops=proj_flops,
             attn_flops=attn_flops,
@@ -370,12 +376,12 @@ class CostModel:
 
 FUSED = CostModel("fused", _fused)
 """One attention kernel that takes its mask as arguments or a block mask (flex, flash_attn, xformers)."""
-SDPA = CostModel("fused", _fused, dense_mask=True)
+SDPA = CostModel("fused", _fused, dense_mask="converted")
 """``fused`` through SDPA: the same bytes, plus the dense ``attn_mask`` it reads for a mask that
 ``is_causal`` cannot express."""
-MATERIALIZED = CostModel("materialized", _materialized, materializes_scores=True, dense_mask=True)
-PER_HEAD = CostModel("per_head", _per_head, materializes_scores=True, dense_mask=True)
-UNSCALED = CostModel("unscaled", _unscaled, materializes_scores=True, dense_mask=True)
+MATERIALIZED = CostModel("materialized", _materialized, materializes_scores=True, dense_mask="read")
+PER_HEAD = CostModel("per_head", _per_head, materializes_scores=True, dense_mask="read")
+UNSCALED = CostModel("unscaled", _unscaled, materializes_scores=True, dense_mask="read")
 SHARED_QK = CostModel(
     "shared_qk",
     _shared_qk,

@@ -428,14 +428,16 @@ def test_a_window_keeps_about_n_times_w_pairs() -> None:
 
 
 def test_a_dense_mask_is_in_the_bytes_of_the_layouts_that_read_one() -> None:
-    """A window is an n×L boolean tensor for naive and SDPA, and nothing for flex's block mask."""
+    """A window is an n×L boolean tensor that naive reads, that SDPA turns into an additive float mask each call
+    (reads 1 byte, writes and reads back 4 per pair in float32: what its dispatched ops showed), and nothing for
+    flex's block mask."""
     n = 64
     window, causal = (
         workload(one_case(mask="sliding_window", window=8, seq_len=n)),
         workload(one_case(mask="causal", seq_len=n)),
     )
     assert cost.MATERIALIZED(window).attn_bytes - cost.MATERIALIZED(causal).attn_bytes == n * n
-    assert cost.SDPA(window).attn_bytes - cost.SDPA(causal).attn_bytes == n * n
+    assert cost.SDPA(window).attn_bytes - cost.SDPA(causal).attn_bytes == n * n * (1 + 2 * 4)
     assert cost.FUSED(window).attn_bytes == cost.FUSED(causal).attn_bytes
 
 

@@ -25,6 +25,12 @@ class DenseMask:
     visible: torch.Tensor | None
     bias: torch.Tensor | None
     softcap: float | None
+    additive: torch.Tensor | None = None
+    """The bias with −inf where hidden, built once beside them for SDPA (None unless there are both)."""
+
+    def __post_init__(self) -> None:
+        if self.bias is not None and self.visible is not None and self.additive is None:
+            object.__setattr__(self, "additive", self.bias.masked_fill(~self.visible, float("-inf")))
 
     def apply(self, scores: torch.Tensor) -> torch.Tensor:
         """Scores (…, n, L) with the cap, the bias and the mask applied (new tensors, never in place)."""
@@ -40,15 +46,14 @@ class DenseMask:
         """What one query head's (b, n, L) scores read in a per-head loop: the mask and its bias, no head axis."""
         visible = None if self.visible is None else self.visible[:, 0]
         bias = None if self.bias is None else self.bias[:, index]
-        return DenseMask(visible, bias, self.softcap)
+        additive = None if self.additive is None else self.additive[:, index]
+        return DenseMask(visible, bias, self.softcap, additive)
 
     def sdpa_mask(self) -> torch.Tensor | None:
         """SDPA's ``attn_mask``: the booleans, or with a bias one additive float mask (−inf where hidden)."""
         if self.bias is None:
             return self.visible
-        if self.visible is None:
-            return self.bias
-        return self.bias.masked_fill(~self.visible, float("-inf"))
+        return self.bias if self.visible is None else self.additive
 
 
 def dense_mask(
