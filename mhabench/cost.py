@@ -96,7 +96,13 @@ class Workload:
 
     @property
     def tokens(self) -> int:
+        """Query tokens computed: b·n, padding included (what the formulas price)."""
         return self.batch * self.seq_len
+
+    @property
+    def real_tokens(self) -> int:
+        """Query tokens that are not padding: what a throughput counts (tokens per second, per joule)."""
+        return self.tokens if self.shape.lengths is None else sum(self.shape.real_segments(self.batch, self.seq_len))
 
     @property
     def score_elements(self) -> int:
@@ -304,7 +310,7 @@ def score_pass_elements(w: Workload) -> int:
     mask's masked_fill where a causal one is not already counted, softcap's divide, tanh and multiply
     (read + write each), ALiBi's add (read + write)."""
     pattern = w.shape
-    masked = not w.decode and not w.causal and (pattern.mask != "none" or pattern.lengths is not None)
+    masked = not w.decode and not w.causal and pattern.needs_mask
     passes = (2 if masked else 0) + {"softcap": 6, "alibi": 2}.get(pattern.score_mod, 0)
     return passes * w.score_elements
 
@@ -320,8 +326,10 @@ def dense_mask_bytes(w: Workload, converted: bool) -> int:
     rows = w.batch if pattern.lengths is not None else 1
     pairs, e = rows * w.seq_len * w.kv_len, w.element_bytes
     if pattern.score_mod == "alibi":
-        booleans = 0 if converted or (pattern.mask == "none" and pattern.lengths is None) else pairs
+        booleans = pairs if pattern.needs_mask and not converted else 0
         return pairs * w.heads * e + booleans
+    if not pattern.needs_mask:  # a soft-cap alone: no tensor
+        return 0
     return pairs * (1 + 2 * e) if converted else pairs
 
 

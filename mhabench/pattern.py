@@ -58,6 +58,11 @@ class AttentionPattern:
         return self.mask in PLAIN_MASKS and self.lengths is None and self.score_mod == "none"
 
     @property
+    def needs_mask(self) -> bool:
+        """Some query does not see some key of its row: every mask but ``none`` over full-length rows."""
+        return self.mask != "none" or self.lengths is not None
+
+    @property
     def packed(self) -> bool:
         return self.lengths is not None and self.layout == "packed"
 
@@ -140,24 +145,31 @@ class TokenTable:
         return cls(torch.stack(segments).to(device), torch.stack(positions).to(device))
 
 
+def visible(pattern: AttentionPattern, same: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+    """The mask rule on tensors: may a query at position ``i`` see a key at ``j`` (``same``: of its segment)?
+
+    The one statement of the rule: the dense masks (:func:`allowed`) and flex's block masks both call it.
+    """
+    if pattern.mask in ("causal", "document"):
+        return same & (j <= i)
+    if pattern.mask == "sliding_window":
+        return same & (j <= i) & (j > i - (pattern.window or 0))
+    if pattern.mask == "prefix_lm":
+        return same & ((j <= i) | (j < (pattern.prefix or 0)))
+    return same
+
+
 def allowed(pattern: AttentionPattern, table: TokenTable, queries: torch.Tensor | None = None) -> torch.Tensor:
     """Boolean (rows, q, keys): True where a query may see a key. ``queries``: token indices (None: all)."""
     seg_q = table.segment if queries is None else table.segment[:, queries]
     pos_q = table.position if queries is None else table.position[:, queries]
-    i, j = pos_q[:, :, None], table.position[:, None, :]
-    ok = seg_q[:, :, None] == table.segment[:, None, :]
-    if pattern.mask in ("causal", "document"):
-        ok &= j <= i
-    elif pattern.mask == "sliding_window":
-        ok &= (j <= i) & (j > i - (pattern.window or 0))
-    elif pattern.mask == "prefix_lm":
-        ok &= (j <= i) | (j < (pattern.prefix or 0))
-    return ok
+    same = seg_q[:, :, None] == table.segment[:, None, :]
+    return visible(pattern, same, pos_q[:, :, None], table.position[:, None, :])
 
 
 def alibi_slopes(heads: int) -> torch.Tensor:
-    """The ALiBi paper's per-head slopes: a geometric sequence from 2^(−8/h′) (h′ the next power of two,
-    the odd-indexed slopes of 2h′ filling in when h is not a power of two, as BLOOM does)."""
+    """The ALiBi paper's per-head slopes: 2^(−8k/h′) for k = 1 … h′, h′ the largest power of two ≤ h; when h
+    is not a power of two the rest are every other slope of 2h′ (its 1st, 3rd, …), as BLOOM does."""
     closest = 2 ** math.floor(math.log2(heads))
     base = torch.tensor([2 ** (-8 * (k + 1) / closest) for k in range(closest)], dtype=torch.float64)
     if closest == heads:
@@ -178,11 +190,16 @@ def score_bias(
     return -slopes[None, :, None, None] * distance[:, None]
 
 
+def softcapped(scores: torch.Tensor, cap: float) -> torch.Tensor:
+    """cap·tanh(scores / cap): Gemma 2's soft-cap, one formula for every path that applies it."""
+    return torch.tanh(scores / cap) * cap
+
+
 def modify_scores(pattern: AttentionPattern, scores: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """Apply the score modifier to scaled scores (new tensors, never in place)."""
     if pattern.score_mod == "softcap":
         assert pattern.softcap is not None
-        scores = torch.tanh(scores / pattern.softcap) * pattern.softcap
+        scores = softcapped(scores, pattern.softcap)
     if bias is not None:
         scores = scores + bias.to(scores.dtype)
     return scores

@@ -9,6 +9,7 @@ fails here. The same brute-force rule counts the pairs the cost model's closed f
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -570,7 +571,7 @@ def test_corpus_lengths_are_read_beside_the_config_and_cut_to_seq_len(tmp_path: 
     assert set(short.documents) == {3, 8}  # 40 and 11 are cut to seq_len 8
     assert set(long.documents) == {3, 11, 40}
     assert [min(length, 8) for length in long.documents] == list(short.documents)  # the same draw
-    assert short.lengths == "corpusx30s1" and "-lencorpusx30s1-padded" in short.case_id
+    assert re.fullmatch(r"corpus-[0-9a-f]{8}x30s1", short.lengths) and f"-len{short.lengths}-padded" in short.case_id
 
 
 # --- old runs ---------------------------------------------------------------------------------------
@@ -584,3 +585,19 @@ def test_old_runs_read_their_mask_from_causal() -> None:
     assert list(frame["score_mod"]) == ["none"] * 4 and list(frame["softcap"]) == [0.0] * 4
     kept = with_key_defaults(pd.DataFrame({"causal": [True], "mask": ["sliding_window"], "window": [4]}))
     assert list(kept["mask"]) == ["sliding_window"] and list(kept["window"]) == [4]
+
+
+def test_different_document_sets_never_share_a_case() -> None:
+    """Long lists are labelled by a digest of their lengths: two sets with the same count, extremes and sum
+    stay two cases (a shared label would silently drop one from the sweep)."""
+    spec = {
+        "name": "s",
+        "seq_len": 16,
+        "d_model": 32,
+        "heads": 4,
+        "mask": "document",
+        "lengths": [[1, 5, 5, 9, 1, 1, 1], [1, 4, 6, 9, 1, 1, 1]],
+    }
+    cases = expand_cases(parse_config({"scenarios": [spec]}, "x.yaml"), torch.device("cpu"))
+    assert [case.documents for case in cases] == [(1, 5, 5, 9, 1, 1, 1), (1, 4, 6, 9, 1, 1, 1)]
+    assert len({case.case_id for case in cases}) == 2

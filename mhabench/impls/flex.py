@@ -19,7 +19,7 @@ from mhabench.impls.compiled import compile_failure, compile_fresh, unimplemente
 from mhabench.impls.fused import FusedAttention
 from mhabench.impls.registry import EVERY_PATTERN, Capabilities, register
 from mhabench.impls.weights import AttentionWeights
-from mhabench.pattern import AttentionPattern, TokenTable, alibi_slopes
+from mhabench.pattern import AttentionPattern, TokenTable, alibi_slopes, softcapped, visible
 
 
 def causal_block_mask(q_len: int, kv_len: int, device: torch.device) -> BlockMask:
@@ -35,25 +35,19 @@ def causal_block_mask(q_len: int, kv_len: int, device: torch.device) -> BlockMas
 def pattern_block_mask(pattern: AttentionPattern, rows: int, q_len: int, device: torch.device) -> BlockMask | None:
     """A prefill pattern as a block mask over its segments' tables (:mod:`mhabench.pattern`); None
     when every query sees every key. One batch row stands for all unless documents differ per row."""
-    if pattern.mask == "none" and pattern.lengths is None:
+    if not pattern.needs_mask:
         return None
     distinct = rows if pattern.lengths is not None else 1
     table = TokenTable.of(pattern.rows(distinct, q_len), device)
     segment, position = table.segment, table.position
-    window, prefix = pattern.window or 0, pattern.prefix or 0
     per_row = distinct > 1  # a shared mask is still called with every batch index inside partial blocks
 
-    def visible(batch: torch.Tensor, head: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
+    def mask_mod(batch: torch.Tensor, head: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
         row = batch if per_row else 0
-        i, j = position[row, q_idx], position[row, kv_idx]
         same = segment[row, q_idx] == segment[row, kv_idx]
-        if pattern.mask == "sliding_window":
-            return same & (j <= i) & (j > i - window)
-        if pattern.mask == "prefix_lm":
-            return same & ((j <= i) | (j < prefix))
-        return same & (j <= i) if pattern.causal else same
+        return visible(pattern, same, position[row, q_idx], position[row, kv_idx])
 
-    return create_block_mask(visible, None if distinct == 1 else distinct, None, q_len, q_len, device=device)
+    return create_block_mask(mask_mod, None if distinct == 1 else distinct, None, q_len, q_len, device=device)
 
 
 ScoreMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -70,7 +64,7 @@ def pattern_score_mod(
         def softcap(
             score: torch.Tensor, b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, k: torch.Tensor
         ) -> torch.Tensor:
-            return torch.tanh(score / cap) * cap
+            return softcapped(score, cap)
 
         return softcap
     if pattern.score_mod != "alibi":

@@ -11,7 +11,7 @@ import dataclasses
 
 import torch
 
-from mhabench.pattern import AttentionPattern, TokenTable, allowed, score_bias
+from mhabench.pattern import AttentionPattern, TokenTable, allowed, score_bias, softcapped
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +35,7 @@ class DenseMask:
     def apply(self, scores: torch.Tensor) -> torch.Tensor:
         """Scores (…, n, L) with the cap, the bias and the mask applied (new tensors, never in place)."""
         if self.softcap is not None:
-            scores = torch.tanh(scores / self.softcap) * self.softcap
+            scores = softcapped(scores, self.softcap)
         if self.bias is not None:
             scores = scores + self.bias
         if self.visible is not None:
@@ -72,8 +72,7 @@ def dense_mask(
         return DenseMask(None, _bias(pattern, table, heads, queries, dtype), pattern.softcap)
     distinct = rows if pattern.lengths is not None else 1
     table = TokenTable.of(pattern.rows(distinct, q_len), device)
-    everything = pattern.mask == "none" and pattern.lengths is None
-    visible = None if everything else allowed(pattern, table)[:, None]
+    visible = allowed(pattern, table)[:, None] if pattern.needs_mask else None
     return DenseMask(visible, _bias(pattern, table, heads, None, dtype), pattern.softcap)
 
 

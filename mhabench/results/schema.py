@@ -343,7 +343,9 @@ class ModelledCost:
 class Roofline:
     """Throughput from the measured latency and the modelled cost, placed on the device's roofline."""
 
-    tokens_per_s: float = column("query tokens per second", role="derived", unit="tokens/s", label="tokens/s")
+    tokens_per_s: float = column(
+        "real (non-padding) query tokens per second", role="derived", unit="tokens/s", label="tokens/s"
+    )
     achieved_tflops: float = column(
         "flops / latency (counted FLOPs where measured; with skips_masked_work above the executed rate: "
         "see achieved_useful_tflops)",

@@ -434,9 +434,8 @@ def placed(row: ResultRow, case: Case, peaks: DevicePeaks) -> Roofline:
     assert row.latency is not None
     backend = row.dispatch.sdpa_backend if row.dispatch is not None else None
     pattern = case.pattern
-    masked = pattern.causal or pattern.mask != "none" or pattern.lengths is not None
-    skips = masked and kernel_skips_masked_work(backend or "", row.case.impl, dense_mask=not pattern.plain)
-    return roofline(workload(case).tokens, row.cost, row.counted, row.latency, peaks, skips, row.hardware)
+    skips = pattern.needs_mask and kernel_skips_masked_work(backend or "", row.case.impl, dense_mask=not pattern.plain)
+    return roofline(workload(case).real_tokens, row.cost, row.counted, row.latency, peaks, skips, row.hardware)
 
 
 def _sampling(sampler: RoundSampler | str) -> bool:

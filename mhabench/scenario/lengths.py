@@ -9,6 +9,8 @@ longer than it is cut to it, as a tokenizer with ``max_length`` truncation would
 from __future__ import annotations
 
 import functools
+import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -129,15 +131,23 @@ def resolve(spec: LengthsSpec, seq_len: int) -> tuple[int, ...]:
 
 
 def label(spec: LengthsSpec) -> str:
-    """The ``lengths`` column and case-id token: short, file-name safe, distinct per spec."""
+    """The ``lengths`` column and case-id token: short, file-name safe, distinct per spec.
+
+    A long list and a corpus carry a digest of their lengths (the file's contents, not its path, so two
+    machines with the file in different folders still compare), so two different sets never share a label.
+    """
     if isinstance(spec, list):
         if len(spec) <= 6:
             return ".".join(map(str, spec))
-        return f"{len(spec)}docs-{min(spec)}to{max(spec)}-sum{sum(spec)}"
+        return f"{len(spec)}docs-{min(spec)}to{max(spec)}-{_digest(spec)}"
     if isinstance(spec, UniformLengths):
         top = f"{spec.max}" if spec.max else "n"
         return f"uniform{spec.min}to{top}x{spec.count}s{spec.seed}"
-    return f"{Path(spec.file).stem}x{spec.count}s{spec.seed}"
+    return f"{Path(spec.file).stem}-{_digest(read_corpus(spec.file))}x{spec.count}s{spec.seed}"
+
+
+def _digest(lengths: Sequence[int]) -> str:
+    return hashlib.sha256(",".join(map(str, lengths)).encode()).hexdigest()[:8]
 
 
 def too_long(spec: LengthsSpec, seq_len: int) -> str | None:
