@@ -30,6 +30,10 @@ REQUIRED = {
     "fused_throughput",
     "do_bench",
     "pytest_cuda",
+    "dram_copy",
+    "tensor_flops",
+    "fused_hardware_flops",
+    "energy",
 }
 
 

@@ -205,8 +205,19 @@ def test_profile_case_runs_the_child_under_ncu_with_the_timings_cache_policy() -
     command = fake.commands[1]
     assert command[:2] == ["/opt/ncu", "--csv"] and command[command.index("--cache-control") + 1] == "all"
     assert command[command.index("--profile-from-start") + 1] == "off"
+    assert command[command.index("--replay-mode") + 1] == "kernel"  # one result per kernel, for kernels.csv
+    assert command[command.index("--clock-control") + 1] == "none"
     assert "mhabench.run.profiled_call" in command
     assert profile.counters["fused"].counters_source == "ncu 2025.3.1.0"
+
+
+def test_counters_taken_without_the_flush_are_flagged_as_warm() -> None:
+    fake = FakeNcu([run_hardware.Finished(0, with_markers(fixture("ncu_fused.csv")), "")], [{"impl": "fused"}])
+    profile = run_hardware.profile_case(job(), [ok_row("fused")], False, 60, Path("/opt/ncu"), fake)
+    assert fake.commands[1][fake.commands[1].index("--cache-control") + 1] == "none"
+    assert profile.counters["fused"].counters_source == f"ncu 2025.3.1.0, {hardware.WARM_L2}"
+    assert profile.counters["fused"].dram_read_bytes is not None  # flagged, not refused
+    assert hardware.source_label(None, True) == "ncu"
 
 
 def test_an_unknown_metric_is_retried_with_the_checked_metrics_only() -> None:

@@ -16,6 +16,7 @@ from mhabench.probe.config import parse_probe_config
 from mhabench.scenario.cases import expand_cases
 from mhabench.scenario.config import load_config, parse_config
 from mhabench.scenario.models import PRESETS, read_config_json
+from mhabench.views.models import _cells
 
 CPU = torch.device("cpu")
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -78,12 +79,51 @@ def test_a_preset_fills_the_shape_mask_and_softcap() -> None:
 def test_fields_given_beside_a_model_win_and_may_sweep() -> None:
     data = {"scenarios": [{"model": "llama-3.1-8b", "seq_len": 16, "heads": [32, 16], "bias": True}]}
     cases = expand_cases(parse_config(data, "m.yaml"), CPU)
-    assert [(c.heads, c.kv_heads, c.head_dim, c.bias) for c in cases] == [(32, 8, 128, True), (16, 8, 128, True)]
+    assert [(c.heads, c.kv_heads, c.head_dim, c.bias) for c in cases] == [(32, 8, 128, True), (16, 8, 256, True)]
     own_mask = parse_config({"scenarios": [{"model": "gemma-2-9b", "seq_len": 16, "mask": "causal"}]}, "m.yaml")
     (case,) = expand_cases(own_mask, CPU)
     assert (case.mask, case.window, case.score_mod) == ("causal", 0, "softcap")  # the window went with the mask
     bidirectional = parse_config({"scenarios": [{"model": "gpt2", "seq_len": 16, "causal": False}]}, "m.yaml")
     assert not expand_cases(bidirectional, CPU)[0].causal
+
+
+def test_head_dim_follows_an_overridden_width_unless_the_model_sets_it_apart() -> None:
+    narrow = {"model": "llama-3.1-8b", "seq_len": 16, "d_model": 1024}
+    (case,) = expand_cases(parse_config({"scenarios": [narrow]}, "m.yaml"), CPU)
+    assert (case.d_model, case.heads, case.head_dim, case.kv_heads) == (1024, 32, 32, 8)
+    assert case.case_id == "scenario/b1-n16-d1024-h32-kv8-float32-causal"  # no 4096-wide query on a 1024 model
+    qwen3 = {"model": "qwen3-8b", "seq_len": 16, "d_model": 2048}  # states head_dim 128 = 4096 / 32: not apart
+    assert expand_cases(parse_config({"scenarios": [qwen3]}, "m.yaml"), CPU)[0].head_dim == 64
+    gemma = {"model": "gemma-2-9b", "seq_len": 16, "d_model": 1024, "heads": 8}  # 256 is Gemma's own width
+    (case,) = expand_cases(parse_config({"scenarios": [gemma]}, "m.yaml"), CPU)
+    assert (case.d_model, case.heads, case.head_dim, case.kv_heads) == (1024, 8, 256, 8)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"heads": 12}, "heads 12 is not divisible by llama-3.1-8b's kv_heads 8; set kv_heads too"),
+        ({"kv_heads": 3}, "llama-3.1-8b's heads 32 is not divisible by kv_heads 3; set heads too"),
+        ({"d_model": 1000}, "d_model 1000 is not divisible by llama-3.1-8b's heads 32; set heads (or head_dim) too"),
+        ({"heads": [16, 24], "kv_heads": 8}, "llama-3.1-8b's d_model 4096 is not divisible by heads 24; set d_model"),
+    ],
+)
+def test_a_size_that_does_not_divide_with_the_models_names_the_model(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"scenarios": [{"model": "llama-3.1-8b", "seq_len": 16} | fields]}, "m.yaml")
+    assert str(caught.value).startswith(f"m.yaml: scenarios[0].model: {message}")
+    assert "\n" not in str(caught.value)
+
+
+def test_with_lengths_a_models_causal_mask_is_document() -> None:
+    data = {"scenarios": [{"model": "llama-3.1-8b", "seq_len": 16, "lengths": [4, 16]}]}
+    (case,) = expand_cases(parse_config(data, "m.yaml"), CPU)
+    assert (case.mask, case.lengths, case.causal) == ("document", "4.16", True)
+    windowed = {"scenarios": [{"model": "mistral-7b", "seq_len": 16, "lengths": [4, 16], "layout": "packed"}]}
+    (case,) = expand_cases(parse_config(windowed, "m.yaml"), CPU)
+    assert (case.mask, case.window, case.layout) == ("sliding_window", 4096, "packed")  # a window per document
+    own = {"scenarios": [{"model": "llama-3.1-8b", "seq_len": 16, "lengths": [4, 16], "mask": "none"}]}
+    assert expand_cases(parse_config(own, "m.yaml"), CPU)[0].mask == "none"
 
 
 def test_unknown_preset_is_one_line_listing_the_known_ones() -> None:
@@ -139,7 +179,12 @@ def test_window_and_softcap_come_from_their_hugging_face_fields(tmp_path: Path) 
         ({"attention_bias": "yes"}, "attention_bias: 'yes' is not true or false"),
         ({"attn_logit_softcapping": -1}, "attn_logit_softcapping: -1 is not a positive number"),
         ({"query_pre_attn_scalar": 144}, "query_pre_attn_scalar: 144 ≠ head_dim 32; mhabench scales by 1/√head_dim"),
-        ({"max_position_embeddings": None}, "max_position_embeddings (or n_positions): missing"),
+        ({"max_position_embeddings": 0}, "max_position_embeddings: 0 is not a positive integer"),
+        ({"attn_logit_softcapping": 1e9}, "attn_logit_softcapping: 1000000000.0 is above 1e+06, the most a scenario"),
+        ({"sliding_window": 2_000_000}, "sliding_window: 2000000 is above 1048576, the most a scenario takes"),
+        ({"head_dim": 100_000}, "head_dim: 100000 is above 16384, the most a scenario takes"),
+        ({"hidden_size": 70_000}, "hidden_size: 70000 is above 65536, the most a scenario takes"),
+        ({"num_key_value_heads": 2048}, "num_key_value_heads: 2048 is above 1024, the most a scenario takes"),
     ],
 )
 def test_a_bad_config_json_is_one_line_naming_the_file_and_field(
@@ -149,7 +194,17 @@ def test_a_bad_config_json_is_one_line_naming_the_file_and_field(
     path = write_json(tmp_path / "bad" / "config.json", data)
     with pytest.raises(ConfigError) as caught:
         run_config(tmp_path, {"model": "bad/config.json", "seq_len": 16})
-    assert str(caught.value) == f"{tmp_path / 'run.yaml'}: scenarios[0].model: {path}: {message}"
+    assert str(caught.value).startswith(f"{tmp_path / 'run.yaml'}: scenarios[0].model: {path}: {message}")
+    assert "\n" not in str(caught.value)
+
+
+def test_max_position_embeddings_is_optional_and_shown_as_a_dash(tmp_path: Path) -> None:
+    data = {key: value for key, value in LLAMA_LIKE.items() if key != "max_position_embeddings"}
+    shape = read_config_json(write_json(tmp_path / "config.json", data), "no-context")
+    assert shape.max_position is None and (shape.d_model, shape.heads) == (256, 8)
+    assert _cells(shape)[8] == "—"
+    (case,) = expand_cases(run_config(tmp_path, {"model": "config.json", "seq_len": 16}), CPU)
+    assert case.d_model == 256
 
 
 @pytest.mark.parametrize(

@@ -2,33 +2,56 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from typing import cast
+
 import pytest
 import torch
 
+from mhabench.impls import get_spec
 from mhabench.measure import nvml
-from mhabench.measure.rounds import Block, run_rounds
-from mhabench.results.schema import Energy
-from mhabench.scenario.config import TimingConfig
+from mhabench.measure.cuda_timing import CudaCalls
+from mhabench.measure.peaks import DevicePeaks
+from mhabench.measure.roofline import executed_tflops
+from mhabench.measure.rounds import Block, CudaTimer, read_lead_energy, run_rounds
+from mhabench.results.schema import CaseIdentity, Energy, LatencyStats, ModelledCost, Outcome, ResultRow, Roofline
+from mhabench.run.case import finished
+from mhabench.run.steps import workload
+from mhabench.scenario.cases import Case, expand_cases
+from mhabench.scenario.config import RunConfig, TimingConfig
 
 
 class FakeNvml:
-    """A GPU whose energy counter advances by ``watts`` × the fake clock, whose SM clock and clock-event
-    reasons follow a script (one entry per read)."""
+    """A GPU whose energy counter adds ``watts`` (or a run's own power) × the time each fake run takes, whose SM
+    clock and clock-event reasons follow a script (one entry per read), and which counts NVML's init/shutdown."""
 
     NVML_CLOCK_SM = 0
     NVML_CLOCK_MEM = 1
 
     def __init__(self, clocks_mhz: list[float], reasons: list[int], watts: float = 500.0) -> None:
         self.now_s = 0.0
+        self.energy_mj = 0.0
         self.watts = watts
         self.clocks_mhz = list(clocks_mhz)
         self.reasons = list(reasons)
-        self.initialised = False
+        self.inits = 0
+        self.uuids: set[str] = set()
+
+    def run(self, seconds: float, watts: float | None = None) -> None:
+        """The GPU busy for ``seconds`` at ``watts`` (its default power when None)."""
+        self.now_s += seconds
+        self.energy_mj += (self.watts if watts is None else watts) * seconds * 1e3
 
     def nvmlInit(self) -> None:
-        self.initialised = True
+        self.inits += 1
+
+    def nvmlShutdown(self) -> None:
+        self.inits -= 1
 
     def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
+        if self.uuids and uuid not in self.uuids:
+            raise RuntimeError("Not Found")
         return uuid
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
@@ -38,7 +61,7 @@ class FakeNvml:
         return b"580.159.04"
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
-        return round(self.watts * self.now_s * 1e3)  # mJ
+        return round(self.energy_mj)
 
     def nvmlDeviceGetClockInfo(self, handle: str, clock: int) -> int:
         assert clock == self.NVML_CLOCK_SM
@@ -65,8 +88,8 @@ class FakeTimer:
         self.per_call_s = per_call_s
 
     def block(self, calls: int) -> Block:
-        self.gpu.now_s += calls * self.per_call_s
-        return Block(self.per_call_s * 1e3, calls * self.per_call_s)
+        self.gpu.run(calls * self.per_call_s)
+        return Block(self.per_call_s * 1e3, calls * self.per_call_s, calls=calls)
 
     def sample(self, calls: int) -> Block:
         return self.block(calls)
@@ -110,9 +133,11 @@ def test_the_derived_figures_are_per_joule_of_one_call() -> None:
 
 
 def test_without_a_gpu_or_without_nvml_the_sampler_is_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert nvml.open_sampler(torch.device("cpu")) == nvml.CPU_DEVICE
+    with nvml.open_sampler(torch.device("cpu")) as sampler:
+        assert sampler == nvml.CPU_DEVICE
     monkeypatch.setattr(nvml, "load_nvml", lambda: None)
-    assert nvml.open_sampler(torch.device("cuda:0")) == nvml.NO_NVML
+    with nvml.open_sampler(torch.device("cuda:0")) as sampler:
+        assert sampler == nvml.NO_NVML
     assert nvml.gpu_settings(torch.device("cuda:0")) == {"source": nvml.NO_NVML}
 
 
@@ -121,7 +146,53 @@ def test_an_nvml_error_is_one_line_and_no_measurement(monkeypatch: pytest.Monkey
         def nvmlInit(self) -> None:
             raise RuntimeError("NVML_ERROR_DRIVER_NOT_LOADED")
 
-    assert nvml.open_sampler(torch.device("cuda:0"), Broken([], [])) == "NVML error: NVML_ERROR_DRIVER_NOT_LOADED"
+    with nvml.open_sampler(torch.device("cuda:0"), Broken([], [])) as sampler:
+        assert sampler == "NVML error: NVML_ERROR_DRIVER_NOT_LOADED"
+
+
+def test_every_nvml_init_is_shut_down_even_when_the_block_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = FakeNvml([], [])
+    monkeypatch.setattr(nvml, "_handle", lambda module, device: "GPU-x")
+    with nvml.open_sampler(torch.device("cuda:0"), gpu) as sampler:
+        assert isinstance(sampler, nvml.RoundSampler) and gpu.inits == 1
+    assert gpu.inits == 0
+    with pytest.raises(RuntimeError, match="timing failed"), nvml.open_sampler(torch.device("cuda:0"), gpu):
+        raise RuntimeError("timing failed")
+    assert gpu.inits == 0
+    nvml.gpu_settings(torch.device("cuda:0"), gpu)
+    assert gpu.inits == 0
+
+
+class Props:
+    def __init__(self, uuid: str) -> None:
+        self.uuid = uuid
+
+
+@pytest.mark.parametrize(
+    ("torch_uuid", "owned", "handle"),
+    [
+        ("GPU-1234", "GPU-1234", "GPU-1234"),
+        ("1234", "GPU-1234", "GPU-1234"),
+        ("MIG-abcd", "MIG-abcd", "MIG-abcd"),
+        ("abcd", "MIG-abcd", "MIG-abcd"),  # a MIG instance's bare UUID: never looked up as GPU-abcd successfully
+    ],
+)
+def test_the_handle_is_looked_up_under_the_prefix_its_device_owns(
+    monkeypatch: pytest.MonkeyPatch, torch_uuid: str, owned: str, handle: str
+) -> None:
+    gpu = FakeNvml([], [])
+    gpu.uuids = {owned}
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Props(torch_uuid))
+    assert nvml._handle(gpu, torch.device("cuda:0")) == handle
+
+
+def test_a_uuid_no_device_owns_is_nvmls_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = FakeNvml([], [])
+    gpu.uuids = {"GPU-other"}
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Props("abcd"))
+    with nvml.open_sampler(torch.device("cuda:0"), gpu) as sampler:
+        assert sampler == "NVML error: Not Found"
+    assert gpu.inits == 0
 
 
 def test_manifest_settings_keep_what_the_gpu_reports(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,3 +215,138 @@ def test_a_row_timed_without_reads_has_only_the_source() -> None:
     sampler = sampler_for(FakeNvml([], []))
     energy = sampler.energy("never")
     assert energy == Energy(energy_source="nvml 580.159.04") and energy.energy_per_call_j is None
+
+
+class FakeCudaCalls:
+    """:class:`CudaCalls` on the fake GPU: each call runs behind one lead, at their own power; a host-timed call
+    too. ``calls_run`` and ``leads_run`` count what really ran."""
+
+    def __init__(self, gpu: FakeNvml, call_s: float, call_w: float, lead_s: float, lead_w: float) -> None:
+        self.gpu = gpu
+        self.call_s, self.call_w, self.lead_s, self.lead_w = call_s, call_w, lead_s, lead_w
+        self.lead = object()
+        self.calls_run = 0
+        self.leads_run = 0
+
+    def _one(self) -> None:
+        self.gpu.run(self.lead_s, self.lead_w)
+        self.gpu.run(self.call_s, self.call_w)
+        self.calls_run += 1
+        self.leads_run += 1
+
+    def device_ms(self, n_calls: int) -> list[float]:
+        for _ in range(n_calls):
+            self._one()
+        return [self.call_s * 1e3] * n_calls
+
+    def host_ms(self, n_calls: int) -> list[float]:
+        return self.device_ms(n_calls)
+
+    def leads_only(self, n_leads: int) -> None:
+        self.gpu.run(n_leads * self.lead_s, self.lead_w)
+        self.leads_run += n_leads
+
+
+def cuda_timer(calls: FakeCudaCalls) -> CudaTimer:
+    return CudaTimer(cast(CudaCalls, calls))
+
+
+def test_a_block_with_its_host_timed_call_divides_by_every_call_it_ran() -> None:
+    gpu = FakeNvml([1980] * 8, [0] * 8)
+    calls = FakeCudaCalls(gpu, call_s=0.001, call_w=400.0, lead_s=0.0, lead_w=0.0)
+    sampler = sampler_for(gpu)
+    timing = TimingConfig(min_run_time_s=0.001, max_run_time_s=1.0, min_samples=2)
+    blocks = run_rounds({"fused": cuda_timer(calls)}, {"fused": 4}, timing, seed=0, sampler=sampler)
+    assert [block.calls for block in blocks["fused"]] == [5, 5]  # 4 event-timed + 1 host-timed per round
+    assert [reading.calls for reading in sampler.readings["fused"]] == [5, 5]
+    assert sum(block.calls for block in blocks["fused"]) == calls.calls_run
+    # 10 calls of 1 ms at 400 W: 0.4 J each; divided by the 8 event-timed calls it would read 0.5 J
+    assert sampler.energy("fused").energy_per_call_j == pytest.approx(0.4)
+
+
+def test_the_leads_energy_is_measured_alone_and_taken_off_each_call() -> None:
+    gpu = FakeNvml([1980] * 8, [0] * 8)
+    flushed = FakeCudaCalls(gpu, call_s=0.001, call_w=400.0, lead_s=0.002, lead_w=600.0)
+    other = FakeCudaCalls(gpu, call_s=0.004, call_w=300.0, lead_s=0.002, lead_w=600.0)
+    other.lead = flushed.lead  # one lead shared by both, as the flush is per setting
+    timers = {"fused": cuda_timer(flushed), "naive": cuda_timer(other)}
+    sampler = sampler_for(gpu)
+    timing = TimingConfig(min_run_time_s=0.001, max_run_time_s=1.0, min_samples=2)
+    blocks = run_rounds(timers, {"fused": 3, "naive": 1}, timing, seed=0, sampler=sampler)
+    assert "fused" not in sampler.lead_readings
+    read_lead_energy(timers, blocks, sampler)
+    lead = sampler.lead_readings["fused"]
+    assert lead is sampler.lead_readings["naive"] and lead.calls == 8  # fused ran 2 × (3 + 1) calls, naive 2 × 2
+    assert lead.energy_j / lead.calls == pytest.approx(600.0 * 0.002)
+    assert sampler.energy("fused").energy_per_call_j == pytest.approx(400.0 * 0.001)
+    assert sampler.energy("naive").energy_per_call_j == pytest.approx(300.0 * 0.004)
+    # the GPU's draw over the blocks keeps the leads: (8 × 1.2 J + 8 × 0.4 J) / (8 × 3 ms)
+    assert sampler.energy("fused").average_power_w == pytest.approx((8 * 1.2 + 8 * 0.4) / (8 * 0.003))
+
+
+def test_a_call_whose_energy_the_leads_swamp_has_no_energy_per_call_and_says_why() -> None:
+    gpu = FakeNvml([1980] * 4, [0] * 4)
+    calls = FakeCudaCalls(gpu, call_s=0.001, call_w=0.0, lead_s=0.002, lead_w=600.0)  # the call draws nothing
+    timers = {"empty": cuda_timer(calls)}
+    sampler = sampler_for(gpu)
+    timing = TimingConfig(min_run_time_s=0.001, max_run_time_s=0.001, min_samples=1)
+    blocks = run_rounds(timers, {"empty": 2}, timing, seed=0, sampler=sampler)
+    read_lead_energy(timers, blocks, sampler)
+    energy = sampler.energy("empty")
+    assert energy.energy_per_call_j is None and energy.sm_clock_median_mhz == 1980.0
+    assert energy.energy_source is not None and "not resolved" in energy.energy_source
+    assert nvml.per_joule(energy, 1e9, 10) == energy  # nothing per joule without the energy
+
+
+def test_blocks_that_did_not_count_their_calls_give_no_energy_per_call() -> None:
+    gpu = FakeNvml([1980], [0])
+    sampler = sampler_for(gpu)
+    mark = sampler.before()
+    gpu.run(0.01)
+    sampler.after("uncounted", mark, 0)
+    assert sampler.energy("uncounted") == Energy(energy_source="nvml 580.159.04")
+
+
+# --- per joule: executed FLOPs and real tokens ------------------------------------------------------
+
+
+def padded_documents_case() -> Case:
+    """Two documents of 3 and 8 tokens padded to 8, causal within each: 16 query tokens computed, 11 real."""
+    config = RunConfig.model_validate(
+        {
+            "dtype": "float32",
+            "scenarios": [
+                {"name": "docs", "seq_len": 8, "d_model": 8, "heads": 2, "mask": "document", "lengths": [[3, 8]]}
+            ],
+        }
+    )
+    (case,) = expand_cases(config, torch.device("cpu"))
+    return case
+
+
+@pytest.mark.parametrize(("impl", "skips"), [("flex", True), ("naive", False)])
+def test_flop_per_joule_counts_executed_flops_and_tokens_per_joule_real_tokens(impl: str, skips: bool) -> None:
+    case = padded_documents_case()
+    work = workload(case)
+    cost_fn = get_spec("naive").cost
+    assert cost_fn is not None
+    cost = ModelledCost.from_cost(cost_fn(work))
+    assert cost.useful_flops < cost.flops and work.real_tokens == 11 < work.tokens == 16
+    row = ResultRow(CaseIdentity(impl=impl, dtype="float32", case_id=case.case_id), Outcome("ok", "")).with_groups(
+        cost, LatencyStats.from_samples((2.0,), 1, 0.1, math.nan), Energy(energy_per_call_j=0.5, energy_source="nvml x")
+    )
+    done = finished(row, case, DevicePeaks(100.0, 1000.0, "test"))
+    assert done.roofline is not None and done.roofline.skips_masked_work is skips
+    executed = cost.useful_flops if skips else cost.flops  # a skipping kernel never ran the masked blocks' FLOPs
+    assert done.energy is not None
+    assert done.energy.flop_per_joule == pytest.approx(executed / 0.5)
+    assert done.energy.tokens_per_joule == pytest.approx(11 / 0.5)
+
+
+def test_the_executed_rate_is_the_hardwares_where_ncu_counted_it() -> None:
+    point = Roofline(
+        achieved_tflops=2.0, achieved_useful_tflops=1.0, skips_masked_work=True, intensity_source="hardware"
+    )
+    assert executed_tflops(point) == 2.0
+    assert executed_tflops(dataclasses.replace(point, intensity_source="modelled")) == 1.0
+    assert executed_tflops(dataclasses.replace(point, intensity_source="modelled", skips_masked_work=False)) == 2.0

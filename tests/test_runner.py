@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -20,7 +21,7 @@ from mhabench.analysis.speedup import speedup_rows
 from mhabench.errors import UnsupportedError
 from mhabench.impls.reference import TOLERANCE, reference_attention
 from mhabench.measure.peaks import DevicePeaks
-from mhabench.results.schema import COLUMNS, CaseIdentity, Outcome, ResultRow
+from mhabench.results.schema import COLUMNS, CaseIdentity, Energy, Outcome, ResultRow
 from mhabench.results.store import load_run, rows_frame
 from mhabench.run import case as case_runner
 from mhabench.run import memory_guard, runner
@@ -317,12 +318,31 @@ def test_tensor_parallel_without_torchrun_is_refused_before_any_row(tmp_path: Pa
     assert not (tmp_path / "out").exists()
 
 
+class SilentNvml:
+    """Just enough NVML for a sampler on the CPU: the energy counter stands still."""
+
+    NVML_CLOCK_SM = 0
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: object) -> int:
+        return 0
+
+    def nvmlDeviceGetClockInfo(self, handle: object, clock: int) -> int:
+        return 1980
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: object) -> int:
+        return 0
+
+
 def test_a_call_failing_in_the_shared_rounds_fails_only_its_own_row(
-    tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks
+    tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Correct on its checked call, then raising: the rounds fail, each impl is timed alone, one error row."""
     from mhabench.impls import build
     from mhabench.impls.registry import _REGISTRY, register
+    from mhabench.measure.nvml import RoundSampler
+
+    sampler = RoundSampler(SilentNvml(), "handle", "nvml test")  # NVML answers, so the rows say why they have none
+    monkeypatch.setattr(case_runner, "open_sampler", lambda device: contextlib.nullcontext(sampler))
 
     class FailsWhenTimed(torch.nn.Module):
         def __init__(self, inner: torch.nn.Module) -> None:
@@ -346,6 +366,7 @@ def test_a_call_failing_in_the_shared_rounds_fails_only_its_own_row(
     assert rows["naive"].status == rows["fused"].status == "ok"
     assert rows["naive"].latency.latency_ms > 0 and rows["fused"].latency.latency_ms > 0
     assert rows["naive"].latency.rounds_id is None  # timed alone: its speedups are not paired
+    assert rows["naive"].energy == rows["fused"].energy == Energy(energy_source=case_runner.TIMED_ALONE)
 
 
 def test_every_ok_row_counts_its_allocations_and_naive_materializes_more(tiny_timing: TimingConfig) -> None:

@@ -143,20 +143,21 @@ def fused_check(device: torch.device) -> Verdict:
 
 
 def energy_check(device: torch.device) -> Verdict:
-    """A fixed matmul loop between two NVML reads, synchronised; SKIP without NVML."""
-    sampler = open_sampler(device)
-    if not isinstance(sampler, RoundSampler):
-        return None, {"reason": sampler}
-    size, calls = ENERGY_MATMUL
-    a, b = (torch.randn(size, size, device=device, dtype=torch.bfloat16) for _ in range(2))
-    torch.cuda.synchronize(device)
-    mark = sampler.before()
-    for _ in range(calls):
-        torch.matmul(a, b)
-    torch.cuda.synchronize(device)
-    sampler.after("loop", mark, calls)
-    energy = sampler.energy("loop")
-    reading = sampler.readings["loop"][0]
+    """A fixed matmul loop between two NVML reads, synchronised; SKIP without NVML. No lead runs, so no lead's
+    energy is taken off (the sampler has no lead reading for the loop)."""
+    with open_sampler(device) as sampler:
+        if not isinstance(sampler, RoundSampler):
+            return None, {"reason": sampler}
+        size, calls = ENERGY_MATMUL
+        a, b = (torch.randn(size, size, device=device, dtype=torch.bfloat16) for _ in range(2))
+        torch.cuda.synchronize(device)
+        mark = sampler.before()
+        for _ in range(calls):
+            torch.matmul(a, b)
+        torch.cuda.synchronize(device)
+        sampler.after("loop", mark, calls)
+        energy = sampler.energy("loop")
+        reading = sampler.readings["loop"][0]
     verdict, figures = energy_verdict(reading.energy_j, reading.seconds, gpu_settings(device).get("power_limit_w"))
     return verdict, {**figures, "sm_clock_mhz": energy.sm_clock_median_mhz, "reasons": energy.clock_event_reasons}
 

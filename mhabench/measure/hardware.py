@@ -108,15 +108,30 @@ def metrics_for(dtype: str, optional: bool = True) -> tuple[str, ...]:
     return REQUIRED_METRICS + tensor + FP32_METRICS
 
 
+WARM_L2 = "L2 warm across replay passes (flush_l2: false)"
+"""How a row profiled without the flush is flagged in ``counters_source``: see :func:`ncu_command`."""
+
+
 def ncu_command(ncu: Path, metrics: Sequence[str], flush_caches: bool, child: Sequence[str]) -> list[str]:
     """The command that profiles ``child`` (a Python command line): only between its profiler start and stop,
-    with the timing's cache policy (``flush_caches``: ncu flushes every cache before each kernel replay) and
-    the clocks left as they run (``--clock-control none``; the default locks them to base)."""
+    kernel by kernel (``--replay-mode kernel``: one result per kernel, which kernels.csv keeps), with the clocks
+    left as they run (``--clock-control none``; the default locks them to base).
+
+    The cache policy comes as close to the timing's as kernel replay allows, and no closer. ncu flushes before
+    every replay *pass*, and a pass is one kernel: with ``flush_caches`` (``--cache-control all``) each kernel
+    of the call starts cold, where the timing flushes once before the whole call, so L2 reuse between two
+    kernels of one call is not seen. Without it (``none``), a kernel's passes find L2 as the previous pass and
+    ncu's save and restore of its memory left it: warm, but not as the timing's back-to-back calls left it, and
+    the metrics of different passes may see different contents; such rows are flagged (:func:`source_label`).
+    Range replay would flush once per call, but gives one result per range, not per kernel: docs/measurement.md
+    says why it is not used yet."""
     return [
         str(ncu),
         "--csv",
         "--profile-from-start",
         "off",
+        "--replay-mode",
+        "kernel",
         "--metrics",
         ",".join(metrics),
         "--cache-control",
@@ -125,6 +140,13 @@ def ncu_command(ncu: Path, metrics: Sequence[str], flush_caches: bool, child: Se
         "none",
         *child,
     ]
+
+
+def source_label(version: str | None, flush_caches: bool) -> str:
+    """``counters_source`` of a profiled row: ``ncu <version>``, flagged where L2 was not flushed (its counts
+    then depend on what the replay passes left in L2, not on the timing's policy)."""
+    name = f"ncu {version}" if version else "ncu"
+    return name if flush_caches else f"{name}, {WARM_L2}"
 
 
 def failure_reason(output: str) -> str:

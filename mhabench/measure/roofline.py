@@ -66,6 +66,17 @@ def roofline(
     )
 
 
+def executed_tflops(point: Roofline) -> float | None:
+    """FLOP/s of what the kernels executed, the rate ``roofline_efficiency`` judges: the hardware's FLOPs where
+    ncu counted them (executed ones already), the useful FLOPs where the kernel skips masked blocks (the counted
+    and modelled FLOPs include the scores it never computed), every counted or modelled FLOP otherwise.
+    :mod:`mhabench.analysis.executed` applies the same rule to a run's table; None for a skipping row with no
+    useful-FLOP figure."""
+    if point.intensity_source == "hardware" or not point.skips_masked_work:
+        return point.achieved_tflops
+    return point.achieved_useful_tflops
+
+
 def hardware_cost(hardware: HardwareCounters | None) -> tuple[float, float] | None:
     """(FLOPs, DRAM bytes) of one call as the counters saw them, where both were measured and are positive."""
     if hardware is None or not hardware.hardware_intensity:

@@ -442,8 +442,8 @@ class HardwareCounters:
         label="hw/counted bytes",
     )
     counters_source: str = column(
-        "ncu <version> where the counters were read, else why they are empty (not requested, CPU device, no ncu, "
-        "no permission (ERR_NVGPUCTRPERM), the profiler's error)",
+        "ncu <version> where the counters were read (', L2 warm across replay passes' without flush_l2), else why "
+        "they are empty (not requested, CPU device, no ncu, no permission (ERR_NVGPUCTRPERM), the profiler's error)",
         role="measured",
         label="counters from",
     )
@@ -454,7 +454,8 @@ class Energy:
     """GPU energy, SM clock and clock-event reasons over the row's timed rounds (NVML, read between blocks)."""
 
     energy_per_call_j: float = column(
-        "GPU energy of the row's timed blocks (NVML total-energy counter, leads included) / their calls",
+        "GPU energy of the row's timed blocks (NVML total-energy counter) less their leads' (read alone after "
+        "the rounds), / the calls they ran (host-timed ones included)",
         role="measured",
         unit="J",
         label="J/call",
@@ -463,10 +464,17 @@ class Energy:
         "energy of the timed blocks / their wall time", role="measured", unit="W", label="power W"
     )
     flop_per_joule: float = column(
-        "FLOPs of one call (those the roofline uses) / energy_per_call_j", role="derived", unit="FLOP/J", label="FLOP/J"
+        "executed FLOPs of one call (hardware where counted, useful where the kernel skips masked blocks) / "
+        "energy_per_call_j",
+        role="derived",
+        unit="FLOP/J",
+        label="FLOP/J",
     )
     tokens_per_joule: float = column(
-        "query tokens of one call / energy_per_call_j", role="derived", unit="tokens/J", label="tokens/J"
+        "real (non-padding) query tokens of one call / energy_per_call_j",
+        role="derived",
+        unit="tokens/J",
+        label="tokens/J",
     )
     sm_clock_median_mhz: float = column(
         "median SM clock read right after each timed block", role="measured", unit="MHz", label="SM MHz"
@@ -488,7 +496,7 @@ class Energy:
         "share of the row's rounds flagged in throttled_rounds", role="derived", unit="ratio", label="throttled"
     )
     energy_source: str = column(
-        "nvml <driver version> where read, else why empty (CPU device, no nvidia-ml-py, NVML's error)",
+        "nvml <driver version> where read, else why empty (CPU device, no nvidia-ml-py, NVML's error, timed alone)",
         role="measured",
         label="energy from",
     )

@@ -44,7 +44,7 @@ from mhabench.impls.tensor_parallel import is_tensor_parallel
 from mhabench.measure.counters import count_cuda_kernels, counted
 from mhabench.measure.nvml import RoundSampler, open_sampler, per_joule
 from mhabench.measure.peaks import DevicePeaks, device_name
-from mhabench.measure.roofline import roofline
+from mhabench.measure.roofline import executed_tflops, roofline
 from mhabench.measure.rounds import time_in_rounds
 from mhabench.measure.timing import measure_latency
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
@@ -69,6 +69,8 @@ from mhabench.scenario.device import canonical_device
 from mhabench.torch_errors import classify_failure, is_sticky_cuda_error
 
 Stage = TypeVar("Stage")
+TIMED_ALONE = "not read (timed alone after the shared rounds failed)"
+"""``energy_source`` of a row timed by itself: NVML is read around the shared rounds only."""
 
 
 class CudaContextLostError(MhabenchError):
@@ -202,20 +204,26 @@ class Alone:
         """
         calls = {item.spec.name: item.step.run for item in passed}
         compile_times = {item.spec.name: item.compile_time_s for item in passed}
-        sampler = open_sampler(self.device)
-        with _failures_as_rows(self.device) as failed, torch.inference_mode():
-            timed = time_in_rounds(
-                calls, self.device, timing, seed, compile_times, sampler=sampler if _sampling(sampler) else None
-            )
-        if not failed:
-            return {name: (result.latency, _energy(sampler, name)) for name, result in timed.items()}
-        return {name: self._timed_alone(call, timing, compile_times[name]) for name, call in calls.items()}
+        with open_sampler(self.device) as sampler:
+            with _failures_as_rows(self.device) as failed, torch.inference_mode():
+                timed = time_in_rounds(
+                    calls, self.device, timing, seed, compile_times, sampler=sampler if _sampling(sampler) else None
+                )
+            if not failed:
+                return {name: (result.latency, _energy(sampler, name)) for name, result in timed.items()}
+        unread = Energy(energy_source=sampler if isinstance(sampler, str) else TIMED_ALONE)
+        return {name: self._timed_alone(call, timing, compile_times[name], unread) for name, call in calls.items()}
 
-    def _timed_alone(self, call: Callable[[], torch.Tensor], timing: TimingConfig, compile_time_s: float) -> Timed:
-        """Timed by itself, without the rounds' NVML reads (its energy group is left empty)."""
+    def _timed_alone(
+        self, call: Callable[[], torch.Tensor], timing: TimingConfig, compile_time_s: float, unread: Energy
+    ) -> Timed:
+        """Timed by itself, without the rounds' NVML reads: its energy group (``unread``) only says why it is empty
+        (the reason NVML could not be read at all, or that the row was timed alone)."""
         with _failures_as_rows(self.device) as failed, torch.inference_mode():
             latency = measure_latency(call, self.device, timing, compile_time_s)
-        return failed[0] if failed else (dataclasses.replace(latency, rounds_id=None),)
+        if failed:
+            return failed[0]
+        return dataclasses.replace(latency, rounds_id=None), unread
 
 
 # --- a case ------------------------------------------------------------------------------------
@@ -424,9 +432,9 @@ def finished(row: ResultRow, case: Case, peaks: DevicePeaks) -> ResultRow:
     row = row.with_groups(placed(row, case, peaks))
     if row.energy is None or row.roofline is None or row.latency is None:
         return row
-    tflops = row.roofline.achieved_tflops
+    tflops = executed_tflops(row.roofline)
     flops = tflops * 1e12 * row.latency.latency_ms / 1e3 if tflops is not None else None
-    return row.with_groups(per_joule(row.energy, flops, workload(case).tokens))
+    return row.with_groups(per_joule(row.energy, flops, workload(case).real_tokens))
 
 
 def placed(row: ResultRow, case: Case, peaks: DevicePeaks) -> Roofline:

@@ -86,7 +86,7 @@ def profile_case(
     if ncu is None:
         return Profile({row.case.impl: unprofiled(NO_NCU) for row in rows}, [])
     version = hardware.ncu_version(runner([str(ncu), "--version"], VERSION_TIMEOUT_S).stdout)
-    source = f"ncu {version}" if version else "ncu"
+    source = hardware.source_label(version, flush_caches)
     with tempfile.TemporaryDirectory(prefix="mhabench-ncu-") as folder:
         job_path, status_path = Path(folder) / "job.pickle", Path(folder) / "status.json"
         job_path.write_bytes(pickle.dumps(job))

@@ -39,7 +39,14 @@ from mhabench.pattern import Layout, MaskName, ScoreModName
 from mhabench.scenario import lengths as doc_lengths
 from mhabench.scenario import models, plugins
 from mhabench.scenario.device import resolve_device
-from mhabench.scenario.limits import check_document_size
+from mhabench.scenario.limits import (
+    MAX_HEAD_WIDTH,
+    MAX_HEADS,
+    MAX_MODEL_WIDTH,
+    MAX_SEQ_LEN,
+    MAX_SOFTCAP,
+    check_document_size,
+)
 
 DtypeName = Literal["float32", "float16", "bfloat16"]
 DTYPES: dict[str, torch.dtype] = {
@@ -47,13 +54,12 @@ DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
 }
-# Upper bounds a data-centre GPU could still need; beyond them a value is a typo, and every stored
-# value then fits in int64 (so a Parquet column can never overflow).
-SeqLen = Annotated[int, Field(gt=0, le=1_048_576, strict=True)]
-ModelWidth = Annotated[int, Field(gt=0, le=65_536, strict=True)]
+# Upper bounds (scenario/limits.py) a data-centre GPU could still need; beyond them a value is a typo.
+SeqLen = Annotated[int, Field(gt=0, le=MAX_SEQ_LEN, strict=True)]
+ModelWidth = Annotated[int, Field(gt=0, le=MAX_MODEL_WIDTH, strict=True)]
 BatchSize = Annotated[int, Field(gt=0, le=65_536, strict=True)]
-HeadCount = Annotated[int, Field(gt=0, le=1024, strict=True)]
-HeadWidth = Annotated[int, Field(gt=0, le=16_384, strict=True)]
+HeadCount = Annotated[int, Field(gt=0, le=MAX_HEADS, strict=True)]
+HeadWidth = Annotated[int, Field(gt=0, le=MAX_HEAD_WIDTH, strict=True)]
 Seconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
 INT64_MAX = 2**63 - 1
 DEFAULT_MAX_ROWS = 10_000
@@ -126,7 +132,8 @@ class ScenarioSpec(_Strict):
     model: str | None = Field(
         None,
         description="a preset (mhabench models) or a Hugging Face config.json (relative to this file): fills "
-        "d_model, heads, kv_heads, head_dim, bias and the window and soft-cap; a field given here wins",
+        "d_model, heads, kv_heads, bias, the mask and soft-cap, and head_dim where the model sets it apart from "
+        "d_model / heads; a field given here wins",
     )
     batch: list[BatchSize] = [1]
     seq_len: list[SeqLen]
@@ -172,7 +179,7 @@ class ScenarioSpec(_Strict):
         ["padded"], validate_default=True, description="with lengths: padded (b × seq_len) or packed (one row)"
     )
     score_mod: list[ScoreModName] = Field(["none"], description="none | softcap (with softcap) | alibi")
-    softcap: list[Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]] | None = Field(
+    softcap: list[Annotated[float, Field(gt=0, le=MAX_SOFTCAP, allow_inf_nan=False)]] | None = Field(
         None, validate_default=True, description="softcap: scores become cap·tanh(score / cap)"
     )
 

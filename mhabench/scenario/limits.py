@@ -13,6 +13,20 @@ from mhabench.errors import ConfigError
 MAX_DOCUMENT_VALUES = 100_000
 """A config document that expands (aliases copied out) to more values than this is refused."""
 
+# Upper bounds of a scenario's sizes, shared by its fields and by a model's config.json (which fills them):
+# a data-centre GPU could still need values up to these; beyond them a value is a typo, and every stored
+# value then fits in int64 (so a Parquet column can never overflow).
+MAX_SEQ_LEN = 1_048_576
+"""Longest ``seq_len`` (and ``window``, ``prefix``)."""
+MAX_MODEL_WIDTH = 65_536
+"""Widest ``d_model``."""
+MAX_HEADS = 1024
+"""Most ``heads`` (and ``kv_heads``, ``tensor_parallel``)."""
+MAX_HEAD_WIDTH = 16_384
+"""Widest ``head_dim``."""
+MAX_SOFTCAP = 1e6
+"""Largest logit soft-cap (``softcap``)."""
+
 
 def check_row_count(n_cases: int, n_impls: int, max_rows: int) -> None:
     """Refuse a sweep above ``max_rows`` rows before it starts: one extra list value can mean days of runtime."""

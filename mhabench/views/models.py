@@ -15,18 +15,18 @@ def _cells(model: ModelShape) -> list[str]:
         str(model.d_model),
         str(model.heads),
         str(model.kv_heads),
-        str(model.head_dim) + ("" if model.heads * model.head_dim == model.d_model else " *"),
+        str(model.head_dim) + (" *" if model.head_dim_set_apart else ""),
         "yes" if model.bias else "no",
-        str(model.sliding_window or "-"),
-        f"{model.softcap:g}" if model.softcap else "-",
-        str(model.max_position),
+        str(model.sliding_window or "—"),
+        f"{model.softcap:g}" if model.softcap else "—",
+        "—" if model.max_position is None else str(model.max_position),
         model.source,
     ]
 
 
 def models_table() -> TableModel:
     """Every preset in the order they are listed in :data:`PRESETS`; ``*`` marks a head_dim set apart from
-    d_model / heads, the case a scenario could not describe before ``head_dim`` was a field."""
+    d_model / heads, the case a scenario could not describe before ``head_dim`` was a field; ``—``: not given."""
     return TableModel(
         title="model presets (model: <preset> in a scenario)",
         headers=HEADERS,
