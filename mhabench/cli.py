@@ -19,7 +19,7 @@ from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.errors import InputError, MhabenchError
 from mhabench.impls import get_spec
 from mhabench.impls.registry import available_implementations
-from mhabench.results import schema
+from mhabench.results.columns import columns_info, reference_markdown
 from mhabench.results.manifest import Shard
 from mhabench.results.store import rows_frame
 from mhabench.run import runner
@@ -346,12 +346,12 @@ def columns(
 ) -> None:
     """Every result column: unit, role (key / measured / modelled / derived) and meaning."""
     if markdown:
-        typer.echo(schema.reference_markdown())
+        typer.echo(reference_markdown())
         return
     table = Table(show_header=True)
     for header in ("column", "unit", "role", "description"):
         table.add_column(header)
-    for info in schema.columns_info():
+    for info in columns_info():
         table.add_row(info.name, info.unit, info.role, info.description)
     console.print(table)
 

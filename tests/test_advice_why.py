@@ -15,7 +15,7 @@ from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.cases import Case, cases_of
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LOW_EFFICIENCY
 from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
-from mhabench.results.schema import noisy
+from mhabench.results.columns import noisy
 from mhabench.results.store import load_run
 from mhabench.views.advice import short_answer, thresholds_record
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from mhabench.analysis import compare, stats
 from mhabench.cli import app
 from mhabench.errors import InputError
-from mhabench.results.schema import CASE_KEY
+from mhabench.results.columns import CASE_KEY
 from mhabench.results.store import load_run
 from mhabench.views.compare import comparison_table
 

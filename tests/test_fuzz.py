@@ -26,7 +26,8 @@ from typer.testing import CliRunner, Result
 from mhabench.cli import app
 from mhabench.errors import InputError, UnknownImplementationError
 from mhabench.measure.environment import environment
-from mhabench.results.schema import COLUMNS, FORMAT_VERSION
+from mhabench.results.columns import COLUMNS
+from mhabench.results.schema import FORMAT_VERSION
 from mhabench.run.resume import NothingToResumeError, prepare_resume
 from mhabench.scenario.cases import count_cases, expand_cases
 from mhabench.scenario.config import RunConfig, ScenarioSpec, TimingConfig, load_config, parse_config

@@ -29,7 +29,7 @@ from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.probe.config import expand, parse_probe_config
 from mhabench.probe.inputs import random_source
-from mhabench.results.schema import CASE_KEY, with_key_defaults
+from mhabench.results.columns import CASE_KEY, with_key_defaults
 from mhabench.run import runner
 from mhabench.run.case import screen
 from mhabench.run.steps import workload

@@ -27,7 +27,7 @@ from mhabench.impls import get_spec
 from mhabench.impls.reference import check_output, decode_reference, reference_attention, sample_rows
 from mhabench.impls.weights import AttentionWeights
 from mhabench.pattern import AttentionPattern, alibi_slopes
-from mhabench.results.schema import with_key_defaults
+from mhabench.results.columns import with_key_defaults
 from mhabench.run.inputs import make_inputs
 from mhabench.run.steps import input_shape, prepare, workload
 from mhabench.scenario.cases import Case, expand_cases

@@ -19,18 +19,18 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from synthetic_runs import PEAK_GBPS, PEAK_TFLOPS, five_field_rows, row, samples, with_counts
 
 from mhabench.analysis.executed import EXECUTED_INTENSITY, EXECUTED_TFLOPS
-from mhabench.results.schema import (
+from mhabench.results.columns import (
     ACHIEVED_TFLOPS,
     ACHIEVED_USEFUL_TFLOPS,
     IMPL,
     LATENCY_MS,
     LATENCY_P25_MS,
     LATENCY_P75_MS,
-    MIN_SPREAD_SAMPLES,
     SAMPLE_COUNT,
     SKIPS_MASKED_WORK,
     STATUS,
 )
+from mhabench.results.schema import MIN_SPREAD_SAMPLES
 from mhabench.results.store import load_run
 from mhabench.views import plots
 

@@ -19,7 +19,7 @@ from mhabench.cli import app
 from mhabench.errors import PluginError
 from mhabench.impls import get_spec
 from mhabench.impls.reference import numerical_error, reference_attention
-from mhabench.results.schema import columns_info
+from mhabench.results.columns import columns_info
 from mhabench.results.store import load_run
 from mhabench.run import runner
 from mhabench.run.steps import parameter_count

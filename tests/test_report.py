@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from mhabench.cli import app
 from mhabench.errors import InputError
-from mhabench.results.schema import COLUMNS, SAMPLES_COLUMN
+from mhabench.results.columns import COLUMNS, SAMPLES_COLUMN
 from mhabench.results.store import load_run, require_results, resolve_run
 from mhabench.run import runner
 from mhabench.scenario.config import parse_config

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from mhabench.analysis import compare
 from mhabench.cli import app
 from mhabench.errors import ResultsCorruptError, RunNotFoundError
-from mhabench.results.schema import COLUMNS, FORMAT_VERSION, SAMPLES_COLUMN, ResultRow
+from mhabench.results.columns import COLUMNS, SAMPLES_COLUMN
+from mhabench.results.schema import FORMAT_VERSION, ResultRow
 from mhabench.results.store import (
     Run,
     RunWriter,

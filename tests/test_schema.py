@@ -8,13 +8,14 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from mhabench.cli import app
-from mhabench.results import schema
+from mhabench.results import columns, schema
+from mhabench.results.columns import columns_info
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "columns.md"
 
 
 def test_every_column_has_a_unit_role_and_description() -> None:
-    for info in schema.columns_info():
+    for info in columns_info():
         assert info.role in schema.ROLES, info.name
         assert info.description and info.label, info.name
         if info.name.endswith("_ms"):
@@ -25,12 +26,12 @@ def test_every_column_has_a_unit_role_and_description() -> None:
 
 def test_columns_and_key_are_derived_from_the_fields() -> None:
     fields = [f.name for _, group in schema.GROUPS for f in dataclasses.fields(group)]
-    assert [name for name in fields if name != schema.SAMPLES_COLUMN] == schema.COLUMNS
+    assert [name for name in fields if name != columns.SAMPLES_COLUMN] == columns.COLUMNS
     assert len(set(fields)) == len(fields), "a column name is defined twice"
-    assert schema.CASE_KEY[:3] == ["impl", "device", "dtype"]
-    assert {"seq_len", "heads", "kv_heads", "mode", "phase", "causal", "bias"} <= set(schema.CASE_KEY)
-    assert "run_id" not in schema.CASE_KEY and "model" not in schema.CASE_KEY
-    assert "head_dim" in schema.CASE_KEY  # set apart from d_model / heads, it makes another measurement
+    assert columns.CASE_KEY[:3] == ["impl", "device", "dtype"]
+    assert {"seq_len", "heads", "kv_heads", "mode", "phase", "causal", "bias"} <= set(columns.CASE_KEY)
+    assert "run_id" not in columns.CASE_KEY and "model" not in columns.CASE_KEY
+    assert "head_dim" in columns.CASE_KEY  # set apart from d_model / heads, it makes another measurement
 
 
 def test_measured_and_modelled_are_never_mixed_in_a_group() -> None:

@@ -11,7 +11,7 @@ from synthetic_runs import rounds, row, write_run
 
 from mhabench.analysis import compare
 from mhabench.analysis.speedup import speedup_rows
-from mhabench.results.schema import label
+from mhabench.results.columns import label
 from mhabench.results.store import load_run
 from mhabench.views import summary as display
 from mhabench.views.compare import comparison_table

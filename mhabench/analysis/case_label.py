@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from mhabench.results.schema import (
+from mhabench.results.columns import (
     BATCH,
     BIAS,
     CAUSAL,

@@ -27,7 +27,7 @@ from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import DEFAULT_BASELINE, is_ok, samples_of, speedup_rows
 from mhabench.errors import InputError
 from mhabench.results import store as results
-from mhabench.results.schema import CASE_KEY, DEVICE, DTYPE, ERROR, IMPL, LATENCY_MS, SCENARIO, STATUS
+from mhabench.results.columns import CASE_KEY, DEVICE, DTYPE, ERROR, IMPL, LATENCY_MS, SCENARIO, STATUS
 
 ENVIRONMENT_FIELDS = (
     "device_kind",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mhabench.impls.sdpa import kernel_skips_masked_work
-from mhabench.results.schema import (
+from mhabench.results.columns import (
     ACHIEVED_TFLOPS,
     ACHIEVED_USEFUL_TFLOPS,
     ARITHMETIC_INTENSITY,

@@ -27,7 +27,7 @@ import pandas as pd
 
 from mhabench.analysis import stats
 from mhabench.analysis.case_label import case_label
-from mhabench.results.schema import (
+from mhabench.results.columns import (
     CASE_ID,
     IMPL,
     LATENCY_MS,

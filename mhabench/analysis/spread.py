@@ -17,7 +17,7 @@ import pandas as pd
 
 from mhabench.analysis.speedup import Row, speedup_rows
 from mhabench.errors import InputError
-from mhabench.results.schema import CASE_ID, IMPL, LATENCY_MS, REPEAT, STATUS
+from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, REPEAT, STATUS
 from mhabench.results.store import Run
 
 SPREAD_COLUMNS = [

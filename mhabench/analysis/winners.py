@@ -10,7 +10,7 @@ import pandas as pd
 
 from mhabench.analysis.speedup import DEFAULT_BASELINE, Row, best, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
-from mhabench.results.schema import CASE_ID, IMPL, LATENCY_MS, STATUS
+from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, STATUS
 
 
 def case_winners(frame: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:

@@ -20,9 +20,9 @@ from typing import Any
 import pandas as pd
 
 from mhabench.errors import InputError, OutputFolderError
+from mhabench.results.columns import SAMPLES_COLUMN
 from mhabench.results.lifecycle import run_folder
 from mhabench.results.manifest import Ending, Manifest, Shard
-from mhabench.results.schema import SAMPLES_COLUMN
 from mhabench.results.store import CSV_NAME, MANIFEST_NAME, PARQUET_NAME, Run, load_run
 
 ROW_KEY = ["case_id", "impl", "repeat"]

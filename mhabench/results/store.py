@@ -27,16 +27,10 @@ from typing import Any
 import pandas as pd
 
 from mhabench.errors import OutputFolderError, ResultsCorruptError, RunNotFoundError
+from mhabench.results.columns import COLUMNS, IDENTITY_COLUMNS, SAMPLES_COLUMN, with_key_defaults
 from mhabench.results.liveness import effective_status
 from mhabench.results.manifest import Manifest
-from mhabench.results.schema import (
-    COLUMNS,
-    FORMAT_VERSION,
-    IDENTITY_COLUMNS,
-    SAMPLES_COLUMN,
-    ResultRow,
-    with_key_defaults,
-)
+from mhabench.results.schema import FORMAT_VERSION, ResultRow
 
 CSV_NAME = "results.csv"
 PARQUET_NAME = "results.parquet"

@@ -48,8 +48,8 @@ from mhabench.measure.roofline import executed_tflops, roofline
 from mhabench.measure.rounds import time_in_rounds
 from mhabench.measure.timing import measure_latency
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
+from mhabench.results.columns import SHAPE_FIELDS
 from mhabench.results.schema import (
-    SHAPE_FIELDS,
     CaseIdentity,
     Correctness,
     Dispatch,

@@ -20,7 +20,7 @@ from mhabench.analysis import stats
 from mhabench.analysis.compare import Comparison
 from mhabench.analysis.spread import repeat_count
 from mhabench.errors import InputError
-from mhabench.results.schema import ARITHMETIC_INTENSITY, IMPL, LATENCY_MS, REPEAT, STATUS
+from mhabench.results.columns import ARITHMETIC_INTENSITY, IMPL, LATENCY_MS, REPEAT, STATUS
 from mhabench.views import table
 from mhabench.views.summary import method_phrase, status_text
 from mhabench.views.table import TableModel, format_number

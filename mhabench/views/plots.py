@@ -34,7 +34,7 @@ from mhabench.analysis.executed import (
     source_points,
 )
 from mhabench.analysis.speedup import DEFAULT_BASELINE
-from mhabench.results.schema import (
+from mhabench.results.columns import (
     BATCH,
     CASE_ID,
     D_MODEL,

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from mhabench.results.schema import IMPL
+from mhabench.results.columns import IMPL
 from mhabench.views.table import TableModel, format_number
 
 

@@ -23,7 +23,7 @@ from mhabench.analysis.executed import EXECUTED_TFLOPS, executed
 from mhabench.analysis.speedup import DEFAULT_BASELINE, MEDIANS, PAIRED, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
 from mhabench.analysis.winners import case_winners
-from mhabench.results.schema import (
+from mhabench.results.columns import (
     ACHIEVED_TFLOPS,
     ARITHMETIC_INTENSITY,
     BYTES_MOVED,
@@ -37,7 +37,6 @@ from mhabench.results.schema import (
     LATENCY_P25_MS,
     LATENCY_P75_MS,
     MAX_REL_ERR,
-    MIN_SPREAD_SAMPLES,
     NOISY,
     PEAK_MEMORY_BYTES,
     PREDICTED_PEAK_BYTES,
@@ -49,6 +48,7 @@ from mhabench.results.schema import (
     noisy,
     sample_count,
 )
+from mhabench.results.schema import MIN_SPREAD_SAMPLES
 from mhabench.results.store import CSV_NAME, PARQUET_NAME
 from mhabench.views.table import TableModel, fit_columns, format_number, human_bytes, human_count, to_rich
 

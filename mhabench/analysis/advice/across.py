@@ -20,7 +20,7 @@ from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.statement import ACROSS, RowRef, Statement
 from mhabench.analysis.advice.summary import counts_text
 from mhabench.analysis.compare import manifest_differences
-from mhabench.results.schema import DTYPE, SHAPE_FIELDS
+from mhabench.results.columns import DTYPE, SHAPE_FIELDS
 
 Key = tuple[str, ...]
 """A case's shape fields (and dtype), as text: what matches a case of one run with a case of another."""

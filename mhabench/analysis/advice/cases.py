@@ -17,7 +17,7 @@ import pandas as pd
 from mhabench.analysis.advice.cells import text
 from mhabench.analysis.advice.statement import RowRef
 from mhabench.analysis.case_label import case_label
-from mhabench.results.schema import (
+from mhabench.results.columns import (
     CASE_ID,
     D_MODEL,
     DTYPE,

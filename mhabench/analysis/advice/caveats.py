@@ -28,7 +28,7 @@ from mhabench.analysis.advice.statement import CAVEAT, RowRef, Statement
 from mhabench.analysis.advice.thresholds import REPRODUCE_MARGIN
 from mhabench.analysis.advice.why import DID_NOT_FIT
 from mhabench.analysis.speedup import is_ok
-from mhabench.results.schema import CAPPED, ERROR, IMPL, STATUS, flag, noisy
+from mhabench.results.columns import CAPPED, ERROR, IMPL, STATUS, flag, noisy
 
 ONE_PROCESS, NO_INTERVAL = "one_process", "no_interval"
 """The rule names of the caveats that say an answer itself may not hold, which the run's short answer puts first."""

@@ -2,7 +2,7 @@
 
 A run read from Parquet, from a CSV, or written before a column existed gives NaN, None, numpy
 scalars for the same fact; the rules read numbers and text only through these two functions (and
-booleans through ``mhabench.results.schema.flag``), so none of them has to know which.
+booleans through ``mhabench.results.columns.flag``), so none of them has to know which.
 """
 
 from __future__ import annotations

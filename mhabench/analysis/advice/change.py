@@ -21,7 +21,7 @@ from mhabench.analysis.advice.pick import CANNOT_TELL, SLOWER, TIED, fastest_fir
 from mhabench.analysis.advice.statement import CHANGE, Statement
 from mhabench.analysis.speedup import is_ok, samples_of
 from mhabench.analysis.stats import ratio_of_medians
-from mhabench.results.schema import D_MODEL, HEAD_DIM, HEADS, IMPL, KV_CACHE_BYTES, KV_HEADS, LATENCY_MS, PHASE
+from mhabench.results.columns import D_MODEL, HEAD_DIM, HEADS, IMPL, KV_CACHE_BYTES, KV_HEADS, LATENCY_MS, PHASE
 
 STANDING_WORDS = {
     SLOWER: "slower",

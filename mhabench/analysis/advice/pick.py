@@ -35,7 +35,7 @@ from mhabench.analysis.speedup import (
     speedup_estimate,
 )
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
-from mhabench.results.schema import IMPL, STATUS
+from mhabench.results.columns import IMPL, STATUS
 
 WINNER, TIED, ONLY, CANNOT_TELL, NOTHING = "winner", "tied", "only", "cannot tell", "nothing ran"
 SLOWER = "clearly slower"

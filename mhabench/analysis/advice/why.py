@@ -32,7 +32,7 @@ from mhabench.analysis.speedup import is_ok
 from mhabench.errors import UnknownImplementationError
 from mhabench.impls import get_spec
 from mhabench.measure.peaks import DevicePeaks
-from mhabench.results.schema import (
+from mhabench.results.columns import (
     ATTN_BYTES,
     BATCH,
     CAUSAL,

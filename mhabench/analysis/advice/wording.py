@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from mhabench.analysis.stats import RatioEstimate
-from mhabench.results.schema import BATCH, BIAS, CAUSAL, D_MODEL, DTYPE, HEADS, KV_HEADS, MODE, PHASE, SEQ_LEN
+from mhabench.results.columns import BATCH, BIAS, CAUSAL, D_MODEL, DTYPE, HEADS, KV_HEADS, MODE, PHASE, SEQ_LEN
 
 AXIS_NAMES = {SEQ_LEN: "n", HEADS: "h", D_MODEL: "d", BATCH: "b", KV_HEADS: "kv"}
 """The short names the case labels use (``n=128 h=8 d=512 b=1``); other fields keep their column name."""

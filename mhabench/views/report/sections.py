@@ -18,7 +18,7 @@ from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
-from mhabench.results.schema import (
+from mhabench.results.columns import (
     ACHIEVED_TFLOPS,
     ACHIEVED_USEFUL_TFLOPS,
     ARITHMETIC_INTENSITY,
@@ -33,7 +33,6 @@ from mhabench.results.schema import (
     MEASURED_BYTES,
     MEASURED_FLOPS,
     MEASURED_INTENSITY,
-    MIN_SPREAD_SAMPLES,
     MODEL_DISAGREEMENT,
     MODEL_DISAGREES,
     NOISY,
@@ -44,6 +43,7 @@ from mhabench.results.schema import (
     flag,
     label,
 )
+from mhabench.results.schema import MIN_SPREAD_SAMPLES
 from mhabench.results.store import Run
 from mhabench.views.advice import report_blocks
 from mhabench.views.plots import all_plots
