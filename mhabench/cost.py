@@ -19,6 +19,7 @@ cache reuse between kernels; weights are read once per GEMM that uses them.
 - ``materialized``: three GEMMs each re-reading x; the n×L scores written by QKᵀ, passed over by the
   1/√d_k scale, the causal mask (when causal) and softmax (read + write each), read again by P·V;
   K/V copied to every query head when grouped.
+- ``nested``: ``fused`` plus one contiguous copy of Q, K and V (read + write), which nested SDPA needs.
 - ``per_head``: h + 2·n_kv thin GEMMs each re-reading all of x; per-head materialized attention;
   the concat copy of the head outputs.
 
@@ -248,6 +249,13 @@ def _fused(w: Workload) -> tuple[int, int, int]:
     return proj, attn, peak
 
 
+def _nested(w: Workload) -> tuple[int, int, int]:
+    """``fused`` plus the contiguous copies of Q, K and V that nested SDPA needs (read + write each)."""
+    proj, attn, peak = _fused(w)
+    qkv = w.tokens * (w.q_dim + 2 * w.kv_dim)
+    return proj, attn + 2 * qkv, peak + qkv
+
+
 def _io_elements(w: Workload) -> int:
     """The input, the heads' merged output (q_dim wide) and the layer's output, alive together at W_o."""
     return w.tokens * (2 * w.d_model + w.q_dim)
@@ -387,6 +395,8 @@ FUSED = CostModel("fused", _fused)
 SDPA = CostModel("fused", _fused, dense_mask="converted")
 """``fused`` through SDPA: the same bytes, plus the dense ``attn_mask`` it reads for a mask that
 ``is_causal`` cannot express."""
+NESTED = CostModel("nested", _nested)
+"""Documents as nested jagged sequences into SDPA: no mask tensor, Q/K/V copied out contiguous."""
 MATERIALIZED = CostModel("materialized", _materialized, materializes_scores=True, dense_mask="read")
 PER_HEAD = CostModel("per_head", _per_head, materializes_scores=True, dense_mask="read")
 UNSCALED = CostModel("unscaled", _unscaled, materializes_scores=True, dense_mask="read")

@@ -3,7 +3,7 @@
 # isort: skip_file
 from mhabench.impls import naive, per_head, fused, torch_mha  # noqa: F401  (registration)
 from mhabench.impls import shared_qk, unscaled, additive, full_dim_heads  # noqa: F401  (ablations)
-from mhabench.impls import sdpa, compiled, flex  # noqa: F401  (peers)
+from mhabench.impls import sdpa, sdpa_nested, compiled, flex  # noqa: F401  (peers)
 from mhabench.impls import flash_attn_peer, xformers_peer  # noqa: F401  (optional GPU peers)
 from mhabench.impls import hf_attention  # noqa: F401  (optional: transformers' attention functions)
 from mhabench.impls import tensor_parallel as tp  # noqa: F401  (tensor-parallel: tp_fused, tp_naive; torchrun)

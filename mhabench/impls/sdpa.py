@@ -66,7 +66,15 @@ for _name, _backend, _what, _cost in _BACKENDS:
 # about half the n² attention FLOPs, so their throughput is only meaningful on ``useful_flops``.
 MASK_SKIPPING_SDPA_BACKENDS = frozenset({"flash", "efficient", "cudnn"})
 MASK_SKIPPING_IMPLEMENTATIONS = frozenset(
-    {"flex", "flash_attn", "xformers", "hf_flex_attention", "hf_flash_attention_2", "hf_flash_attention_3"}
+    {
+        "flex",
+        "flash_attn",
+        "xformers",
+        "sdpa_nested",
+        "hf_flex_attention",
+        "hf_flash_attention_2",
+        "hf_flash_attention_3",
+    }
 )
 
 

@@ -248,6 +248,10 @@ class OpCounter:
         self._opaque: set[str] = set()
 
     def observe(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        if any(t.is_nested for t in _tensors(args) + _tensors(out)):
+            # a nested (jagged) tensor's sizes are symbolic: no formula can count it, so it is opaque work
+            self._opaque.add(f"nested {func.__name__.split('.')[0]}")
+            return
         self.flops += op_flops(func, args, kwargs, out)
         self.bytes_moved += op_bytes(func, args, kwargs, out)
         if _op_info(func).opaque:

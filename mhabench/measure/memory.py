@@ -44,7 +44,8 @@ class LiveStorageTracker(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
+        nested = any(isinstance(t, torch.Tensor) and t.is_nested for t in tree_leaves((args, kwargs)))
+        if not nested and func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
             # A composite op (linear, SDPA) arrives whole under inference_mode; decomposing it here
             # shows the same ops as under no_grad (the backend SDPA picked, the matmuls).
             with self:
@@ -57,7 +58,7 @@ class LiveStorageTracker(TorchDispatchMode):
         input_storages = {_storage_ptr(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
         for leaf in tree_leaves(out):
             if isinstance(leaf, torch.Tensor) and _storage_ptr(leaf) not in input_storages:
-                self._track(leaf.untyped_storage())
+                self._track(_dense(leaf).untyped_storage())
         return out
 
     def _track(self, storage: torch.UntypedStorage) -> None:
@@ -76,7 +77,15 @@ class LiveStorageTracker(TorchDispatchMode):
 
 
 def _storage_ptr(tensor: torch.Tensor) -> int:
-    return tensor.untyped_storage().data_ptr()
+    return _dense(tensor).untyped_storage().data_ptr()
+
+
+def _dense(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor whose storage holds the data: a nested (jagged) tensor's packed values, else itself.
+
+    The attribute, not ``values()``: under a dispatch mode that call would dispatch again."""
+    values = vars(tensor).get("_values") if tensor.is_nested else None
+    return values if isinstance(values, torch.Tensor) else tensor
 
 
 _SDPA_BACKENDS = {
