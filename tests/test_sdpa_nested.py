@@ -16,6 +16,7 @@ from conftest import FIXED_PEAKS, TINY_TIMING
 from mhabench.impls import build
 from mhabench.impls.reference import reference_attention
 from mhabench.impls.weights import AttentionWeights
+from mhabench.measure.memory import sdpa_backend
 from mhabench.measure.trackers import DispatchTracker
 from mhabench.pattern import AttentionPattern
 from mhabench.run import runner
@@ -76,3 +77,10 @@ def test_nested_ops_make_the_counts_a_lower_bound_not_a_failure() -> None:
     assert tracker.result().allocations_per_call > 0
     expected = reference_attention(weights, x, 4, pattern)
     assert torch.allclose(out.double(), expected, atol=1e-5)
+
+
+def test_the_kernels_nested_sdpa_calls_on_cuda_name_their_backend() -> None:
+    """On CUDA, nested SDPA calls the varlen kernels beneath the public ops: those must still name the backend."""
+    assert sdpa_backend({"_flash_attention_forward", "mm"}) == "flash"
+    assert sdpa_backend({"_efficient_attention_forward"}) == "efficient"
+    assert sdpa_backend({"_cudnn_attention_forward"}) == "cudnn"

@@ -248,7 +248,7 @@ class OpCounter:
         self._opaque: set[str] = set()
 
     def observe(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
-        if any(t.is_nested for t in _tensors(args) + _tensors(out)):
+        if any(t.is_nested for t in _tensors(args) + _tensors(kwargs) + _tensors(out)):
             # a nested (jagged) tensor's sizes are symbolic: no formula can count it, so it is opaque work
             self._opaque.add(f"nested {func.__name__.split('.')[0]}")
             return

@@ -95,6 +95,10 @@ _SDPA_BACKENDS = {
     "_scaled_dot_product_cudnn_attention": "cudnn",
     "_scaled_dot_product_fused_attention_overrideable": "overrideable",
     "_scaled_dot_product_attention_math": "math",
+    # nested (jagged) SDPA on CUDA calls the varlen kernels underneath the public ops directly
+    "_flash_attention_forward": "flash",
+    "_efficient_attention_forward": "efficient",
+    "_cudnn_attention_forward": "cudnn",
     # The math backend is a composite op: the dispatch mode sees only its decomposition, whose
     # _safe_softmax (fully masked rows give 0, not NaN) no other attention path emits.
     "_safe_softmax": "math",
