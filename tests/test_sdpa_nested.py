@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
 import pytest
 import torch
 from conftest import FIXED_PEAKS, TINY_TIMING
@@ -84,3 +85,11 @@ def test_the_kernels_nested_sdpa_calls_on_cuda_name_their_backend() -> None:
     assert sdpa_backend({"_flash_attention_forward", "mm"}) == "flash"
     assert sdpa_backend({"_efficient_attention_forward"}) == "efficient"
     assert sdpa_backend({"_cudnn_attention_forward"}) == "cudnn"
+
+
+def test_a_row_with_nested_ops_names_them_as_uncounted(nested_rows: Any) -> None:
+    """Its counted columns are a lower bound, and the row says so in data, not only in the docs."""
+    row = nested_rows["bidirectional", "packed", "sdpa_nested"]
+    assert "nested" in row["uncounted_ops"]
+    assert row["model_disagreement"] != row["model_disagreement"]  # NaN: no comparison with the model
+    assert pd.isna(nested_rows["bidirectional", "packed", "naive"]["uncounted_ops"])  # everything counted

@@ -269,8 +269,14 @@ def counted(counts: OpCounts, model: ModelledCost | None) -> Counted:
     a lower bound on the bytes cannot say whether the model is right.
     """
     flops, bytes_moved = counts.flops, counts.bytes_moved
+    uncounted = ", ".join(counts.opaque_ops) or None
     if model is None or counts.opaque_ops:
-        return Counted(measured_flops=flops, measured_bytes=bytes_moved, measured_intensity=counts.intensity)
+        return Counted(
+            measured_flops=flops,
+            measured_bytes=bytes_moved,
+            measured_intensity=counts.intensity,
+            uncounted_ops=uncounted,
+        )
     disagreement = max(_relative_gap(flops, model.flops), _relative_gap(bytes_moved, model.bytes_moved))
     return Counted(
         measured_flops=flops,
@@ -278,6 +284,7 @@ def counted(counts: OpCounts, model: ModelledCost | None) -> Counted:
         measured_intensity=counts.intensity,
         model_disagreement=disagreement,
         model_disagrees=disagreement > DISAGREEMENT_LIMIT,
+        uncounted_ops=uncounted,
     )
 
 

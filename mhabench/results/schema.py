@@ -179,6 +179,12 @@ class Counted:
         role="derived",
         label="model disagrees",
     )
+    uncounted_ops: str = column(
+        "ops whose work no formula counts (a custom kernel, a nested tensor's ops): where not empty, the counted "
+        "FLOPs and bytes are a lower bound and model_disagreement is left empty",
+        role="measured",
+        label="uncounted ops",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
