@@ -131,7 +131,7 @@ def test_a_check_that_raises_is_a_fail_line(capsys: pytest.CaptureFixture[str]) 
 
 def test_hardware_counter_checks_pass_only_on_their_known_answers() -> None:
     from mhabench.checks import hardware as checks
-    from mhabench.results.schema import HardwareCounters
+    from mhabench.results.gpu_groups import HardwareCounters
 
     size = checks.COPY_BYTES
     read = {"dram_read_bytes": size, "kernels_profiled": 1, "counters_source": "ncu 2025.3.1"}
@@ -153,7 +153,7 @@ def test_hardware_counter_checks_pass_only_on_their_known_answers() -> None:
 )
 def test_counters_out_of_reach_skip_and_a_failed_profile_fails(source: str, status: bool | None) -> None:
     from mhabench.checks import hardware as checks
-    from mhabench.results.schema import HardwareCounters
+    from mhabench.results.gpu_groups import HardwareCounters
 
     verdict, figures = checks.copy_verdict(HardwareCounters(counters_source=source), checks.COPY_BYTES)
     assert verdict is status and figures["reason"] == source

@@ -20,8 +20,9 @@ import torch
 from mhabench.measure import hardware
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.measure.roofline import roofline
+from mhabench.results.gpu_groups import HardwareCounters
 from mhabench.results.kernels import KERNELS_NAME, append_kernels, read_kernels, top_kernels
-from mhabench.results.schema import CaseIdentity, Counted, HardwareCounters, LatencyStats, Outcome, ResultRow
+from mhabench.results.schema import CaseIdentity, Counted, LatencyStats, Outcome, ResultRow
 from mhabench.run import hardware as run_hardware
 from mhabench.run.profiled_call import ProfileJob
 from mhabench.scenario.cases import expand_cases

@@ -15,7 +15,8 @@ from mhabench.measure.cuda_timing import CudaCalls
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.measure.roofline import executed_tflops
 from mhabench.measure.rounds import Block, CudaTimer, read_lead_energy, run_rounds
-from mhabench.results.schema import CaseIdentity, Energy, LatencyStats, ModelledCost, Outcome, ResultRow, Roofline
+from mhabench.results.gpu_groups import Energy
+from mhabench.results.schema import CaseIdentity, LatencyStats, ModelledCost, Outcome, ResultRow, Roofline
 from mhabench.run.case import finished
 from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case, expand_cases

@@ -22,7 +22,8 @@ from mhabench.errors import UnsupportedError
 from mhabench.impls.reference import TOLERANCE, reference_attention
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.results.columns import COLUMNS
-from mhabench.results.schema import CaseIdentity, Energy, Outcome, ResultRow
+from mhabench.results.gpu_groups import Energy
+from mhabench.results.schema import CaseIdentity, Outcome, ResultRow
 from mhabench.results.store import load_run, rows_frame
 from mhabench.run import case as case_runner
 from mhabench.run import memory_guard, runner

@@ -23,7 +23,7 @@ import torch
 
 from mhabench.measure import hardware
 from mhabench.measure.nvml import RoundSampler, gpu_settings, open_sampler
-from mhabench.results.schema import HardwareCounters
+from mhabench.results.gpu_groups import HardwareCounters
 from mhabench.run.hardware import Finished, ProcessRunner, profile_case, run_process
 from mhabench.run.profiled_call import MARKER_CYCLES, ProfileJob
 from mhabench.scenario.cases import expand_cases

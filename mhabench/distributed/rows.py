@@ -30,7 +30,8 @@ from mhabench.impls.tensor_parallel import TPGroup, using_group
 from mhabench.measure.comm import CommStats, gather_peak_bytes, lockstep_times_ms, measure_comm
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.measure.roofline import group_peaks
-from mhabench.results.schema import Distributed, Energy, LatencyStats, Outcome, ResultRow
+from mhabench.results.gpu_groups import Energy
+from mhabench.results.schema import Distributed, LatencyStats, Outcome, ResultRow
 from mhabench.run.case import Checked, Timed, run_case
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import TimingConfig

@@ -24,7 +24,7 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from mhabench.results.schema import HardwareCounters
+from mhabench.results.gpu_groups import HardwareCounters
 
 NCU_FALLBACK = Path("/usr/local/cuda/bin/ncu")
 DRAM_READ = "dram__bytes_read.sum"

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from mhabench.results.schema import Energy
+from mhabench.results.gpu_groups import Energy
 
 NO_NVML = "no nvidia-ml-py"
 CPU_DEVICE = "CPU device"

@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 
 from mhabench.measure.peaks import DevicePeaks
-from mhabench.results.schema import Counted, HardwareCounters, LatencyStats, ModelledCost, Roofline
+from mhabench.results.gpu_groups import HardwareCounters
+from mhabench.results.schema import Counted, LatencyStats, ModelledCost, Roofline
 
 
 def roofline(

@@ -14,14 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from mhabench.results.schema import (
-    FORMAT_VERSION,
-    GROUPS,
-    MIN_SPREAD_SAMPLES,
-    ROLES,
-    CaseIdentity,
-    ColumnInfo,
-)
+from mhabench.results.column import ROLES, ColumnInfo
+from mhabench.results.schema import FORMAT_VERSION, GROUPS, MIN_SPREAD_SAMPLES, CaseIdentity
 
 
 def columns_info() -> list[ColumnInfo]:

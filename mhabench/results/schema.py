@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
+
+from mhabench.results.column import column
+from mhabench.results.gpu_groups import Energy, HardwareCounters
 
 FORMAT_VERSION = 4
 """On-disk format of a run (manifest ``format_version``). 1: the unversioned format before this schema;
@@ -30,37 +33,6 @@ FORMAT_VERSION = 4
 attention-pattern key columns (``mask`` … ``softcap``: an older run reads as no window, no documents, no
 score modifier, its mask from ``causal``). A column added outside
 the key (``allocations_per_call``) keeps the version: a run written before it reads with that column empty."""
-
-Role = Literal["key", "identity", "outcome", "measured", "modelled", "roof", "derived"]
-ROLES: dict[str, str] = {
-    "key": "identifies the measurement (compare matches runs on these)",
-    "identity": "names and shapes that follow from the key",
-    "outcome": "what happened",
-    "measured": "observed on this machine during the run",
-    "modelled": "from the implementation's cost model, not observed",
-    "roof": "the device's peak: measured on this machine or from a datasheet (roofline_source says which)",
-    "derived": "computed from measured, modelled and roof columns",
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class ColumnInfo:
-    """What a column means: its name, unit, role, one-line description and short table label."""
-
-    name: str
-    unit: str
-    role: Role
-    description: str
-    label: str
-    in_csv: bool = True
-
-
-def column(description: str, *, role: Role, unit: str = "", label: str = "", in_csv: bool = True) -> Any:
-    """A schema field (default None: a value object may leave a column empty, e.g. no bias in decode)."""
-    return dataclasses.field(
-        default=None,
-        metadata={"unit": unit, "role": role, "description": description, "label": label, "in_csv": in_csv},
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -385,125 +357,6 @@ class Roofline:
     )
     skips_masked_work: bool = column(
         "the kernel skips fully masked blocks (flash, cuDNN, flex with causal)", role="identity", label="skips masked"
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class HardwareCounters:
-    """What the GPU's own counters saw over one call of the row's step (Nsight Compute, after timing).
-
-    The call runs in a separate process launched under ``ncu`` once the case's rounds are over, so no timed
-    call is ever replayed by the profiler (docs/measurement.md, "Hardware counters").
-    """
-
-    dram_read_bytes: int = column(
-        "DRAM (HBM) bytes read by the kernels of one call (dram__bytes_read.sum)",
-        role="measured",
-        unit="bytes",
-        label="DRAM read",
-    )
-    dram_write_bytes: int = column(
-        "DRAM (HBM) bytes written by the kernels of one call (dram__bytes_write.sum)",
-        role="measured",
-        unit="bytes",
-        label="DRAM write",
-    )
-    l2_bytes: int = column(
-        "L2 traffic of one call (lts__t_bytes.sum): what the SMs asked of L2, hits and misses",
-        role="measured",
-        unit="bytes",
-        label="L2 bytes",
-    )
-    tensor_flops: int = column(
-        "tensor-core FLOPs of one call (sm__ops_path_tensor_* for the row's dtype; 2 per FMA)",
-        role="measured",
-        unit="FLOP",
-        label="tensor FLOPs",
-    )
-    fp32_flops: int = column(
-        "non-tensor FP32 FLOPs of one call: 2 × FFMA + FADD + FMUL thread instructions (half precision and "
-        "special functions not included); empty where ncu did not give them",
-        role="measured",
-        unit="FLOP",
-        label="FP32 FLOPs",
-    )
-    kernels_profiled: int = column("kernels the profiled call launched", role="measured", label="kernels (ncu)")
-    kernel_time_ms: float = column(
-        "sum of the profiled kernels' durations under ncu (replayed, clocks unlocked): not the latency",
-        role="measured",
-        unit="ms",
-        label="ncu kernel ms",
-    )
-    hardware_intensity: float = column(
-        "(tensor_flops + fp32_flops) / (dram_read_bytes + dram_write_bytes)",
-        role="measured",
-        unit="FLOP/byte",
-        label="hw FLOP/B",
-    )
-    hardware_counted_bytes_ratio: float = column(
-        "(dram_read_bytes + dram_write_bytes) / measured_bytes: DRAM traffic over the bytes counted from the ops",
-        role="derived",
-        unit="ratio",
-        label="hw/counted bytes",
-    )
-    counters_source: str = column(
-        "ncu <version> where the counters were read (', L2 warm across replay passes' without flush_l2), else why "
-        "they are empty (not requested, CPU device, no ncu, no permission (ERR_NVGPUCTRPERM), the profiler's error)",
-        role="measured",
-        label="counters from",
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class Energy:
-    """GPU energy, SM clock and clock-event reasons over the row's timed rounds (NVML, read between blocks)."""
-
-    energy_per_call_j: float = column(
-        "GPU energy of the row's timed blocks (NVML total-energy counter) less their leads' (read alone after "
-        "the rounds), / the calls they ran (host-timed ones included)",
-        role="measured",
-        unit="J",
-        label="J/call",
-    )
-    average_power_w: float = column(
-        "energy of the timed blocks / their wall time", role="measured", unit="W", label="power W"
-    )
-    flop_per_joule: float = column(
-        "executed FLOPs of one call (hardware where counted, useful where the kernel skips masked blocks) / "
-        "energy_per_call_j",
-        role="derived",
-        unit="FLOP/J",
-        label="FLOP/J",
-    )
-    tokens_per_joule: float = column(
-        "real (non-padding) query tokens of one call / energy_per_call_j",
-        role="derived",
-        unit="tokens/J",
-        label="tokens/J",
-    )
-    sm_clock_median_mhz: float = column(
-        "median SM clock read right after each timed block", role="measured", unit="MHz", label="SM MHz"
-    )
-    sm_clock_min_mhz: float = column(
-        "lowest SM clock read right after a timed block", role="measured", unit="MHz", label="SM min MHz"
-    )
-    clock_event_reasons: str = column(
-        "clock-event (throttle) reasons NVML reported after any of the row's blocks, comma-separated",
-        role="measured",
-        label="clock events",
-    )
-    throttled_rounds: str = column(
-        "rounds (0-based, as in times_ms) after whose block a power or thermal cap held the clock: kept, flagged",
-        role="measured",
-        label="throttled rounds",
-    )
-    throttled_share: float = column(
-        "share of the row's rounds flagged in throttled_rounds", role="derived", unit="ratio", label="throttled"
-    )
-    energy_source: str = column(
-        "nvml <driver version> where read, else why empty (CPU device, no nvidia-ml-py, NVML's error, timed alone)",
-        role="measured",
-        label="energy from",
     )
 
 

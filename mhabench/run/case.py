@@ -49,11 +49,11 @@ from mhabench.measure.rounds import time_in_rounds
 from mhabench.measure.timing import measure_latency
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
 from mhabench.results.columns import SHAPE_FIELDS
+from mhabench.results.gpu_groups import Energy
 from mhabench.results.schema import (
     CaseIdentity,
     Correctness,
     Dispatch,
-    Energy,
     Memory,
     ModelledCost,
     Outcome,

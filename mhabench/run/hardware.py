@@ -3,7 +3,7 @@
 The case is measured as always; its ok rows are held back until it ends (its memory freed), then one child
 process, started under ``ncu``, profiles one call of each ok implementation (:mod:`mhabench.run.profiled_call`).
 The profile is cut into calls at the child's marker kernels (:mod:`mhabench.measure.hardware`), each row gets
-its :class:`~mhabench.results.schema.HardwareCounters` and is placed on the roofline again (by the hardware
+its :class:`~mhabench.results.gpu_groups.HardwareCounters` and is placed on the roofline again (by the hardware
 intensity where there is one), and the kernels go to the run's kernels.csv. No timed call is ever profiled: the
 timing happened in this process, before the child existed. Failure rows pass through at once; every ok row
 says in ``counters_source`` where its counters came from or why there are none.
@@ -24,8 +24,9 @@ import torch
 
 from mhabench.measure import hardware
 from mhabench.measure.peaks import DevicePeaks
+from mhabench.results.gpu_groups import HardwareCounters
 from mhabench.results.kernels import append_kernels
-from mhabench.results.schema import HardwareCounters, ResultRow
+from mhabench.results.schema import ResultRow
 from mhabench.run.case import CudaContextLostError, finished
 from mhabench.run.profiled_call import ProfileJob
 from mhabench.scenario import plugins
