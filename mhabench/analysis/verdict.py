@@ -1,0 +1,48 @@
+"""The one rule that calls a change between two measurements faster, slower, the same, or unclear.
+
+``compare`` (two runs), the history gate and advise's replication caveat all judge a ratio the same
+way: by its whole interval against the threshold, never by the point estimate alone. A ratio whose
+interval lies wholly past ``1 + threshold`` is slower; wholly below ``1 / (1 + threshold)`` faster;
+wholly inside the band the same; anything that reaches across a threshold is unclear (``~``), since
+the data allow both answers. Symmetric in log space, so 1.2× slower and 1.2× faster are equally far.
+
+Between processes a machine moves by more than one process's interval shows (allocator history,
+thread placement, clocks). ``between_process_spread`` widens the interval by that relative spread
+on both sides before judging, so a difference smaller than the machine's own run-to-run movement is
+never faster or slower.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+
+class Change(str, enum.Enum):
+    """The verdict on a candidate/base ratio (> 1: the candidate is slower)."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    SAME = "same"
+    UNCLEAR = "~"
+
+
+def widened(ci_low: float, ci_high: float, between_process_spread: float = 0.0) -> tuple[float, float]:
+    """The interval stretched by a relative between-process spread on both sides (in log space)."""
+    factor = 1.0 + max(between_process_spread, 0.0)
+    return ci_low / factor, ci_high * factor
+
+
+def judge_change(ci_low: float, ci_high: float, threshold: float, between_process_spread: float = 0.0) -> Change:
+    """Faster / slower only when the whole (widened) interval is past the threshold; same only when inside it."""
+    if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
+        return Change.UNCLEAR
+    low, high = widened(ci_low, ci_high, between_process_spread)
+    upper, lower = 1.0 + threshold, 1.0 / (1.0 + threshold)
+    if low > upper:
+        return Change.SLOWER
+    if high < lower:
+        return Change.FASTER
+    if low >= lower and high <= upper:
+        return Change.SAME
+    return Change.UNCLEAR
