@@ -20,6 +20,9 @@ cache reuse between kernels; weights are read once per GEMM that uses them.
   1/√d_k scale, the causal mask (when causal) and softmax (read + write each), read again by P·V;
   K/V copied to every query head when grouped.
 - ``nested``: ``fused`` plus one contiguous copy of Q, K and V (read + write), which nested SDPA needs.
+- ``fused_fp8``: ``fused`` with e4m3 (1-byte) operands: x and the packed Q/K/V each read once for
+  their amax and once to quantize them, the GEMMs reading e4m3 and writing bf16, the attention
+  reading and writing e4m3.
 - ``per_head``: h + 2·n_kv thin GEMMs each re-reading all of x; per-head materialized attention;
   the concat copy of the head outputs.
 
@@ -256,6 +259,33 @@ def _nested(w: Workload) -> tuple[int, int, int]:
     return proj, attn + 2 * qkv, peak + qkv
 
 
+FP8_BYTES = 1
+
+
+def _fused_fp8_bytes(w: Workload) -> tuple[int, int, int]:
+    """``fused_fp8``'s (projection, attention, peak) bytes: bf16 (e bytes) at the edges, e4m3 (1 byte) inside.
+
+    Projections: x read for its amax and again to quantize it (writing e4m3), the QKV GEMM on e4m3
+    operands writing bf16, that output read for its amax and again to quantize it, the W_o GEMM on
+    e4m3 operands writing bf16. Attention reads Q/K/V and writes O, all e4m3.
+    """
+    e, tokens, width = w.element_bytes, w.tokens, w.q_dim + 2 * w.kv_dim
+    quantize_x = 2 * e * tokens * w.d_model + FP8_BYTES * tokens * w.d_model
+    qkv_gemm = FP8_BYTES * (tokens * w.d_model + w.d_model * width) + e * tokens * width
+    quantize_qkv = 2 * e * tokens * width + FP8_BYTES * tokens * width
+    out_gemm = FP8_BYTES * (tokens * w.q_dim + w.q_dim * w.d_model) + e * tokens * w.d_model
+    kv = 2 * w.batch * w.kv_heads * w.kv_len * w.head_dim
+    attn = FP8_BYTES * (2 * tokens * w.q_dim + kv)
+    peak = e * tokens * (2 * w.d_model + width) + FP8_BYTES * tokens * (width + w.q_dim)
+    return quantize_x + qkv_gemm + quantize_qkv + out_gemm, attn, peak
+
+
+def _fused_fp8(w: Workload) -> tuple[int, int, int]:
+    """:func:`_fused_fp8_bytes` in the case's elements (``CostModel`` multiplies by e; rounded down to whole ones)."""
+    proj, attn, peak = _fused_fp8_bytes(w)
+    return proj // w.element_bytes, attn // w.element_bytes, peak // w.element_bytes
+
+
 def _io_elements(w: Workload) -> int:
     """The input, the heads' merged output (q_dim wide) and the layer's output, alive together at W_o."""
     return w.tokens * (2 * w.d_model + w.q_dim)
@@ -395,6 +425,8 @@ FUSED = CostModel("fused", _fused)
 SDPA = CostModel("fused", _fused, dense_mask="converted")
 """``fused`` through SDPA: the same bytes, plus the dense ``attn_mask`` it reads for a mask that
 ``is_causal`` cannot express."""
+FUSED_FP8 = CostModel("fused_fp8", _fused_fp8)
+"""``fused`` in e4m3 with bf16 edges: the same FLOPs, the bytes of its quantizations and e4m3 operands."""
 NESTED = CostModel("nested", _nested)
 """Documents as nested jagged sequences into SDPA: no mask tensor, Q/K/V copied out contiguous."""
 MATERIALIZED = CostModel("materialized", _materialized, materializes_scores=True, dense_mask="read")

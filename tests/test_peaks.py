@@ -19,28 +19,51 @@ from mhabench.measure.peaks import (
     tf32_enabled,
 )
 
-# (name as torch / nvidia-smi report it, model, bf16 TFLOP/s, TB/s)
+# (name as torch / nvidia-smi report it, model, bf16 TFLOP/s, TB/s, fp8 TFLOP/s: dense, half the datasheet's sparse)
 NAMES = [
-    ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.0, 3.35),
-    ("NVIDIA H100 PCIe", "H100 PCIe", 756.0, 2.0),
-    ("NVIDIA H100 NVL", "H100 NVL", 835.0, 3.9),
-    ("NVIDIA H200", "H200 SXM", 989.0, 4.8),
-    ("NVIDIA H200 NVL", "H200 NVL", 835.0, 4.8),
-    ("NVIDIA GH200 480GB", "GH200 96GB", 989.0, 4.0),
-    ("NVIDIA GH200 144G HBM3e", "GH200 144GB", 989.0, 4.9),
-    ("NVIDIA A100-SXM4-40GB", "A100 SXM 40GB", 312.0, 1.555),
-    ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB", 312.0, 2.039),
-    ("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB", 312.0, 1.555),
-    ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 312.0, 1.935),
-    ("NVIDIA L40S", "L40S", 362.0, 0.864),
-    ("NVIDIA B200", "B200", 2250.0, 8.0),
+    ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.0, 3.35, 1979.0),
+    ("NVIDIA H100 PCIe", "H100 PCIe", 756.0, 2.0, 1513.0),
+    ("NVIDIA H100 NVL", "H100 NVL", 835.0, 3.9, 1671.0),
+    ("NVIDIA H200", "H200 SXM", 989.0, 4.8, 1979.0),
+    ("NVIDIA H200 NVL", "H200 NVL", 835.0, 4.8, 1671.0),
+    ("NVIDIA GH200 480GB", "GH200 96GB", 989.0, 4.0, 1979.0),
+    ("NVIDIA GH200 144G HBM3e", "GH200 144GB", 989.0, 4.9, 1979.0),
+    ("NVIDIA A100-SXM4-40GB", "A100 SXM 40GB", 312.0, 1.555, None),
+    ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB", 312.0, 2.039, None),
+    ("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB", 312.0, 1.555, None),
+    ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 312.0, 1.935, None),
+    ("NVIDIA L40S", "L40S", 362.0, 0.864, 733.0),
+    ("NVIDIA B200", "B200", 2250.0, 8.0, 4500.0),
 ]
 
 
-@pytest.mark.parametrize(("name", "model", "tflops", "tbps"), NAMES)
-def test_each_gpu_gets_its_own_model(name: str, model: str, tflops: float, tbps: float) -> None:
+@pytest.mark.parametrize(("name", "model", "tflops", "tbps", "fp8_tflops"), NAMES)
+def test_each_gpu_gets_its_own_model(
+    name: str, model: str, tflops: float, tbps: float, fp8_tflops: float | None
+) -> None:
     peaks = datasheet_peaks(name, torch.bfloat16)
-    assert peaks == DevicePeaks(tflops, tbps * 1e3, f"datasheet:{model}")
+    assert peaks == DevicePeaks(tflops, tbps * 1e3, f"datasheet:{model}", fp8_tflops)
+
+
+@pytest.mark.parametrize(("name", "model", "tflops", "tbps", "fp8_tflops"), NAMES)
+def test_fp8_rows_sit_on_the_fp8_roof(
+    name: str, model: str, tflops: float, tbps: float, fp8_tflops: float | None
+) -> None:
+    """A row computed in fp8 gets the fp8 tensor rate (twice the bf16 one on Hopper and Blackwell) with the same
+    bandwidth; a part without fp8 tensor cores (A100) has no fp8 roof; the case's own dtype keeps its peaks."""
+    peaks = datasheet_peaks(name, torch.bfloat16)
+    assert peaks is not None and peaks.for_compute(None) is peaks
+    fp8 = peaks.for_compute("float8_e4m3fn")
+    if fp8_tflops is None:
+        assert fp8 is None
+        return
+    assert fp8 == DevicePeaks(fp8_tflops, tbps * 1e3, f"datasheet:{model} (fp8 tensor rate)", fp8_tflops)
+    assert fp8_tflops >= 2 * tflops - 1  # NVL/PCIe parts round their halves
+
+
+def test_measured_peaks_have_no_fp8_roof() -> None:
+    """A measured roof (CPU, unknown GPU, MIG slice) times a bf16 matmul: nothing says what fp8 would reach."""
+    assert DevicePeaks(1.0, 10.0, "measured").for_compute("float8_e4m3fn") is None
 
 
 @pytest.mark.parametrize("name", ["NVIDIA H20", "NVIDIA L40", "NVIDIA H800", "NVIDIA H100", "Some CPU", "NVIDIA B100"])

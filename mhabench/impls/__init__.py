@@ -5,6 +5,7 @@ from mhabench.impls import naive, per_head, fused, torch_mha  # noqa: F401  (reg
 from mhabench.impls import shared_qk, unscaled, additive, full_dim_heads  # noqa: F401  (ablations)
 from mhabench.impls import sdpa, sdpa_nested, compiled, flex  # noqa: F401  (peers)
 from mhabench.impls import flash_attn_peer, xformers_peer  # noqa: F401  (optional GPU peers)
+from mhabench.impls import fused_fp8  # noqa: F401  (fp8 on Hopper: torch._scaled_mm + cuDNN's frontend)
 from mhabench.impls import hf_attention  # noqa: F401  (optional: transformers' attention functions)
 from mhabench.impls import tensor_parallel as tp  # noqa: F401  (tensor-parallel: tp_fused, tp_naive; torchrun)
 from mhabench.impls.registry import (

@@ -140,6 +140,9 @@ class ImplSpec:
     """float64 reference of the function this implementation computes; None = standard MHA."""
     compiles: bool = False
     """True when the first call triggers ``torch.compile``: the runner times it as ``compile_time_s``."""
+    compute_dtype: str | None = None
+    """The dtype it computes in when that is not the case's (``fused_fp8``: bf16 at the edges, e4m3 inside):
+    its output is checked under that dtype's tolerance and its row placed on that dtype's roof. None: the case's."""
 
 
 _REGISTRY: dict[str, ImplSpec] = {}
@@ -154,6 +157,7 @@ def register(
     core: bool = False,
     reference: ReferenceFn | None = None,
     compiles: bool = False,
+    compute_dtype: str | None = None,
 ) -> Callable[[Factory], Factory]:
     """Class/function decorator: register ``factory`` under ``name`` (duplicates are an error).
 
@@ -161,13 +165,16 @@ def register(
     when unknown); ``capabilities`` says what it can run; ``core`` puts it in the default set that a
     config without ``implementations:`` runs; ``reference`` is the float64 function an ablation that
     computes something other than standard attention is checked against; ``compiles`` marks a
-    factory whose module compiles on its first call.
+    factory whose module compiles on its first call; ``compute_dtype`` names the dtype it computes in
+    when that is not the case's (its tolerance and its roof).
     """
 
     def decorator(factory: Factory) -> Factory:
         if name in _REGISTRY:
             raise RegistryError(f"implementation {name!r} is already registered")
-        _REGISTRY[name] = ImplSpec(name, factory, description, cost, capabilities, core, reference, compiles)
+        _REGISTRY[name] = ImplSpec(
+            name, factory, description, cost, capabilities, core, reference, compiles, compute_dtype
+        )
         return factory
 
     return decorator

@@ -49,25 +49,33 @@ class GpuDatasheet:
     memory_tbps: float
     multiprocessors: int
     """SMs of the whole chip: a device reporting fewer is a partition of it."""
+    fp8_tflops: float | None = None
+    """fp8 (e4m3/e5m2) on tensor cores; None: the part has no fp8 tensor cores (A100)."""
 
 
 # Figures: vendor datasheet (NVIDIA's H100, H200, GH200, A100, L40S and HGX B200 datasheets), dense
-# rates, i.e. half the "with sparsity" figures; B200 per GPU = the HGX B200 8-GPU totals / 8.
+# rates, i.e. half the "with sparsity" figures; B200 per GPU = the HGX B200 8-GPU totals / 8. fp8:
+# the datasheets' "FP8 Tensor Core" row halved the same way (H100 SXM 3,958 → 1,979; PCIe 3,026 →
+# 1,513; NVL 3,341 → 1,671; L40S 1,466 → 733; HGX B200 72 PFLOPS / 8 / 2 → 4,500).
 # Patterns are upper case with "-" and "_" read as spaces: how torch / nvidia-smi name the part.
 GPU_DATASHEETS: tuple[GpuDatasheet, ...] = (
-    GpuDatasheet("H100 SXM", ("H100 80GB HBM3", "H100 SXM", "H100 SXM5"), 989.0, 495.0, 67.0, 3.35, 132),
-    GpuDatasheet("H100 PCIe", ("H100 PCIE",), 756.0, 378.0, 51.0, 2.0, 114),
-    GpuDatasheet("H100 NVL", ("H100 NVL",), 835.0, 418.0, 60.0, 3.9, 132),
-    GpuDatasheet("H200 SXM", ("H200", "H200 SXM", "H200 141GB HBM3E"), 989.0, 495.0, 67.0, 4.8, 132),
-    GpuDatasheet("H200 NVL", ("H200 NVL",), 835.0, 418.0, 60.0, 4.8, 132),
-    GpuDatasheet("GH200 96GB", ("GH200", "GH200 480GB"), 989.0, 495.0, 67.0, 4.0, 132),
-    GpuDatasheet("GH200 144GB", ("GH200 144G HBM3E", "GH200 144GB HBM3E"), 989.0, 495.0, 67.0, 4.9, 132),
+    GpuDatasheet(
+        "H100 SXM", ("H100 80GB HBM3", "H100 SXM", "H100 SXM5"), 989.0, 495.0, 67.0, 3.35, 132, fp8_tflops=1979.0
+    ),
+    GpuDatasheet("H100 PCIe", ("H100 PCIE",), 756.0, 378.0, 51.0, 2.0, 114, fp8_tflops=1513.0),
+    GpuDatasheet("H100 NVL", ("H100 NVL",), 835.0, 418.0, 60.0, 3.9, 132, fp8_tflops=1671.0),
+    GpuDatasheet("H200 SXM", ("H200", "H200 SXM", "H200 141GB HBM3E"), 989.0, 495.0, 67.0, 4.8, 132, fp8_tflops=1979.0),
+    GpuDatasheet("H200 NVL", ("H200 NVL",), 835.0, 418.0, 60.0, 4.8, 132, fp8_tflops=1671.0),
+    GpuDatasheet("GH200 96GB", ("GH200", "GH200 480GB"), 989.0, 495.0, 67.0, 4.0, 132, fp8_tflops=1979.0),
+    GpuDatasheet(
+        "GH200 144GB", ("GH200 144G HBM3E", "GH200 144GB HBM3E"), 989.0, 495.0, 67.0, 4.9, 132, fp8_tflops=1979.0
+    ),
     GpuDatasheet("A100 SXM 40GB", ("A100 SXM4 40GB", "A100 SXM 40GB"), 312.0, 156.0, 19.5, 1.555, 108),
     GpuDatasheet("A100 SXM 80GB", ("A100 SXM4 80GB", "A100 SXM 80GB"), 312.0, 156.0, 19.5, 2.039, 108),
     GpuDatasheet("A100 PCIe 40GB", ("A100 PCIE 40GB", "A100 PCIE"), 312.0, 156.0, 19.5, 1.555, 108),
     GpuDatasheet("A100 PCIe 80GB", ("A100 80GB PCIE", "A100 PCIE 80GB"), 312.0, 156.0, 19.5, 1.935, 108),
-    GpuDatasheet("L40S", ("L40S",), 362.0, 183.0, 91.6, 0.864, 142),
-    GpuDatasheet("B200", ("B200",), 2250.0, 1125.0, 75.0, 8.0, 148),
+    GpuDatasheet("L40S", ("L40S",), 362.0, 183.0, 91.6, 0.864, 142, fp8_tflops=733.0),
+    GpuDatasheet("B200", ("B200",), 2250.0, 1125.0, 75.0, 8.0, 148, fp8_tflops=4500.0),
 )
 
 
@@ -78,6 +86,17 @@ class DevicePeaks:
     peak_tflops: float
     peak_gbps: float
     source: str
+    fp8_tflops: float | None = None
+    """The device's fp8 tensor rate where a datasheet gives one: the roof of rows that compute in fp8."""
+
+    def for_compute(self, compute_dtype: str | None) -> DevicePeaks | None:
+        """The roof of a row that computes in ``compute_dtype`` (None: the case's dtype, these peaks): the fp8
+        tensor rate for ``float8_*`` with the same bandwidth; None where this device has no known fp8 rate."""
+        if compute_dtype is None:
+            return self
+        if not compute_dtype.startswith("float8") or self.fp8_tflops is None:
+            return None
+        return DevicePeaks(self.fp8_tflops, self.peak_gbps, f"{self.source} (fp8 tensor rate)", self.fp8_tflops)
 
     @property
     def ridge_flops_per_byte(self) -> float:
@@ -143,10 +162,10 @@ def sheet_peaks(sheet: GpuDatasheet, dtype: torch.dtype, tf32: bool | None = Non
     """``sheet``'s roof for ``dtype``; ``tf32`` (default: torch's current setting) picks the fp32 one."""
     source = f"datasheet:{sheet.model}"
     if dtype != torch.float32:
-        return DevicePeaks(sheet.tensor_tflops, sheet.memory_tbps * 1e3, source)
+        return DevicePeaks(sheet.tensor_tflops, sheet.memory_tbps * 1e3, source, sheet.fp8_tflops)
     use_tf32 = tf32_enabled() if tf32 is None else tf32
     tflops = sheet.tf32_tflops if use_tf32 else sheet.fp32_tflops
-    return DevicePeaks(tflops, sheet.memory_tbps * 1e3, f"{source} ({FP32_MODES[use_tf32]})")
+    return DevicePeaks(tflops, sheet.memory_tbps * 1e3, f"{source} ({FP32_MODES[use_tf32]})", sheet.fp8_tflops)
 
 
 def datasheet_peaks(name: str, dtype: torch.dtype, tf32: bool | None = None) -> DevicePeaks | None:

@@ -38,7 +38,7 @@ from torch import nn
 
 from mhabench.errors import MhabenchError
 from mhabench.impls.reference import check_output
-from mhabench.impls.registry import ImplSpec
+from mhabench.impls.registry import ImplSpec, get_spec
 from mhabench.impls.sdpa import kernel_skips_masked_work
 from mhabench.impls.tensor_parallel import is_tensor_parallel
 from mhabench.measure.counters import count_cuda_kernels, counted
@@ -325,7 +325,7 @@ def _check(
     output, measured, compile_time_s = checked_call(spec, step.run, device, row.cost, peers.whole_layer)
     row = row.with_groups(*measured)
     if peers.checks_output:
-        check = check_output(output, inputs.reference_for(spec, case), case.dtype)
+        check = check_output(output, inputs.reference_for(spec, case), spec.compute_dtype or case.dtype)
         row = row.with_groups(Correctness(check.max_abs_err, check.max_rel_err))
         if not check.ok:  # reported, never timed; no memory either: CUDA's needs the extra call a mismatch never gets
             return dataclasses.replace(row, outcome=Outcome("mismatch", check.reason), memory=None)
@@ -438,12 +438,20 @@ def finished(row: ResultRow, case: Case, peaks: DevicePeaks) -> ResultRow:
 
 
 def placed(row: ResultRow, case: Case, peaks: DevicePeaks) -> Roofline:
-    """The roofline group of a timed row (throughput from its median latency)."""
+    """The roofline group of a timed row (throughput from its median latency), against the roof of the dtype
+    its implementation computes in (``fused_fp8``: the fp8 tensor rate); throughput alone where that roof is
+    unknown here."""
     assert row.latency is not None
     backend = row.dispatch.sdpa_backend if row.dispatch is not None else None
     pattern = case.pattern
     skips = pattern.needs_mask and kernel_skips_masked_work(backend or "", row.case.impl, dense_mask=not pattern.plain)
-    return roofline(workload(case).real_tokens, row.cost, row.counted, row.latency, peaks, skips, row.hardware)
+    compute_dtype = get_spec(row.case.impl).compute_dtype
+    roof = peaks.for_compute(compute_dtype)
+    tokens = workload(case).real_tokens
+    if roof is None:
+        source = f"{peaks.source}; no {compute_dtype} tensor rate known for this device"
+        return Roofline(tokens_per_s=tokens / (row.latency.latency_ms / 1e3), roofline_source=source)
+    return roofline(tokens, row.cost, row.counted, row.latency, roof, skips, row.hardware)
 
 
 def _sampling(sampler: RoundSampler | str) -> bool:

@@ -22,6 +22,8 @@ def _supports(spec: ImplSpec) -> str:
         parts.append(f"head_dim ≤ {caps.max_head_dim}")
     if caps.requires:
         parts.append("needs " + ", ".join(f"`{package}`" for package in caps.requires))
+    if spec.compute_dtype is not None:
+        parts.append(f"computes in {spec.compute_dtype}")
     if spec.compiles:
         parts.append("compiles on first call")
     if is_tensor_parallel(spec):
