@@ -23,10 +23,13 @@ GPU_SITE ?= build/gpu-site
 GPU_CHECK_OUT ?= gpu-check
 # What the GPU machines' image lacks of the runtime dependencies (pip adds their own dependencies).
 GPU_WHEEL_SPECS ?= "pydantic>=2.5" "nvidia-ml-py>=12"
+# Wheels taken without their declared dependencies: nvidia-cudnn-frontend (fused_fp8's cuDNN graph) declares
+# nvidia-cutlass-dsl and apache-tvm-ffi for its CuTe DSL kernels, which the fp8 graph does not use (docs/gpu.md).
+GPU_NODEPS_WHEEL_SPECS ?= "nvidia-cudnn-frontend==1.32.0"
 GPU_WHEEL_PYTHON ?= 3.12
 GPU_RUN = PYTHONPATH=$(abspath $(GPU_SITE))$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON)
 
-.PHONY: setup hf browser run test lint clean cuda-warning wheels gpu-check gpu-site gpu-sweep
+.PHONY: setup hf browser run test lint clean cuda-warning wheels gpu-check gpu-site gpu-sweep gpu-fp8
 
 setup: $(STAMP)
 
@@ -75,6 +78,8 @@ wheels:
 	$(PYTHON) -m pip download --quiet --only-binary=:all: --python-version $(GPU_WHEEL_PYTHON) \
 	  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
 	  --implementation cp -d $(WHEELS) $(GPU_WHEEL_SPECS)
+	$(PYTHON) -m pip download --quiet --only-binary=:all: --no-deps --python-version $(GPU_WHEEL_PYTHON) \
+	  --platform manylinux_2_28_x86_64 --implementation cp -d $(WHEELS) $(GPU_NODEPS_WHEEL_SPECS)
 
 # Every CUDA path, one PASS/FAIL/SKIP line per check, figures in $(GPU_CHECK_OUT)/gpu_check.json.
 # Uses $(GPU_PYTHON) as it is; installs $(WHEELS)/*.whl (when present) and the project into
@@ -104,6 +109,10 @@ gpu-sweep: gpu-site
 	echo "mhabench run (GPU default sweep): $$(( (end - start) / 1000000 )) ms wall$(if $(SWEEP_PROFILE), under cProfile)" \
 	  | tee $(GPU_CHECK_OUT)/sweep_wall.txt; \
 	exit $$status
+
+# fp8 beside bf16 (configs/gpu-fp8.yaml: fused_fp8 and fused, n 4k-16k, b 1 and 8), into $(GPU_CHECK_OUT)/fp8.
+gpu-fp8: gpu-site
+	$(GPU_RUN) -m mhabench run configs/gpu-fp8.yaml --out $(GPU_CHECK_OUT)/fp8
 
 clean:
 	rm -rf $(VENV) build *.egg-info

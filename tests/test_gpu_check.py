@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from mhabench.checks import gpu as gpu_check
+from mhabench.impls.reference import Reference
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the path taken without CUDA")
@@ -34,6 +35,7 @@ REQUIRED = {
     "tensor_flops",
     "fused_hardware_flops",
     "energy",
+    "fp8_attention",
 }
 
 
@@ -179,3 +181,18 @@ def test_energy_check_bounds_and_skip_without_nvml(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(nvml, "load_nvml", lambda: None)
     monkeypatch.setattr(checks, "open_sampler", lambda device: nvml.open_sampler(device))
     assert checks.energy_check(torch.device("cuda:0")) == (None, {"reason": "no nvidia-ml-py"})
+
+
+def test_the_fp8_error_distribution_is_relative_to_the_largest_reference_element() -> None:
+    """The fp8 check's error figures: |out − ref| / max |ref| over the compared rows, its median, p99, max and RMS."""
+    reference = Reference(torch.tensor([[4.0, -2.0], [1.0, 0.0]], dtype=torch.float64))
+    output = torch.tensor([[4.0, -2.0], [1.0, 0.4]])
+    figures = gpu_check.error_distribution(output, reference)
+    assert figures["max"] == pytest.approx(0.1) and figures["median"] == 0.0
+    assert figures["rms"] == pytest.approx(0.05) and 0 < figures["p99"] <= figures["max"]
+
+
+def test_the_fp8_check_skips_with_the_layers_reason_on_a_machine_it_cannot_run_on() -> None:
+    """Without sm90 and the frontend the layer is unsupported: the check is a SKIP that says why, not a FAIL."""
+    passed, figures = gpu_check.check_fp8_attention(gpu_check.Context(torch.device("cpu"), Path("."), Path(".")))
+    assert passed is None and figures["reason"].startswith("fused_fp8: needs a CUDA GPU")

@@ -142,3 +142,18 @@ def test_gpu_sweep_skips_without_cuda(tmp_path: Path) -> None:
     done = gpu_sweep(fake_gpu_python(tmp_path, cuda=False, run_status=0), tmp_path / "out")
     assert done.returncode == 0 and "gpu-sweep: SKIP" in done.stdout
     assert " run --out " not in (tmp_path / "calls.log").read_text(encoding="utf-8")
+
+
+def test_wheels_takes_the_cudnn_frontend_without_its_dependencies() -> None:
+    """nvidia-cudnn-frontend declares nvidia-cutlass-dsl and apache-tvm-ffi for kernels fused_fp8 does not use: it is
+    downloaded with --no-deps, the other wheels with theirs."""
+    downloads = [line for line in make("-n", "wheels").stdout.split("\n\n")[0].replace("\\\n", "").splitlines()]
+    frontend = [line for line in downloads if "nvidia-cudnn-frontend" in line]
+    others = [line for line in downloads if "pydantic" in line]
+    assert len(frontend) == 1 and "--no-deps" in frontend[0] and "--only-binary=:all:" in frontend[0]
+    assert len(others) == 1 and "--no-deps" not in others[0]
+
+
+def test_gpu_fp8_runs_its_config_from_the_gpu_site() -> None:
+    recipe = make("-n", "gpu-fp8", "WHEELS=/nonexistent").stdout
+    assert "-m mhabench run configs/gpu-fp8.yaml --out gpu-check/fp8" in recipe and "--target build/gpu-site" in recipe

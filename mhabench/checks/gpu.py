@@ -31,7 +31,14 @@ from mhabench.checks import hardware as hardware_checks
 from mhabench.cost import Workload
 from mhabench.errors import UnsupportedError
 from mhabench.impls import build
-from mhabench.impls.reference import check_output, expected_output, reference_attention, reference_bytes
+from mhabench.impls.fp8 import FP8_TOLERANCE
+from mhabench.impls.reference import (
+    Reference,
+    check_output,
+    expected_output,
+    reference_attention,
+    reference_bytes,
+)
 from mhabench.impls.sdpa import kernel_skips_masked_work
 from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.cuda_timing import cuda_event_times_ms, l2_cache_bytes, sm_clock_mhz
@@ -339,6 +346,70 @@ def check_fused_throughput(ctx: Context) -> Verdict:
         "runs": runs,
     }
     return max(rates) <= peak, figures
+
+
+FP8_SEQ_LEN = 8192
+
+
+def error_distribution(output: torch.Tensor, reference: Reference) -> dict[str, float]:
+    """|out − ref| / max |ref| over the compared elements: its median, 99th percentile, maximum and RMS (the check
+    reads the maximum; the rest says whether it is a tail or the bulk)."""
+    compared = reference.compared(output.detach()).to(dtype=torch.float64, device=reference.values.device)
+    relative = ((compared - reference.values).abs() / reference.values.abs().max()).flatten()
+    sample = relative[torch.randperm(relative.numel(), device=relative.device)[: 2**24]]  # quantile's size limit
+    quantiles = torch.quantile(sample, torch.tensor([0.5, 0.99], dtype=torch.float64, device=sample.device))
+    return {
+        "median": quantiles[0].item(),
+        "p99": quantiles[1].item(),
+        "max": relative.max().item(),
+        "rms": relative.pow(2).mean().sqrt().item(),
+    }
+
+
+def _fp8_against_bf16(ctx: Context, weights: AttentionWeights, x: torch.Tensor, causal: bool) -> dict[str, Any]:
+    """fused_fp8 checked against the float64 reference under its tolerance, then timed with bf16 fused in the same
+    rounds: the error beside the speed."""
+    reference = expected_output(weights, x, 32, causal)
+    fp8, fused = build("fused_fp8", weights, 32, causal), build("fused", weights, 32, causal)
+    with torch.inference_mode():
+        output = fp8(x)
+        check, errors = check_output(output, reference, "float8_e4m3fn"), error_distribution(output, reference)
+        timed = time_in_rounds({"fused": lambda: fused(x), "fused_fp8": lambda: fp8(x)}, ctx.device, TimingConfig(), 0)
+    fused_ms, fp8_ms = (timed[name].latency.latency_ms for name in ("fused", "fused_fp8"))
+    useful = cost.FUSED_FP8(Workload(1, x.shape[1], x.shape[1], 4096, 32, 32, causal, 2)).useful_flops
+    return {
+        "ok": check.ok,
+        "reason": check.reason,
+        "max_rel_err": check.max_rel_err,
+        "tolerance": FP8_TOLERANCE,
+        "error": errors,
+        "fused_ms": fused_ms,
+        "fused_fp8_ms": fp8_ms,
+        "speedup": fused_ms / fp8_ms,
+        "fused_useful_tflops": useful / fused_ms / 1e9,
+        "fused_fp8_useful_tflops": useful / fp8_ms / 1e9,
+    }
+
+
+def check_fp8_attention(ctx: Context) -> Verdict:
+    """fused_fp8 (b=1, n=8192, d_model=4096, 32 heads, causal and not) passes its fp8 check against the float64
+    reference and beats bf16 fused in the same rounds (SKIP: below sm90 or no nvidia-cudnn-frontend)."""
+    weights = AttentionWeights.random(4096, dtype=BF16, device=ctx.device)
+    try:
+        build("fused_fp8", weights, 32, False)
+    except UnsupportedError as exc:
+        return None, {"reason": str(exc)}
+    x = torch.randn(1, FP8_SEQ_LEN, 4096, device=ctx.device, dtype=BF16)
+    runs = {("causal" if causal else "full"): _fp8_against_bf16(ctx, weights, x, causal) for causal in (False, True)}
+    sheet = match_datasheet(torch.cuda.get_device_name(ctx.device))
+    figures = {
+        "speedup": {name: run["speedup"] for name, run in runs.items()},
+        "max_rel_err": {name: run["max_rel_err"] for name, run in runs.items()},
+        "tolerance": FP8_TOLERANCE,
+        "fp8_peak_tflops": sheet.fp8_tflops if sheet else None,
+        "runs": runs,
+    }
+    return all(run["ok"] and run["speedup"] > 1 for run in runs.values()), figures
 
 
 def check_do_bench(ctx: Context) -> Verdict:
