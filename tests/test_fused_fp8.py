@@ -33,6 +33,9 @@ from mhabench.impls.fp8 import (
 )
 from mhabench.impls.reference import TOLERANCE, check_output, reference_attention
 from mhabench.impls.weights import AttentionWeights
+from mhabench.measure.counters import counted
+from mhabench.measure.trackers import DispatchTracker
+from mhabench.results.schema import ModelledCost
 from mhabench.run.case import screen
 from mhabench.scenario.cases import Case, expand_cases
 from mhabench.scenario.config import RunConfig
@@ -298,3 +301,20 @@ def test_the_cost_model_counts_fused_flops_and_fp8_bytes() -> None:
     assert fp8.proj_bytes == projections
     assert fp8.attn_bytes == 2 * tokens * 128 + 2 * 2 * 4 * 64 * 32  # Q and O, K and V: one byte each
     assert fp8.attn_bytes < bf16.attn_bytes
+
+
+def test_the_counter_sees_the_fp8_gemms_and_names_the_attention_it_cannot_count(fake_layer: FakeFrontend) -> None:
+    """The cuDNN graph runs inside the custom op ``mhabench::cudnn_fp8_attention``: the dispatch tracker counts the
+    two ``_scaled_mm`` GEMMs' FLOPs and names the attention among the uncounted ops, so the row is placed by the
+    cost model rather than by counts that miss the attention."""
+    weights = AttentionWeights.random(128, dtype=torch.bfloat16)
+    x = torch.randn(2, 64, 128, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    module = build("fused_fp8", weights, 4, False)
+    with torch.no_grad(), DispatchTracker() as tracker:
+        module(x)
+    counts = tracker.counts()
+    assert "cudnn_fp8_attention" in counts.opaque_ops
+    workload = cost.Workload(2, 64, 64, 128, 4, 4, False, 2)
+    assert counts.flops == cost.FUSED_FP8(workload).proj_flops
+    row = counted(counts, ModelledCost.from_cost(cost.FUSED_FP8(workload)))
+    assert row.uncounted_ops == "cudnn_fp8_attention" and row.model_disagreement is None

@@ -26,7 +26,7 @@ import torch
 from mhabench import cost
 from mhabench.errors import UnsupportedError
 from mhabench.impls.base import AttentionModule, frozen
-from mhabench.impls.cudnn_fp8 import GraphCache, GraphKey, frontend_unsupported_reason
+from mhabench.impls.cudnn_fp8 import GraphCache, frontend_unsupported_reason
 from mhabench.impls.fp8 import E4M3, Fp8Tensor, quantize, quantize_weight, scaled_linear
 from mhabench.impls.registry import Capabilities, register
 from mhabench.impls.weights import AttentionWeights
@@ -75,22 +75,17 @@ class FusedFp8Attention(AttentionModule):
         self.b_out = frozen(weights.b_o)
         self.split_sizes = [weights.q_dim, weights.kv_dim, weights.kv_dim]
 
-    def graph_key(self, batch: int, seq_len: int) -> GraphKey:
-        device = self.graphs.device
-        index = device.index if device.index is not None else 0
-        return GraphKey(batch, seq_len, self.heads, self.kv_heads, self.head_dim, self.causal, index)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq_len, _ = x.shape
         qkv = quantize(scaled_linear(quantize(x), self.qkv_weight, self.b_qkv, x.dtype))
         q, k, v = qkv.data.split(self.split_sizes, dim=-1)
         heads_out = torch.empty(batch, seq_len, self.heads * self.head_dim, dtype=E4M3, device=x.device)
         self.graphs.attend(
-            self.graph_key(batch, seq_len),
             self.split_heads(q, self.heads),
             self.split_heads(k, self.kv_heads),
             self.split_heads(v, self.kv_heads),
             qkv,
             self.split_heads(heads_out, self.heads),
+            self.causal,
         )
         return scaled_linear(Fp8Tensor(heads_out, qkv.scale, qkv.descale), self.out_weight, self.b_out, x.dtype)
