@@ -34,9 +34,11 @@ from mhabench.impls.fp8 import (
 from mhabench.impls.reference import TOLERANCE, check_output, reference_attention
 from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.counters import counted
+from mhabench.measure.peaks import DevicePeaks, datasheet_peaks
 from mhabench.measure.trackers import DispatchTracker
-from mhabench.results.schema import ModelledCost
-from mhabench.run.case import screen
+from mhabench.results.schema import CaseIdentity, LatencyStats, ModelledCost, Outcome, ResultRow
+from mhabench.run.case import placed, screen
+from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case, expand_cases
 from mhabench.scenario.config import RunConfig
 
@@ -318,3 +320,29 @@ def test_the_counter_sees_the_fp8_gemms_and_names_the_attention_it_cannot_count(
     assert counts.flops == cost.FUSED_FP8(workload).proj_flops
     row = counted(counts, ModelledCost.from_cost(cost.FUSED_FP8(workload)))
     assert row.uncounted_ops == "cudnn_fp8_attention" and row.model_disagreement is None
+
+
+@pytest.mark.parametrize("impl", ["fused_fp8", "fused"])
+def test_an_fp8_row_is_placed_on_the_fp8_roof_and_a_bf16_row_on_the_bf16_one(impl: str) -> None:
+    case = one_case({}, "bfloat16", CUDA)
+    model = get_spec(impl).cost
+    assert model is not None
+    row = ResultRow(CaseIdentity(impl=impl, dtype="bfloat16", case_id=case.case_id), Outcome("ok", "")).with_groups(
+        ModelledCost.from_cost(model(workload(case))), LatencyStats.from_samples((2.0,), 1, 0.1, math.nan)
+    )
+    h100 = datasheet_peaks("NVIDIA H100 80GB HBM3", torch.bfloat16)
+    assert h100 is not None
+    roof = placed(row, case, h100)
+    fp8 = impl == "fused_fp8"
+    assert roof.peak_tflops == (1979.0 if fp8 else 989.0)
+    assert roof.roofline_source.endswith("(fp8 tensor rate)") is fp8
+    assert roof.attainable_tflops is not None and roof.achieved_useful_tflops is not None
+
+
+def test_an_fp8_row_without_a_known_fp8_rate_gets_its_throughput_only() -> None:
+    case = one_case({}, "bfloat16", CUDA)
+    row = ResultRow(CaseIdentity(impl="fused_fp8", dtype="bfloat16", case_id=case.case_id), Outcome("ok", ""))
+    row = row.with_groups(LatencyStats.from_samples((2.0,), 1, 0.1, math.nan))
+    roof = placed(row, case, DevicePeaks(500.0, 2000.0, "measured"))
+    assert roof.tokens_per_s == pytest.approx(64 / 2e-3) and roof.peak_tflops is None
+    assert roof.roofline_source == "measured; no float8_e4m3fn tensor rate known for this device"
