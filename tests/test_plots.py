@@ -144,6 +144,24 @@ def test_roofline_marks_counted_points_filled_and_modelled_hollow() -> None:
     assert labels[-2:] == ["counted intensity", "modelled intensity"]
 
 
+def test_a_dtype_with_two_roofs_names_the_implementations_on_each() -> None:
+    """fused_fp8 sits in a bf16 case on the fp8 tensor rate: two roofs for one dtype, each named by its rows."""
+    fp8 = {**row("fused_fp8", samples(0.5, 0.01)), "peak_tflops": 2 * PEAK_TFLOPS}
+    rows = pd.DataFrame([row("fused", samples(1, 0.01)), fp8, row("naive", samples(4, 0.01))])
+    fig = plots.roofline_figure(rows, plots.impl_styles(rows))
+    assert fig is not None
+    labels = [text.get_text() for text in fig.legends[0].get_texts() if text.get_text().startswith("roof")]
+    assert labels == [
+        f"roof float32 (fused, naive): {PEAK_GBPS:.3g} GB/s, {PEAK_TFLOPS:.3g} TFLOP/s",
+        f"roof float32 (fused_fp8): {PEAK_GBPS:.3g} GB/s, {2 * PEAK_TFLOPS:.3g} TFLOP/s",
+    ]
+    alone = plots.roofline_figure(rows.iloc[[0, 2]], plots.impl_styles(rows))
+    assert alone is not None
+    assert [t.get_text() for t in alone.legends[0].get_texts() if t.get_text().startswith("roof")] == [
+        f"roof float32: {PEAK_GBPS:.3g} GB/s, {PEAK_TFLOPS:.3g} TFLOP/s"
+    ]
+
+
 def test_roofline_of_a_run_without_counts_has_only_modelled_points() -> None:
     rows = pd.DataFrame([row("naive", samples(4, 0.01)), row("fused", samples(1, 0.01))])
     assert set(plots.roofline_points(rows)["source"]) == {"modelled"}

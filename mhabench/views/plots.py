@@ -350,6 +350,18 @@ def roof_tflops(peak_tflops: float, peak_gbps: float, intensity: np.ndarray) -> 
     return np.minimum(peak_tflops, peak_gbps * intensity / 1e3)
 
 
+def _roofs(points: pd.DataFrame) -> pd.DataFrame:
+    """One roof per (dtype, peaks), named by its dtype; where a dtype has two (``fused_fp8`` computes in fp8 inside
+    a bf16 case, on the fp8 tensor rate), each is also named by the implementations placed on it."""
+    roofs = points.groupby([DTYPE, PEAK_TFLOPS, PEAK_GBPS], sort=False)[IMPL].unique().reset_index()
+    shared = roofs[DTYPE].duplicated(keep=False)
+    roofs["name"] = [
+        f"{dtype} ({', '.join(impls)})" if split else dtype
+        for dtype, impls, split in zip(roofs[DTYPE], roofs[IMPL], shared, strict=True)
+    ]
+    return roofs
+
+
 def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
     """Executed TFLOP/s against executed FLOP/byte under the roofs; filled markers: counted, hollow: modelled."""
     points = roofline_points(rows)
@@ -357,14 +369,14 @@ def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
         return None
     fig = Figure(figsize=(7.0, 4.4), layout="constrained")
     ax = _grid(fig.add_subplot())
-    roofs = points.groupby(DTYPE, sort=False)[[PEAK_TFLOPS, PEAK_GBPS]].first()
+    roofs = _roofs(points)
     ridges = roofs[PEAK_TFLOPS] * 1e3 / roofs[PEAK_GBPS]
     intensity = points[EXECUTED_INTENSITY]
     span = (min(intensity.min(), ridges.min()) / 4, max(intensity.max(), ridges.max()) * 4)
     x = np.geomspace(*span, 200)
     handles = []
-    for (dtype, roof), style in zip(roofs.iterrows(), itertools.cycle(LINE_STYLES), strict=False):
-        text = f"roof {dtype}: {roof[PEAK_GBPS]:.3g} GB/s, {roof[PEAK_TFLOPS]:.3g} TFLOP/s"
+    for (_, roof), style in zip(roofs.iterrows(), itertools.cycle(LINE_STYLES), strict=False):
+        text = f"roof {roof['name']}: {roof[PEAK_GBPS]:.3g} GB/s, {roof[PEAK_TFLOPS]:.3g} TFLOP/s"
         attainable = roof_tflops(roof[PEAK_TFLOPS], roof[PEAK_GBPS], x)
         handles += ax.plot(x, attainable, color="0.25", linestyle=style, linewidth=1.6, label=text)
     _other_sources(ax, rows, points, styles)
