@@ -415,3 +415,21 @@ def test_across_runs_match_cases_on_their_dtype_and_on_the_shape_only_when_each_
     other = load_run(write_run(tmp_path, "other", [row(i, fast[i], dtype="bfloat16") for i in fast]))
     same = {s.rule: s for s in advise([half, other]).across}["same_pick"]
     assert same.figures["matched"] == 1 and "the shape fields alone: each run has one dtype" in same.text
+
+
+def test_a_lower_precision_winner_is_quoted_with_its_error_beside_the_others() -> None:
+    """fused_fp8 computes the same function in e4m3: a pick that names it quotes every ok row's max_rel_err, so the
+    speed is read beside the error it costs."""
+    times = rounds({"fused": 2.0, "fused_fp8": 1.0})
+    records = [
+        {**row("fused", times["fused"], dtype="bfloat16"), "max_rel_err": 0.004},
+        {**row("fused_fp8", times["fused_fp8"], dtype="bfloat16"), "max_rel_err": 0.081},
+    ]
+    (case,) = cases(records)
+    text = statement(pick(case)).text
+    assert "`fused_fp8` wins" in text
+    assert (
+        "`fused_fp8` computes in float8_e4m3fn, with a larger error (max_rel_err `fused` 0.004; `fused_fp8` 0.081)"
+        in text
+    )
+    assert "float8" not in statement(pick(one_case({"naive": 2.0, "fused": 1.0}))).text

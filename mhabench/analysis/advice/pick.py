@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from mhabench.analysis.advice import wording
-from mhabench.analysis.advice.ablations import ablation_note, ablations
+from mhabench.analysis.advice.ablations import ablation_note, ablations, precision_note
 from mhabench.analysis.advice.cases import Case, Row
 from mhabench.analysis.advice.cells import text
 from mhabench.analysis.advice.statement import PICK, Statement
@@ -190,7 +190,8 @@ def statement(one: Pick) -> Statement:
         "ablations": ablations(one.impls),
     }
     shown = one.impls if one.verdict in (WINNER, TIED, ONLY) else ()
-    sentence = f"{one.case.label}: {_sentence(one)}{_excluded(one.case)}{ablation_note(shown)}"
+    precision = precision_note(shown, [row for row in one.case.rows if is_ok(row)])
+    sentence = f"{one.case.label}: {_sentence(one)}{_excluded(one.case)}{ablation_note(shown)}{precision}"
     return Statement(PICK, "pick", one.case.group, one.case.label, sentence, figures, rows)
 
 
