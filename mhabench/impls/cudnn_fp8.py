@@ -249,7 +249,13 @@ _CACHES: weakref.WeakValueDictionary[int, GraphCache] = weakref.WeakValueDiction
 """Live caches by id: the custom op takes an int, not the cache, and a cache dies with its layer."""
 
 
-@torch.library.custom_op("mhabench::cudnn_fp8_attention", mutates_args=("out",))
+@torch.library.custom_op(
+    "mhabench::cudnn_fp8_attention",
+    mutates_args=("out",),
+    # spelled out, not inferred from the (postponed, string) annotations
+    schema="(Tensor q, Tensor k, Tensor v, Tensor scale, Tensor descale, Tensor(a!) out, int cache_id, bool causal)"
+    " -> ()",
+)
 def cudnn_fp8_attention(
     q: torch.Tensor,
     k: torch.Tensor,
