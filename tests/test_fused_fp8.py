@@ -9,6 +9,7 @@ error need an sm90 GPU (``make gpu-check``, check ``fp8_attention``; docs/gpu.md
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -40,7 +41,7 @@ from mhabench.results.schema import CaseIdentity, LatencyStats, ModelledCost, Ou
 from mhabench.run.case import placed, screen
 from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case, expand_cases
-from mhabench.scenario.config import RunConfig
+from mhabench.scenario.config import RunConfig, load_config
 
 CUDA = torch.device("cuda", 0)
 KEY = GraphKey(batch=2, seq_len=64, heads=4, kv_heads=2, head_dim=32, causal=True, device_index=0)
@@ -346,3 +347,15 @@ def test_an_fp8_row_without_a_known_fp8_rate_gets_its_throughput_only() -> None:
     roof = placed(row, case, DevicePeaks(500.0, 2000.0, "measured"))
     assert roof.tokens_per_s == pytest.approx(64 / 2e-3) and roof.peak_tflops is None
     assert roof.roofline_source == "measured; no float8_e4m3fn tensor rate known for this device"
+
+
+def test_the_fp8_config_is_the_issues_sweep() -> None:
+    """configs/gpu-fp8.yaml: fused_fp8 beside bf16 fused at n 4k, 8k, 16k, d_model 4096, 32 heads, b 1 and 8,
+    causal and not, all in bf16 cases so each speedup is paired."""
+    config = load_config(Path(__file__).resolve().parents[1] / "configs" / "gpu-fp8.yaml")
+    cases = expand_cases(config, CUDA)
+    assert config.implementations == ["fused", "fused_fp8"]
+    assert {(c.dtype, c.d_model, c.heads, c.head_dim) for c in cases} == {("bfloat16", 4096, 32, 128)}
+    assert sorted((c.batch, c.seq_len, c.causal) for c in cases) == sorted(
+        (b, n, causal) for b in (1, 8) for n in (4096, 8192, 16384) for causal in (False, True)
+    )

@@ -4,9 +4,9 @@ One graph per attention shape, built once and cached, as a model would hold it: 
 views of the packed Q/K/V tensor (row stride q_dim + 2·kv_dim, so no copy splits them), the output O
 is e4m3 token-major (b, n, h·d_k), ready for the W_o GEMM. The graph's scalars are the scales of
 :mod:`mhabench.impls.fp8`: one descale for Q, K and V (they share the packed tensor's scale), P's
-fixed scale, and O's scale = V's. ``Amax_O`` is an output because the graph produces it; ``Amax_S``
-is declared too (the wiring of the frontend's own fp8 tests that cuDNN's backend engines run on
-Hopper; frontend 1.32 notes that declaring it keeps its Blackwell engines off).
+fixed scale, and O's scale = V's. ``Amax_O`` and ``Amax_S`` are declared outputs, as in the frontend's
+own fp8 tests: on Hopper cuDNN's backend engines run either way (frontend 1.32 notes that declaring
+``Amax_S`` keeps its Blackwell engines off).
 
 The frontend API used (checked against NVIDIA/cudnn-frontend's ``test/python/sdpa/fp8.py`` and the
 1.32.0 wheel's ``_pygraph.py``): ``cudnn.pygraph(io_data_type=, intermediate_data_type=,
