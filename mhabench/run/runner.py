@@ -225,10 +225,29 @@ def case_rows(
     """The rows of one case, measured here or in a child process (``isolation: process``)."""
     if not isolate:
         specs = [get_spec(name) for name in names]
-        return run_case(case, specs, device, run_id, peaks, config.timing, repeat=repeat, guard=config.memory_guard)
+        return run_case(
+            case,
+            specs,
+            device,
+            run_id,
+            peaks,
+            config.timing,
+            repeat=repeat,
+            guard=config.memory_guard,
+            energy=config.energy,
+        )
     setup = ChildSetup(allocator=config.allocator, threads=config.threads, plugin_files=plugins.loaded_plugin_files())
     job = CaseJob(
-        case, names, canonical_device(device), run_id, peaks, config.timing, repeat, setup, config.memory_guard
+        case,
+        names,
+        canonical_device(device),
+        run_id,
+        peaks,
+        config.timing,
+        repeat,
+        setup,
+        config.memory_guard,
+        config.energy,
     )
     return isolated_case(job, config.case_timeout_s)
 
