@@ -171,7 +171,6 @@ def test_without_ncu_the_probe_launches_nothing() -> None:
 def test_energy_check_bounds_and_skip_without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     from mhabench.checks import hardware as checks
     from mhabench.measure import nvml
-
     from mhabench.measure.energy_window import Window
 
     def window(power_w: float, seconds: float) -> Window:
