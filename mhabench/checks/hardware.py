@@ -4,7 +4,8 @@
   ``torch.add(x, 0, out=y)``: ``y.copy_(x)`` of a contiguous tensor is a ``cudaMemcpy``, which ncu does not profile);
 - an m×n×k bf16 GEMM executes 2·m·n·k tensor-core FLOPs (the counter counts 2 per FMA);
 - the fused layer (non-causal, bf16) executes on the tensor cores exactly the model's useful FLOPs,
-  8·b·n·d² + 4·b·n²·d, profiled through the runner's own path (:func:`mhabench.run.hardware.profile_case`);
+  8·b·n·d² + 4·b·n²·d, profiled through the runner's own path and its default range replay
+  (:func:`mhabench.run.hardware.profile_case`);
 - bf16 8192³ matmuls back to back over an energy window of at least 5 s (:mod:`mhabench.measure.energy_window`)
   draw between half the power limit and the limit × 1.02: an H100 read 697 W of 700 W over 4.8 s, so a loop
   that reads less measured something else (211 W over 74 ms was a check that could not fail).
@@ -17,6 +18,7 @@ same marker kernel and profiler start/stop as the runner's child.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -58,7 +60,7 @@ PROFILE_TIMEOUT_S = 300.0
 def skip_or_fail(counters: HardwareCounters) -> Verdict | None:
     """SKIP where the counters are out of reach (no ncu, no permission), FAIL where ncu failed; None: go on."""
     source = counters.counters_source or ""
-    if counters.kernels_profiled is not None:  # set only where a profile was read
+    if re.match(r"ncu(\s\d|,|$)", source):  # "ncu <version>[, notes]": a profile was read; anything else is a reason
         return None
     if any(reason in source for reason in SKIPPED_REASONS):
         return None, {"reason": source}
@@ -156,7 +158,7 @@ def fused_check(device: torch.device) -> Verdict:
     assert cost is not None
     useful = ModelledCost.from_cost(cost(workload(case))).useful_flops
     row = ResultRow(CaseIdentity(impl="fused", dtype="bfloat16", case_id=case.case_id), Outcome("ok", ""))
-    job = ProfileJob(case, ("fused",), f"cuda:{device.index or 0}", "steady", None)
+    job = ProfileJob(case, ("fused",), f"cuda:{device.index or 0}", "steady", None, replay=hardware.RANGE)
     profile = profile_case(job, [row], True, PROFILE_TIMEOUT_S, hardware.find_ncu())
     return flops_verdict(profile.counters["fused"], useful, "model_useful_flops")
 

@@ -43,20 +43,26 @@ class HardwareCounters:
     )
     fp32_flops: int = column(
         "non-tensor FP32 FLOPs of one call: 2 × FFMA + FADD + FMUL thread instructions (half precision and "
-        "special functions not included); empty where ncu did not give them",
+        "special functions not included); empty unless asked for (counters_fp32) and given by ncu",
         role="measured",
         unit="FLOP",
         label="FP32 FLOPs",
     )
-    kernels_profiled: int = column("kernels the profiled call launched", role="measured", label="kernels (ncu)")
+    kernels_profiled: int = column(
+        "kernels the profiled call launched (kernel replay; empty under range replay, which profiles the call whole)",
+        role="measured",
+        label="kernels (ncu)",
+    )
     kernel_time_ms: float = column(
-        "sum of the profiled kernels' durations under ncu (replayed, clocks unlocked): not the latency",
+        "sum of the profiled kernels' durations under ncu, or the range's under range replay (replayed, clocks "
+        "unlocked): not the latency",
         role="measured",
         unit="ms",
         label="ncu kernel ms",
     )
     hardware_intensity: float = column(
-        "(tensor_flops + fp32_flops) / (dram_read_bytes + dram_write_bytes)",
+        "(tensor_flops + fp32_flops) / (dram_read_bytes + dram_write_bytes); fp32_flops as 0 where not counted "
+        "(counters_fp32: false)",
         role="measured",
         unit="FLOP/byte",
         label="hw FLOP/B",
@@ -68,8 +74,9 @@ class HardwareCounters:
         label="hw/counted bytes",
     )
     counters_source: str = column(
-        "ncu <version> where the counters were read (', L2 warm across replay passes' without flush_l2), else why "
-        "they are empty (not requested, CPU device, no ncu, no permission (ERR_NVGPUCTRPERM), the profiler's error)",
+        "ncu <version> where the counters were read (', range replay: …' where each call was replayed whole; "
+        "', L2 warm across replay passes' without flush_l2), else why they are empty (not requested, CPU device, "
+        "no ncu, no permission (ERR_NVGPUCTRPERM), the profiler's error)",
         role="measured",
         label="counters from",
     )

@@ -13,7 +13,10 @@ Per case, in order:
    all in the same interleaved rounds (:class:`Alone`, so sample *i* of each comes from round *i* and
    a speedup can be a median of per-round ratios); the ranks of a tensor-parallel group time them in
    lockstep (``mhabench.distributed.rows.Lockstep``);
-4. the ok rows follow, each placed on the roofline (:mod:`mhabench.measure.roofline`).
+4. with ``counters`` (the run's ``counters: hardware`` settings), the ok rows' hardware counters, read once
+   the case's layers are freed (:mod:`mhabench.run.hardware`, the last stage);
+5. the ok rows follow, each placed on the roofline (:mod:`mhabench.measure.roofline`), by its hardware
+   intensity where it has one.
 
 A row is assembled from the value objects the trackers and the timer return
 (:meth:`ResultRow.with_groups`), never field by field. Peers agree on every outcome that one of
@@ -61,6 +64,7 @@ from mhabench.results.schema import (
     ResultRow,
     Roofline,
 )
+from mhabench.run.hardware import CounterSettings, case_counters
 from mhabench.run.inputs import CaseInputs, make_inputs
 from mhabench.run.memory_guard import case_too_big
 from mhabench.run.steps import Step, parameter_count, prepare, workload
@@ -255,12 +259,13 @@ def run_case(
     guard: bool = True,
     peers: Peers | None = None,
     energy: EnergyConfig | None = None,
+    counters: CounterSettings | None = None,
 ) -> Iterator[ResultRow]:
     """Yield one row per implementation: failures as they happen, then the ok rows after the timing.
 
     ``guard``: skip what would not fit (:func:`screen`). ``peers``: who measures the case with this
     process (:class:`Alone` when None, measuring ``energy`` windows); ``peaks``: the roofs its ok rows are placed
-    against.
+    against; ``counters``: the hardware counters' settings (None: the rows get no hardware group).
     """
     peers = peers or Alone(device, energy)
     refused = {spec.name: peers.agree(screen(spec, case, device, guard)) for spec in specs}
@@ -281,7 +286,16 @@ def run_case(
             yield result
         else:
             passed.append(result)
-    yield from timed_rows(passed, case, peaks, timing, peers)
+    timed = timed_rows(passed, case, timing, peers)
+    del inputs  # with the layers (``passed`` was emptied): the profiled child gets their memory
+    yield from (row for row in timed if row.status != "ok")
+    ok = [row for row in timed if row.status == "ok"]
+    hardware = case_counters(case, ok, device, counters) if counters is not None and ok else {}
+    yield from (finished(row.with_groups(*_present(hardware.get(row.case.impl))), case, peaks) for row in ok)
+
+
+def _present(group: object | None) -> list[object]:
+    return [] if group is None else [group]
 
 
 def _inputs_or_failure(case: Case, device: torch.device) -> CaseInputs | Exception:
@@ -426,25 +440,26 @@ def device_call(
 # --- the timed rows ----------------------------------------------------------------------------
 
 
-def timed_rows(
-    passed: list[Checked], case: Case, peaks: DevicePeaks, timing: TimingConfig, peers: Peers
-) -> Iterator[ResultRow]:
-    """Time every checked implementation (``peers``' timer); one ok row each, placed on the roofline, or
-    the failure row of one whose timing failed."""
+def timed_rows(passed: list[Checked], case: Case, timing: TimingConfig, peers: Peers) -> list[ResultRow]:
+    """Time every checked implementation (``peers``' timer): one timed row each, not yet placed on the
+    roofline, or the failure row of one whose timing failed. ``passed`` is emptied, so nothing here holds
+    the layers once they are timed."""
     if not passed:
-        return
+        return []
     timed = peers.time(passed, timing, case.seed)
+    rows = []
     for item in passed:
         groups = timed[item.spec.name]
-        if isinstance(groups, BaseException):
-            yield failure_row(item.row.case, groups)
-            continue
-        yield finished(item.row.with_groups(*groups), case, peaks)
+        rows.append(
+            failure_row(item.row.case, groups) if isinstance(groups, BaseException) else item.row.with_groups(*groups)
+        )
+    passed.clear()
+    return rows
 
 
 def finished(row: ResultRow, case: Case, peaks: DevicePeaks) -> ResultRow:
-    """A timed row with what follows from its measurements: its roofline group and its FLOPs and tokens per
-    joule. Called again when hardware counters arrive after the case (:mod:`mhabench.run.hardware`)."""
+    """A timed row with what follows from its measurements, once all are in (its hardware counters too): its
+    roofline group and its FLOPs and tokens per joule."""
     row = row.with_groups(placed(row, case, peaks))
     if row.energy is None or row.roofline is None or row.latency is None:
         return row

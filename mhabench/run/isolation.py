@@ -32,6 +32,7 @@ from mhabench.scenario import plugins
 
 if TYPE_CHECKING:
     from mhabench.measure.peaks import DevicePeaks
+    from mhabench.run.hardware import CounterSettings
     from mhabench.scenario.cases import Case
     from mhabench.scenario.config import EnergyConfig, TimingConfig
 
@@ -73,6 +74,7 @@ class CaseJob:
     setup: ChildSetup
     memory_guard: bool = True
     energy: EnergyConfig | None = None
+    counters: CounterSettings | None = None
 
 
 def isolated_case(job: CaseJob, timeout_s: float) -> Iterator[ResultRow]:
@@ -157,6 +159,7 @@ def _case_child(sender: Connection, job: CaseJob) -> None:
             repeat=job.repeat,
             guard=job.memory_guard,
             energy=job.energy,
+            counters=job.counters,
         ):
             sender.send(("row", row))
         message: tuple[str, Any] = ("done", None)
