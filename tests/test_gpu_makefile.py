@@ -142,3 +142,29 @@ def test_gpu_sweep_skips_without_cuda(tmp_path: Path) -> None:
     done = gpu_sweep(fake_gpu_python(tmp_path, cuda=False, run_status=0), tmp_path / "out")
     assert done.returncode == 0 and "gpu-sweep: SKIP" in done.stdout
     assert " run --out " not in (tmp_path / "calls.log").read_text(encoding="utf-8")
+
+
+def test_gpu_sweep_runs_the_sweep_back_to_back_then_counters_and_energy_on_request(tmp_path: Path) -> None:
+    """What docs/gpu.md asks of the next GPU run in one command: three sweeps (their spread and advice across
+    them: answers that must not flip), the sweep under counters, the sweep with energy windows, each timed."""
+    python, out = fake_gpu_python(tmp_path, cuda=True, run_status=0), tmp_path / "out"
+    for index in range(3):
+        (out / "results" / f"2026112{index}T000000Z-default-gpu").mkdir(parents=True)
+    assert gpu_sweep(python, out, "COUNTERS=1", "ENERGY=2").returncode == 0
+    calls = (tmp_path / "calls.log").read_text(encoding="utf-8").splitlines()
+    plain = [call for call in calls if call == f"-m mhabench run --out {out}/results"]
+    assert len(plain) == 3
+    runs = " ".join(f"{out}/results/2026112{index}T000000Z-default-gpu" for index in range(3))
+    assert f"-m mhabench spread {runs}" in calls and f"-m mhabench advise {runs} --format markdown" in calls
+    assert f"-m mhabench run --out {out}/results --counters hardware" in calls
+    assert f"-m mhabench run --out {out}/results --energy-windows 2" in calls
+    wall = (out / "sweep_wall.txt").read_text(encoding="utf-8").splitlines()
+    assert len(wall) == 5 and wall[1].startswith("mhabench run (GPU default sweep 2 of 3): ")
+    assert wall[3].startswith("mhabench run --counters hardware: ") and wall[4].endswith("ms wall")
+
+
+def test_gpu_sweep_stops_at_a_failed_run(tmp_path: Path) -> None:
+    python, out = fake_gpu_python(tmp_path, cuda=True, run_status=1), tmp_path / "out"
+    assert gpu_sweep(python, out, "COUNTERS=1").returncode != 0
+    calls = (tmp_path / "calls.log").read_text(encoding="utf-8")
+    assert calls.count(" run --out ") == 1 and "--counters" not in calls
