@@ -107,6 +107,7 @@ def test_clock_and_throttled_rounds_come_from_the_reads_after_each_block() -> No
     assert len(blocks["fused"]) == rounds
     energy = sampler.energy("fused")
     assert (energy.sm_clock_median_mhz, energy.sm_clock_min_mhz) == (1755.0, 1520.0)
+    assert energy.sm_clock_rounds_mhz == "1980,1530,1520,1980"  # per round, for a slow round's clock
     assert energy.throttled_rounds == "1,2" and energy.throttled_share == 0.5
     assert energy.clock_event_reasons == "gpu_idle,sw_power_cap,sync_boost"
     # the blocks' energy is never a row's: they are shorter than the counter's steps

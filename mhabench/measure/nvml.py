@@ -118,6 +118,7 @@ class RoundSampler:
             throttled_rounds=",".join(str(index) for index in throttled),
             throttled_share=len(throttled) / len(readings),
             energy_source=f"{self.source}; {ENERGY_OFF}",
+            sm_clock_rounds_mhz=",".join(f"{clock:.0f}" for clock in clocks),
         )
 
 

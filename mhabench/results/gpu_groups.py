@@ -159,3 +159,9 @@ class Energy:
         unit="ratio",
         label="energy spread",
     )
+    sm_clock_rounds_mhz: str = column(
+        "SM clock read right after each timed block, comma-separated in round order (as times_ms): whether a slow "
+        "round ran at a lower clock",
+        role="measured",
+        label="SM MHz per round",
+    )
