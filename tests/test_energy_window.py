@@ -157,3 +157,77 @@ def test_the_recorded_h100_rows_energy_is_unresolved_when_read() -> None:
     tiny = rule.reading(rows[("b1-n1024-d4096-h32-bfloat16-causal", "fused")], limit)
     assert not tiny.resolved and "under the 1 s" in tiny.unresolved
     assert not any(rule.reading(row, limit).resolved for row in rows.values())
+
+
+class WallClockNvml:
+    """NVML on a GPU drawing ``watts`` whenever asked, its energy counter stepping every 100 ms of real time."""
+
+    NVML_CLOCK_SM = 0
+
+    def __init__(self, watts: float) -> None:
+        import time
+
+        self.watts, self.start_s, self.clock = watts, time.perf_counter(), time.perf_counter
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: object) -> int:
+        elapsed_s = self.clock() - self.start_s
+        return round(self.watts * (elapsed_s // 0.1) * 0.1 * 1e3)
+
+    def nvmlDeviceGetClockInfo(self, handle: object, clock: int) -> int:
+        return 1980
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: object) -> int:
+        return 0
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle: object) -> int:
+        return 700_000
+
+
+def test_a_run_with_energy_windows_fills_every_ok_rows_energy_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wiring, config to row, on the CPU with NVML faked (300 W, 100 ms steps): one 1 s window per ok row."""
+    import contextlib
+
+    from mhabench.measure.nvml import RoundSampler
+    from mhabench.run import case as case_runner
+    from mhabench.run import runner
+    from mhabench.scenario.config import RunConfig
+
+    sampler = RoundSampler(WallClockNvml(300.0), "GPU-x", "nvml fake")
+    monkeypatch.setattr(case_runner, "open_sampler", lambda device: contextlib.nullcontext(sampler))
+    config = RunConfig.model_validate(
+        {
+            "name": "energy",
+            "device": "cpu",
+            "implementations": ["naive", "fused"],
+            "energy": {"windows": 1, "window_s": 1.0},
+            "timing": {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 2, "warmup_max_s": 0.02},
+            "scenarios": [{"name": "s", "seq_len": 16, "d_model": 32, "heads": 2}],
+        }
+    )
+    rows = runner.run(config, tmp_path).rows
+    assert {row.case.impl for row in rows} == {"naive", "fused"}
+    for row in rows:
+        energy = row.energy
+        assert energy is not None and energy.energy_source == "nvml fake" and energy.energy_windows == 1
+        assert energy.average_power_w == pytest.approx(300.0, rel=0.05)
+        assert energy.energy_window_s is not None and energy.energy_window_s >= 1.0
+        assert energy.energy_per_call_j is not None and energy.tokens_per_joule is not None
+        assert energy.sm_clock_median_mhz == 1980.0  # the rounds' clock columns stay
+    loaded = pd.read_csv(next(tmp_path.iterdir()) / "results.csv")
+    assert loaded["energy_windows"].tolist() == [1, 1] and loaded["energy_per_call_j"].notna().all()
+
+
+def test_energy_windows_are_off_by_default_and_the_option_sets_them() -> None:
+    from mhabench.errors import ConfigError
+    from mhabench.scenario.config import RunConfig
+    from mhabench.scenario.overrides import with_overrides
+
+    config = RunConfig.model_validate({"scenarios": [{"name": "s", "seq_len": 8, "d_model": 8, "heads": 2}]})
+    assert config.energy.windows == 0 and config.energy.window_s == 2.0
+    assert with_overrides(config, energy_windows=3).energy.windows == 3
+    with pytest.raises(ConfigError, match=r"--energy-windows: must be between 0 and 100 \(got 101\)"):
+        with_overrides(config, energy_windows=101)
+    with pytest.raises(ValueError, match="window_s"):
+        RunConfig.model_validate({**config.model_dump(), "energy": {"windows": 1, "window_s": 0.5}})

@@ -148,7 +148,8 @@ def window_energy(
     def run_batch(calls: int) -> None:
         for _ in range(calls):
             call()
-        torch.cuda.synchronize(device)
+        if device.type == "cuda":  # the reads must follow the calls' work, not their launches
+            torch.cuda.synchronize(device)
 
     meter = WindowMeter(sampler.nvml, sampler.handle, run_batch)
     return measure_energy(meter, latency_ms, config.window_s, config.windows, sampler.source, sampler.power_limit_w())
