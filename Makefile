@@ -97,17 +97,37 @@ gpu-site:
 # The GPU default sweep (`mhabench run`, no config), timed from the shell: the whole command's wall time,
 # start-up included, into $(GPU_CHECK_OUT)/sweep_wall.txt; the run's exit status is make's. With
 # PROFILE=1 it runs under cProfile (mhabench.profiled; slower) and prints where the time went, by
-# mhabench function. SKIP without a CUDA torch.
+# mhabench function. SKIP without a CUDA torch. Then (docs/gpu.md, "What the next GPU run must show"):
+# SWEEPS-1 more back-to-back runs of it and their spread and advice across runs (answers that must not
+# flip); with COUNTERS=1 the sweep under --counters hardware, timed; with ENERGY=N the sweep with N
+# energy windows per ok row, timed.
 SWEEP_PROFILE = $(filter 1,$(PROFILE))
+SWEEPS ?= 3
+COUNTERS ?=
+ENERGY ?=
+SWEEP_RUN = $(GPU_RUN) -m mhabench run --out $(GPU_CHECK_OUT)/results
+TIMED = start=$$(date +%s%N); $(1); status=$$?; end=$$(date +%s%N); \
+	echo "$(2): $$(( (end - start) / 1000000 )) ms wall" | tee -a $(GPU_CHECK_OUT)/sweep_wall.txt
 gpu-sweep: gpu-site
 	@mkdir -p $(GPU_CHECK_OUT)
 	@$(GPU_RUN) -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' || \
 	  { echo "gpu-sweep: SKIP ($(GPU_PYTHON) has no torch that sees a CUDA device)"; exit 0; }; \
+	rm -f $(GPU_CHECK_OUT)/sweep_wall.txt; \
 	start=$$(date +%s%N); \
 	$(GPU_RUN) -m $(if $(SWEEP_PROFILE),mhabench.profiled $(GPU_CHECK_OUT)/sweep.prof,mhabench) run --out $(GPU_CHECK_OUT)/results; \
 	status=$$?; end=$$(date +%s%N); \
 	echo "mhabench run (GPU default sweep): $$(( (end - start) / 1000000 )) ms wall$(if $(SWEEP_PROFILE), under cProfile)" \
-	  | tee $(GPU_CHECK_OUT)/sweep_wall.txt; \
+	  | tee -a $(GPU_CHECK_OUT)/sweep_wall.txt; \
+	[ $$status -eq 0 ] || exit $$status; \
+	for i in $$(seq 2 $(SWEEPS)); do $(call TIMED,$(SWEEP_RUN),mhabench run (GPU default sweep $$i of $(SWEEPS))); \
+	  [ $$status -eq 0 ] || exit $$status; done; \
+	if [ $(SWEEPS) -gt 1 ]; then \
+	  runs=$$(ls -d $(GPU_CHECK_OUT)/results/*-default-gpu* 2>/dev/null | tail -n $(SWEEPS)); \
+	  $(GPU_RUN) -m mhabench spread $$runs | tee $(GPU_CHECK_OUT)/sweep_spread.txt; \
+	  $(GPU_RUN) -m mhabench advise $$runs --format markdown > $(GPU_CHECK_OUT)/sweep_advice.md; \
+	fi; \
+	$(if $(COUNTERS),$(call TIMED,$(SWEEP_RUN) --counters hardware,mhabench run --counters hardware);) \
+	$(if $(ENERGY),$(call TIMED,$(SWEEP_RUN) --energy-windows $(ENERGY),mhabench run --energy-windows $(ENERGY));) \
 	exit $$status
 
 # fp8 beside bf16 (configs/gpu-fp8.yaml: fused_fp8 and fused, n 4k-16k, b 1 and 8), into $(GPU_CHECK_OUT)/fp8.

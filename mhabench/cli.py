@@ -132,6 +132,9 @@ def run(
         str | None,
         typer.Option("--counters", help="off | hardware (CUDA: Nsight Compute counters of one call per ok row)."),
     ] = None,
+    energy_windows: Annotated[
+        int | None, typer.Option("--energy-windows", help="CUDA: NVML energy windows per ok row (0: off).")
+    ] = None,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     from mhabench.distributed.launch import errors_end_every_rank
@@ -157,6 +160,7 @@ def run(
                     "--max-rows": max_rows,
                     "--threads": threads,
                     "--counters": counters,
+                    "--energy-windows": energy_windows is not None,
                 },
             )
             _resume(resume, out, force, baseline)
@@ -177,6 +181,7 @@ def run(
                 allocator=allocator,
                 threads=threads,
                 counters=counters,
+                energy_windows=energy_windows,
             )
             for c in loaded
         ]

@@ -173,11 +173,20 @@ def test_without_ncu_the_probe_launches_nothing() -> None:
 def test_energy_check_bounds_and_skip_without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     from mhabench.checks import hardware as checks
     from mhabench.measure import nvml
+    from mhabench.measure.energy_window import Window
 
-    assert checks.energy_verdict(300.0, 1.0, 700.0)[0] is True
-    assert checks.energy_verdict(800.0, 1.0, 700.0)[0] is False  # more than the limit could deliver
-    assert checks.energy_verdict(0.0, 1.0, 700.0)[0] is False
-    assert checks.energy_verdict(None, 1.0, 700.0)[0] is False
+    def window(power_w: float, seconds: float) -> Window:
+        return Window(energy_j=power_w * seconds, seconds=seconds, calls=100, step_s=0.1)
+
+    assert checks.energy_verdict(window(697.0, 5.2), 700.0)[0] is True  # the H100's 4.8 s loop read 697 W
+    assert checks.energy_verdict(window(350.0, 5.2), 700.0)[0] is True  # the lower bound is half the limit
+    assert checks.energy_verdict(window(349.0, 5.2), 700.0)[0] is False
+    # the H100's recorded check: 15.68 J over 74 ms of matmuls, 211 W, PASSed before; now it cannot
+    recorded = Window(energy_j=15.68, seconds=0.07419, calls=50, step_s=0.1)
+    assert checks.energy_verdict(recorded, 700.0)[0] is False
+    assert checks.energy_verdict(window(697.0, 1.0), 700.0)[0] is False  # too short a window
+    assert checks.energy_verdict(window(730.0, 5.2), 700.0)[0] is False  # above the limit × 1.02
+    assert checks.energy_verdict(None, 700.0)[0] is False
     monkeypatch.setattr(nvml, "load_nvml", lambda: None)
     monkeypatch.setattr(checks, "open_sampler", lambda device: nvml.open_sampler(device))
     assert checks.energy_check(torch.device("cuda:0")) == (None, {"reason": "no nvidia-ml-py"})
@@ -196,3 +205,32 @@ def test_the_fp8_check_skips_with_the_layers_reason_on_a_machine_it_cannot_run_o
     """Without sm90 and the frontend the layer is unsupported: the check is a SKIP that says why, not a FAIL."""
     passed, figures = gpu_check.check_fp8_attention(gpu_check.Context(torch.device("cpu"), Path("."), Path(".")))
     assert passed is None and figures["reason"].startswith("fused_fp8: needs a CUDA GPU")
+RECORDED_COPY = Path("/work/shared/runs/h100-20261127/ncu-copy-kernels.csv")
+
+
+@pytest.mark.skipif(not RECORDED_COPY.is_file(), reason="the recorded H100 ncu copy profile is not on this machine")
+def test_the_elementwise_copy_kernel_the_h100_profiled_passes_the_copy_check() -> None:
+    """ncu saw no kernel for ``y.copy_(x)`` (a cudaMemcpy) and one for ``torch.add(x, 0, out=y)``: that kernel's
+    DRAM bytes are within the check's 5 % of twice the 1 GiB copied."""
+    from mhabench.checks import hardware as checks
+    from mhabench.measure import hardware
+
+    kernels = hardware.parse_csv(RECORDED_COPY.read_text(encoding="utf-8"))
+    assert len(kernels) == 2  # normal_ filling x, then the add; copy_ left nothing
+    add = [kernel for kernel in kernels if "add" in kernel.name.lower()]
+    counters = hardware.counters_of(add, "float32", "ncu 2025.3.1.0", None)
+    verdict, figures = checks.copy_verdict(counters, 1 << 30)
+    assert verdict is True and figures["dram_over_2x"] == pytest.approx(0.99, abs=0.01)
+
+
+def test_the_copy_probe_launches_an_elementwise_add_not_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    from mhabench.checks import hardware as checks
+
+    monkeypatch.setattr(checks, "COPY_BYTES", 1 << 12)
+    call = checks._probe_call("copy", torch.device("cpu"))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        call()
+    ops = {event.key for event in prof.key_averages()}
+    assert "aten::add" in ops  # a `copy_` probe would dispatch no add at all

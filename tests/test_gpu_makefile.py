@@ -157,3 +157,27 @@ def test_wheels_takes_the_cudnn_frontend_without_its_dependencies() -> None:
 def test_gpu_fp8_runs_its_config_from_the_gpu_site() -> None:
     recipe = make("-n", "gpu-fp8", "WHEELS=/nonexistent").stdout
     assert "-m mhabench run configs/gpu-fp8.yaml --out gpu-check/fp8" in recipe and "--target build/gpu-site" in recipe
+def test_gpu_sweep_runs_the_sweep_back_to_back_then_counters_and_energy_on_request(tmp_path: Path) -> None:
+    """What docs/gpu.md asks of the next GPU run in one command: three sweeps (their spread and advice across
+    them: answers that must not flip), the sweep under counters, the sweep with energy windows, each timed."""
+    python, out = fake_gpu_python(tmp_path, cuda=True, run_status=0), tmp_path / "out"
+    for index in range(3):
+        (out / "results" / f"2026112{index}T000000Z-default-gpu").mkdir(parents=True)
+    assert gpu_sweep(python, out, "COUNTERS=1", "ENERGY=2").returncode == 0
+    calls = (tmp_path / "calls.log").read_text(encoding="utf-8").splitlines()
+    plain = [call for call in calls if call == f"-m mhabench run --out {out}/results"]
+    assert len(plain) == 3
+    runs = " ".join(f"{out}/results/2026112{index}T000000Z-default-gpu" for index in range(3))
+    assert f"-m mhabench spread {runs}" in calls and f"-m mhabench advise {runs} --format markdown" in calls
+    assert f"-m mhabench run --out {out}/results --counters hardware" in calls
+    assert f"-m mhabench run --out {out}/results --energy-windows 2" in calls
+    wall = (out / "sweep_wall.txt").read_text(encoding="utf-8").splitlines()
+    assert len(wall) == 5 and wall[1].startswith("mhabench run (GPU default sweep 2 of 3): ")
+    assert wall[3].startswith("mhabench run --counters hardware: ") and wall[4].endswith("ms wall")
+
+
+def test_gpu_sweep_stops_at_a_failed_run(tmp_path: Path) -> None:
+    python, out = fake_gpu_python(tmp_path, cuda=True, run_status=1), tmp_path / "out"
+    assert gpu_sweep(python, out, "COUNTERS=1").returncode != 0
+    calls = (tmp_path / "calls.log").read_text(encoding="utf-8")
+    assert calls.count(" run --out ") == 1 and "--counters" not in calls

@@ -9,6 +9,7 @@ performance-model.md). The marker rows that the profiled child adds are built he
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -264,14 +265,85 @@ def test_find_ncu_looks_on_path(tmp_path: Path) -> None:
 
 def test_rows_say_why_they_have_no_counters_when_not_requested_or_on_the_cpu(tmp_path: Path) -> None:
     config = RunConfig.model_validate({"scenarios": [{"name": "s", "seq_len": 8, "d_model": 8, "heads": 2}]})
-    failed = ResultRow(CaseIdentity(impl="x"), Outcome("error", "boom"))
-    off = list(
-        run_hardware.with_counters(iter([ok_row("fused"), failed]), None, torch.device("cuda"), config, None, tmp_path)
-    )  # type: ignore[arg-type]
-    assert off[0].hardware == HardwareCounters(counters_source="not requested") and off[1].hardware is None
-    wanted = config.model_copy(update={"counters": "hardware"})
-    cpu = list(run_hardware.with_counters(iter([ok_row("fused")]), None, torch.device("cpu"), wanted, None, tmp_path))  # type: ignore[arg-type]
-    assert cpu[0].hardware == HardwareCounters(counters_source="CPU device")
+    off = run_hardware.case_counters(
+        job().case, [ok_row("fused")], torch.device("cuda"), run_hardware.CounterSettings.of(config, tmp_path)
+    )
+    assert off == {"fused": HardwareCounters(counters_source="not requested")}
+    wanted = run_hardware.CounterSettings.of(config.model_copy(update={"counters": "hardware"}), tmp_path)
+    cpu = run_hardware.case_counters(job().case, [ok_row("fused")], torch.device("cpu"), wanted)
+    assert cpu == {"fused": HardwareCounters(counters_source="CPU device")}
+
+
+def test_the_settings_default_to_range_replay_without_the_fp32_counters(tmp_path: Path) -> None:
+    config = RunConfig.model_validate({"scenarios": [{"name": "s", "seq_len": 8, "d_model": 8, "heads": 2}]})
+    settings = run_hardware.CounterSettings.of(config, tmp_path)
+    assert (settings.replay, settings.fp32, settings.requested) == ("range", False, False)
+    assert hardware.FFMA not in hardware.metrics_for("bfloat16")
+    assert set(hardware.FP32_METRICS) <= set(hardware.metrics_for("bfloat16", fp32=True))
+
+
+def range_output(*outputs: str) -> str:
+    """Range replay's CSV for several calls: each recorded call summed into one result (what ncu reports for a
+    range), IDs in call order."""
+    lines = []
+    header: list[str] = []
+    for index, output in enumerate(outputs):
+        rows = list(csv.reader(line for line in output.splitlines() if line.startswith('"')))
+        header, body = rows[0], rows[1:]
+        totals: dict[tuple[str, str], float] = {}
+        first = body[0]
+        for row in body:
+            metric, unit = row[header.index("Metric Name")], row[header.index("Metric Unit")]
+            value = hardware.metric_value(row[header.index("Metric Value")], unit) or 0.0
+            totals[(metric, "")] = totals.get((metric, ""), 0.0) + value
+        for (metric, unit), value in totals.items():
+            row = list(first)
+            row[0], row[header.index("Kernel Name")] = str(index), f"range {index}"
+            row[header.index("Metric Name")], row[header.index("Metric Unit")] = metric, unit
+            row[header.index("Metric Value")] = repr(value)
+            out = io.StringIO()
+            csv.writer(out, quoting=csv.QUOTE_ALL).writerow(row)
+            lines.append(out.getvalue().strip())
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL).writerow(header)
+    return "\n".join([out.getvalue().strip(), *lines]) + "\n"
+
+
+def range_job() -> ProfileJob:
+    return dataclasses.replace(job(), impl_names=("naive", "fused"), replay="range")
+
+
+def test_range_replay_gives_each_call_one_result_and_says_so() -> None:
+    output = range_output(fixture("ncu_naive.csv"), fixture("ncu_fused.csv"))
+    fake = FakeNcu([run_hardware.Finished(0, output, "")], [{"impl": "naive"}, {"impl": "fused"}])
+    profile = run_hardware.profile_case(range_job(), [ok_row("naive"), ok_row("fused")], True, 60, Path("ncu"), fake)
+    command = fake.commands[1]
+    assert command[command.index("--replay-mode") + 1] == "range"
+    assert hardware.FFMA not in command[command.index("--metrics") + 1]  # one pass: no FP32 counters by default
+    fused = profile.counters["fused"]
+    assert fused.counters_source == f"ncu 2025.3.1.0, {hardware.RANGE_NOTE}"
+    assert fused.dram_read_bytes == 458_732_032 + 100_729_856 + 148_669_952  # the recorded kernels' sum
+    assert fused.kernels_profiled is None and profile.kernels == []  # no per-kernel detail from a range
+    assert fused.fp32_flops is None  # not asked for
+
+
+def test_a_range_replay_ncu_refuses_is_profiled_again_by_kernel() -> None:
+    refused = run_hardware.Finished(1, "==ERROR== Range replay is not supported for cudaMalloc", "")
+    by_kernel = run_hardware.Finished(0, with_markers(fixture("ncu_naive.csv"), fixture("ncu_fused.csv")), "")
+    fake = FakeNcu([refused, by_kernel], [{"impl": "naive"}, {"impl": "fused"}])
+    profile = run_hardware.profile_case(range_job(), [ok_row("naive"), ok_row("fused")], True, 60, Path("ncu"), fake)
+    assert [c[c.index("--replay-mode") + 1] for c in fake.commands[1:]] == ["range", "kernel"]
+    source = profile.counters["fused"].counters_source
+    assert source == "ncu 2025.3.1.0 (range replay failed: ncu failed: Range replay is not supported for cudaMalloc)"
+    assert profile.kernels  # kernel replay keeps each kernel
+
+
+def test_a_range_count_that_does_not_match_the_calls_is_refused() -> None:
+    output = range_output(fixture("ncu_fused.csv"))
+    profile = run_hardware.attribute(output, [{"impl": "naive"}, {"impl": "fused"}], [ok_row("fused")], "ncu", "range")
+    assert (
+        profile.counters["fused"].counters_source == "ncu output not attributable: 1 ranges in the profile for 2 calls"
+    )
 
 
 def test_kernels_file_keeps_each_rows_kernels_and_gives_the_longest(tmp_path: Path) -> None:

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import cast
 
 import pytest
 import torch
 
 from mhabench.impls import get_spec
 from mhabench.measure import nvml
-from mhabench.measure.cuda_timing import CudaCalls
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.measure.roofline import executed_tflops
-from mhabench.measure.rounds import Block, CudaTimer, read_lead_energy, run_rounds
+from mhabench.measure.rounds import Block, run_rounds
 from mhabench.results.gpu_groups import Energy
 from mhabench.results.schema import CaseIdentity, LatencyStats, ModelledCost, Outcome, ResultRow, Roofline
 from mhabench.run.case import finished
@@ -90,17 +88,17 @@ class FakeTimer:
 
     def block(self, calls: int) -> Block:
         self.gpu.run(calls * self.per_call_s)
-        return Block(self.per_call_s * 1e3, calls * self.per_call_s, calls=calls)
+        return Block(self.per_call_s * 1e3, calls * self.per_call_s)
 
     def sample(self, calls: int) -> Block:
         return self.block(calls)
 
 
 def sampler_for(gpu: FakeNvml) -> nvml.RoundSampler:
-    return nvml.RoundSampler(gpu, "GPU-x", "nvml 580.159.04", clock=lambda: gpu.now_s)
+    return nvml.RoundSampler(gpu, "GPU-x", "nvml 580.159.04")
 
 
-def test_energy_clock_and_throttled_rounds_come_from_the_reads_around_each_block() -> None:
+def test_clock_and_throttled_rounds_come_from_the_reads_after_each_block() -> None:
     rounds = 4
     gpu = FakeNvml(clocks_mhz=[1980, 1530, 1520, 1980], reasons=[0, 0x4, 0x4 | 0x1, 0x10], watts=600.0)
     timing = TimingConfig(min_run_time_s=1.0, max_run_time_s=1.0, min_samples=rounds)
@@ -108,12 +106,13 @@ def test_energy_clock_and_throttled_rounds_come_from_the_reads_around_each_block
     blocks = run_rounds({"fused": FakeTimer(gpu, 0.05)}, {"fused": 5}, timing, seed=0, sampler=sampler)
     assert len(blocks["fused"]) == rounds
     energy = sampler.energy("fused")
-    assert energy.energy_per_call_j == pytest.approx(600.0 * 0.05)
-    assert energy.average_power_w == pytest.approx(600.0)
     assert (energy.sm_clock_median_mhz, energy.sm_clock_min_mhz) == (1755.0, 1520.0)
+    assert energy.sm_clock_rounds_mhz == "1980,1530,1520,1980"  # per round, for a slow round's clock
     assert energy.throttled_rounds == "1,2" and energy.throttled_share == 0.5
     assert energy.clock_event_reasons == "gpu_idle,sw_power_cap,sync_boost"
-    assert energy.energy_source == "nvml 580.159.04"
+    # the blocks' energy is never a row's: they are shorter than the counter's steps
+    assert energy.energy_per_call_j is None and energy.average_power_w is None
+    assert energy.energy_source == f"nvml 580.159.04; {nvml.ENERGY_OFF}"
 
 
 def test_each_implementation_gets_the_reads_of_its_own_blocks_only() -> None:
@@ -124,7 +123,13 @@ def test_each_implementation_gets_the_reads_of_its_own_blocks_only() -> None:
     blocks = run_rounds(timers, {"slow": 1, "fast": 10}, timing, seed=1, sampler=sampler)
     for name in timers:
         assert len(sampler.readings[name]) == len(blocks[name])
-        assert sampler.energy(name).energy_per_call_j == pytest.approx(500.0 * timers[name].per_call_s)
+
+
+def test_the_windows_energy_columns_go_over_the_rounds_clock_columns() -> None:
+    rounds = Energy(sm_clock_median_mhz=1980.0, energy_source="nvml x; off")
+    windows = Energy(energy_per_call_j=0.5, energy_windows=3, energy_source="nvml x")
+    merged = nvml.with_windows(rounds, windows)
+    assert merged == Energy(sm_clock_median_mhz=1980.0, energy_per_call_j=0.5, energy_windows=3, energy_source="nvml x")
 
 
 def test_the_derived_figures_are_per_joule_of_one_call() -> None:
@@ -216,96 +221,6 @@ def test_a_row_timed_without_reads_has_only_the_source() -> None:
     sampler = sampler_for(FakeNvml([], []))
     energy = sampler.energy("never")
     assert energy == Energy(energy_source="nvml 580.159.04") and energy.energy_per_call_j is None
-
-
-class FakeCudaCalls:
-    """:class:`CudaCalls` on the fake GPU: each call runs behind one lead, at their own power; a host-timed call
-    too. ``calls_run`` and ``leads_run`` count what really ran."""
-
-    def __init__(self, gpu: FakeNvml, call_s: float, call_w: float, lead_s: float, lead_w: float) -> None:
-        self.gpu = gpu
-        self.call_s, self.call_w, self.lead_s, self.lead_w = call_s, call_w, lead_s, lead_w
-        self.lead = object()
-        self.calls_run = 0
-        self.leads_run = 0
-
-    def _one(self) -> None:
-        self.gpu.run(self.lead_s, self.lead_w)
-        self.gpu.run(self.call_s, self.call_w)
-        self.calls_run += 1
-        self.leads_run += 1
-
-    def device_ms(self, n_calls: int) -> list[float]:
-        for _ in range(n_calls):
-            self._one()
-        return [self.call_s * 1e3] * n_calls
-
-    def host_ms(self, n_calls: int) -> list[float]:
-        return self.device_ms(n_calls)
-
-    def leads_only(self, n_leads: int) -> None:
-        self.gpu.run(n_leads * self.lead_s, self.lead_w)
-        self.leads_run += n_leads
-
-
-def cuda_timer(calls: FakeCudaCalls) -> CudaTimer:
-    return CudaTimer(cast(CudaCalls, calls))
-
-
-def test_a_block_with_its_host_timed_call_divides_by_every_call_it_ran() -> None:
-    gpu = FakeNvml([1980] * 8, [0] * 8)
-    calls = FakeCudaCalls(gpu, call_s=0.001, call_w=400.0, lead_s=0.0, lead_w=0.0)
-    sampler = sampler_for(gpu)
-    timing = TimingConfig(min_run_time_s=0.001, max_run_time_s=1.0, min_samples=2)
-    blocks = run_rounds({"fused": cuda_timer(calls)}, {"fused": 4}, timing, seed=0, sampler=sampler)
-    assert [block.calls for block in blocks["fused"]] == [5, 5]  # 4 event-timed + 1 host-timed per round
-    assert [reading.calls for reading in sampler.readings["fused"]] == [5, 5]
-    assert sum(block.calls for block in blocks["fused"]) == calls.calls_run
-    # 10 calls of 1 ms at 400 W: 0.4 J each; divided by the 8 event-timed calls it would read 0.5 J
-    assert sampler.energy("fused").energy_per_call_j == pytest.approx(0.4)
-
-
-def test_the_leads_energy_is_measured_alone_and_taken_off_each_call() -> None:
-    gpu = FakeNvml([1980] * 8, [0] * 8)
-    flushed = FakeCudaCalls(gpu, call_s=0.001, call_w=400.0, lead_s=0.002, lead_w=600.0)
-    other = FakeCudaCalls(gpu, call_s=0.004, call_w=300.0, lead_s=0.002, lead_w=600.0)
-    other.lead = flushed.lead  # one lead shared by both, as the flush is per setting
-    timers = {"fused": cuda_timer(flushed), "naive": cuda_timer(other)}
-    sampler = sampler_for(gpu)
-    timing = TimingConfig(min_run_time_s=0.001, max_run_time_s=1.0, min_samples=2)
-    blocks = run_rounds(timers, {"fused": 3, "naive": 1}, timing, seed=0, sampler=sampler)
-    assert "fused" not in sampler.lead_readings
-    read_lead_energy(timers, blocks, sampler)
-    lead = sampler.lead_readings["fused"]
-    assert lead is sampler.lead_readings["naive"] and lead.calls == 8  # fused ran 2 × (3 + 1) calls, naive 2 × 2
-    assert lead.energy_j / lead.calls == pytest.approx(600.0 * 0.002)
-    assert sampler.energy("fused").energy_per_call_j == pytest.approx(400.0 * 0.001)
-    assert sampler.energy("naive").energy_per_call_j == pytest.approx(300.0 * 0.004)
-    # the GPU's draw over the blocks keeps the leads: (8 × 1.2 J + 8 × 0.4 J) / (8 × 3 ms)
-    assert sampler.energy("fused").average_power_w == pytest.approx((8 * 1.2 + 8 * 0.4) / (8 * 0.003))
-
-
-def test_a_call_whose_energy_the_leads_swamp_has_no_energy_per_call_and_says_why() -> None:
-    gpu = FakeNvml([1980] * 4, [0] * 4)
-    calls = FakeCudaCalls(gpu, call_s=0.001, call_w=0.0, lead_s=0.002, lead_w=600.0)  # the call draws nothing
-    timers = {"empty": cuda_timer(calls)}
-    sampler = sampler_for(gpu)
-    timing = TimingConfig(min_run_time_s=0.001, max_run_time_s=0.001, min_samples=1)
-    blocks = run_rounds(timers, {"empty": 2}, timing, seed=0, sampler=sampler)
-    read_lead_energy(timers, blocks, sampler)
-    energy = sampler.energy("empty")
-    assert energy.energy_per_call_j is None and energy.sm_clock_median_mhz == 1980.0
-    assert energy.energy_source is not None and "not resolved" in energy.energy_source
-    assert nvml.per_joule(energy, 1e9, 10) == energy  # nothing per joule without the energy
-
-
-def test_blocks_that_did_not_count_their_calls_give_no_energy_per_call() -> None:
-    gpu = FakeNvml([1980], [0])
-    sampler = sampler_for(gpu)
-    mark = sampler.before()
-    gpu.run(0.01)
-    sampler.after("uncounted", mark, 0)
-    assert sampler.energy("uncounted") == Energy(energy_source="nvml 580.159.04")
 
 
 # --- per joule: executed FLOPs and real tokens ------------------------------------------------------

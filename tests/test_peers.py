@@ -224,3 +224,39 @@ def test_compiled_memory_is_not_faked_on_cpu(peer_rows: pd.DataFrame) -> None:
     assert math.isnan(compiled["peak_memory_bytes"])
     assert compiled["memory_method"] == case_runner.COMPILED_CPU_MEMORY
     assert peer_rows.loc["naive", "peak_memory_bytes"] > 0
+
+
+def test_a_backend_refusing_grouped_kv_heads_says_so_and_passes_on_torchs_reasons() -> None:
+    """The H100 masks run's sdpa_efficient rows said only "no kernel for cuda/bfloat16 with head_dim 128", while
+    that backend ran at that dtype and head_dim: the cases had 8 K/V heads for 32 query heads, which torch's
+    efficient backend does not take. The reason now names them (and torch's own words, where it warned)."""
+    weights = AttentionWeights.random(16, seed=0, kv_dim=8)  # 4 query heads of 4, 2 K/V heads
+    x = torch.randn(1, 8, 16)
+    with pytest.raises(UnsupportedError) as refused:
+        build("sdpa_efficient", weights, 4, True)(x)
+    text = str(refused.value)
+    assert "grouped K/V heads (2 K/V heads for 4 query heads, enable_gqa)" in text
+    assert "EFFICIENT_ATTENTION backend does not take" in text
+    assert "\n" not in text and "Triggered internally" not in text
+
+
+def test_without_grouped_heads_the_reason_does_not_blame_them() -> None:
+    weights, x = inputs(1, 8, 16, False)
+    with pytest.raises(UnsupportedError) as refused:
+        build("sdpa_efficient", weights, 2, True)(x)
+    assert "grouped" not in str(refused.value)
+
+
+def test_torchs_warnings_become_one_reason_without_headers_or_locations() -> None:
+    import warnings
+
+    from torch.nn.attention import SDPBackend
+
+    from mhabench.impls.sdpa import _torch_reasons
+
+    def refuses() -> None:
+        warnings.warn("Memory efficient kernel not used because: (Triggered internally at x.cpp:1.)", stacklevel=1)
+        warnings.warn("Efficient attention requires equal heads. (Triggered internally at y.cpp:2.)", stacklevel=1)
+        raise RuntimeError("No available kernel.  Aborting execution.")
+
+    assert _torch_reasons(refuses, SDPBackend.MATH) == "Efficient attention requires equal heads."

@@ -460,7 +460,7 @@ def check_pytest_cuda(ctx: Context) -> Verdict:
 
 
 def check_dram_copy(ctx: Context) -> Verdict:
-    """A 1 GiB device copy under ncu: DRAM read + written within 5 % of 2 × its size (SKIP: no ncu or permission)."""
+    """A 1 GiB copy kernel under ncu: DRAM read + written within 5 % of 2 × its size (SKIP: no ncu or permission)."""
     return hardware_checks.copy_check(ctx.device)
 
 
@@ -476,7 +476,8 @@ def check_fused_hardware_flops(ctx: Context) -> Verdict:
 
 
 def check_energy(ctx: Context) -> Verdict:
-    """50 bf16 8192³ matmuls between two NVML energy reads: 0 < J ≤ power limit × time (SKIP: no nvidia-ml-py)."""
+    """bf16 8192³ matmuls over a ≥ 5 s NVML energy window: between half the power limit and the limit × 1.02
+    (SKIP: no nvidia-ml-py)."""
     return hardware_checks.energy_check(ctx.device)
 
 

@@ -1,10 +1,14 @@
 """``make gpu-check``'s checks of the hardware counters and NVML, each against an answer known in advance.
 
-- a device copy of S bytes reads S and writes S: its DRAM bytes are within 5 % of 2·S;
+- a copy kernel over S bytes reads S and writes S: its DRAM bytes are within 5 % of 2·S (an elementwise
+  ``torch.add(x, 0, out=y)``: ``y.copy_(x)`` of a contiguous tensor is a ``cudaMemcpy``, which ncu does not profile);
 - an m×n×k bf16 GEMM executes 2·m·n·k tensor-core FLOPs (the counter counts 2 per FMA);
 - the fused layer (non-causal, bf16) executes on the tensor cores exactly the model's useful FLOPs,
-  8·b·n·d² + 4·b·n²·d, profiled through the runner's own path (:func:`mhabench.run.hardware.profile_case`);
-- a fixed matmul loop's energy, from NVML's counter, lies between 0 and the power limit × its time.
+  8·b·n·d² + 4·b·n²·d, profiled through the runner's own path and its default range replay
+  (:func:`mhabench.run.hardware.profile_case`);
+- bf16 8192³ matmuls back to back over an energy window of at least 5 s (:mod:`mhabench.measure.energy_window`)
+  draw between half the power limit and the limit × 1.02: an H100 read 697 W of 700 W over 4.8 s, so a loop
+  that reads less measured something else (211 W over 74 ms was a check that could not fail).
 
 The verdicts are pure functions of the figures (unit-tested with made-up figures on the CPU); without ``ncu`` or
 ``nvidia-ml-py``, or without permission to read the counters, a check is a SKIP that says so. The copy and GEMM
@@ -14,6 +18,7 @@ same marker kernel and profiler start/stop as the runner's child.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +27,9 @@ from typing import Any
 import torch
 
 from mhabench.measure import hardware
-from mhabench.measure.nvml import RoundSampler, gpu_settings, open_sampler
+from mhabench.measure.energy_window import Window, WindowMeter
+from mhabench.measure.nvml import RoundSampler, open_sampler
+from mhabench.results.energy import POWER_LIMIT_MARGIN
 from mhabench.results.gpu_groups import HardwareCounters
 from mhabench.run.hardware import Finished, ProcessRunner, profile_case, run_process
 from mhabench.run.profiled_call import MARKER_CYCLES, ProfileJob
@@ -37,8 +44,12 @@ GEMM_SHAPE = (4096, 4096, 4096)
 FLOP_TOLERANCE = 1e-3
 """The tensor counter was exact on the test machines; a thousandth allows for nothing but rounding."""
 FUSED_CASE = {"batch": 1, "seq_len": 4096, "d_model": 4096, "heads": 32, "causal": False}
-ENERGY_MATMUL = (8192, 50)
-"""An 8192³ bf16 matmul, 50 times: about a second at full power on an H100."""
+ENERGY_MATMUL_SIZE = 8192
+ENERGY_WINDOW_S = 5.0
+"""About 50 counter steps: the energy is within ~2 % (4.8 s of these matmuls read 697 W on a 700 W H100)."""
+ENERGY_MIN_POWER_SHARE = 0.5
+"""Dense bf16 matmuls hold an H100 or H200 near its power limit (655–730 W of 700 W measured); half is a bound a
+real loop clears with room and a misread (too short a window, an idle GPU, the wrong device) does not."""
 SKIPPED_REASONS = (hardware.PERMISSION_ERROR, "no ncu")
 PROFILE_TIMEOUT_S = 300.0
 
@@ -49,7 +60,7 @@ PROFILE_TIMEOUT_S = 300.0
 def skip_or_fail(counters: HardwareCounters) -> Verdict | None:
     """SKIP where the counters are out of reach (no ncu, no permission), FAIL where ncu failed; None: go on."""
     source = counters.counters_source or ""
-    if counters.kernels_profiled is not None:  # set only where a profile was read
+    if re.match(r"ncu(\s\d|,|$)", source):  # "ncu <version>[, notes]": a profile was read; anything else is a reason
         return None
     if any(reason in source for reason in SKIPPED_REASONS):
         return None, {"reason": source}
@@ -85,13 +96,23 @@ def flops_verdict(counters: HardwareCounters, expected_flops: float, what: str) 
     return abs(measured / expected_flops - 1) <= FLOP_TOLERANCE, figures
 
 
-def energy_verdict(energy_j: float | None, seconds: float, power_limit_w: float | None) -> Verdict:
-    """More than 0 J, and no more than the power limit could deliver in the loop's time."""
-    figures = {"energy_j": energy_j, "seconds": seconds, "power_limit_w": power_limit_w}
-    if energy_j is None or power_limit_w is None:
-        return False, {**figures, "reason": "NVML gave no energy or no power limit"}
-    figures["average_power_w"] = energy_j / seconds
-    return 0 < energy_j <= power_limit_w * seconds, figures
+def energy_verdict(window: Window | None, power_limit_w: float | None) -> Verdict:
+    """A window of at least ``ENERGY_WINDOW_S`` whose average power lies between ``ENERGY_MIN_POWER_SHARE`` of
+    the power limit and the limit × ``POWER_LIMIT_MARGIN``."""
+    if window is None or power_limit_w is None:
+        return False, {"power_limit_w": power_limit_w, "reason": "NVML gave no energy window or no power limit"}
+    figures = {
+        "energy_j": window.energy_j,
+        "seconds": window.seconds,
+        "calls": window.calls,
+        "counter_step_s": window.step_s,
+        "average_power_w": window.power_w,
+        "power_limit_w": power_limit_w,
+        "lower_bound_w": ENERGY_MIN_POWER_SHARE * power_limit_w,
+    }
+    long_enough = window.seconds >= ENERGY_WINDOW_S
+    in_range = ENERGY_MIN_POWER_SHARE * power_limit_w <= window.power_w <= power_limit_w * POWER_LIMIT_MARGIN
+    return long_enough and in_range, figures
 
 
 # --- measuring (GPU) ------------------------------------------------------------------------------
@@ -137,29 +158,29 @@ def fused_check(device: torch.device) -> Verdict:
     assert cost is not None
     useful = ModelledCost.from_cost(cost(workload(case))).useful_flops
     row = ResultRow(CaseIdentity(impl="fused", dtype="bfloat16", case_id=case.case_id), Outcome("ok", ""))
-    job = ProfileJob(case, ("fused",), f"cuda:{device.index or 0}", "steady", None)
+    job = ProfileJob(case, ("fused",), f"cuda:{device.index or 0}", "steady", None, replay=hardware.RANGE)
     profile = profile_case(job, [row], True, PROFILE_TIMEOUT_S, hardware.find_ncu())
     return flops_verdict(profile.counters["fused"], useful, "model_useful_flops")
 
 
 def energy_check(device: torch.device) -> Verdict:
-    """A fixed matmul loop between two NVML reads, synchronised; SKIP without NVML. No lead runs, so no lead's
-    energy is taken off (the sampler has no lead reading for the loop)."""
+    """bf16 8192³ matmuls back to back over one energy window of ``ENERGY_WINDOW_S`` (started and ended on a
+    counter step, as a row's windows are); SKIP without NVML."""
     with open_sampler(device) as sampler:
         if not isinstance(sampler, RoundSampler):
             return None, {"reason": sampler}
-        size, calls = ENERGY_MATMUL
+        size = ENERGY_MATMUL_SIZE
         a, b = (torch.randn(size, size, device=device, dtype=torch.bfloat16) for _ in range(2))
-        torch.cuda.synchronize(device)
-        mark = sampler.before()
-        for _ in range(calls):
-            torch.matmul(a, b)
-        torch.cuda.synchronize(device)
-        sampler.after("loop", mark, calls)
-        energy = sampler.energy("loop")
-        reading = sampler.readings["loop"][0]
-    verdict, figures = energy_verdict(reading.energy_j, reading.seconds, gpu_settings(device).get("power_limit_w"))
-    return verdict, {**figures, "sm_clock_mhz": energy.sm_clock_median_mhz, "reasons": energy.clock_event_reasons}
+
+        def run_batch(calls: int) -> None:
+            for _ in range(calls):
+                torch.matmul(a, b)
+            torch.cuda.synchronize(device)
+
+        run_batch(20)  # cuBLAS picks its kernel and the clocks come up before the window
+        window = WindowMeter(sampler.nvml, sampler.handle, run_batch).window(1, ENERGY_WINDOW_S)
+        verdict, figures = energy_verdict(window, sampler.power_limit_w())
+        return verdict, {**figures, "source": sampler.source}
 
 
 # --- the profiled child ---------------------------------------------------------------------------
@@ -169,7 +190,7 @@ def _probe_call(probe: str, device: torch.device) -> Callable[[], object]:
     if probe == "copy":
         source = torch.empty(COPY_BYTES // 2, dtype=torch.bfloat16, device=device)
         target = torch.empty_like(source)
-        return lambda: target.copy_(source)
+        return lambda: torch.add(source, 0, out=target)  # a kernel: copy_ would be a cudaMemcpy ncu cannot see
     m, n, k = GEMM_SHAPE
     left = torch.randn(m, k, dtype=torch.bfloat16, device=device)
     right = torch.randn(k, n, dtype=torch.bfloat16, device=device)

@@ -10,7 +10,11 @@ execution." on CUDA, after warnings that name the reason); :mod:`mhabench.torch_
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import re
+import warnings
+from collections.abc import Callable
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -40,10 +44,42 @@ class ForcedBackendAttention(FusedAttention):
         except RuntimeError as exc:
             if not is_no_kernel(exc):
                 raise
-            raise UnsupportedError(
-                f"torch {torch.__version__} has no {self.backend.name} SDPA kernel for "
-                f"{q.device.type}/{str(q.dtype).removeprefix('torch.')} with head_dim {q.shape[-1]}"
-            ) from None
+            raise UnsupportedError(self._refusal(q, k, v, causal)) from None
+
+    def _refusal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> str:
+        """What torch refused, in one line: the input it had no kernel for, grouped K/V heads on a backend that
+        takes none, and torch's own reasons (its warnings, collected by calling once more: only on this path, so
+        the timed calls never pay for catching warnings)."""
+        what = f"{q.device.type}/{str(q.dtype).removeprefix('torch.')} with head_dim {q.shape[-1]}"
+        line = f"torch {torch.__version__} has no {self.backend.name} SDPA kernel for {what}"
+        if k.shape[-3] != q.shape[-3] and self.backend not in GQA_BACKENDS:
+            line += (
+                f": grouped K/V heads ({k.shape[-3]} K/V heads for {q.shape[-3]} query heads, enable_gqa), which "
+                f"torch's {self.backend.name} backend does not take (GQA runs on the flash and math backends)"
+            )
+        said = _torch_reasons(lambda: super(ForcedBackendAttention, self).attend(q, k, v, causal), self.backend)
+        return f"{line}; torch said: {said}" if said else line
+
+
+GQA_BACKENDS = frozenset({SDPBackend.FLASH_ATTENTION, SDPBackend.MATH})
+"""The backends torch documents grouped-query attention (``enable_gqa``) for."""
+REASON_LIMIT = 300
+
+
+def _torch_reasons(call: Callable[[], object], backend: SDPBackend) -> str:
+    """torch's warnings while ``call`` fails again under ``backend``, without its "not used because:" headers
+    and source locations: the constraint that refused the input, as torch words it ("" when it said nothing)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with contextlib.suppress(RuntimeError), sdpa_kernel(backend):
+            call()
+    reasons: list[str] = []
+    for warning in caught:
+        text = re.sub(r"\s*\(Triggered internally at .*\)\s*$", "", str(warning.message), flags=re.DOTALL).strip()
+        if text and not text.endswith("because:") and text not in reasons:
+            reasons.append(text)
+    joined = " ".join(reasons)
+    return joined if len(joined) <= REASON_LIMIT else joined[: REASON_LIMIT - 1] + "…"
 
 
 # (name, backend, what it is, bytes model): the math backend writes and re-reads the n×L scores like naive

@@ -201,12 +201,6 @@ class CudaCalls:
         """Wall time of each of ``n_calls`` synchronous calls."""
         return host_times_ms(self.call, self.lead, n_calls, self.device)
 
-    def leads_only(self, n_leads: int) -> None:
-        """``n_leads`` leads back to back, no call, then wait for them: what the lead's own energy is read over."""
-        for _ in range(n_leads):
-            self.lead.run()
-        torch.cuda.synchronize(self.device)
-
 
 def cuda_event_times_ms(
     fn: Callable[[], object], device: torch.device, n_calls: int, flush_l2: bool = True, cuda_graphs: bool = False

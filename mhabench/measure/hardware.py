@@ -9,8 +9,13 @@ and cutting the kernel sequence into one call per implementation at the marker k
 launches between them (:mod:`mhabench.run.profiled_call`).
 
 The metric names are those checked on the H100/H200 test machines (docs/measurement.md): DRAM and L2 bytes,
-kernel duration, and the tensor-core op counter of the dtype, which counts 2 per FMA. The FP32 instruction
-counters are asked for too; a device whose ncu lacks one is profiled again without them (their column empty).
+kernel duration, and the tensor-core op counter of the dtype, which counts 2 per FMA: one replay pass on GH100.
+The FP32 instruction counters make it two, so they are asked for only with ``counters_fp32``; a device whose ncu
+lacks a metric is profiled again with the checked ones only (the others' columns empty).
+
+Two replay modes (``counters_replay``): ``range`` replays each profiled call as one workload (one result per
+call, caches flushed once per call as the timing does, one pass for the default metrics: the fast one), and
+``kernel`` replays each kernel on its own (one result per kernel, for kernels.csv; each kernel starts cold).
 """
 
 from __future__ import annotations
@@ -100,38 +105,46 @@ def ncu_version(version_output: str) -> str | None:
     return match.group(1) if match else None
 
 
-def metrics_for(dtype: str, optional: bool = True) -> tuple[str, ...]:
-    """What to ask ncu for a row of ``dtype``; without ``optional``, only those checked on the test machines."""
+def metrics_for(dtype: str, optional: bool = True, fp32: bool = False) -> tuple[str, ...]:
+    """What to ask ncu for a row of ``dtype``; without ``optional``, only those checked on the test machines;
+    ``fp32`` adds the FP32 instruction counters (a second replay pass on GH100)."""
     tensor = TENSOR_METRICS.get(dtype, ())
     if not optional:
         return REQUIRED_METRICS + tensor[:1] if dtype == "bfloat16" else REQUIRED_METRICS
-    return REQUIRED_METRICS + tensor + FP32_METRICS
+    return REQUIRED_METRICS + tensor + (FP32_METRICS if fp32 else ())
 
 
 WARM_L2 = "L2 warm across replay passes (flush_l2: false)"
 """How a row profiled without the flush is flagged in ``counters_source``: see :func:`ncu_command`."""
 
 
-def ncu_command(ncu: Path, metrics: Sequence[str], flush_caches: bool, child: Sequence[str]) -> list[str]:
-    """The command that profiles ``child`` (a Python command line): only between its profiler start and stop,
-    kernel by kernel (``--replay-mode kernel``: one result per kernel, which kernels.csv keeps), with the clocks
-    left as they run (``--clock-control none``; the default locks them to base).
+RANGE = "range"
+KERNEL = "kernel"
+RANGE_NOTE = "range replay: one workload per call, L2 flushed once per call"
+"""How a row profiled by range replay is labelled in ``counters_source``: its DRAM bytes see L2 reuse between the
+kernels of one call (as the timed calls do), where kernel replay starts every kernel cold."""
 
-    The cache policy comes as close to the timing's as kernel replay allows, and no closer. ncu flushes before
-    every replay *pass*, and a pass is one kernel: with ``flush_caches`` (``--cache-control all``) each kernel
-    of the call starts cold, where the timing flushes once before the whole call, so L2 reuse between two
-    kernels of one call is not seen. Without it (``none``), a kernel's passes find L2 as the previous pass and
-    ncu's save and restore of its memory left it: warm, but not as the timing's back-to-back calls left it, and
-    the metrics of different passes may see different contents; such rows are flagged (:func:`source_label`).
-    Range replay would flush once per call, but gives one result per range, not per kernel: docs/measurement.md
-    says why it is not used yet."""
+
+def ncu_command(
+    ncu: Path, metrics: Sequence[str], flush_caches: bool, child: Sequence[str], replay: str = KERNEL
+) -> list[str]:
+    """The command that profiles ``child`` (a Python command line): only between its profiler start and stop,
+    by ``replay`` (``range``: each start/stop range replayed as one workload; ``kernel``: kernel by kernel, one
+    result per kernel, which kernels.csv keeps), with the clocks left as they run (``--clock-control none``; the
+    default locks them to base).
+
+    The cache policy: ncu flushes (``--cache-control all``, with ``flush_caches``) before every replay pass of
+    a workload. A range is one call, so range replay flushes once per call, as the timing does; kernel replay
+    flushes before each kernel, so L2 reuse between two kernels of one call is not seen. Without the flush
+    (``none``) a pass finds L2 as the previous pass and ncu's save and restore left it: warm, but not as the
+    timing's back-to-back calls left it; such rows are flagged (:func:`source_label`)."""
     return [
         str(ncu),
         "--csv",
         "--profile-from-start",
         "off",
         "--replay-mode",
-        "kernel",
+        replay,
         "--metrics",
         ",".join(metrics),
         "--cache-control",
@@ -142,11 +155,12 @@ def ncu_command(ncu: Path, metrics: Sequence[str], flush_caches: bool, child: Se
     ]
 
 
-def source_label(version: str | None, flush_caches: bool) -> str:
-    """``counters_source`` of a profiled row: ``ncu <version>``, flagged where L2 was not flushed (its counts
-    then depend on what the replay passes left in L2, not on the timing's policy)."""
+def source_label(version: str | None, flush_caches: bool, replay: str = KERNEL) -> str:
+    """``counters_source`` of a profiled row: ``ncu <version>``, with the range replay noted and flagged where L2
+    was not flushed (its counts then depend on what the replay passes left in L2, not on the timing's policy)."""
     name = f"ncu {version}" if version else "ncu"
-    return name if flush_caches else f"{name}, {WARM_L2}"
+    notes = ([RANGE_NOTE] if replay == RANGE else []) + ([] if flush_caches else [WARM_L2])
+    return ", ".join([name, *notes])
 
 
 def failure_reason(output: str) -> str:
@@ -209,6 +223,14 @@ def split_at_markers(kernels: Sequence[Kernel], calls: int) -> list[list[Kernel]
     return [list(kernels[start + 1 : end]) for start, end in zip(markers, ends, strict=True)]
 
 
+def split_ranges(results: Sequence[Kernel], calls: int) -> list[list[Kernel]]:
+    """Range replay's results, one per profiled call in launch order (the child launches no markers there): a
+    different count means the profile does not describe the calls asked for."""
+    if len(results) != calls:
+        raise NcuOutputError(f"{len(results)} ranges in the profile for {calls} calls")
+    return [[result] for result in results]
+
+
 def _total(kernels: Iterable[Kernel], metric: str) -> float | None:
     """The metric summed over the kernels; None when any kernel lacks it (a partial sum is no measurement)."""
     values = [kernel.value(metric) for kernel in kernels]
@@ -235,21 +257,24 @@ def _as_int(value: float | None) -> int | None:
     return None if value is None else round(value)
 
 
-def counters_of(kernels: Sequence[Kernel], dtype: str, source: str, counted_bytes: float | None) -> HardwareCounters:
-    """The row's hardware columns from the kernels of its one call; ``counted_bytes``: its ``measured_bytes``."""
+def counters_of(
+    kernels: Sequence[Kernel], dtype: str, source: str, counted_bytes: float | None, per_kernel: bool = True
+) -> HardwareCounters:
+    """The row's hardware columns from the kernels of its one call (``per_kernel``), or from its one range result
+    (range replay, which does not say how many kernels ran); ``counted_bytes``: its ``measured_bytes``."""
     read, write = _total(kernels, DRAM_READ), _total(kernels, DRAM_WRITE)
     tensor = _sum_present(kernels, TENSOR_METRICS.get(dtype, ()))
     scalar = fp32_flops(kernels)
     duration_s = _total(kernels, DURATION)
     dram = read + write if read is not None and write is not None else None
-    flops = tensor + scalar if tensor is not None and scalar is not None else None
+    flops = tensor + (scalar or 0.0) if tensor is not None else None  # FP32 not asked for (counters_fp32): 0
     return HardwareCounters(
         dram_read_bytes=_as_int(read),
         dram_write_bytes=_as_int(write),
         l2_bytes=_as_int(_total(kernels, L2_BYTES)),
         tensor_flops=_as_int(tensor),
         fp32_flops=_as_int(scalar),
-        kernels_profiled=len(kernels),
+        kernels_profiled=len(kernels) if per_kernel else None,
         kernel_time_ms=duration_s * 1e3 if duration_s is not None else None,
         hardware_intensity=flops / dram if flops is not None and dram else None,
         hardware_counted_bytes_ratio=dram / counted_bytes if dram is not None and counted_bytes else None,

@@ -1,20 +1,18 @@
-"""Energy, SM clock and clock-event (throttle) reasons around each timed block, from NVML (``nvidia-ml-py``).
+"""SM clock and clock-event (throttle) reasons around each timed block, and the NVML session energy windows use.
 
 GPU ratios move between identical runs, and a row did not say what clock or power state its samples came
 from: an 8192³ bf16 matmul loop on an H200 ran at ~655 W of its 700 W limit with the software power cap
 holding the SM clock at ~1530 MHz. Here each timed block of the interleaved rounds
-(:func:`mhabench.measure.rounds.run_rounds`) is bracketed by cheap NVML reads, outside the timed calls: the
-total-energy counter (mJ since the driver loaded) before and after, and after it the SM clock and the current
-clock-event reasons. Per row that gives the energy per call over its timed blocks, their average power, the SM
-clock's median and minimum, every reason seen, and which rounds a power or thermal cap throttled (kept and
-flagged: docs/measurement.md says why they are not discarded yet).
+(:func:`mhabench.measure.rounds.run_rounds`) is followed by cheap NVML reads, outside the timed calls: the SM
+clock and the current clock-event reasons. Per row that gives the SM clock's median and minimum, every reason
+seen, and which rounds a power or thermal cap throttled (kept and flagged: docs/measurement.md says why they are
+not discarded yet).
 
+Energy is not read around the blocks: they last milliseconds and NVML's energy counter moves in ~100 ms steps,
+which made the H100's blocks read up to 1,580 W on a 700 W board. A row's energy comes from windows of its own
+after the rounds (:mod:`mhabench.measure.energy_window`, ``energy: windows``), through the same NVML session.
 What the reads cannot see: the clock and reasons are read once, right after a block, so a cap that came and went
-inside a block is missed; the energy counter's own update period blurs a block shorter than it, which is why a
-row's energy is the sum over all its blocks, never one block's. Every timed call runs behind a lead kernel (the
-L2 flush or the spin of :mod:`mhabench.measure.cuda_timing`) whose energy the blocks include: after the rounds,
-a block of the lead alone is read the same way (:meth:`RoundSampler.read_leads`), and its energy per lead is taken
-off each call's. A block's count is the calls it actually ran, its host-timed call included.
+inside a block is missed.
 
 ``nvidia-ml-py`` is optional (``pip install mhabench[nvml]``); without it, or on the CPU, the columns are empty
 and ``energy_source`` says why.
@@ -26,7 +24,6 @@ import contextlib
 import dataclasses
 import importlib
 import statistics
-import time
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -37,8 +34,6 @@ from mhabench.results.gpu_groups import Energy
 
 NO_NVML = "no nvidia-ml-py"
 CPU_DEVICE = "CPU device"
-ENERGY_STEP_J = 1e-3
-"""NVML's total-energy counter counts whole millijoules: each difference of two reads is uncertain by one step."""
 UUID_PREFIXES = ("GPU-", "MIG-")
 """NVML's UUID strings: a whole GPU's start ``GPU-``, a MIG instance's ``MIG-``; torch may give the bare UUID."""
 CLOCK_EVENT_REASONS: dict[int, str] = {
@@ -74,96 +69,67 @@ def load_nvml() -> ModuleType | None:
 
 @dataclasses.dataclass(frozen=True)
 class BlockReading:
-    """What NVML said around one block: timed calls behind their leads, or (:meth:`RoundSampler.read_leads`) leads
-    alone."""
+    """What NVML said right after one timed block."""
 
-    energy_j: float
-    seconds: float
-    calls: int
-    """Calls the block ran (the host-timed one included), or leads in a lead-only block: what its energy is over."""
     sm_clock_mhz: float
     reasons: int
 
 
-class RoundSampler:
-    """NVML reads around each timed block, kept per implementation in round order, and around a block of its leads."""
+ENERGY_OFF = "energy windows off (energy: windows measures them)"
+"""``energy_source``'s note where NVML was read but no energy window was asked for."""
 
-    def __init__(self, nvml: Any, handle: Any, source: str, clock: Callable[[], float] = time.perf_counter) -> None:
+
+class RoundSampler:
+    """NVML reads after each timed block, kept per implementation in round order; the session energy windows use."""
+
+    def __init__(self, nvml: Any, handle: Any, source: str) -> None:
         self.nvml = nvml
         self.handle = handle
         self.source = source
-        self.clock = clock
         self.readings: dict[str, list[BlockReading]] = {}
-        self.lead_readings: dict[str, BlockReading] = {}
 
-    def before(self) -> tuple[float, float]:
-        """The energy counter (mJ) and the clock, just before a block."""
-        return float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)), self.clock()
-
-    def _reading(self, mark: tuple[float, float], calls: int) -> BlockReading:
-        """Energy and time since ``mark``, then the SM clock and the reasons, just after a block of ``calls``."""
-        energy_mj, start_s = mark
-        seconds = self.clock() - start_s
-        spent_mj = float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)) - energy_mj
+    def after(self, name: str) -> None:
+        """Record the SM clock and the clock-event reasons just after one of ``name``'s blocks."""
         clock_mhz = float(self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM))
-        return BlockReading(spent_mj / 1e3, seconds, calls, clock_mhz, _reasons(self.nvml, self.handle))
+        self.readings.setdefault(name, []).append(BlockReading(clock_mhz, _reasons(self.nvml, self.handle)))
 
-    def after(self, name: str, mark: tuple[float, float], calls: int) -> None:
-        """Record ``name``'s block of ``calls`` calls (each behind one lead, if ``name`` has a lead reading)."""
-        self.readings.setdefault(name, []).append(self._reading(mark, calls))
-
-    def read_leads(self, names: list[str], run: Callable[[int], object], leads: int) -> None:
-        """Read a block of ``leads`` leads alone (``run(leads)`` queues them and waits); the implementations in
-        ``names``, whose calls ran behind that lead, get it as their lead reading."""
-        mark = self.before()
-        run(leads)
-        reading = self._reading(mark, leads)
-        self.lead_readings.update(dict.fromkeys(names, reading))
+    def power_limit_w(self) -> float | None:
+        """The board's power limit (W), or None where this GPU or driver does not report one."""
+        try:
+            return float(self.nvml.nvmlDeviceGetPowerManagementLimit(self.handle)) / 1e3
+        except Exception:  # NVMLError_NotSupported and its kin: the rule then has no limit to test against
+            return None
 
     def energy(self, name: str) -> Energy:
-        """``name``'s energy columns over its blocks (the derived per-joule figures are :func:`per_joule`'s).
-
-        ``energy_per_call_j`` is the blocks' energy less, per call, the lead's energy per lead from its
-        lead-only block, over the calls the blocks ran; where what is left is not above the counter's steps
-        over those reads (the leads' energy swamped the calls'), it is left empty and ``energy_source`` says so.
-        ``average_power_w`` is what the GPU drew over the blocks, leads included."""
+        """``name``'s clock columns over its blocks; its energy columns are the energy windows' (empty here,
+        ``energy_source`` saying the windows are off until :func:`with_windows` fills them)."""
         readings = self.readings.get(name, [])
-        calls = sum(r.calls for r in readings)
-        if not readings or calls <= 0:
+        if not readings:
             return Energy(energy_source=self.source)
-        energy_j = sum(r.energy_j for r in readings)
-        seconds = sum(r.seconds for r in readings)
-        per_call_j, source = self._per_call_j(name, energy_j, calls, len(readings))
         seen = 0
         for reading in readings:
             seen |= reading.reasons
         throttled = [index for index, r in enumerate(readings) if r.reasons & THROTTLE_MASK]
         clocks = [r.sm_clock_mhz for r in readings]
         return Energy(
-            energy_per_call_j=per_call_j,
-            average_power_w=energy_j / seconds if seconds > 0 else None,
             sm_clock_median_mhz=statistics.median(clocks),
             sm_clock_min_mhz=min(clocks),
             clock_event_reasons=",".join(reason_names(seen)),
             throttled_rounds=",".join(str(index) for index in throttled),
             throttled_share=len(throttled) / len(readings),
-            energy_source=source,
+            energy_source=f"{self.source}; {ENERGY_OFF}",
+            sm_clock_rounds_mhz=",".join(f"{clock:.0f}" for clock in clocks),
         )
 
-    def _per_call_j(self, name: str, energy_j: float, calls: int, reads: int) -> tuple[float | None, str]:
-        """Energy per call with its lead's taken off (one lead per call), and the source to say with it.
 
-        The calls' energy must stand above the counter's step on each of the ``reads`` block readings and on
-        the lead-only one (the lead's share never exceeds its own reading: it ran at least as many leads)."""
-        lead = self.lead_readings.get(name)
-        lead_j = lead.energy_j / lead.calls if lead is not None and lead.calls > 0 else 0.0
-        calls_j = energy_j - calls * lead_j
-        if calls_j > ENERGY_STEP_J * (reads + (lead is not None)):
-            return calls_j / calls, self.source
-        return (
-            None,
-            f"{self.source}; energy per call not resolved: the leads' energy left none above the counter's steps",
-        )
+def with_windows(rounds: Energy, windows: Energy) -> Energy:
+    """The rounds' clock columns with the energy windows' columns (and their source) over them."""
+    filled = {
+        field.name: value
+        for field in dataclasses.fields(windows)
+        if (value := getattr(windows, field.name)) is not None
+    }
+    return dataclasses.replace(rounds, **filled)
 
 
 def _reasons(nvml: Any, handle: Any) -> int:
@@ -204,7 +170,6 @@ def _sampler(nvml: Any, device: torch.device) -> RoundSampler | str:
         handle = _handle(nvml, device)
         source = f"nvml {_text(nvml.nvmlSystemGetDriverVersion())}"
         sampler = RoundSampler(nvml, handle, source)
-        sampler.before()  # the energy counter exists on this GPU (it does not on some older ones, nor on a MIG one)
     except Exception as exc:  # NVMLError and its many subclasses: one line, no measurement
         return f"NVML error: {exc}"
     return sampler

@@ -64,8 +64,6 @@ class Block:
     """Time the block's calls took, summed: what ``min_run_time_s`` and ``max_run_time_s`` count."""
     host_ms: float = math.nan
     """CUDA rounds: wall time of one synchronous call taken right after the block."""
-    calls: int = 0
-    """Calls the block actually ran, its host-timed one included: what its energy is divided by (0: not counted)."""
 
 
 class BlockTimer(Protocol):
@@ -122,7 +120,7 @@ class CpuTimer:
             for _ in range(calls):
                 self.fn()
             elapsed_s = self.clock() - start_s
-        return Block(elapsed_s * 1e3 / calls, elapsed_s, calls=calls)
+        return Block(elapsed_s * 1e3 / calls, elapsed_s)
 
     def sample(self, calls: int) -> Block:
         return self.block(calls)
@@ -136,11 +134,11 @@ class CudaTimer:
 
     def block(self, calls: int) -> Block:
         times_ms = self.calls.device_ms(calls)
-        return Block(statistics.median(times_ms), sum(times_ms) / 1e3, calls=len(times_ms))
+        return Block(statistics.median(times_ms), sum(times_ms) / 1e3)
 
     def sample(self, calls: int) -> Block:
         block = self.block(calls)
-        return dataclasses.replace(block, host_ms=self.calls.host_ms(1)[0], calls=block.calls + 1)
+        return dataclasses.replace(block, host_ms=self.calls.host_ms(1)[0])
 
 
 def block_calls_for(per_call_ms: float, target_block_s: float, max_calls: int) -> int:
@@ -209,19 +207,16 @@ def run_rounds(
     comes back, so element *i* of every list comes from round *i*: a list is its rounds' prefix.
     Round *r* visits the implementations in :func:`round_order`'s order for all of them, less those
     that have left, so the order of the others does not depend on who has left. ``sampler`` (CUDA, NVML)
-    reads energy, clock and clock-event reasons between blocks, never inside one, over the calls each block
-    actually ran (:attr:`Block.calls`).
+    reads the SM clock and clock-event reasons after each block, never inside one.
     """
     names = list(timers)
     blocks: dict[str, list[Block]] = {name: [] for name in names}
     round_index = 0
     while in_rounds := {name for name in names if _in_rounds(blocks[name], timing)}:
         for name in (name for name in round_order(names, seed, round_index) if name in in_rounds):
-            mark = sampler.before() if sampler is not None else None
-            block = _round_sample(timers[name], block_calls[name], round_index)
-            blocks[name].append(block)
-            if sampler is not None and mark is not None:
-                sampler.after(name, mark, block.calls)
+            blocks[name].append(_round_sample(timers[name], block_calls[name], round_index))
+            if sampler is not None:
+                sampler.after(name)
         round_index += 1
     return blocks
 
@@ -229,25 +224,6 @@ def run_rounds(
 def _round_sample(timer: BlockTimer, calls: int, round_index: int) -> Block:
     """A round's block of calls, with its host-timed call in the first ``HOST_ROUNDS`` rounds only."""
     return timer.sample(calls) if round_index < HOST_ROUNDS else timer.block(calls)
-
-
-def read_lead_energy(
-    timers: Mapping[str, BlockTimer], blocks: Mapping[str, list[Block]], sampler: RoundSampler
-) -> None:
-    """After the rounds, one block of each lead alone, read like the timed blocks, so the leads' energy can be
-    taken off the calls' (:meth:`RoundSampler.energy`). It runs as many leads as the implementation that ran the
-    most calls behind that lead, so its reading is no coarser than the largest one it corrects."""
-    sharing: dict[int, list[str]] = {}
-    lead_calls: dict[int, CudaCalls] = {}
-    for name, timer in timers.items():
-        if isinstance(timer, CudaTimer):
-            key = id(timer.calls.lead)  # one lead per flush setting, shared by its implementations
-            sharing.setdefault(key, []).append(name)
-            lead_calls[key] = timer.calls
-    for key, names in sharing.items():
-        leads = max(sum(block.calls for block in blocks[name]) for name in names)
-        if leads > 0:
-            sampler.read_leads(names, lead_calls[key].leads_only, leads)
 
 
 def interleaved_medians_ms(samplers: Mapping[str, Callable[[], float]], rounds: int, seed: int = 0) -> dict[str, float]:
@@ -312,8 +288,8 @@ def time_in_rounds(
     """:func:`interleaved_latency` with each implementation's :class:`WarmUp` beside its latency.
 
     ``flush_l2`` overrides ``timing.flush_l2`` per name on CUDA (the L2 check times one call warm and
-    flushed in the same rounds); ``clock`` is injectable for tests; ``sampler`` reads NVML around each timed
-    block (:mod:`mhabench.measure.nvml`; warm-up blocks are not read), then around a block of each lead alone.
+    flushed in the same rounds); ``clock`` is injectable for tests; ``sampler`` reads NVML after each timed
+    block (:mod:`mhabench.measure.nvml`; warm-up blocks are not read).
     """
     if not calls:
         return {}
@@ -328,8 +304,6 @@ def time_in_rounds(
         }
         block_calls = {name: warmup.block_calls for name, warmup in warmups.items()}
         blocks = run_rounds(timers, block_calls, timing, seed, sampler)
-        if sampler is not None:
-            read_lead_energy(timers, blocks, sampler)
     compile_times = compile_time_s or {}
     rounds_id = uuid.uuid4().hex[:16]  # these rounds only: a resumed or sharded row never pairs with them
     return {

@@ -43,20 +43,26 @@ class HardwareCounters:
     )
     fp32_flops: int = column(
         "non-tensor FP32 FLOPs of one call: 2 × FFMA + FADD + FMUL thread instructions (half precision and "
-        "special functions not included); empty where ncu did not give them",
+        "special functions not included); empty unless asked for (counters_fp32) and given by ncu",
         role="measured",
         unit="FLOP",
         label="FP32 FLOPs",
     )
-    kernels_profiled: int = column("kernels the profiled call launched", role="measured", label="kernels (ncu)")
+    kernels_profiled: int = column(
+        "kernels the profiled call launched (kernel replay; empty under range replay, which profiles the call whole)",
+        role="measured",
+        label="kernels (ncu)",
+    )
     kernel_time_ms: float = column(
-        "sum of the profiled kernels' durations under ncu (replayed, clocks unlocked): not the latency",
+        "sum of the profiled kernels' durations under ncu, or the range's under range replay (replayed, clocks "
+        "unlocked): not the latency",
         role="measured",
         unit="ms",
         label="ncu kernel ms",
     )
     hardware_intensity: float = column(
-        "(tensor_flops + fp32_flops) / (dram_read_bytes + dram_write_bytes)",
+        "(tensor_flops + fp32_flops) / (dram_read_bytes + dram_write_bytes); fp32_flops as 0 where not counted "
+        "(counters_fp32: false)",
         role="measured",
         unit="FLOP/byte",
         label="hw FLOP/B",
@@ -68,8 +74,9 @@ class HardwareCounters:
         label="hw/counted bytes",
     )
     counters_source: str = column(
-        "ncu <version> where the counters were read (', L2 warm across replay passes' without flush_l2), else why "
-        "they are empty (not requested, CPU device, no ncu, no permission (ERR_NVGPUCTRPERM), the profiler's error)",
+        "ncu <version> where the counters were read (', range replay: …' where each call was replayed whole; "
+        "', L2 warm across replay passes' without flush_l2), else why they are empty (not requested, CPU device, "
+        "no ncu, no permission (ERR_NVGPUCTRPERM), the profiler's error)",
         role="measured",
         label="counters from",
     )
@@ -77,17 +84,22 @@ class HardwareCounters:
 
 @dataclasses.dataclass(frozen=True)
 class Energy:
-    """GPU energy, SM clock and clock-event reasons over the row's timed rounds (NVML, read between blocks)."""
+    """GPU energy per call over the row's own energy windows; SM clock and clock-event reasons over its timed rounds
+    (NVML, read between blocks)."""
 
     energy_per_call_j: float = column(
-        "GPU energy of the row's timed blocks (NVML total-energy counter) less their leads' (read alone after "
-        "the rounds), / the calls they ran (host-timed ones included)",
+        "GPU energy per call, median over the row's energy windows (NVML total-energy counter, calls back to back "
+        "after the timing, each window from one counter step to another); empty where the windows could not "
+        "resolve it (energy_source says why)",
         role="measured",
         unit="J",
         label="J/call",
     )
     average_power_w: float = column(
-        "energy of the timed blocks / their wall time", role="measured", unit="W", label="power W"
+        "energy of an energy window / its wall time, median over the windows",
+        role="measured",
+        unit="W",
+        label="power W",
     )
     flop_per_joule: float = column(
         "executed FLOPs of one call (hardware where counted, useful where the kernel skips masked blocks) / "
@@ -122,7 +134,34 @@ class Energy:
         "share of the row's rounds flagged in throttled_rounds", role="derived", unit="ratio", label="throttled"
     )
     energy_source: str = column(
-        "nvml <driver version> where read, else why empty (CPU device, no nvidia-ml-py, NVML's error, timed alone)",
+        "nvml <driver version> where read, else why empty (CPU device, no nvidia-ml-py, NVML's error, timed alone, "
+        "energy windows off, a window too short or an average power above the power limit)",
         role="measured",
         label="energy from",
+    )
+    energy_window_s: float = column(
+        "length of one energy window (median): the energy figures' time base",
+        role="measured",
+        unit="s",
+        label="window s",
+    )
+    energy_windows: int = column("energy windows the row's energy is the median of", role="measured", label="windows")
+    energy_uncertainty: float = column(
+        "one NVML counter step (as seen before the windows) / the shortest window: how far one step can move the "
+        "energy figures",
+        role="derived",
+        unit="ratio",
+        label="± energy",
+    )
+    energy_spread: float = column(
+        "(largest - smallest) / median energy per call over the row's windows",
+        role="derived",
+        unit="ratio",
+        label="energy spread",
+    )
+    sm_clock_rounds_mhz: str = column(
+        "SM clock read right after each timed block, comma-separated in round order (as times_ms): whether a slow "
+        "round ran at a lower clock",
+        role="measured",
+        label="SM MHz per round",
     )

@@ -13,7 +13,10 @@ Per case, in order:
    all in the same interleaved rounds (:class:`Alone`, so sample *i* of each comes from round *i* and
    a speedup can be a median of per-round ratios); the ranks of a tensor-parallel group time them in
    lockstep (``mhabench.distributed.rows.Lockstep``);
-4. the ok rows follow, each placed on the roofline (:mod:`mhabench.measure.roofline`).
+4. with ``counters`` (the run's ``counters: hardware`` settings), the ok rows' hardware counters, read once
+   the case's layers are freed (:mod:`mhabench.run.hardware`, the last stage);
+5. the ok rows follow, each placed on the roofline (:mod:`mhabench.measure.roofline`), by its hardware
+   intensity where it has one.
 
 A row is assembled from the value objects the trackers and the timer return
 (:meth:`ResultRow.with_groups`), never field by field. Peers agree on every outcome that one of
@@ -42,7 +45,8 @@ from mhabench.impls.registry import ImplSpec, get_spec
 from mhabench.impls.sdpa import kernel_skips_masked_work
 from mhabench.impls.tensor_parallel import is_tensor_parallel
 from mhabench.measure.counters import count_cuda_kernels, counted
-from mhabench.measure.nvml import RoundSampler, open_sampler, per_joule
+from mhabench.measure.energy_window import window_energy
+from mhabench.measure.nvml import RoundSampler, open_sampler, per_joule, with_windows
 from mhabench.measure.peaks import DevicePeaks, device_name
 from mhabench.measure.roofline import executed_tflops, roofline
 from mhabench.measure.rounds import time_in_rounds
@@ -60,11 +64,12 @@ from mhabench.results.schema import (
     ResultRow,
     Roofline,
 )
+from mhabench.run.hardware import CounterSettings, case_counters
 from mhabench.run.inputs import CaseInputs, make_inputs
 from mhabench.run.memory_guard import case_too_big
 from mhabench.run.steps import Step, parameter_count, prepare, workload
 from mhabench.scenario.cases import Case
-from mhabench.scenario.config import TimingConfig
+from mhabench.scenario.config import EnergyConfig, TimingConfig
 from mhabench.scenario.device import canonical_device
 from mhabench.torch_errors import classify_failure, is_sticky_cuda_error
 
@@ -184,8 +189,9 @@ class Alone:
     checks_output = True
     whole_layer = True
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, energy: EnergyConfig | None = None) -> None:
         self.device = device
+        self.energy = energy or EnergyConfig()
 
     def agree(self, outcome: Outcome | None) -> Outcome | None:
         return outcome
@@ -199,8 +205,9 @@ class Alone:
         When they fail (one call raised, or could not be captured in a CUDA graph), each implementation
         is timed alone, so the failure lands on the row that caused it; those rows then have unpaired
         samples and their speedups fall back to a ratio of medians. On CUDA with NVML each timed block is
-        bracketed by energy, clock and clock-event reads (:mod:`mhabench.measure.nvml`); otherwise the energy
-        group says why it is empty.
+        followed by clock and clock-event reads (:mod:`mhabench.measure.nvml`) and, with ``energy.windows``, each
+        implementation then runs its energy windows (:mod:`mhabench.measure.energy_window`); otherwise the
+        energy group says why it is empty.
         """
         calls = {item.spec.name: item.step.run for item in passed}
         compile_times = {item.spec.name: item.compile_time_s for item in passed}
@@ -210,9 +217,20 @@ class Alone:
                     calls, self.device, timing, seed, compile_times, sampler=sampler if _sampling(sampler) else None
                 )
             if not failed:
-                return {name: (result.latency, _energy(sampler, name)) for name, result in timed.items()}
+                return {
+                    name: (result.latency, self._energy(sampler, name, calls[name], result.latency.latency_ms))
+                    for name, result in timed.items()
+                }
         unread = Energy(energy_source=sampler if isinstance(sampler, str) else TIMED_ALONE)
         return {name: self._timed_alone(call, timing, compile_times[name], unread) for name, call in calls.items()}
+
+    def _energy(self, sampler: RoundSampler | str, name: str, call: Callable[[], object], latency_ms: float) -> Energy:
+        """``name``'s clock columns from the rounds, and with ``energy.windows`` its energy windows' columns."""
+        rounds = _energy(sampler, name)
+        if not isinstance(sampler, RoundSampler) or not self.energy.windows:
+            return rounds
+        with torch.inference_mode():
+            return with_windows(rounds, window_energy(sampler, call, latency_ms, self.energy, self.device))
 
     def _timed_alone(
         self, call: Callable[[], torch.Tensor], timing: TimingConfig, compile_time_s: float, unread: Energy
@@ -240,13 +258,16 @@ def run_case(
     repeat: int = 0,
     guard: bool = True,
     peers: Peers | None = None,
+    energy: EnergyConfig | None = None,
+    counters: CounterSettings | None = None,
 ) -> Iterator[ResultRow]:
     """Yield one row per implementation: failures as they happen, then the ok rows after the timing.
 
     ``guard``: skip what would not fit (:func:`screen`). ``peers``: who measures the case with this
-    process (:class:`Alone` when None); ``peaks``: the roofs its ok rows are placed against.
+    process (:class:`Alone` when None, measuring ``energy`` windows); ``peaks``: the roofs its ok rows are placed
+    against; ``counters``: the hardware counters' settings (None: the rows get no hardware group).
     """
-    peers = peers or Alone(device)
+    peers = peers or Alone(device, energy)
     refused = {spec.name: peers.agree(screen(spec, case, device, guard)) for spec in specs}
     inputs = _inputs_or_failure(case, device) if None in refused.values() else None
     passed: list[Checked] = []
@@ -265,7 +286,16 @@ def run_case(
             yield result
         else:
             passed.append(result)
-    yield from timed_rows(passed, case, peaks, timing, peers)
+    timed = timed_rows(passed, case, timing, peers)
+    del inputs  # with the layers (``passed`` was emptied): the profiled child gets their memory
+    yield from (row for row in timed if row.status != "ok")
+    ok = [row for row in timed if row.status == "ok"]
+    hardware = case_counters(case, ok, device, counters) if counters is not None and ok else {}
+    yield from (finished(row.with_groups(*_present(hardware.get(row.case.impl))), case, peaks) for row in ok)
+
+
+def _present(group: object | None) -> list[object]:
+    return [] if group is None else [group]
 
 
 def _inputs_or_failure(case: Case, device: torch.device) -> CaseInputs | Exception:
@@ -410,25 +440,26 @@ def device_call(
 # --- the timed rows ----------------------------------------------------------------------------
 
 
-def timed_rows(
-    passed: list[Checked], case: Case, peaks: DevicePeaks, timing: TimingConfig, peers: Peers
-) -> Iterator[ResultRow]:
-    """Time every checked implementation (``peers``' timer); one ok row each, placed on the roofline, or
-    the failure row of one whose timing failed."""
+def timed_rows(passed: list[Checked], case: Case, timing: TimingConfig, peers: Peers) -> list[ResultRow]:
+    """Time every checked implementation (``peers``' timer): one timed row each, not yet placed on the
+    roofline, or the failure row of one whose timing failed. ``passed`` is emptied, so nothing here holds
+    the layers once they are timed."""
     if not passed:
-        return
+        return []
     timed = peers.time(passed, timing, case.seed)
+    rows = []
     for item in passed:
         groups = timed[item.spec.name]
-        if isinstance(groups, BaseException):
-            yield failure_row(item.row.case, groups)
-            continue
-        yield finished(item.row.with_groups(*groups), case, peaks)
+        rows.append(
+            failure_row(item.row.case, groups) if isinstance(groups, BaseException) else item.row.with_groups(*groups)
+        )
+    passed.clear()
+    return rows
 
 
 def finished(row: ResultRow, case: Case, peaks: DevicePeaks) -> ResultRow:
-    """A timed row with what follows from its measurements: its roofline group and its FLOPs and tokens per
-    joule. Called again when hardware counters arrive after the case (:mod:`mhabench.run.hardware`)."""
+    """A timed row with what follows from its measurements, once all are in (its hardware counters too): its
+    roofline group and its FLOPs and tokens per joule."""
     row = row.with_groups(placed(row, case, peaks))
     if row.energy is None or row.roofline is None or row.latency is None:
         return row
@@ -469,8 +500,9 @@ class _failures_as_rows:
     ``with _failures_as_rows(device) as failed:`` — afterwards ``failed`` holds the exception, if any.
     """
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, energy: EnergyConfig | None = None) -> None:
         self.device = device
+        self.energy = energy or EnergyConfig()
         self.failed: list[BaseException] = []
 
     def __enter__(self) -> list[BaseException]:

@@ -1,12 +1,13 @@
 """``counters: hardware``: a case's ok rows get what the GPU's counters saw over one call of their step.
 
-The case is measured as always; its ok rows are held back until it ends (its memory freed), then one child
-process, started under ``ncu``, profiles one call of each ok implementation (:mod:`mhabench.run.profiled_call`).
-The profile is cut into calls at the child's marker kernels (:mod:`mhabench.measure.hardware`), each row gets
-its :class:`~mhabench.results.gpu_groups.HardwareCounters` and is placed on the roofline again (by the hardware
-intensity where there is one), and the kernels go to the run's kernels.csv. No timed call is ever profiled: the
-timing happened in this process, before the child existed. Failure rows pass through at once; every ok row
-says in ``counters_source`` where its counters came from or why there are none.
+The last stage of :func:`mhabench.run.case.run_case`: once the case's rounds are over and its layers freed, one
+child process, started under ``ncu``, profiles one call of each ok implementation
+(:mod:`mhabench.run.profiled_call`). By default each call is replayed whole (``counters_replay: range``: one
+result per call, caches flushed once per call as the timing does); ``kernel`` replays kernel by kernel and cuts
+the profile into calls at the child's marker kernels, keeping each kernel for kernels.csv. A range replay that
+ncu refuses (an API it cannot replay inside a range) is profiled again by kernel, and says so. No timed call is
+ever profiled: the timing happened in the parent, before the child existed. Every ok row says in
+``counters_source`` where its counters came from or why there are none.
 """
 
 from __future__ import annotations
@@ -17,17 +18,15 @@ import pickle
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 
 from mhabench.measure import hardware
-from mhabench.measure.peaks import DevicePeaks
 from mhabench.results.gpu_groups import HardwareCounters
 from mhabench.results.kernels import append_kernels
 from mhabench.results.schema import ResultRow
-from mhabench.run.case import CudaContextLostError, finished
 from mhabench.run.profiled_call import ProfileJob
 from mhabench.scenario import plugins
 from mhabench.scenario.cases import Case
@@ -82,33 +81,69 @@ def profile_case(
     timeout_s: float,
     ncu: Path | None,
     runner: ProcessRunner = run_process,
+    fp32: bool = False,
 ) -> Profile:
-    """Profile one call of each row's implementation in a child under ``ncu``; never raises for ncu's failures."""
+    """Profile one call of each row's implementation in a child under ``ncu``; never raises for ncu's failures.
+
+    ``job.replay`` first; a range replay that fails for another reason than permission is tried again by kernel
+    (``counters_source`` then says why)."""
     if ncu is None:
         return Profile({row.case.impl: unprofiled(NO_NCU) for row in rows}, [])
     version = hardware.ncu_version(runner([str(ncu), "--version"], VERSION_TIMEOUT_S).stdout)
-    source = hardware.source_label(version, flush_caches)
+    replays = [job.replay, hardware.KERNEL] if job.replay == hardware.RANGE else [job.replay]
+    refused = ""
+    for replay in replays:
+        done, status = _profiled_child(
+            dataclasses.replace(job, replay=replay), flush_caches, timeout_s, ncu, runner, fp32
+        )
+        output = done.stdout + "\n" + done.stderr
+        if done.returncode == 0 and status is not None:
+            source = hardware.source_label(version, flush_caches, replay)
+            if refused:
+                source += f" (range replay failed: {refused})"
+            return attribute(done.stdout, status, rows, source, replay)
+        refused = hardware.failure_reason(output)
+        if hardware.PERMISSION_ERROR in output:
+            break
+    return Profile({row.case.impl: unprofiled(refused) for row in rows}, [])
+
+
+def _profiled_child(
+    job: ProfileJob, flush_caches: bool, timeout_s: float, ncu: Path, runner: ProcessRunner, fp32: bool
+) -> tuple[Finished, list[dict[str, object]] | None]:
+    """The child under ncu by ``job.replay``: with the optional metrics, then (when ncu refused a metric name)
+    with the checked ones only; what ncu returned and the child's status, None where it wrote none."""
     with tempfile.TemporaryDirectory(prefix="mhabench-ncu-") as folder:
         job_path, status_path = Path(folder) / "job.pickle", Path(folder) / "status.json"
         job_path.write_bytes(pickle.dumps(job))
         child = [sys.executable, "-m", "mhabench.run.profiled_call", str(job_path), str(status_path)]
         done = Finished(-1, "", "")
         for optional in (True, False):
-            metrics = hardware.metrics_for(job.case.dtype, optional)
-            done = runner(hardware.ncu_command(ncu, metrics, flush_caches, child), timeout_s)
+            metrics = hardware.metrics_for(job.case.dtype, optional, fp32)
+            done = runner(hardware.ncu_command(ncu, metrics, flush_caches, child, job.replay), timeout_s)
             if done.returncode == 0 or not (optional and hardware.unknown_metric(done.stdout + done.stderr)):
                 break
         status = json.loads(status_path.read_text(encoding="utf-8")) if status_path.is_file() else None
-    if done.returncode != 0 or status is None:
-        reason = hardware.failure_reason(done.stdout + "\n" + done.stderr)
-        return Profile({row.case.impl: unprofiled(reason) for row in rows}, [])
-    return attribute(done.stdout, status, rows, source)
+    return done, status
 
 
-def attribute(output: str, status: list[dict[str, object]], rows: Sequence[ResultRow], source: str) -> Profile:
-    """Each row's counters from ncu's CSV: the profile cut at the markers, call *i* to the *i*-th status entry."""
+def attribute(
+    output: str,
+    status: list[dict[str, object]],
+    rows: Sequence[ResultRow],
+    source: str,
+    replay: str = hardware.KERNEL,
+) -> Profile:
+    """Each row's counters from ncu's CSV: call *i* to the *i*-th status entry (kernel replay: the profile cut
+    at the markers, each kernel kept for kernels.csv; range replay: one result per call)."""
+    per_kernel = replay == hardware.KERNEL
     try:
-        calls = hardware.split_at_markers(hardware.parse_csv(output), len(status))
+        results = hardware.parse_csv(output)
+        calls = (
+            hardware.split_at_markers(results, len(status))
+            if per_kernel
+            else hardware.split_ranges(results, len(status))
+        )
     except hardware.NcuOutputError as exc:
         return Profile({row.case.impl: unprofiled(f"ncu output not attributable: {exc}") for row in rows}, [])
     by_impl = {str(entry["impl"]): (entry.get("error"), kernels) for entry, kernels in zip(status, calls, strict=True)}
@@ -124,51 +159,64 @@ def attribute(output: str, status: list[dict[str, object]], rows: Sequence[Resul
             counters[impl] = unprofiled(f"profiled call failed: {error}")
             continue
         counted_bytes = row.counted.measured_bytes if row.counted is not None else None
-        counters[impl] = hardware.counters_of(kernels, row.case.dtype, source, counted_bytes)
-        key = {"case_id": row.case.case_id, "impl": impl, "repeat": row.case.repeat}
-        lines += [{**key, **record} for record in hardware.kernel_records(kernels, row.case.dtype)]
+        counters[impl] = hardware.counters_of(kernels, row.case.dtype, source, counted_bytes, per_kernel)
+        if per_kernel:
+            key = {"case_id": row.case.case_id, "impl": impl, "repeat": row.case.repeat}
+            lines += [{**key, **record} for record in hardware.kernel_records(kernels, row.case.dtype)]
     return Profile(counters, lines)
 
 
-def with_counters(
-    rows: Iterator[ResultRow],
-    case: Case,
-    device: torch.device,
-    config: RunConfig,
-    peaks: DevicePeaks,
-    run_dir: Path,
-) -> Iterator[ResultRow]:
-    """The case's rows with their hardware columns: failure rows at once, ok rows once the case is profiled.
+@dataclasses.dataclass(frozen=True)
+class CounterSettings:
+    """What ``counters: hardware`` asks of a case, in picklable form (an isolated case's child profiles its own
+    rows, and appends their kernels to the run's kernels.csv)."""
 
-    Without ``counters: hardware``, or off CUDA, every ok row passes at once and says why it has no counters.
-    """
-    reason = NOT_REQUESTED if config.counters != "hardware" else CPU_DEVICE if device.type != "cuda" else None
-    if reason is not None:
-        for row in rows:
-            yield row.with_groups(unprofiled(reason)) if row.status == "ok" else row
-        return
-    held: list[ResultRow] = []
-    try:
-        for row in rows:
-            if row.status == "ok":
-                held.append(row)
-            else:
-                yield row
-    except CudaContextLostError:
-        yield from (row.with_groups(unprofiled("not profiled: the CUDA context was lost")) for row in held)
-        raise
-    if not held:
-        return
-    torch.cuda.empty_cache()  # the case's layers are gone: give their cached blocks to the profiled child
+    requested: bool
+    run_dir: Path | None = None
+    replay: str = hardware.RANGE
+    fp32: bool = False
+    flush_caches: bool = True
+    timeout_s: float = 600.0
+    allocator: str = "steady"
+    threads: int | None = None
+
+    @classmethod
+    def of(cls, config: RunConfig, run_dir: Path) -> CounterSettings:
+        return cls(
+            requested=config.counters == "hardware",
+            run_dir=run_dir,
+            replay=config.counters_replay,
+            fp32=config.counters_fp32,
+            flush_caches=config.timing.flush_l2,
+            timeout_s=config.case_timeout_s,
+            allocator=config.allocator,
+            threads=config.threads,
+        )
+
+
+def case_counters(
+    case: Case, rows: Sequence[ResultRow], device: torch.device, settings: CounterSettings
+) -> dict[str, HardwareCounters]:
+    """Per ok row's implementation, its hardware columns, or only why it has none (not requested, CPU device).
+
+    Called by ``run_case`` once the case's layers are freed: their cached blocks go back to the driver first,
+    for the profiled child to use."""
+    reason = NOT_REQUESTED if not settings.requested else CPU_DEVICE if device.type != "cuda" else None
+    if reason is not None or not rows:
+        return {row.case.impl: unprofiled(reason or NOT_REQUESTED) for row in rows}
+    torch.cuda.empty_cache()
     job = ProfileJob(
         case,
-        tuple(row.case.impl for row in held),
+        tuple(row.case.impl for row in rows),
         canonical_device(device),
-        config.allocator,
-        config.threads,
+        settings.allocator,
+        settings.threads,
         plugins.loaded_plugin_files(),
+        settings.replay,
     )
-    profile = profile_case(job, held, config.timing.flush_l2, config.case_timeout_s, hardware.find_ncu())
-    append_kernels(run_dir, profile.kernels)
-    for row in held:
-        yield finished(row.with_groups(profile.counters[row.case.impl]), case, peaks)
+    profile = profile_case(
+        job, rows, settings.flush_caches, settings.timeout_s, hardware.find_ncu(), fp32=settings.fp32
+    )
+    if settings.run_dir is not None:
+        append_kernels(settings.run_dir, profile.kernels)
+    return profile.counters

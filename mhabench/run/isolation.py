@@ -32,8 +32,9 @@ from mhabench.scenario import plugins
 
 if TYPE_CHECKING:
     from mhabench.measure.peaks import DevicePeaks
+    from mhabench.run.hardware import CounterSettings
     from mhabench.scenario.cases import Case
-    from mhabench.scenario.config import TimingConfig
+    from mhabench.scenario.config import EnergyConfig, TimingConfig
 
 ERROR_LIMIT = 300
 """Longest error text kept from a child: one readable line."""
@@ -72,6 +73,8 @@ class CaseJob:
     repeat: int
     setup: ChildSetup
     memory_guard: bool = True
+    energy: EnergyConfig | None = None
+    counters: CounterSettings | None = None
 
 
 def isolated_case(job: CaseJob, timeout_s: float) -> Iterator[ResultRow]:
@@ -147,7 +150,16 @@ def _case_child(sender: Connection, job: CaseJob) -> None:
             torch.cuda.set_device(device)
         sender.send(("ready", None))
         for row in run_case(
-            job.case, specs, device, job.run_id, job.peaks, job.timing, repeat=job.repeat, guard=job.memory_guard
+            job.case,
+            specs,
+            device,
+            job.run_id,
+            job.peaks,
+            job.timing,
+            repeat=job.repeat,
+            guard=job.memory_guard,
+            energy=job.energy,
+            counters=job.counters,
         ):
             sender.send(("row", row))
         message: tuple[str, Any] = ("done", None)

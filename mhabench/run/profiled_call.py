@@ -3,10 +3,12 @@
 ``python -m mhabench.run.profiled_call JOB STATUS`` is started under ``ncu --profile-from-start off``
 (:func:`mhabench.measure.hardware.ncu_command`) by :mod:`mhabench.run.hardware`, after the case's rows were
 timed in another process. Per implementation, one at a time (so only one layer's memory is held): build it on
-the case's inputs, warm it up (compiling implementations compile here, cuBLAS picks its kernels), then, between
-the CUDA profiler's start and stop, a marker kernel (``torch.cuda._sleep``) and the one call. The markers are
-how the parent cuts the profile into calls; STATUS (JSON) says, in order, which implementations reached their
-marker and whether their call raised. Nothing is printed on stdout, which carries ncu's CSV.
+the case's inputs, warm it up (compiling implementations compile here, cuBLAS picks its kernels and the caching
+allocator holds the blocks the call needs, so range replay sees no allocation inside its range), then, between
+the CUDA profiler's start and stop, the one call: under kernel replay behind a marker kernel
+(``torch.cuda._sleep``), which is how the parent cuts the kernel sequence into calls; under range replay each
+start/stop is one result of its own. STATUS (JSON) says, in order, which implementations reached their call and
+whether it raised. Nothing is printed on stdout, which carries ncu's CSV.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class ProfileJob:
     allocator: str
     threads: int | None
     plugin_files: tuple[str, ...] = ()
+    replay: str = "kernel"
+    """ncu's replay mode the child runs under: ``kernel`` (a marker before each call) or ``range``."""
 
 
 def profile_calls(job: ProfileJob) -> list[dict[str, object]]:
@@ -62,17 +66,18 @@ def profile_calls(job: ProfileJob) -> list[dict[str, object]]:
         except Exception as exc:  # not profiled: no marker, so the parent's count of calls leaves it out
             print(f"{name}: not profiled ({type(exc).__name__}: {exc})", file=sys.stderr)
             continue
-        status.append({"impl": name, "error": _profiled(step.run, device)})
+        status.append({"impl": name, "error": _profiled(step.run, device, marker=job.replay == "kernel")})
         del _module, step
         torch.cuda.empty_cache()
     return status
 
 
-def _profiled(call: object, device: torch.device) -> str | None:
-    """The marker and one call between profiler start and stop; the call's error, or None."""
+def _profiled(call: object, device: torch.device, marker: bool) -> str | None:
+    """The marker (kernel replay) and one call between profiler start and stop; the call's error, or None."""
     torch.cuda.profiler.start()
     try:
-        torch.cuda._sleep(MARKER_CYCLES)
+        if marker:
+            torch.cuda._sleep(MARKER_CYCLES)
         with torch.inference_mode():
             call()  # type: ignore[operator]
         torch.cuda.synchronize(device)

@@ -33,7 +33,7 @@ from mhabench.results.manifest import Manifest
 from mhabench.results.schema import Outcome, ResultRow
 from mhabench.results.store import MANIFEST_NAME, RunWriter, new_run_dir, read_manifest, rows_frame
 from mhabench.run.case import CudaContextLostError, identity, modelled_cost, run_case
-from mhabench.run.hardware import with_counters
+from mhabench.run.hardware import CounterSettings
 from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
 from mhabench.run.launch import check_launch
 from mhabench.run.shard import folder_name
@@ -195,8 +195,8 @@ def run_cases(
     isolate = config.isolation == "process"
     for repeat, case, names in todo:
         drift.between_cases()
-        measured = case_rows(case, names, device, writer.run_id, peaks[case.dtype], config, repeat, isolate)
-        rows = with_counters(measured, case, device, config, peaks[case.dtype], writer.run_dir)
+        counters = CounterSettings.of(config, writer.run_dir)
+        rows = case_rows(case, names, device, writer.run_id, peaks[case.dtype], config, repeat, isolate, counters)
         done: set[str] = set()
         try:
             for row in rows:
@@ -207,8 +207,8 @@ def run_cases(
             if lost.culprit is not None:  # its own error, once; the others of the case are measured without it
                 _record(writer, lost.culprit, progress, done)
             rest = [name for name in names if name not in done]
-            rerun = case_rows(case, rest, device, writer.run_id, peaks[case.dtype], config, repeat, True)
-            for row in with_counters(rerun, case, device, config, peaks[case.dtype], writer.run_dir):
+            rerun = case_rows(case, rest, device, writer.run_id, peaks[case.dtype], config, repeat, True, counters)
+            for row in rerun:
                 _record(writer, row, progress, done)
 
 
@@ -221,14 +221,37 @@ def case_rows(
     config: RunConfig,
     repeat: int,
     isolate: bool,
+    counters: CounterSettings | None = None,
 ) -> Iterator[ResultRow]:
-    """The rows of one case, measured here or in a child process (``isolation: process``)."""
+    """The rows of one case, measured here or in a child process (``isolation: process``), with ``counters``
+    as the case's last stage."""
     if not isolate:
         specs = [get_spec(name) for name in names]
-        return run_case(case, specs, device, run_id, peaks, config.timing, repeat=repeat, guard=config.memory_guard)
+        return run_case(
+            case,
+            specs,
+            device,
+            run_id,
+            peaks,
+            config.timing,
+            repeat=repeat,
+            guard=config.memory_guard,
+            energy=config.energy,
+            counters=counters,
+        )
     setup = ChildSetup(allocator=config.allocator, threads=config.threads, plugin_files=plugins.loaded_plugin_files())
     job = CaseJob(
-        case, names, canonical_device(device), run_id, peaks, config.timing, repeat, setup, config.memory_guard
+        case,
+        names,
+        canonical_device(device),
+        run_id,
+        peaks,
+        config.timing,
+        repeat,
+        setup,
+        config.memory_guard,
+        config.energy,
+        counters,
     )
     return isolated_case(job, config.case_timeout_s)
 

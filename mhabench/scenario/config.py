@@ -118,6 +118,25 @@ class TimingConfig(_Strict):
     )
 
 
+class EnergyConfig(_Strict):
+    """CUDA with nvidia-ml-py: GPU energy per call from windows of its own after each case's timing."""
+
+    windows: int = Field(
+        0,
+        ge=0,
+        le=100,
+        strict=True,
+        description="energy windows per ok row (0: off, the default: each row costs windows × window_s more)",
+    )
+    window_s: float = Field(
+        2.0,
+        ge=1.0,
+        le=600,
+        allow_inf_nan=False,
+        description="seconds of back-to-back calls per window; one ~0.1 s NVML counter step over it is the uncertainty",
+    )
+
+
 def _as_list(value: Any) -> Any:
     """A scalar is a one-value sweep; an empty list would silently drop its scenario, so it is refused."""
     if value == []:
@@ -322,6 +341,16 @@ class RunConfig(_Strict):
         "a child process per case, seconds each), for its DRAM bytes and tensor FLOPs; off by default because it "
         "needs ncu and counter permission and adds that time",
     )
+    counters_replay: Literal["range", "kernel"] = Field(
+        "range",
+        description="counters: hardware: range replays each profiled call as one workload (fast, one figure per "
+        "call, L2 flushed once per call); kernel replays every kernel on its own (per-kernel detail for "
+        "kernels.csv, each kernel's passes start cold, minutes per case)",
+    )
+    counters_fp32: bool = Field(
+        False, description="counters: hardware: also count non-tensor FP32 FLOPs (a second ncu pass on GH100)"
+    )
+    energy: EnergyConfig = EnergyConfig()
     max_rows: int = Field(
         DEFAULT_MAX_ROWS, ge=1, le=MAX_ROWS_LIMIT, strict=True, description="most cases × implementations a run runs"
     )

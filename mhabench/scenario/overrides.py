@@ -27,6 +27,7 @@ def with_overrides(
     allocator: str | None = None,
     threads: int | None = None,
     counters: str | None = None,
+    energy_windows: int | None = None,
 ) -> RunConfig:
     """The config with the command line's values, where given, in place of the file's."""
     update: dict[str, Any] = {}
@@ -59,4 +60,8 @@ def with_overrides(
         if counters not in ("off", "hardware"):
             raise ConfigError(f"--counters: must be off or hardware (got {quote(counters)})")
         update["counters"] = counters
+    if energy_windows is not None:
+        if isinstance(energy_windows, bool) or not 0 <= energy_windows <= 100:
+            raise ConfigError(f"--energy-windows: must be between 0 and 100 (got {quote(energy_windows)})")
+        update["energy"] = config.energy.model_copy(update={"windows": energy_windows})
     return config.model_copy(update=update)

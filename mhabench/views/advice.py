@@ -21,7 +21,17 @@ from rich.text import Text
 from mhabench.analysis.advice import caveats, thresholds, why
 from mhabench.analysis.advice.advise import Advice, RunAdvice
 from mhabench.analysis.advice.pick import WINNER
-from mhabench.analysis.advice.statement import ACROSS, CAVEAT, CHANGE, CROSSOVER, KINDS, PICK, WHY, Statement
+from mhabench.analysis.advice.statement import (
+    ACROSS,
+    CAVEAT,
+    CHANGE,
+    CROSSOVER,
+    ENERGY,
+    KINDS,
+    PICK,
+    WHY,
+    Statement,
+)
 from mhabench.analysis.advice.summary import GROUP
 from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
 from mhabench.analysis.stats import CONFIDENCE_LEVEL, MIN_INTERVAL_SAMPLES
@@ -34,6 +44,7 @@ TITLES = {
     PICK: "Pick",
     CROSSOVER: "Where the answer changes",
     WHY: "Why",
+    ENERGY: "Energy",
     CHANGE: "What to change",
     CAVEAT: "What this run cannot tell",
     ACROSS: "Across runs",

@@ -9,6 +9,11 @@ rounds, or no raw samples stored) cannot be shown slower: unless each of its rou
 than each of the fastest row's (and that row has enough rounds for an interval), the answer is
 "cannot tell", never a winner by noise. A ``--repeat N`` run answers once per repeat; repeats that
 disagree are "cannot tell" too.
+
+Nor is a lead whose rounds disagree a tie: where the median per-round ratio is a clear lead but some
+rounds went the other way, so that the interval reaches 1 (the H100's n=1024 causal case: `fused` 2.5×
+faster in 6 of 8 rounds, slower in 2), the answer is "cannot tell" with the split spelled out
+(:func:`round_split`): the case is unstable and needs timing again, not a tie.
 """
 
 from __future__ import annotations
@@ -53,6 +58,30 @@ class Lead:
 
 
 @dataclasses.dataclass(frozen=True)
+class RoundSplit:
+    """How the paired rounds of a lead split: ``ahead`` rounds the fastest row led by at least ``TIE_MARGIN``
+    (by ``ahead_ratio``, their median), ``behind`` rounds it was slower, of ``rounds``."""
+
+    fastest: str
+    other: str
+    ahead: int
+    behind: int
+    rounds: int
+    ahead_ratio: float
+
+    def sentence(self) -> str:
+        """``rounds disagree: `fused` was 2.55× faster than `naive` in 6 of 8 rounds and slower in 2 …``."""
+        return (
+            f"rounds disagree: {wording.impl(self.fastest)} was {self.ahead_ratio:.3g}× faster than "
+            f"{wording.impl(self.other)} in {self.ahead} of {self.rounds} rounds and slower in {self.behind}, "
+            "so the case is unstable, not a tie: time it again (another run, or --repeat)"
+        )
+
+    def figures(self) -> dict[str, object]:
+        return {"ahead": self.ahead, "behind": self.behind, "rounds": self.rounds, "ahead_ratio": self.ahead_ratio}
+
+
+@dataclasses.dataclass(frozen=True)
 class Pick:
     """The answer for one case. ``impls``: the winner, the tied set (fastest first), the only row that
     ran, or (cannot tell) the row with the lowest median; ``estimate``: impls[0]'s lead over ``runner_up``,
@@ -67,6 +96,8 @@ class Pick:
     rounds: int = 0
     unpaired: str = ""
     reason: str = ""
+    split: RoundSplit | None = None
+    """Where the rounds disagree (the reason "cannot tell" is said): how they split."""
 
     @property
     def answer(self) -> tuple[str, tuple[str, ...]]:
@@ -126,6 +157,16 @@ def _pick_rows(case: Case, rows: Sequence[Row]) -> Pick:
     unknown = next((row for row, state in found if state == CANNOT_TELL), None)
     if unknown is not None:
         return Pick(case, CANNOT_TELL, (str(fastest[IMPL]),), reason=_no_interval(fastest, unknown), **common)
+    split = next(
+        (
+            found_split
+            for (row, state), one in zip(found, leads, strict=True)
+            if state == TIED and (found_split := round_split(fastest, row, one)) is not None
+        ),
+        None,
+    )
+    if split is not None:
+        return Pick(case, CANNOT_TELL, (str(fastest[IMPL]),), reason=split.sentence(), split=split, **common)
     tied = (str(fastest[IMPL]), *(str(row[IMPL]) for row, state in found if state == TIED))
     return Pick(case, TIED if len(tied) > 1 else WINNER, tied, **common)
 
@@ -158,6 +199,22 @@ def lead(fastest: Row, other: Row) -> Lead:
     return Lead(estimate, method, shared, unpaired)
 
 
+def round_split(fastest: Row, other: Row, one: Lead) -> RoundSplit | None:
+    """How the rounds split where a paired lead is clear by its median (at least ``TIE_MARGIN``) but its
+    interval reaches 1 because some rounds went the other way; None for any other lead (a noisy tie has a
+    median near 1, a lead with no round behind is merely wide)."""
+    if one.method != PAIRED or one.estimate.ratio < 1 + TIE_MARGIN or clearly_slower(one.estimate):
+        return None
+    ratios = [o / f for f, o in zip(samples_of(fastest), samples_of(other), strict=False) if f > 0]
+    ahead = [ratio for ratio in ratios if ratio >= 1 + TIE_MARGIN]
+    behind = [ratio for ratio in ratios if ratio < 1]
+    if not ahead or not behind:
+        return None
+    return RoundSplit(
+        str(fastest[IMPL]), str(other[IMPL]), len(ahead), len(behind), len(ratios), float(np.median(ahead))
+    )
+
+
 def clearly_slower(lead: RatioEstimate) -> bool:
     """The interval lies above 1 and the lead is at least ``TIE_MARGIN``: not a tie."""
     return math.isfinite(lead.ci_low) and lead.ci_low > 1 and lead.ratio >= 1 + TIE_MARGIN
@@ -188,6 +245,7 @@ def statement(one: Pick) -> Statement:
         "method": one.method,
         "rounds": one.rounds,
         "ablations": ablations(one.impls),
+        "rounds_disagree": one.split.figures() if one.split is not None else None,
     }
     shown = one.impls if one.verdict in (WINNER, TIED, ONLY) else ()
     precision = precision_note(shown, [row for row in one.case.rows if is_ok(row)])
@@ -202,6 +260,8 @@ def _sentence(one: Pick) -> str:
         return f"only {wording.impl(one.impls[0])} ran ok; there is nothing to compare it with."
     assert one.estimate is not None and one.runner_up is not None
     lead = f"{wording.ratio(one.estimate)} over {wording.impl(one.runner_up)} ({_method(one)})"
+    if one.verdict == CANNOT_TELL and one.split is not None:
+        return f"{one.reason} ({wording.impl(one.impls[0])} {lead})."
     if one.verdict == CANNOT_TELL:
         return f"cannot tell: {wording.impl(one.impls[0])} had the lowest median, {lead}, but {one.reason}."
     if one.verdict == WINNER:

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 PICK, CROSSOVER, WHY, CHANGE, CAVEAT, ACROSS = "pick", "crossover", "why", "change", "caveat", "across"
-KINDS = (PICK, CROSSOVER, WHY, CHANGE, CAVEAT, ACROSS)
+ENERGY = "energy"
+KINDS = (PICK, CROSSOVER, WHY, ENERGY, CHANGE, CAVEAT, ACROSS)
 """Every kind of statement, in the order a reader wants them: the answer first, what it cannot tell last."""
 
 
