@@ -436,6 +436,9 @@ def report(
     kernels: Annotated[
         int, typer.Option("--kernels", min=0, help="List each profiled row's N longest kernels (counters: hardware).")
     ] = 0,
+    history_dir: Annotated[
+        Path | None, typer.Option("--history", help="Add the timeline of this run's series from this history.")
+    ] = None,
 ) -> None:
     """Write report.md and a self-contained report.html (tables, plots) for a run."""
     from mhabench.probe.report import claims_blocks
@@ -447,6 +450,11 @@ def report(
         formats = parse_formats(report_format)
         run_data = store.load_run(run_ref, results_root)
         blocks = build(run_data, baseline, first=claims_blocks(run_data.path), kernels=kernels)  # claims lead
+        if history_dir is not None:
+            from mhabench.history.gate import DEFAULT_THRESHOLD
+            from mhabench.history.timeline import run_blocks
+
+            blocks = [*blocks, *run_blocks(history_dir, run_data, DEFAULT_THRESHOLD)]
         for path in write_report(blocks, out or run_data.path, formats):
             _fresh_console().print(f"report: {path}", highlight=False, soft_wrap=True)
 

@@ -198,3 +198,15 @@ def test_run_with_history_appends_its_rows_with_the_plugins_commit(
     commits = dict(zip(rows["impl"], rows["commit"], strict=True))
     assert commits[PLUGIN] == git(repo, "rev-parse", "HEAD")  # the plugin's repository, not this project's
     assert commits["naive"] != commits[PLUGIN]
+
+
+def test_a_runs_report_gets_the_timeline_of_its_own_series(tmp_path: Path) -> None:
+    folders = timeline(tmp_path / "runs", [0.5, 0.5, 0.5, 0.7])
+    directory = imported(tmp_path, folders)
+    out = tmp_path / "report"
+    args = ["report", str(folders[-1]), "--history", str(directory), "--format", "md", "--out", str(out)]
+    done = RUNNER.invoke(app, args)
+    assert done.exit_code == 0, done.output
+    text = (out / "report.md").read_text()
+    assert "## History" in text and "history_timeline.png" in text and "c02..c03" in text
+    assert (out / "report_plots" / "history_timeline.png").stat().st_size > 1000

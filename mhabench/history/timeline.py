@@ -4,12 +4,16 @@ order, change points marked), the tables under it, written by the report's own r
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from mhabench.history.series import History, Series
+from mhabench.history import store
+from mhabench.history.series import DEFAULT_METRIC, METRICS, History, Series, build
 from mhabench.history.table import changes_table, fingerprints_table, points_table
+from mhabench.results.columns import CASE_ID, IMPL
+from mhabench.results.store import Run
 from mhabench.views.plots import Plot, render
 from mhabench.views.report.blocks import Block, Heading, Paragraph
 
@@ -53,9 +57,18 @@ def timeline_plot(history: History) -> Plot:
     return Plot("history_timeline", "Timeline", render(fig), wide=True, caption=caption)
 
 
-def blocks(history: History) -> list[Block]:
+def run_blocks(directory: Path, run: Run, threshold: float) -> list[Block]:
+    """``report RUN --history DIR``: the timeline of the run's own cases and implementations, after its sections."""
+    runs, rows = store.read(directory)
+    cases = [str(case) for case in run.rows[CASE_ID].dropna().unique()] if not run.rows.empty else []
+    impls = [str(impl) for impl in run.rows[IMPL].dropna().unique()] if not run.rows.empty else []
+    return blocks(build(runs, rows, METRICS[DEFAULT_METRIC], threshold, cases, impls), level=2)
+
+
+def blocks(history: History, level: int = 1) -> list[Block]:
+    """The history report: heading, method, timeline plot, change points, points, fingerprints."""
     return [
-        Heading("History", level=1),
+        Heading("History", level=level),
         Paragraph(
             f"Metric: {history.metric.name} — {history.metric.description} ({history.metric.unit}). Change points: "
             "L1 piecewise-constant fit with a penalty (asv's step detection) on log values."
