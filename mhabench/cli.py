@@ -647,6 +647,7 @@ def bisect(
     history_dir: Annotated[
         Path | None, typer.Option("--history", help="Keep the measured points in this history folder.")
     ] = None,
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Runs per measured commit, pooled into its point.")] = 3,
 ) -> None:
     """The first commit between GOOD and BAD whose point has stepped (runs the config in a temporary worktree)."""
     from mhabench.analysis.stats import parse_threshold
@@ -654,7 +655,7 @@ def bisect(
 
     with user_errors():
         config_mod.load_config(config)  # a bad config is refused here, not once per commit
-        found = bisect_commits(good, bad, config, plugin, impl, parse_threshold(threshold), history_dir)
+        found = bisect_commits(good, bad, config, plugin, impl, parse_threshold(threshold), history_dir, runs)
         out = _fresh_console()
         for point in found.measured.values():
             mark = "  <- first bad" if point.commit == found.first_bad else ""
@@ -666,3 +667,5 @@ def bisect(
             highlight=False,
             soft_wrap=True,
         )
+        if step.change.value != "slower":
+            err_console.print(f"caution: GOOD → BAD is not clearly slower ({step.change.value}): it may be noise")

@@ -64,20 +64,36 @@ def run_command(config: Path, plugin: Path, out: Path, history: Path) -> list[st
     return [*run, "--out", str(out), "--history", str(history)]
 
 
-def _measure_in(worktree: Path, relative: Path, config: Path, scratch: Path, history: Path) -> Callable[[str], None]:
+def _measure_in(
+    worktree: Path, relative: Path, config: Path, scratch: Path, history: Path, runs: int
+) -> Callable[[str], None]:
+    """Measure a commit ``runs`` times: its runs pool into one point, steadier than any one run."""
+
     def measure(commit: str) -> None:
         _git(worktree, "checkout", "--quiet", "--detach", commit)
         command = run_command(config, worktree / relative, scratch / "runs", history)
-        done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            raise BisectError(f"bisect: the run at {commit[:10]} failed (exit {done.returncode}): {last}")
+        for _ in range(runs):
+            done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+                raise BisectError(f"bisect: the run at {commit[:10]} failed (exit {done.returncode}): {last}")
 
     return measure
 
 
+DEFAULT_RUNS = 3
+"""Runs per measured commit: one run on a busy machine can land nearer the wrong end (docs/findings/history.md)."""
+
+
 def bisect(
-    good: str, bad: str, config: Path, plugin: Path, impl: str | None, threshold: float, history: Path | None
+    good: str,
+    bad: str,
+    config: Path,
+    plugin: Path,
+    impl: str | None,
+    threshold: float,
+    history: Path | None,
+    runs: int = DEFAULT_RUNS,
 ) -> BisectResult:
     """Measure GOOD and BAD, then bisect between them; the first bad commit and every point measured."""
     version = repository_version(plugin.resolve())
@@ -91,7 +107,7 @@ def bisect(
     worktree = scratch / "worktree"
     try:
         _git(repo, "worktree", "add", "--quiet", "--detach", str(worktree), commits[0])
-        measure = _measure_in(worktree, relative, config.resolve(), scratch, store_dir)
+        measure = _measure_in(worktree, relative, config.resolve(), scratch, store_dir, runs)
         return _search(commits, measure, lambda: _series_of(store_dir, impl, threshold), threshold)
     finally:
         subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(worktree)], capture_output=True)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from mhabench.analysis import stats
+from mhabench.analysis.pooling import pooled_ratio
 from mhabench.analysis.step_detection import change_points, segments
 from mhabench.analysis.verdict import Change, judge_change
 from mhabench.errors import InputError
@@ -54,7 +55,7 @@ METRICS = {
 }
 DEFAULT_METRIC = "ratio"
 MIN_POOLED_INTERVAL = stats.MIN_INTERVAL_SAMPLES
-"""Runs of one commit from which its point's interval is a bootstrap over runs; fewer: the hull of theirs."""
+"""Runs from which a metric without per-run intervals gets a bootstrap interval over runs (else min–max)."""
 
 
 def metric_named(name: str) -> Metric:
@@ -75,6 +76,8 @@ class Point:
     runs: tuple[float, ...]
     """The value of each run (each repeat) pooled into the point."""
     first_run: str
+    run_intervals: tuple[tuple[float, float], ...] = ()
+    """Each run's own 95 % interval, where the metric has one (in the order of ``runs``)."""
 
     @property
     def label(self) -> str:
@@ -183,20 +186,29 @@ def _points(group: pd.DataFrame, metric: Metric) -> tuple[Point, ...]:
 
 
 def _point(commit: str, dirty: bool, runs: pd.DataFrame, metric: Metric) -> Point:
-    """The median over runs; the interval is a bootstrap over runs when there are enough, else the hull of theirs."""
+    """The runs of one commit pooled: random-effects over their intervals where every run has one (one run: its
+    own), else the median with a bootstrap over runs (from ``MIN_POOLED_INTERVAL`` runs) or their min–max."""
     values = [float(v) for v in runs[metric.column]]
-    value = float(np.median(values))
-    if len(values) >= MIN_POOLED_INTERVAL:
+    intervals = _run_intervals(runs, metric)
+    if intervals:
+        pooled = pooled_ratio(values, [low for low, _ in intervals], [high for _, high in intervals])
+    elif len(values) >= MIN_POOLED_INTERVAL:
         pooled = stats.paired_ratio(values, [1.0] * len(values))
-        low, high = pooled.ci_low, pooled.ci_high
-    elif metric.low is None or metric.high is None:
-        low, high = min(values), max(values)
     else:
-        lows = [v for v in pd.to_numeric(runs[metric.low], errors="coerce") if math.isfinite(v)]
-        highs = [v for v in pd.to_numeric(runs[metric.high], errors="coerce") if math.isfinite(v)]
-        low = min([*lows, *values]) if len(lows) == len(values) else math.nan
-        high = max([*highs, *values]) if len(highs) == len(values) else math.nan
-    return Point(commit, dirty, value, low, high, tuple(values), str(runs["started_at"].min()))
+        pooled = stats.RatioEstimate(float(np.median(values)), min(values), max(values))
+    first = str(runs["started_at"].min())
+    return Point(commit, dirty, pooled.ratio, pooled.ci_low, pooled.ci_high, tuple(values), first, intervals)
+
+
+def _run_intervals(runs: pd.DataFrame, metric: Metric) -> tuple[tuple[float, float], ...]:
+    """Each run's interval, or () when the metric has none or any run lacks one."""
+    if metric.low is None or metric.high is None:
+        return ()
+    lows = pd.to_numeric(runs[metric.low], errors="coerce")
+    highs = pd.to_numeric(runs[metric.high], errors="coerce")
+    pairs = tuple((float(low), float(high)) for low, high in zip(lows, highs, strict=True))
+    usable = all(math.isfinite(low) and math.isfinite(high) and 0 < low <= high for low, high in pairs)
+    return pairs if usable else ()
 
 
 def _steps(points: Sequence[Point], threshold: float) -> tuple[Step, ...]:
@@ -209,20 +221,34 @@ def _steps(points: Sequence[Point], threshold: float) -> tuple[Step, ...]:
 
 
 def level_change(before: Sequence[Point], after: Sequence[Point], threshold: float, environment: dict) -> Step:
-    """The change from one level to the next: ratio of their medians over runs, with an interval.
+    """The change from one level to the next: each level's runs pooled (as a point's are), after / before.
 
-    With enough runs on both sides the interval is the unpaired bootstrap of the ratio of medians; else
-    the two points at the boundary bound it (their intervals divided crosswise), which is wider, not narrower.
+    The interval combines the two pooled intervals in log space (independent levels). Runs without
+    intervals fall back to the unpaired bootstrap of the ratio of medians, and with too few runs for that,
+    to the boundary points' intervals divided crosswise (wider, not narrower).
     """
-    runs_before = [value for point in before for value in point.runs]
-    runs_after = [value for point in after for value in point.runs]
-    estimate = stats.ratio_of_medians(runs_after, runs_before)
-    low, high = estimate.ci_low, estimate.ci_high
-    if not (math.isfinite(low) and math.isfinite(high)):
-        low, high = after[0].low / before[-1].high, after[0].high / before[-1].low
-    return Step(
-        before[-1].label, after[0].label, estimate.ratio, low, high, judge_change(low, high, threshold), environment
-    )
+    old, new = _level(before), _level(after)
+    if math.isfinite(old.ci_low) and math.isfinite(new.ci_low):
+        log_half = math.hypot(*(math.log(p.ci_high / p.ci_low) / 2 for p in (old, new)))
+        size = new.ratio / old.ratio
+        low, high = size * math.exp(-log_half), size * math.exp(log_half)
+    else:
+        runs_before = [value for point in before for value in point.runs]
+        runs_after = [value for point in after for value in point.runs]
+        estimate = stats.ratio_of_medians(runs_after, runs_before)
+        size, low, high = estimate.ratio, estimate.ci_low, estimate.ci_high
+        if not (math.isfinite(low) and math.isfinite(high)):
+            low, high = after[0].low / before[-1].high, after[0].high / before[-1].low
+    return Step(before[-1].label, after[0].label, size, low, high, judge_change(low, high, threshold), environment)
+
+
+def _level(points: Sequence[Point]) -> stats.RatioEstimate:
+    """Every run of a level's points pooled (NaN when a run has no interval)."""
+    if not all(point.run_intervals for point in points):
+        return stats.RatioEstimate(math.nan, math.nan, math.nan)
+    values = [value for point in points for value in point.runs]
+    intervals = [interval for point in points for interval in point.run_intervals]
+    return pooled_ratio(values, [low for low, _ in intervals], [high for _, high in intervals])
 
 
 def _handovers(series: Sequence[Series], threshold: float) -> list[tuple[Series, Series, Step]]:
