@@ -587,7 +587,7 @@ def history(
         bool, typer.Option("--gate", help="Exit 1 if the newest point of a series is a significant regression.")
     ] = False,
     threshold: Annotated[
-        str | None, typer.Option("--threshold", help="Smallest change that counts (default: the gate's, 10%).")
+        str | None, typer.Option("--threshold", help="Smallest change that counts (default 5%).")
     ] = None,
     report_dir: Annotated[
         Path | None, typer.Option("--report", help="Also write report.html and report.md (timeline plot) here.")
@@ -643,7 +643,7 @@ def bisect(
     config: Annotated[Path, typer.Option("--config", help="The scenario to run at each commit.")],
     plugin: Annotated[Path, typer.Option("--plugin", help="The plugin file, inside its git repository.")],
     impl: Annotated[str | None, typer.Option("--impl", help="The implementation to follow.")] = None,
-    threshold: Annotated[str, typer.Option("--threshold", help="Smallest change that counts.")] = "10%",
+    threshold: Annotated[str, typer.Option("--threshold", help="Smallest change that counts.")] = "5%",
     history_dir: Annotated[
         Path | None, typer.Option("--history", help="Keep the measured points in this history folder.")
     ] = None,

@@ -210,3 +210,13 @@ def test_a_runs_report_gets_the_timeline_of_its_own_series(tmp_path: Path) -> No
     text = (out / "report.md").read_text()
     assert "## History" in text and "history_timeline.png" in text and "c02..c03" in text
     assert (out / "report_plots" / "history_timeline.png").stat().st_size > 1000
+
+
+def test_the_gate_keeps_failing_on_a_young_slower_level_until_it_is_the_reference(tmp_path: Path) -> None:
+    folders = timeline(tmp_path / "runs", [0.5] * 5 + [0.65, 0.65])
+    (result,) = gate.gate(history_of(imported(tmp_path, folders)), threshold=0.10)
+    assert result.regression and result.since.commit == "c05" and result.newest.commit == "c06"
+    assert "the level since then" in result.message(0.10)
+    settled = timeline(tmp_path / "settled-runs", [0.5] * 5 + [0.65] * 4)
+    (result,) = gate.gate(history_of(imported(tmp_path / "settled", settled)), threshold=0.10)
+    assert not result.regression  # three points on the new level: it is the reference now

@@ -28,8 +28,8 @@ from mhabench.analysis.step_detection import change_points, noise_of
 from mhabench.analysis.verdict import Change, judge_change
 from mhabench.history.series import History, Point, Series, level_change
 
-DEFAULT_THRESHOLD = 0.10
-"""Smallest regression the gate fails on (10 %); docs/findings/history.md has the measurement behind it."""
+DEFAULT_THRESHOLD = 0.05
+"""Smallest regression the gate fails on (5 %, compare's default too); docs/findings/history.md#false-alarms."""
 SPREAD_FACTOR = 2.0
 """Robust standard deviations of the reference points that widen the interval (about a 95 % band)."""
 MIN_REFERENCE_POINTS = 3
