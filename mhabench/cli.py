@@ -667,5 +667,3 @@ def bisect(
             highlight=False,
             soft_wrap=True,
         )
-        if step.change.value != "slower":
-            err_console.print(f"caution: GOOD → BAD is not clearly slower ({step.change.value}): it may be noise")

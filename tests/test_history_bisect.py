@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from mhabench.analysis.verdict import Change
 from mhabench.cli import app
 from mhabench.errors import InputError
-from mhabench.history.bisect import _search, commits_between, run_command
+from mhabench.history.bisect import BisectError, _search, commits_between, run_command
 from mhabench.history.series import Point, Series
 from mhabench.results.fingerprint import Fingerprint
 
@@ -54,6 +54,15 @@ def test_bisect_names_the_first_slower_commit_in_about_log2_runs(first_bad: int)
     assert found.first_bad == f"c{first_bad}"
     assert measured[:2] == ["c0", "c8"] and len(measured) <= 2 + 3  # GOOD, BAD, then log2(8) middles
     assert found.step.change is Change.SLOWER and found.step.size == pytest.approx(1.5)
+
+
+def test_bisect_refuses_when_bad_is_not_clearly_slower_than_good() -> None:
+    """On noise a search would still name a commit; it stops after GOOD and BAD instead."""
+    commits = [f"c{i}" for i in range(5)]
+    measured, measure, read = fake_history(dict.fromkeys(commits, 0.5))
+    with pytest.raises(BisectError, match=r"BAD is not clearly slower than GOOD .*1\.000×.*same"):
+        _search(commits, measure, read, threshold=0.10)
+    assert measured == ["c0", "c4"]
 
 
 def test_commits_between_good_and_bad_in_order(tmp_path: Path) -> None:

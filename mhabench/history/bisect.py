@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from mhabench.analysis.verdict import Change
 from mhabench.errors import InputError, MhabenchError
 from mhabench.history import store
 from mhabench.history.provenance import repository_version
@@ -29,7 +30,7 @@ RUN_TIMEOUT_S = 3600
 
 
 class BisectError(MhabenchError):
-    """A commit could not be measured (its run failed), or GOOD and BAD do not differ."""
+    """A commit could not be measured (its run failed), or BAD is not clearly slower than GOOD (exit 1)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +132,11 @@ def _search(
     chosen = _largest_change(read(), commits[0], commits[-1])
     good_point, bad_point = _point(chosen, commits[0]), _point(chosen, commits[-1])
     step = level_change([good_point], [bad_point], threshold, {})
+    if step.change is not Change.SLOWER:  # a search on noise would still name a commit: refuse instead
+        raise BisectError(
+            f"bisect: BAD is not clearly slower than GOOD ({chosen.name}: {step.size:.3f}×, interval "
+            f"{step.low:.3f}–{step.high:.3f}, {step.change.value}); measure more (--runs) or pool with --history DIR"
+        )
     low, high = 0, len(commits) - 1
     while high - low > 1:
         middle = (low + high) // 2
