@@ -220,3 +220,12 @@ def test_the_gate_keeps_failing_on_a_young_slower_level_until_it_is_the_referenc
     settled = timeline(tmp_path / "settled-runs", [0.5] * 5 + [0.65] * 4)
     (result,) = gate.gate(history_of(imported(tmp_path / "settled", settled)), threshold=0.10)
     assert not result.regression  # three points on the new level: it is the reference now
+
+
+def test_the_gate_verdict_is_the_one_rule_on_its_interval_and_spread(tmp_path: Path) -> None:
+    from mhabench.analysis.verdict import judge_change
+
+    directory = imported(tmp_path, timeline(tmp_path / "runs", [0.5, 0.51, 0.49, 0.5, 0.56]))
+    for threshold in (0.02, 0.05, 0.10, 0.2):
+        (result,) = gate.gate(history_of(directory), threshold=threshold)
+        assert result.change == judge_change(result.low, result.high, threshold, result.spread)
