@@ -229,3 +229,16 @@ def test_the_gate_verdict_is_the_one_rule_on_its_interval_and_spread(tmp_path: P
     for threshold in (0.02, 0.05, 0.10, 0.2):
         (result,) = gate.gate(history_of(directory), threshold=threshold)
         assert result.change == judge_change(result.low, result.high, threshold, result.spread)
+
+
+def test_the_recorded_h100_run_imports_with_its_gpu_fingerprint_and_commit(tmp_path: Path, h100_run: Path) -> None:
+    """A run written before ``code`` existed: keyed by its environment's commit and its H100 fingerprint."""
+    run_id, added = add_run(tmp_path / "history", h100_run)
+    assert run_id == h100_run.name and added > 0
+    found = history_of(tmp_path / "history")
+    assert found.series and {s.fingerprint.device_name for s in found.series} == {"NVIDIA H100 80GB HBM3"}
+    assert {s.fingerprint.torch for s in found.series} == {"2.11.0+cu130"}
+    assert {s.fingerprint.driver_version for s in found.series} == {"580.159.04"}
+    assert {point.commit for s in found.series for point in s.points} == {"f672fbe5546a595976abba27c1b5d093e5a43b50"}
+    assert all(0 < point.low <= point.value <= point.high for s in found.series for point in s.points)
+    assert "naive" not in {s.impl for s in found.series}  # the baseline's ratio to itself is no series
