@@ -139,6 +139,12 @@ def test_history_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list
     assert done.exit_code == 2 and message in done.stderr and "Traceback" not in done.output
 
 
+def test_history_cli_import_with_a_baseline_the_run_lacks_is_one_line(tmp_path: Path) -> None:
+    (folder,) = timeline(tmp_path / "runs", [0.5])
+    done = RUNNER.invoke(app, ["history", str(tmp_path / "h"), "--import", str(folder), "--baseline", "fused"])
+    assert done.exit_code == 2 and "--baseline: 'fused' is not in run" in done.stderr
+
+
 def test_history_cli_without_a_store_is_one_line(tmp_path: Path) -> None:
     done = RUNNER.invoke(app, ["history", str(tmp_path / "none")])
     assert done.exit_code == 2 and "no store in" in done.stderr

@@ -17,6 +17,7 @@ from typing import Any
 from mhabench.analysis import stats
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import DEFAULT_BASELINE, samples_of, speedup_rows
+from mhabench.errors import InputError
 from mhabench.history.provenance import UNKNOWN_COMMIT
 from mhabench.results.columns import (
     ACHIEVED_USEFUL_TFLOPS,
@@ -89,6 +90,8 @@ def run_record(run: Run, baseline: str) -> RunRecord:
 def run_baseline(run: Run, requested: str | None = None) -> str:
     """The baseline the ratio is taken to: the one asked for, else ``naive``, else the run's first implementation."""
     impls = [str(name) for name in run.rows[IMPL].dropna().unique()] if IMPL in run.rows else []
+    if requested is not None and impls and requested not in impls:
+        raise InputError(f"--baseline: {requested!r} is not in run {run.run_id} (it has {', '.join(impls)})")
     if requested is not None:
         return requested
     return DEFAULT_BASELINE if DEFAULT_BASELINE in impls or not impls else impls[0]
