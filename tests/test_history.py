@@ -131,6 +131,7 @@ def test_history_cli_imports_shows_and_gates(tmp_path: Path) -> None:
         (["--metric", "speed"], "--metric: unknown metric"),
         (["--format", "yaml"], "--format: 'yaml'"),
         (["--threshold", "lots"], "--threshold: 'lots'"),
+        (["--impl", "my_atention", "--gate"], "--case/--impl: no ratio series match ['my_atention']"),
     ],
 )
 def test_history_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -248,3 +249,16 @@ def test_the_recorded_h100_run_imports_with_its_gpu_fingerprint_and_commit(tmp_p
     assert {point.commit for s in found.series for point in s.points} == {"f672fbe5546a595976abba27c1b5d093e5a43b50"}
     assert all(0 < point.low <= point.value <= point.high for s in found.series for point in s.points)
     assert "naive" not in {s.impl for s in found.series}  # the baseline's ratio to itself is no series
+
+
+def test_a_runs_report_says_so_when_the_history_has_none_of_its_series(tmp_path: Path) -> None:
+    directory = imported(tmp_path, timeline(tmp_path / "runs", [0.5]))
+    (other,) = timeline(tmp_path / "other", [0.5], torch="2.11.0")
+    other_rows = other / "results.csv"
+    other_rows.write_text(other_rows.read_text().replace("my_attention", "my_other"))
+    (other / "results.parquet").unlink()
+    done = RUNNER.invoke(
+        app, ["report", str(other), "--history", str(directory), "--format", "md", "--out", str(tmp_path / "r")]
+    )
+    assert done.exit_code == 0, done.output
+    assert "holds no series of this run's cases" in (tmp_path / "r" / "report.md").read_text()

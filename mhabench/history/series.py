@@ -131,6 +131,9 @@ def build(
 ) -> History:
     """The store's rows as series of ``metric`` (filtered by case id or label and implementation)."""
     chosen = _chosen_rows(rows, metric, cases, impls)
+    if chosen.empty and (cases or impls):  # a typo in CI's --impl must not pass the gate forever
+        known = ", ".join(sorted(set(rows["impl"])))
+        raise InputError(f"--case/--impl: no {metric.name} series match {[*cases, *impls]}; implementations: {known}")
     fingerprints = _fingerprints(runs)
     series = [
         _series(group, metric, fingerprints[key[2]], threshold)

@@ -9,13 +9,14 @@ from pathlib import Path
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from mhabench.errors import InputError
 from mhabench.history import store
 from mhabench.history.series import DEFAULT_METRIC, METRICS, History, Series, build
 from mhabench.history.table import changes_table, fingerprints_table, points_table
 from mhabench.results.columns import CASE_ID, IMPL
 from mhabench.results.store import Run
 from mhabench.views.plots import Plot, render
-from mhabench.views.report.blocks import Block, Heading, Paragraph
+from mhabench.views.report.blocks import Block, Heading, Paragraph, skipped_plot
 
 MAX_PANELS = 24
 """Series drawn at most; the tables list them all."""
@@ -62,7 +63,15 @@ def run_blocks(directory: Path, run: Run, threshold: float) -> list[Block]:
     runs, rows = store.read(directory)
     cases = [str(case) for case in run.rows[CASE_ID].dropna().unique()] if not run.rows.empty else []
     impls = [str(impl) for impl in run.rows[IMPL].dropna().unique()] if not run.rows.empty else []
-    return blocks(build(runs, rows, METRICS[DEFAULT_METRIC], threshold, cases, impls), level=2)
+    try:
+        history = build(runs, rows, METRICS[DEFAULT_METRIC], threshold, cases, impls)
+    except InputError:  # none of this run's series is in the history: say so, the report is still written
+        return [Heading("History", level=2), Paragraph(f"{directory} holds no series of this run's cases.")]
+    return blocks(history, level=2)
+
+
+def _plot_or_reason(plot: Plot) -> Block:
+    return plot if plot.png else skipped_plot(plot)
 
 
 def blocks(history: History, level: int = 1) -> list[Block]:
@@ -73,7 +82,7 @@ def blocks(history: History, level: int = 1) -> list[Block]:
             f"Metric: {history.metric.name} — {history.metric.description} ({history.metric.unit}). Change points: "
             "L1 piecewise-constant fit with a penalty (asv's step detection) on log values."
         ),
-        timeline_plot(history),
+        _plot_or_reason(timeline_plot(history)),
         changes_table(history),
         points_table(history),
         fingerprints_table(history),
