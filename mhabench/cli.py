@@ -17,6 +17,7 @@ from typer.core import TyperGroup
 
 from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.errors import InputError, MhabenchError
+from mhabench.history.provenance import code_versions
 from mhabench.impls import get_spec
 from mhabench.impls.registry import available_implementations
 from mhabench.results.columns import columns_info, reference_markdown
@@ -135,6 +136,9 @@ def run(
     energy_windows: Annotated[
         int | None, typer.Option("--energy-windows", help="CUDA: NVML energy windows per ok row (0: off).")
     ] = None,
+    history_dir: Annotated[
+        Path | None, typer.Option("--history", help="Append the run's rows to this history folder (docs/history.md).")
+    ] = None,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     from mhabench.distributed.launch import errors_end_every_rank
@@ -197,10 +201,11 @@ def run(
                     progress,
                     repeats=repeat,
                     select=select,
-                    manifest_extra=extra,
+                    manifest_extra={**(extra or {}), "code": code_versions(runner.implementations_of(config))},
                     config_path=path,
                 )
             _print_run(result, baseline)
+            _append_history(result, history_dir or config.history, baseline)
 
 
 def _launch(
@@ -303,6 +308,16 @@ def _print_run(result: runner.RunResult | None, baseline: str) -> None:
     console.print(f"results: {result.run_dir}")
     for warning in result.warnings:
         err_console.print(escape(warning), style="yellow", highlight=False, soft_wrap=True)
+
+
+def _append_history(result: runner.RunResult | None, directory: Path | str | None, baseline: str) -> None:
+    """``--history DIR`` (or the config's ``history:``): the finished run's rows into the store."""
+    if result is None or directory is None:
+        return
+    from mhabench.history.ingest import add_run
+
+    _, added = add_run(Path(directory), result.run_dir, baseline)
+    console.print(f"history: {added} rows added to {directory}", highlight=False, soft_wrap=True)
 
 
 def _short_answer(run_dir: Path) -> list[str]:
@@ -426,6 +441,9 @@ def report(
     kernels: Annotated[
         int, typer.Option("--kernels", min=0, help="List each profiled row's N longest kernels (counters: hardware).")
     ] = 0,
+    history_dir: Annotated[
+        Path | None, typer.Option("--history", help="Add the timeline of this run's series from this history.")
+    ] = None,
 ) -> None:
     """Write report.md and a self-contained report.html (tables, plots) for a run."""
     from mhabench.probe.report import claims_blocks
@@ -437,6 +455,11 @@ def report(
         formats = parse_formats(report_format)
         run_data = store.load_run(run_ref, results_root)
         blocks = build(run_data, baseline, first=claims_blocks(run_data.path), kernels=kernels)  # claims lead
+        if history_dir is not None:
+            from mhabench.history.gate import DEFAULT_THRESHOLD
+            from mhabench.history.timeline import run_blocks
+
+            blocks = [*blocks, *run_blocks(history_dir, run_data, DEFAULT_THRESHOLD)]
         for path in write_report(blocks, out or run_data.path, formats):
             _fresh_console().print(f"report: {path}", highlight=False, soft_wrap=True)
 
@@ -553,3 +576,99 @@ def check_timing(
         _fresh_console().print(f"{len(timed) - failed} of {len(timed)} agree within 5 %")
         if failed:
             raise typer.Exit(1)
+
+
+@app.command()
+def history(
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="The history folder (run --history DIR).")],
+    import_runs: Annotated[
+        list[str] | None, typer.Option("--import", help="Add this run folder or run id first (repeatable).")
+    ] = None,
+    case: Annotated[list[str] | None, typer.Option("--case", help="Only this case id or label (repeatable).")] = None,
+    impl: Annotated[list[str] | None, typer.Option("--impl", help="Only this implementation (repeatable).")] = None,
+    metric: Annotated[str, typer.Option("--metric", help="ratio | latency | tflops | bytes | energy")] = "ratio",
+    output_format: Annotated[str, typer.Option("--format", help="terminal | markdown | json")] = "terminal",
+    gate: Annotated[
+        bool, typer.Option("--gate", help="Exit 1 if the newest point of a series is a significant regression.")
+    ] = False,
+    threshold: Annotated[
+        str | None, typer.Option("--threshold", help="Smallest change that counts (default 5%).")
+    ] = None,
+    report_dir: Annotated[
+        Path | None, typer.Option("--report", help="Also write report.html and report.md (timeline plot) here.")
+    ] = None,
+    baseline: Annotated[
+        str | None, typer.Option("--baseline", help="--import: the ratio's baseline (default: naive).")
+    ] = None,
+    results_root: Annotated[Path, typer.Option("--results-root", help="Where run ids are looked up.")] = Path(
+        "results"
+    ),
+) -> None:
+    """Every series (case, implementation, machine) over commits, its change points, and the CI gate."""
+    from mhabench.analysis.stats import parse_threshold
+    from mhabench.history import gate as gate_mod
+    from mhabench.history import series, store
+    from mhabench.history import table as history_table
+    from mhabench.history.ingest import add_run
+    from mhabench.history.timeline import blocks
+    from mhabench.views.report.files import write_report
+
+    with user_errors():
+        if output_format not in ("terminal", "markdown", "json"):
+            raise InputError(f"--format: {output_format!r} is not one of terminal, markdown, json")
+        chosen = series.metric_named(metric)
+        limit = parse_threshold(threshold) if threshold is not None else gate_mod.DEFAULT_THRESHOLD
+        for ref in import_runs or []:
+            run_id, added = add_run(directory, ref, baseline, results_root)
+            err_console.print(f"imported {run_id}: {added} rows", highlight=False, soft_wrap=True)
+        built = series.build(*store.read(directory), chosen, limit, case or (), impl or ())
+        judged = gate_mod.gate(built, limit) if gate else None
+        tables = [history_table.points_table(built), history_table.changes_table(built)]
+        if output_format == "json":
+            typer.echo(history_table.to_json(built, judged))
+        elif output_format == "markdown":
+            typer.echo("\n\n".join(to_markdown(t) for t in [*tables, history_table.fingerprints_table(built)]))
+        else:
+            for one in [*tables, history_table.fingerprints_table(built)]:
+                _fresh_console().print(to_rich(one))
+        if report_dir is not None:
+            for path in write_report(blocks(built), report_dir, ("md", "html")):
+                err_console.print(f"report: {path}", highlight=False, soft_wrap=True)
+        if judged is not None:
+            for result in judged:
+                err_console.print(escape(result.message(limit)), highlight=False, soft_wrap=True)
+            if any(result.regression for result in judged):
+                raise typer.Exit(1)
+
+
+@app.command()
+def bisect(
+    good: Annotated[str, typer.Argument(metavar="GOOD", help="A commit of the plugin's repository that was fast.")],
+    bad: Annotated[str, typer.Argument(metavar="BAD", help="A later commit that is slower.")],
+    config: Annotated[Path, typer.Option("--config", help="The scenario to run at each commit.")],
+    plugin: Annotated[Path, typer.Option("--plugin", help="The plugin file, inside its git repository.")],
+    impl: Annotated[str | None, typer.Option("--impl", help="The implementation to follow.")] = None,
+    threshold: Annotated[str, typer.Option("--threshold", help="Smallest change that counts.")] = "5%",
+    history_dir: Annotated[
+        Path | None, typer.Option("--history", help="Keep the measured points in this history folder.")
+    ] = None,
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Runs per measured commit, pooled into its point.")] = 3,
+) -> None:
+    """The first commit between GOOD and BAD whose point has stepped (runs the config in a temporary worktree)."""
+    from mhabench.analysis.stats import parse_threshold
+    from mhabench.history.bisect import bisect as bisect_commits
+
+    with user_errors():
+        config_mod.load_config(config)  # a bad config is refused here, not once per commit
+        found = bisect_commits(good, bad, config, plugin, impl, parse_threshold(threshold), history_dir, runs)
+        out = _fresh_console()
+        for point in found.measured.values():
+            mark = "  <- first bad" if point.commit == found.first_bad else ""
+            out.print(f"{point.label}  {point.value:.4f}{mark}", highlight=False)
+        step = found.step
+        out.print(
+            f"first bad commit: {found.first_bad} ({found.series.name}: GOOD → BAD {step.size:.3f}×, "
+            f"interval {step.low:.3f}–{step.high:.3f}, {step.change.value})",
+            highlight=False,
+            soft_wrap=True,
+        )

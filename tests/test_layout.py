@@ -26,6 +26,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"views"}),
     frozenset({"probe"}),
     frozenset({"checks"}),
+    frozenset({"history"}),
     frozenset({"cli", "__main__", "profiled", "mhabench"}),
 )
 """Lowest first. A module may import its own layer and any lower one; the circle test keeps a layer's

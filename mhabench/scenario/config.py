@@ -354,6 +354,9 @@ class RunConfig(_Strict):
     max_rows: int = Field(
         DEFAULT_MAX_ROWS, ge=1, le=MAX_ROWS_LIMIT, strict=True, description="most cases × implementations a run runs"
     )
+    history: str | None = Field(
+        None, description="a history folder (docs/history.md) each finished run appends its rows to; --history wins"
+    )
 
     @field_validator("dtype", mode="before")
     @classmethod

@@ -1,0 +1,21 @@
+"""Bringing runs into a history: right after ``mhabench run … --history DIR``, or ``history DIR --import RUN…``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mhabench.errors import InputError
+from mhabench.history import store
+from mhabench.history.points import row_records, run_baseline, run_record
+from mhabench.results.store import is_probe_run, load_run
+
+
+def add_run(
+    directory: Path, run_ref: str | Path, baseline: str | None = None, results_root: Path = Path("results")
+) -> tuple[str, int]:
+    """Add one run folder's rows; (run id, rows added: 0 when the store already had the run)."""
+    run = load_run(run_ref, results_root)
+    if is_probe_run(run.path):
+        raise InputError(f"--import: {run.path} is a probe run: no results to keep")
+    chosen = run_baseline(run, baseline)
+    return run.run_id, store.append(directory, run_record(run, chosen), row_records(run, chosen))
