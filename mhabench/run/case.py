@@ -60,6 +60,8 @@ from mhabench.results.schema import (
     ResultRow,
     Roofline,
 )
+from mhabench.results.stages import StageBreakdown
+from mhabench.run.breakdown import SLICE_ONLY, profiled_breakdown
 from mhabench.run.inputs import CaseInputs, make_inputs
 from mhabench.run.memory_guard import case_too_big
 from mhabench.run.steps import Step, parameter_count, prepare, workload
@@ -423,7 +425,14 @@ def timed_rows(
         if isinstance(groups, BaseException):
             yield failure_row(item.row.case, groups)
             continue
-        yield finished(item.row.with_groups(*groups), case, peaks)
+        yield finished(item.row.with_groups(*groups, _stages(item, case, peers)), case, peaks)
+
+
+def _stages(item: Checked, case: Case, peers: Peers) -> StageBreakdown:
+    """The row's breakdown by stage from one more call, after the case's timing (a rank's slice has none)."""
+    if not peers.whole_layer:
+        return StageBreakdown(breakdown_source=SLICE_ONLY)
+    return profiled_breakdown(item.step.run, item.spec, case, torch.device(item.row.case.device))
 
 
 def finished(row: ResultRow, case: Case, peaks: DevicePeaks) -> ResultRow:

@@ -27,6 +27,8 @@ from mhabench.measure.peaks import DevicePeaks
 from mhabench.results.gpu_groups import HardwareCounters
 from mhabench.results.kernels import append_kernels
 from mhabench.results.schema import ResultRow
+from mhabench.impls.registry import get_spec
+from mhabench.run.breakdown import counters_breakdown
 from mhabench.run.case import CudaContextLostError, finished
 from mhabench.run.profiled_call import ProfileJob
 from mhabench.scenario import plugins
@@ -171,4 +173,8 @@ def with_counters(
     profile = profile_case(job, held, config.timing.flush_l2, config.case_timeout_s, hardware.find_ncu())
     append_kernels(run_dir, profile.kernels)
     for row in held:
-        yield finished(row.with_groups(profile.counters[row.case.impl]), case, peaks)
+        groups = [profile.counters[row.case.impl]]
+        mine = [line for line in profile.kernels if line["impl"] == row.case.impl]
+        if mine:
+            groups.append(counters_breakdown(mine, get_spec(row.case.impl), case))
+        yield finished(row.with_groups(*groups), case, peaks)

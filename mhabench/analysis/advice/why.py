@@ -27,7 +27,7 @@ from mhabench.analysis.advice.cells import number, text
 from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.statement import WHY, Statement
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LAUNCH_BOUND_SHARE, LOW_EFFICIENCY
-from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, EXECUTED_TFLOPS, executed
+from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, EXECUTED_TFLOPS, HARDWARE, executed
 from mhabench.analysis.speedup import is_ok
 from mhabench.errors import UnknownImplementationError
 from mhabench.impls import get_spec
@@ -66,6 +66,12 @@ from mhabench.scenario.cases import Case as ShapeCase
 from mhabench.scenario.config import DTYPES
 
 DID_NOT_FIT = ("skipped", "oom")
+INTENSITY_WORDS = {
+    "hardware": "FLOPs and DRAM bytes from the hardware counters",
+    "counted": "bytes counted from the ops that ran",
+    "model": "bytes from the cost model",
+}
+"""How a sentence names each ``intensity_source`` (issue 25: an ncu figure is not the cost model's)."""
 ROOFLINE, SCORES, LAUNCH, MEMORY, DID_NOT_FIT_RULE = "roofline", "scores", "launch", "memory", "did_not_fit"
 """The rule names of the why statements (``Statement.rule``), which the views rank by."""
 
@@ -99,6 +105,13 @@ class Position:
     counted: bool
     skips_masked_work: bool
     peaks: DevicePeaks
+    hardware: bool = False
+    """Its FLOPs and bytes are the hardware counters' (``intensity_source`` hardware)."""
+
+    @property
+    def source(self) -> str:
+        """Where its intensity comes from, as ``intensity_source`` names it: hardware, counted or model."""
+        return "hardware" if self.hardware else "counted" if self.counted else "model"
 
     @property
     def attainable_tflops(self) -> float:
@@ -124,7 +137,7 @@ def position(row: Row) -> Position | None:
     if not (intensity and rate):
         return None
     peaks = DevicePeaks(peak_tflops, peak_gbps, "")
-    return Position(intensity, rate, bool(done[COUNTED]), bool(done[SKIPS_MASKED_WORK]), peaks)
+    return Position(intensity, rate, bool(done[COUNTED]), bool(done[SKIPS_MASKED_WORK]), peaks, bool(done[HARDWARE]))
 
 
 def roofline(case: Case, impl: str) -> Statement | None:
@@ -132,10 +145,10 @@ def roofline(case: Case, impl: str) -> Statement | None:
     if point is None:
         return None
     ridge, bound = point.peaks.ridge_flops_per_byte, point.peaks.bound(point.intensity)
-    source = "counted from the ops that ran" if point.counted else "cost model"
+    source = INTENSITY_WORDS[point.source]
     flops = "useful FLOPs, masked blocks skipped" if point.skips_masked_work else "all FLOPs executed"
     place = (
-        f"its {point.intensity:.3g} FLOP/B ({flops}; bytes {source}) lies "
+        f"its {point.intensity:.3g} FLOP/B ({flops}; {source}) lies "
         f"{'below' if bound == 'memory' else 'above'} the ridge at {ridge:.3g} FLOP/B"
     )
     reached = f"{wording.percent(point.efficiency)} of the attainable {point.attainable_tflops:.3g} TFLOP/s"
@@ -152,7 +165,7 @@ def roofline(case: Case, impl: str) -> Statement | None:
     figures = {
         "bound": bound,
         "intensity_flop_per_byte": point.intensity,
-        "intensity_source": source,
+        "intensity_source": point.source,
         "executed_tflops": point.rate_tflops,
         "skips_masked_work": point.skips_masked_work,
         "ridge_flop_per_byte": ridge,
@@ -163,14 +176,14 @@ def roofline(case: Case, impl: str) -> Statement | None:
     return _statement(case, ROOFLINE, sentence, figures, [impl])
 
 
-def score_bytes(row: Row) -> float | None:
-    """Bytes of the b·h·n·L score matrix of the row's workload (decode: one query against seq_len + 1 keys);
-    None where the row lacks a shape field or has an unknown dtype."""
+def row_case(row: Row) -> ShapeCase | None:
+    """The case a row ran, rebuilt from its shape columns (no bias, seed 0: neither changes a cost); None where the
+    row lacks a shape field, has an unknown dtype or ran documents (their lengths are a label, not the rows)."""
     shape = [number(row, name) for name in (BATCH, SEQ_LEN, D_MODEL, HEADS)]
     if text(row, DTYPE) not in DTYPES or None in shape or text(row, LENGTHS) not in ("", "none"):
         return None  # documents: their lengths are a label in the row, not the rows the kernel ran
     batch, seq_len, d_model, heads = (int(cell or 0) for cell in shape)
-    shaped = ShapeCase(
+    return ShapeCase(
         scenario=text(row, SCENARIO),
         batch=batch,
         seq_len=seq_len,
@@ -186,6 +199,14 @@ def score_bytes(row: Row) -> float | None:
         mask=text(row, MASK) or None,
         window=int(number(row, WINDOW) or 0),
     )
+
+
+def score_bytes(row: Row) -> float | None:
+    """Bytes of the b·h·n·L score matrix of the row's workload (decode: one query against seq_len + 1 keys);
+    None where :func:`row_case` cannot rebuild its case."""
+    shaped = row_case(row)
+    if shaped is None:
+        return None
     load = workload(shaped)
     return float(load.score_elements * load.element_bytes)
 
