@@ -210,7 +210,8 @@ def op_figures(kind: str, shapes: list[list[int]], element_bytes: int) -> tuple[
         a, b = tensors[-2], tensors[-1]
         batch = math.prod(a[:-2])
         m, k, n = a[-2], a[-1], b[-1]
-        return 2.0 * batch * m * k * n, float((batch * (m * k + m * n) + math.prod(b[:-2] or [1]) * k * n) * element_bytes)
+        weight_copies = math.prod(b[:-2] or [1])
+        return 2.0 * batch * m * k * n, float((batch * (m * k + m * n) + weight_copies * k * n) * element_bytes)
     if kind == "attention" and len(tensors) >= 3:
         query, key, value = tensors[:3]
         flops = 2.0 * math.prod(query[:-2]) * query[-2] * key[-2] * (query[-1] + value[-1])

@@ -17,8 +17,8 @@ from mhabench.impls.registry import ImplSpec
 from mhabench.measure import stages
 from mhabench.results.stages import StageBreakdown, breakdown_group
 from mhabench.run.steps import workload
-from mhabench.scenario.config import DTYPES
 from mhabench.scenario.cases import Case
+from mhabench.scenario.config import DTYPES
 from mhabench.stage_cost import StageCost, stage_costs
 from mhabench.torch_errors import is_sticky_cuda_error
 

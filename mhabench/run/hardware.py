@@ -22,12 +22,12 @@ from pathlib import Path
 
 import torch
 
+from mhabench.impls.registry import get_spec
 from mhabench.measure import hardware
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.results.gpu_groups import HardwareCounters
 from mhabench.results.kernels import append_kernels
 from mhabench.results.schema import ResultRow
-from mhabench.impls.registry import get_spec
 from mhabench.run.breakdown import counters_breakdown
 from mhabench.run.case import CudaContextLostError, finished
 from mhabench.run.profiled_call import ProfileJob
