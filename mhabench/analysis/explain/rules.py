@@ -50,8 +50,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "per_token_gemm",
         PROJECTIONS,
-        "it ran as {batch:,} batched GEMMs of one row each (`{top_op}`)",
-        top_op=r"aten::bmm \[\[(?P<batch>\d+),1,(?P<inner>\d+)\],\[(?P=batch),(?P=inner),\d+\]\]",
+        "it ran as {batch:,} batched GEMMs of {rows} row(s) each, one per token position (`{top_op}`)",
+        top_op=r"aten::bmm \[\[(?P<batch>\d+),(?P<rows>\d+),(?P<inner>\d+)\],\[(?P=batch),(?P=inner),\d+\]\]",
     ),
     Rule(
         "padded_gemm",
@@ -73,14 +73,14 @@ REMEDIES: dict[str, dict[str, str]] = {
     "torch_mha": {
         "per_token_gemm": "that is nn.MultiheadAttention with batch_first=True off its fast path: it transposes "
         "the input to (n, b, d) and F.linear turns that view into one GEMM per token (pytorch/pytorch#126973); "
-        "its native fast path (`torch_mha_fast`) or SDPA (`fused`) avoids it",
+        "its native fast path (`torch_mha_fast`: biases present, eval, no grad) or SDPA (`fused`) avoids it",
         "padded_gemm": "that is nn.MultiheadAttention with batch_first=True off its fast path, whose QKV projection "
         "runs as one GEMM per token (pytorch/pytorch#126973); its native fast path (`torch_mha_fast`) or SDPA "
         "(`fused`) avoids it",
     },
     "torch_mha_seq_first": {
-        "per_token_gemm": "batch_first=False does not avoid it: F.linear still sees a 3-D (n, b, d) input; SDPA "
-        "(`fused`) does",
+        "per_token_gemm": "batch_first=False avoids it only at batch > 1 (an (n, 1, d) input still runs one GEMM "
+        "per token); the native fast path (`torch_mha_fast`) or SDPA (`fused`) avoids it",
     },
     "per_head": {"many_small_ops": "packing the heads into one GEMM (`fused`) avoids it"},
 }
