@@ -16,6 +16,7 @@ from mhabench.analysis.advice.cases import groups_of
 from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers
+from mhabench.analysis.advice.explained import explained
 from mhabench.analysis.advice.pick import statement
 from mhabench.analysis.advice.question import DEVICE_KINDS, Question
 from mhabench.analysis.advice.statement import Statement
@@ -67,6 +68,7 @@ def _run_advice(answers: RunAnswers, question: Question) -> RunAdvice:
         statements += [statement(one) for one in picks]
         statements += crossovers(cases, answers.picks)
         statements += [found for one in picks for found in why(one, environment)]
+        statements += explained(answers, cases)
         statements += changes(cases)
     run = answers.run
     statements += caveats(run.run_id, run.manifest, answers.cases, answers.picks, question)

@@ -49,6 +49,13 @@ class Explanation:
     text: str
     stages: tuple[StageFigures, ...]
 
+    @property
+    def short(self) -> str:
+        """The stage and its departure in one clause, for advise (``70 % of its time in the QKV projection, …``)."""
+        if self.stage is None:
+            return ""
+        return f"{_share(self.stage)} of its time in the {STAGE_LABELS[self.stage.stage]}{_departure(self.stage)}"
+
     def record(self) -> dict[str, Any]:
         """JSON-ready."""
         named = None if self.stage is None else dataclasses.asdict(self.stage)

@@ -51,7 +51,8 @@ RULES: tuple[Rule, ...] = (
         "per_token_gemm",
         PROJECTIONS,
         "it ran as {batch:,} batched GEMMs of {rows} row(s) each, one per token position (`{top_op}`)",
-        top_op=r"aten::bmm \[\[(?P<batch>\d+),(?P<rows>\d+),(?P<inner>\d+)\],\[(?P=batch),(?P=inner),\d+\]\]",
+        # a weight operand batched like the input, and at most 16 rows a GEMM: the weight expanded per position
+        top_op=r"aten::bmm \[\[(?P<batch>\d+),(?P<rows>[1-9]|1[0-6]),(?P<inner>\d+)\],\[(?P=batch),(?P=inner),\d+\]\]",
     ),
     Rule(
         "padded_gemm",
