@@ -17,11 +17,14 @@ overhead inflates each op a little, so time shares, not milliseconds, are what i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import os
 import re
+import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -171,9 +174,25 @@ def _total(values: Iterable[float | None]) -> float | None:
 # --- CPU: torch's profiler, ops with shapes ---------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def quiet_profiler() -> Iterator[None]:
+    """Silence what the profiler's C++ side writes to the process's stderr (``USDT: … profiler_start`` lines from
+    Kineto, which no logging setting turns off), so a run's output stays its own. Python exceptions still rise."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w", encoding="utf-8") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def profile_cpu(call: Callable[[], object], element_bytes: int) -> tuple[list[Unit], float]:
     """The units of one call of ``call`` under torch's profiler (``record_shapes``), and the call's wall time."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as profiler:
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    with quiet_profiler(), torch.profiler.profile(activities=activities, record_shapes=True) as profiler:
         start = time.perf_counter()
         call()
         wall_ms = (time.perf_counter() - start) * 1e3
@@ -239,7 +258,7 @@ def kernel_units(kernels: Iterable[dict[str, Any]]) -> list[Unit]:
 def profile_cuda(call: Callable[[], object], device: torch.device) -> list[Unit]:
     """The kernels of one call under the profiler: names and durations (no counters), in launch order."""
     torch.cuda.synchronize(device)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profiler:
+    with quiet_profiler(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profiler:
         call()
         torch.cuda.synchronize(device)
     events = sorted((event for event in profiler.events() if is_kernel(event)), key=lambda e: e.time_range.start)
