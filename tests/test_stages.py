@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -18,6 +19,8 @@ from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.stages import Unit, assign_stages, breakdown, kind_of, profile_cpu
 from mhabench.results.stages import StageFigures, breakdown_group, read_breakdown
 from mhabench.results.store import load_run
+from mhabench.run import runner
+from mhabench.scenario.config import parse_config
 from mhabench.stage_cost import stage_costs
 
 H100_COUNTERS = Path("/work/shared/runs/20261127T074353Z-default-gpu-counters-partial")
@@ -165,3 +168,20 @@ def test_torch_mha_fast_takes_the_native_path_and_one_qkv_gemm() -> None:
         units, _ = profile_cpu(lambda: module(x), 4)
     names = [unit.label for unit in units]
     assert "aten::mm [[32,64],[64,192]]" in names and not any(n.startswith("aten::bmm [[32,1,") for n in names)
+
+
+def test_a_cpu_run_stores_every_ok_row_breakdown_and_explain_reads_it(
+    tiny_config_data: dict[str, Any], fixed_peaks: object, tmp_path: Path
+) -> None:
+    data = {**tiny_config_data, "implementations": ["fused", "torch_mha"]}
+    data["scenarios"] = [{**data["scenarios"][0], "bias": False}]
+    result = runner.run(parse_config(data, "tiny.yaml"), tmp_path, argv=["mhabench", "run", "tiny.yaml"])
+    rows = load_run(result.run_dir).rows
+    assert set(rows["breakdown_source"]) == {"profiler"}
+    torch_mha = rows[rows["impl"] == "torch_mha"].iloc[0]
+    stages = {figure.stage: figure for figure in read_breakdown(torch_mha["stage_breakdown"])}
+    assert stages["qkv_projection"].top_op.startswith("aten::bmm [[9,2,16],[9,16,48]]")  # seq_len 9, batch 2
+    fused = {
+        figure.stage: figure for figure in read_breakdown(rows[rows["impl"] == "fused"].iloc[0]["stage_breakdown"])
+    }
+    assert fused["qkv_projection"].flops_ratio == pytest.approx(1.0) and "attention" in fused
