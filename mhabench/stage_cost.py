@@ -31,7 +31,7 @@ STAGE_LABELS = {
     "attention": "attention kernel",
     "out_projection": "output projection",
     "layout": "layout copies",
-    "other": "other",
+    "other": "other ops and Python",
 }
 """How a stage is named to a user."""
 

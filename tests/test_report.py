@@ -111,7 +111,8 @@ def test_end_to_end_real_run_report(tmp_path: Path, tiny_config_data: dict[str, 
     result = runner.run(parse_config(data, "test.yaml"), tmp_path)
     written = write_report(sections.build(load_run(result.run_dir)), result.run_dir, parse_formats("both"))
     page = written[1].read_text()
-    assert page.count(EMBEDDED_PNG) == 4  # both seq plots, roofline, speedup; heads fixed → skipped
+    # both seq plots, roofline, speedup and one stage chart per case; heads fixed → skipped
+    assert page.count(EMBEDDED_PNG) == 6 and page.count('alt="Stages: ') == 2
     assert page.count("<td>naive</td>") == 2 and page.count("<td>fused</td>") == 2
 
 

@@ -151,6 +151,8 @@ def _explained(
         text += f"; {remedy}" if remedy else ""
     elif departs(named):
         text += "; no rule knows this departure"
+    elif named.model_flops is None and named.model_bytes is None:
+        text += "; the model prices nothing there: time no op of a known kind covers (Python, dispatch, views)"
     else:
         text += "; the stage runs the model's work, only slower than the pick's"
     return Explanation(case.case_id, case.label, impl, pick, slower_by, source, named, rule, text, tuple(figures))

@@ -49,6 +49,7 @@ from mhabench.views.advice import report_blocks
 from mhabench.views.plots import all_plots
 from mhabench.views.report.blocks import Block, Code, Heading, Paragraph, skipped_plot
 from mhabench.views.report.kernels import kernel_blocks
+from mhabench.views.stage_plot import stage_blocks
 from mhabench.views.summary import results_table
 from mhabench.views.table import TableModel, format_number, human_bytes, human_count
 
@@ -62,6 +63,7 @@ def build(run: Run, baseline: str = DEFAULT_BASELINE, first: Sequence[Block] = (
         *first,
         *(report_blocks(advise([run])) if len(run.rows) else []),
         *(_result_blocks(run, baseline) if len(run.rows) else [Paragraph(_no_rows_sentence(run))]),
+        *(stage_blocks(run) if len(run.rows) else []),
         *kernel_blocks(run, kernels),
         Heading("Environment"),
         _environment_table(run),
