@@ -22,6 +22,11 @@ from mhabench.results.store import load_run
 from mhabench.run import runner
 from mhabench.scenario.config import parse_config
 from mhabench.stage_cost import stage_costs
+from mhabench.views.plots import Plot
+from mhabench.views.report.blocks import Heading
+from mhabench.views.report.kernels import kernel_blocks
+from mhabench.views.stage_plot import stage_blocks
+from mhabench.views.table import TableModel
 
 H100_COUNTERS = Path("/work/shared/runs/20261127T074353Z-default-gpu-counters-partial")
 WORKLOADS = [
@@ -185,3 +190,21 @@ def test_a_cpu_run_stores_every_ok_row_breakdown_and_explain_reads_it(
         figure.stage: figure for figure in read_breakdown(rows[rows["impl"] == "fused"].iloc[0]["stage_breakdown"])
     }
     assert fused["qkv_projection"].flops_ratio == pytest.approx(1.0) and "attention" in fused
+
+
+@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
+def test_every_kernel_table_of_the_report_is_labelled_with_its_case_and_implementation() -> None:
+    blocks = kernel_blocks(load_run(H100_COUNTERS), 1)
+    tables = [i for i, block in enumerate(blocks) if isinstance(block, TableModel)]
+    assert len(tables) == 16
+    labels = [blocks[i - 1] for i in tables]
+    assert all(isinstance(label, Heading) and label.level == 3 for label in labels)
+    assert "d4096-h32/b1-n1024-d4096-h32-bfloat16: torch_mha" in [label.text for label in labels]  # type: ignore[union-attr]
+
+
+@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
+def test_the_report_draws_model_and_measured_stages_for_the_recorded_run() -> None:
+    blocks = stage_blocks(load_run(H100_COUNTERS))
+    assert isinstance(blocks[0], Heading) and blocks[0].text == "Stages"
+    plots = [block for block in blocks if isinstance(block, Plot)]
+    assert len(plots) == 4 and all(plot.png for plot in plots)
