@@ -24,6 +24,7 @@ from mhabench.scenario.config import parse_config
 from mhabench.stage_cost import stage_costs
 from mhabench.views.plots import Plot
 from mhabench.views.report.blocks import Heading
+from mhabench.views.report.hardware_gaps import hardware_gaps
 from mhabench.views.report.kernels import kernel_blocks
 from mhabench.views.stage_plot import stage_blocks
 from mhabench.views.table import TableModel
@@ -208,3 +209,11 @@ def test_the_report_draws_model_and_measured_stages_for_the_recorded_run() -> No
     assert isinstance(blocks[0], Heading) and blocks[0].text == "Stages"
     plots = [block for block in blocks if isinstance(block, Plot)]
     assert len(plots) == 4 and all(plot.png for plot in plots)
+
+
+@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
+def test_model_disagreements_include_the_hardware_figures() -> None:
+    gaps = hardware_gaps(load_run(H100_COUNTERS).rows)
+    torch_mha = gaps[gaps["impl"] == "torch_mha"]
+    assert len(torch_mha) == 4 and (torch_mha["bytes_ratio"] > 250).all() and (torch_mha["flops_ratio"] > 4).all()
+    assert "naive" not in set(gaps["impl"])  # its DRAM bytes and FLOPs are within 25 % of its model

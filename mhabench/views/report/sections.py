@@ -48,6 +48,7 @@ from mhabench.results.store import Run
 from mhabench.views.advice import report_blocks
 from mhabench.views.plots import all_plots
 from mhabench.views.report.blocks import Block, Code, Heading, Paragraph, skipped_plot
+from mhabench.views.report.hardware_gaps import hardware_gap_blocks
 from mhabench.views.report.kernels import kernel_blocks
 from mhabench.views.stage_plot import stage_blocks
 from mhabench.views.summary import results_table
@@ -83,6 +84,7 @@ def _result_blocks(run: Run, baseline: str) -> list[Block]:
         *(plot if plot.png else skipped_plot(plot) for plot in all_plots(speedups, baseline)),
         *_scenario_sections(speedups, baseline),
         *_disagreements(rows),
+        *hardware_gap_blocks(rows),
         *_repeat_spread(speedups, baseline),
         *_failures(rows),
     ]
