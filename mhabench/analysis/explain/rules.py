@@ -74,14 +74,15 @@ REMEDIES: dict[str, dict[str, str]] = {
     "torch_mha": {
         "per_token_gemm": "that is nn.MultiheadAttention with batch_first=True off its fast path: it transposes "
         "the input to (n, b, d) and F.linear turns that view into one GEMM per token (pytorch/pytorch#126973); "
-        "its native fast path (`torch_mha_fast`: biases present, eval, no grad) or SDPA (`fused`) avoids it",
+        "SDPA (`fused`) avoids it, and so does its native fast path on the CPU (`torch_mha_fast`: biases present, "
+        "eval, no grad)",
         "padded_gemm": "that is nn.MultiheadAttention with batch_first=True off its fast path, whose QKV projection "
-        "runs as one GEMM per token (pytorch/pytorch#126973); its native fast path (`torch_mha_fast`) or SDPA "
-        "(`fused`) avoids it",
+        "runs as one GEMM per token (pytorch/pytorch#126973); SDPA (`fused`) avoids it, and so does its native "
+        "fast path on the CPU (`torch_mha_fast`; configs/gpu-torch-mha.yaml measures it on a GPU)",
     },
     "torch_mha_seq_first": {
         "per_token_gemm": "batch_first=False avoids it only at batch > 1 (an (n, 1, d) input still runs one GEMM "
-        "per token); the native fast path (`torch_mha_fast`) or SDPA (`fused`) avoids it",
+        "per token); SDPA (`fused`) avoids it, and so does the native fast path on the CPU (`torch_mha_fast`)",
     },
     "per_head": {"many_small_ops": "packing the heads into one GEMM (`fused`) avoids it"},
 }
