@@ -217,3 +217,43 @@ def test_model_disagreements_include_the_hardware_figures() -> None:
     torch_mha = gaps[gaps["impl"] == "torch_mha"]
     assert len(torch_mha) == 4 and (torch_mha["bytes_ratio"] > 250).all() and (torch_mha["flops_ratio"] > 4).all()
     assert "naive" not in set(gaps["impl"])  # its DRAM bytes and FLOPs are within 25 % of its model
+
+
+def test_a_cuda_breakdown_without_counters_takes_kernel_names_and_durations_in_launch_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fake profiler modelled on the recorded run's torch_mha kernels: names, device times (µs), launch order."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    from mhabench.measure import stages as stage_module
+
+    launched = [
+        ("nvjet_sm90_tst_512x8_64x3_2x1_v_bz_TNT", 22527.0),
+        ("void native::elementwise_kernel<128, 4, direct_copy_kernel_cuda>", 33.0),
+        ("Memcpy DtoD (Device -> Device)", 5.0),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16", 33.0),
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", 45.0),
+    ]
+    events = [
+        SimpleNamespace(name=name, device_type=DeviceType.CUDA, device_time=us, time_range=SimpleNamespace(start=i))
+        for i, (name, us) in reversed(list(enumerate(launched)))
+    ]
+
+    class FakeProfile:
+        def __init__(self, **_: object) -> None: ...
+        def __enter__(self) -> FakeProfile:
+            return self
+
+        def __exit__(self, *_: object) -> None: ...
+        def events(self) -> list[SimpleNamespace]:
+            return events
+
+    monkeypatch.setattr(stage_module.torch.cuda, "synchronize", lambda device: None)
+    monkeypatch.setattr(stage_module.torch.profiler, "profile", FakeProfile)
+    units = stage_module.profile_cuda(lambda: None, torch.device("cuda"))
+    assert [unit.kind for unit in units] == ["gemm", "copy", "attention", "gemm"]  # the memcpy is no kernel
+    figures = {f.stage: f for f in breakdown(units, None)}
+    assert figures["qkv_projection"].time_ms == pytest.approx(22.527) and figures["qkv_projection"].flops is None
+    assert set(figures) == {"qkv_projection", "layout", "attention", "out_projection"}

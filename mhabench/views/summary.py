@@ -27,7 +27,6 @@ from mhabench.analysis.throughput import (
     USEFUL_INTENSITY,
     USEFUL_TFLOPS,
     throughput,
-    useful_flops,
 )
 from mhabench.analysis.throughput import LABELS as THROUGHPUT_LABELS
 from mhabench.analysis.winners import case_winners
@@ -49,7 +48,6 @@ from mhabench.results.columns import (
     PREDICTED_PEAK_BYTES,
     REPEAT,
     STATUS,
-    USEFUL_FLOPS,
     flag,
     label,
     noisy,
@@ -116,10 +114,6 @@ def _latency_text(row: pd.Series) -> str:
     return f"{format_number(row[LATENCY_MS], '.3f')} ({spread})"
 
 
-USEFUL_FLOPS_SHOWN = "useful_flops_shown"
-"""The useful FLOPs a row's table shows: its ``useful_flops``, or all its FLOPs in a run older than that column."""
-
-
 def _columns(baseline: str, with_compile: bool, with_repeats: bool) -> list[tuple[str, Callable[[pd.Series], str]]]:
     """The results table's columns: header and cell. ``rep`` and the spread only for ``--repeat N``."""
     columns: list[tuple[str, Callable[[pd.Series], str]]] = [("case", case_label), ("impl", lambda r: str(r[IMPL]))]
@@ -128,7 +122,6 @@ def _columns(baseline: str, with_compile: bool, with_repeats: bool) -> list[tupl
     columns += [("speedup spread", lambda r: format_number(r["speedup_spread"], ".1%"))] if with_repeats else []
     columns += [
         (label(PEAK_MEMORY_BYTES), lambda r: human_bytes(r.get(PEAK_MEMORY_BYTES)) if r[STATUS] == "ok" else "-"),
-        (THROUGHPUT_LABELS[USEFUL_FLOPS], lambda r: human_count(r.get(USEFUL_FLOPS_SHOWN))),
         (label(BYTES_MOVED), lambda r: human_bytes(r.get(BYTES_MOVED))),
         (THROUGHPUT_LABELS[USEFUL_INTENSITY], lambda r: format_number(r.get(USEFUL_INTENSITY), ".1f")),
         (THROUGHPUT_LABELS[USEFUL_TFLOPS], lambda r: format_number(r.get(USEFUL_TFLOPS), ".3f")),
@@ -161,7 +154,7 @@ def results_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, titl
     """
     with_repeats = repeat_count(speedups) > 1
     frame = _with_spread(speedups) if with_repeats else speedups
-    frame = pd.concat([frame, throughput(frame)], axis=1).assign(**{USEFUL_FLOPS_SHOWN: useful_flops(frame)})
+    frame = pd.concat([frame, throughput(frame)], axis=1)
     with_compile = COMPILE_TIME_S in frame and bool(frame[COMPILE_TIME_S].notna().any())
     columns = _columns(baseline, with_compile, with_repeats)
     headers = [header for header, _ in columns]
@@ -233,7 +226,6 @@ def compact_table(rows: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> Table
 # Left out of the run summary, in this order, while the terminal is too narrow for it.
 DROPPABLE = (
     label(BYTES_MOVED),
-    THROUGHPUT_LABELS[USEFUL_FLOPS],
     THROUGHPUT_LABELS[EXECUTED_OVER_USEFUL],
     THROUGHPUT_LABELS[USEFUL_TFLOPS],
     label(MAX_REL_ERR),
