@@ -34,10 +34,13 @@ from mhabench.results.stages import StageFigures
 from mhabench.stage_cost import STAGES, StageCost
 
 GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_addmm_activation"})
-SOFTMAX_WORDS = ("softmax",)
-MASK_WORDS = ("masked_fill", "triu", "tril", "FillFunctor", "aten::where")
-COPY_WORDS = ("copy", "clone", "contiguous", "aten::cat", "aten::stack", "CatArrayBatched", "aten::to")
+MASK_OPS = frozenset({"aten::masked_fill", "aten::masked_fill_", "aten::triu", "aten::tril", "aten::where"})
+COPY_OPS = frozenset(
+    {"aten::copy_", "aten::clone", "aten::contiguous", "aten::cat", "aten::stack", "aten::to", "aten::_to_copy"}
+)
 ELEMENTWISE_OPS = frozenset({"aten::div", "aten::mul", "aten::add", "aten::sub", "aten::tanh", "aten::div_"})
+MASK_KERNEL_WORDS = ("masked_fill", "triu_tril", "fillfunctor")
+COPY_KERNEL_WORDS = ("copy", "catarraybatched")
 GEMM_KERNEL_WORDS = ("gemm", "nvjet", "cutlass", "xmma", "cublas", "sm90_", "sm80_", "ampere_")
 ATTENTION_KERNEL_WORDS = ("flash", "fmha", "sdpa", "attention", "attn")
 NAME_WIDTH = 80
@@ -68,26 +71,33 @@ class Unit:
 
 
 def kind_of(name: str) -> str:
-    """The kind of an op (``aten::…``) or a CUDA kernel, from its name alone."""
+    """The kind of an op (``aten::…``, by its exact name) or a CUDA kernel (by words in its name)."""
     lowered = name.lower()
-    if name.startswith("aten::"):
-        if name in GEMM_OPS:
-            return "gemm"
-        if name.startswith("aten::_scaled_dot_product_") or name.startswith(("aten::_flash", "aten::_efficient")):
-            return "attention"
-    elif any(word in lowered for word in ATTENTION_KERNEL_WORDS):
-        return "attention"
-    elif any(word in lowered for word in GEMM_KERNEL_WORDS):
-        return "gemm"
-    if any(word in lowered for word in SOFTMAX_WORDS):
+    if "softmax" in lowered:
         return "softmax"
-    if any(word.lower() in lowered for word in MASK_WORDS):
+    if name.startswith("aten::"):
+        return _op_kind(name)
+    if any(word in lowered for word in ATTENTION_KERNEL_WORDS):
+        return "attention"
+    if any(word in lowered for word in GEMM_KERNEL_WORDS):
+        return "gemm"
+    if any(word in lowered for word in MASK_KERNEL_WORDS):
         return "mask"
-    if any(word.lower() in lowered for word in COPY_WORDS):
+    if any(word in lowered for word in COPY_KERNEL_WORDS):
         return "copy"
-    if name in ELEMENTWISE_OPS or "elementwise" in lowered:
-        return "elementwise"
-    return "other"
+    return "elementwise" if "elementwise" in lowered else "other"
+
+
+def _op_kind(name: str) -> str:
+    if name in GEMM_OPS:
+        return "gemm"
+    if name.startswith(("aten::_scaled_dot_product_", "aten::_flash", "aten::_efficient")):
+        return "attention"
+    if name in MASK_OPS:
+        return "mask"
+    if name in COPY_OPS:
+        return "copy"
+    return "elementwise" if name in ELEMENTWISE_OPS else "other"
 
 
 def assign_stages(kinds: Sequence[str]) -> list[str]:
