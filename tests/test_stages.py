@@ -4,6 +4,7 @@ recorded H100 run, and a CPU profile of torch_mha's per-token GEMM."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 import mhabench.impls  # noqa: F401  (registers every implementation)
+from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.explain.explain import explain
 from mhabench.analysis.explain.rules import departs, first_match
 from mhabench.cost import Workload
@@ -257,3 +259,32 @@ def test_a_cuda_breakdown_without_counters_takes_kernel_names_and_durations_in_l
     figures = {f.stage: f for f in breakdown(units, None)}
     assert figures["qkv_projection"].time_ms == pytest.approx(22.527) and figures["qkv_projection"].flops is None
     assert set(figures) == {"qkv_projection", "layout", "attention", "out_projection"}
+
+
+@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
+def test_explain_command_json_and_bad_input() -> None:
+    from typer.testing import CliRunner
+
+    from mhabench.cli import app
+
+    cli = CliRunner()
+    done = cli.invoke(app, ["explain", str(H100_COUNTERS), "--impl", "torch_mha", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    records = json.loads(done.stdout)
+    assert {r["rule"] for r in records} == {"padded_gemm"} and {r["stage"]["stage"] for r in records} == {
+        "qkv_projection"
+    }
+    refused = cli.invoke(app, ["explain", str(H100_COUNTERS), "--format", "pdf"])
+    assert refused.exit_code == 2 and "--format" in refused.output and "Traceback" not in refused.output
+
+
+@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
+def test_advise_cites_explain_in_one_line_per_clearly_slower_implementation() -> None:
+    run = load_run(H100_COUNTERS)
+    cited = [s for s in advise([run]).statements if s.rule == "explained"]
+    slower = [e for e in explain(run)]
+    assert len(cited) == len(slower) == 11  # per_head and torch_mha in 4 cases, naive in 3
+    torch_mha = [s for s in cited if s.rows[0].impl == "torch_mha"]
+    assert all("QKV projection" in s.text and "8.0× the model's FLOPs" in s.text for s in torch_mha)
+    assert all(f"mhabench explain {run.run_id} --impl torch_mha" in s.text for s in torch_mha)
+    assert all("\n" not in s.text for s in cited)
