@@ -288,3 +288,14 @@ def test_advise_cites_explain_in_one_line_per_clearly_slower_implementation() ->
     assert all("QKV projection" in s.text and "8.0× the model's FLOPs" in s.text for s in torch_mha)
     assert all(f"mhabench explain {run.run_id} --impl torch_mha" in s.text for s in torch_mha)
     assert all("\n" not in s.text for s in cited)
+
+
+def test_a_train_step_gets_no_breakdown_and_says_why(tiny_config_data: dict[str, Any]) -> None:
+    from mhabench.run.breakdown import TRAIN_STEP, profiled_breakdown
+    from mhabench.scenario.cases import expand_cases
+
+    (case,) = expand_cases(parse_config(tiny_config_data, "tiny.yaml"), torch.device("cpu"))
+    train = dataclasses.replace(case, mode="train")
+    called: list[int] = []
+    group = profiled_breakdown(lambda: called.append(1), get_spec("fused"), train, torch.device("cpu"))
+    assert group.breakdown_source == TRAIN_STEP and group.stage_breakdown is None and not called

@@ -25,6 +25,7 @@ from mhabench.stage_cost import StageCost, stage_costs
 from mhabench.torch_errors import is_sticky_cuda_error
 
 SLICE_ONLY = "not measured: this rank runs a slice of the layer"
+TRAIN_STEP = "not measured: the stage rules read a forward call's order, and a train step interleaves its backward"
 
 
 def model_stages(spec: ImplSpec, case: Case) -> dict[str, StageCost] | None:
@@ -34,6 +35,8 @@ def model_stages(spec: ImplSpec, case: Case) -> dict[str, StageCost] | None:
 
 def profiled_breakdown(call: Callable[[], object], spec: ImplSpec, case: Case, device: torch.device) -> StageBreakdown:
     """One call of ``call`` profiled and attributed to stages; a failure leaves the group saying why, not the row."""
+    if case.mode == "train":
+        return StageBreakdown(breakdown_source=TRAIN_STEP)
     try:
         with torch.inference_mode():  # no warm-up call: the case's timing rounds have just run this one
             if device.type == "cuda":
