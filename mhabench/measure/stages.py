@@ -175,10 +175,9 @@ def breakdown(
 
 def _total(values: Iterable[float | None]) -> float | None:
     """The sum, or None when any unit lacks the figure (a partial sum would understate the stage)."""
-    values = list(values)
-    if any(value is None or math.isnan(value) for value in values):
-        return None
-    return float(sum(values))  # type: ignore[arg-type]
+    given = list(values)
+    known = [value for value in given if value is not None and not math.isnan(value)]
+    return float(sum(known)) if len(known) == len(given) else None
 
 
 # --- CPU: torch's profiler, ops with shapes ---------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.console import RenderableType
 from rich.text import Text
@@ -53,8 +53,8 @@ def _cells(figure: StageFigures) -> list[str]:
     ]
 
 
-def _or_blank(value: float | None, show: object) -> str:
-    return "" if value is None else show(value)  # type: ignore[operator]
+def _or_blank(value: float | None, show: Callable[[float], str]) -> str:
+    return "" if value is None else show(value)
 
 
 def to_terminal(explanations: Sequence[Explanation]) -> list[RenderableType]:
