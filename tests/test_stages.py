@@ -150,6 +150,9 @@ def test_explain_on_the_recorded_h100_run_names_torch_mha_projection_kernel_and_
         assert one.stage is not None and one.stage.stage == "qkv_projection"
         assert one.stage.flops_ratio == pytest.approx(8.0, rel=0.01)
         assert "nvjet_sm90_tst_512x8_64x3_2x1_v_bz_TNT" in one.text and "8.0× the model's FLOPs" in one.text
+    by_label = explain(load_run(H100_COUNTERS), cases=("n=1024 h=32 d=4096 b=1 bfloat16",), impls=("torch_mha",))
+    by_id = explain(load_run(H100_COUNTERS), cases=("d4096-h32/b1-n1024-d4096-h32-bfloat16",), impls=("torch_mha",))
+    assert [e.case_id for e in by_label] == [e.case_id for e in by_id] == ["d4096-h32/b1-n1024-d4096-h32-bfloat16"]
 
 
 def test_the_cpu_profile_shows_torch_mha_per_token_bmm_on_a_small_case() -> None:
