@@ -544,6 +544,33 @@ def advise(
 
 
 @app.command()
+def explain(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run folder, run id, or latest.")],
+    case: Annotated[list[str] | None, typer.Option("--case", help="A case id or label (repeatable).")] = None,
+    impl: Annotated[list[str] | None, typer.Option("--impl", help="An implementation (repeatable).")] = None,
+    output_format: Annotated[str, typer.Option("--format", help="terminal | markdown | json")] = "terminal",
+    results_root: Annotated[Path, typer.Option("--results-root", help="Where run ids are looked up.")] = Path(
+        "results"
+    ),
+) -> None:
+    """Why each implementation clearly slower than a case's pick is slower: its stages against the cost model."""
+    from mhabench.analysis.explain.explain import explain as explain_run
+    from mhabench.results import store
+    from mhabench.views import explain as explain_view
+
+    with user_errors():
+        chosen = explain_view.parse_format(output_format)
+        run_data = store.require_results(store.load_run(run_ref, results_root))
+        found = explain_run(run_data, tuple(case or ()), tuple(impl or ()))
+        if chosen == "terminal":
+            out = _fresh_console()
+            for renderable in explain_view.to_terminal(found):
+                out.print(renderable)
+        else:
+            typer.echo(explain_view.to_json(found) if chosen == "json" else explain_view.to_markdown_text(found))
+
+
+@app.command()
 def spread(
     run_refs: Annotated[list[str], typer.Argument(metavar="RUN...", help="Runs of one config (or one --repeat run).")],
     baseline: Annotated[str, typer.Option("--baseline", help="Speedups over this impl.")] = DEFAULT_BASELINE,

@@ -245,14 +245,31 @@ def test_a_cuda_call_whose_host_time_doubles_its_device_time_is_launch_bound() -
 
 def test_roofline_says_memory_bound_below_the_ridge_and_where_the_intensity_came_from() -> None:
     case = one_case({"naive": 2.0, "fused": 1.0})
-    attainable = case.row("naive")["attainable_tflops"]
-    near = with_fields(case, "naive", achieved_tflops=0.9 * attainable)
-    modelled = why.roofline(near, "naive")
-    assert modelled is not None and "`naive` is memory-bound" in modelled.text and "bytes cost model)" in modelled.text
+    naive = case.row("naive")
+    efficiency = naive["achieved_tflops"] / naive["attainable_tflops"]
+
+    def at(target: float, **fields: Any) -> Case:  # useful FLOPs and bytes scaled together: same intensity
+        scale = target / efficiency
+        scaled = {"useful_flops": naive["useful_flops"] * scale, "bytes_moved": naive["bytes_moved"] * scale}
+        return with_fields(case, "naive", **scaled, **fields)
+
+    modelled = why.roofline(at(0.9), "naive")
+    assert (
+        modelled is not None
+        and "`naive` is memory-bound" in modelled.text
+        and "90 % of the attainable" in modelled.text
+    )
+    assert "bytes from the cost model)" in modelled.text
     assert "below the ridge at 25 FLOP/B" in modelled.text  # 0.5 TFLOP/s over 20 GB/s
-    counted = why.roofline(with_fields(near, "naive", intensity_source="measured", measured_intensity=3.0), "naive")
+    counted = why.roofline(at(0.9, intensity_source="measured", measured_intensity=3.0), "naive")
     assert counted is not None and "3 FLOP/B (all FLOPs executed; bytes counted from the ops that ran)" in counted.text
-    far = why.roofline(with_fields(case, "naive", achieved_tflops=0.1 * attainable), "naive")
+    hardware = why.roofline(at(0.9, intensity_source="hardware", hardware_intensity=12.0), "naive")
+    assert (
+        hardware is not None
+        and "12 FLOP/B (all FLOPs executed; FLOPs and DRAM bytes from the hardware" in hardware.text
+    )
+    assert hardware.figures["intensity_source"] == "hardware"
+    far = why.roofline(at(0.1), "naive")
     assert far is not None and "far from both roofs" in far.text and "-bound" not in far.text
 
 

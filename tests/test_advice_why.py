@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 from synthetic_runs import rounds, row, write_run
 
 from mhabench.analysis.advice import why
@@ -15,6 +16,7 @@ from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.cases import Case, cases_of
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LOW_EFFICIENCY
 from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
+from mhabench.analysis.throughput import USEFUL_EFFICIENCY, throughput
 from mhabench.results.columns import noisy
 from mhabench.results.store import load_run
 from mhabench.views.advice import short_answer, thresholds_record
@@ -28,9 +30,13 @@ def one_case(medians_ms: dict[str, float], **fields: Any) -> Case:
 
 
 def at_efficiency(case: Case, impl: str, efficiency: float, **fields: Any) -> Case:
-    """``case`` with ``impl``'s row reaching ``efficiency`` of its attainable throughput, plus ``fields``."""
-    rate = efficiency * case.row(impl)["attainable_tflops"]
-    records = [{**r, "achieved_tflops": rate, **fields} if r["impl"] == impl else dict(r) for r in case.rows]
+    """``case`` with ``impl``'s row reaching ``efficiency`` of its attainable throughput, plus ``fields``: its useful
+    FLOPs and bytes scaled together, so its intensity (and roof) stay and its useful TFLOP/s moves."""
+    row = case.row(impl)
+    point = throughput(pd.DataFrame([dict(row)])).iloc[0]
+    scale = efficiency / point[USEFUL_EFFICIENCY]
+    scaled = {"useful_flops": row["useful_flops"] * scale, "bytes_moved": row["bytes_moved"] * scale}
+    records = [{**r, **scaled, **fields} if r["impl"] == impl else dict(r) for r in case.rows]
     (changed,) = cases_of("run", pd.DataFrame(records))
     return changed
 
@@ -61,16 +67,16 @@ def test_a_cpu_row_near_its_roof_is_not_launch_bound_however_many_ops() -> None:
     assert bound is not None and "launch-bound" in bound.text
 
 
-def test_a_kernel_that_skips_masked_blocks_is_placed_by_its_executed_flops() -> None:
+def test_a_kernel_that_skips_masked_blocks_is_judged_on_its_useful_flops_and_shows_what_it_executed() -> None:
     case = one_case({"fused": 1.0, "naive": 2.0}, causal=True)
     fused = case.row("fused")
-    attainable, intensity = fused["attainable_tflops"], fused["arithmetic_intensity"]
+    flops, bytes_moved, latency_s = fused["flops"], fused["bytes_moved"], fused["latency_ms"] / 1e3
     records = [
         {
             **r,
             "skips_masked_work": True,
-            "achieved_tflops": 2.0 * attainable,
-            "achieved_useful_tflops": 0.9 * attainable,
+            "useful_flops": flops / 2,
+            "achieved_useful_tflops": flops / 2 / latency_s / 1e12,
         }
         if r["impl"] == "fused"
         else dict(r)
@@ -79,8 +85,21 @@ def test_a_kernel_that_skips_masked_blocks_is_placed_by_its_executed_flops() -> 
     (skipping,) = cases_of("run", pd.DataFrame(records))
     found = why.roofline(skipping, "fused")
     assert found is not None and "useful FLOPs, masked blocks skipped" in found.text
-    assert found.figures["intensity_flop_per_byte"] == intensity * 0.9 / 2.0
-    assert found.figures["executed_tflops"] == 0.9 * attainable
+    # the table's figures: useful FLOPs over the model's bytes and over the time
+    assert found.figures["intensity_flop_per_byte"] == pytest.approx(flops / 2 / bytes_moved)
+    assert found.figures["useful_tflops"] == pytest.approx(flops / 2 / latency_s / 1e12)
+    assert found.figures["executed_over_useful"] == pytest.approx(1.0)  # it executed the useful FLOPs only
+    assert "it executed 1.00× the useful FLOPs" in found.text
+
+
+def test_wasted_work_never_reads_as_efficiency() -> None:
+    case = one_case({"fused": 1.0, "naive": 2.0})
+    wasteful = {**dict(case.row("fused")), "achieved_tflops": 8 * case.row("fused")["achieved_tflops"]}
+    (eight,) = cases_of("run", pd.DataFrame([wasteful if r["impl"] == "fused" else dict(r) for r in case.rows]))
+    before, after = why.roofline(case, "fused"), why.roofline(eight, "fused")
+    assert before is not None and after is not None
+    assert after.figures["efficiency"] == before.figures["efficiency"]  # 8× the FLOPs in the same time: no credit
+    assert after.figures["executed_over_useful"] == pytest.approx(8.0) and "executed 8.00×" in after.text
 
 
 def test_an_efficiency_printed_as_the_threshold_is_not_called_under_it() -> None:

@@ -270,7 +270,7 @@ def filled(rows: list[ResultRow]) -> set[str]:
 def test_single_process_t1_and_lockstep_rows_fill_the_same_groups(tiny_timing: config_mod.TimingConfig) -> None:
     """A T = 1 case under torchrun is a single-process case plus the launch's columns; the lockstep timer
     (here a one-rank group, no process group) fills the same groups, less what only a whole layer counts
-    (``counted``) and what only interleaved rounds have (``rounds_id``)."""
+    (``counted``, the stage breakdown) and what only interleaved rounds have (``rounds_id``)."""
     from mhabench.distributed.rows import RankSetup, single_rank_rows, tensor_parallel_rows
     from mhabench.impls import get_spec
     from mhabench.impls.tensor_parallel import TPGroup
@@ -291,5 +291,7 @@ def test_single_process_t1_and_lockstep_rows_fill_the_same_groups(tiny_timing: c
     launch = {f.name for f in dataclasses.fields(Distributed)} - {"bus_bandwidth_gbps"}  # no traffic, no bandwidth
     counted = {f.name for f in dataclasses.fields(Counted)} - {"uncounted_ops"}  # empty: every op was counted
     assert "allocations_per_call" in filled(alone) and counted <= filled(alone)
-    assert filled(t1) == filled(alone) | launch
-    assert filled(lockstep) == (filled(alone) - counted - {"rounds_id"}) | launch
+    # ``noisy`` is defined from 5 samples: whether a tiny-timed row reaches them depends on the machine's load
+    assert filled(t1) - {"noisy"} == (filled(alone) | launch) - {"noisy"}
+    stages = {"stage_breakdown", "top_stage", "top_stage_share"}  # a rank's slice has no breakdown of the layer
+    assert filled(lockstep) - {"noisy"} == (filled(alone) - counted - stages - {"rounds_id", "noisy"}) | launch

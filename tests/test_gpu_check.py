@@ -205,6 +205,8 @@ def test_the_fp8_check_skips_with_the_layers_reason_on_a_machine_it_cannot_run_o
     """Without sm90 and the frontend the layer is unsupported: the check is a SKIP that says why, not a FAIL."""
     passed, figures = gpu_check.check_fp8_attention(gpu_check.Context(torch.device("cpu"), Path("."), Path(".")))
     assert passed is None and figures["reason"].startswith("fused_fp8: needs a CUDA GPU")
+
+
 RECORDED_COPY = Path("/work/shared/runs/h100-20261127/ncu-copy-kernels.csv")
 
 

@@ -268,10 +268,10 @@ def test_rows_say_why_they_have_no_counters_when_not_requested_or_on_the_cpu(tmp
     off = run_hardware.case_counters(
         job().case, [ok_row("fused")], torch.device("cuda"), run_hardware.CounterSettings.of(config, tmp_path)
     )
-    assert off == {"fused": HardwareCounters(counters_source="not requested")}
+    assert off == {"fused": [HardwareCounters(counters_source="not requested")]}
     wanted = run_hardware.CounterSettings.of(config.model_copy(update={"counters": "hardware"}), tmp_path)
     cpu = run_hardware.case_counters(job().case, [ok_row("fused")], torch.device("cpu"), wanted)
-    assert cpu == {"fused": HardwareCounters(counters_source="CPU device")}
+    assert cpu == {"fused": [HardwareCounters(counters_source="CPU device")]}
 
 
 def test_the_settings_default_to_range_replay_without_the_fp32_counters(tmp_path: Path) -> None:

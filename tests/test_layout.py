@@ -15,7 +15,7 @@ MODULE_MAP = ROOT / "docs" / "development.md"
 
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors", "torch_errors", "version"}),
-    frozenset({"cost", "pattern"}),
+    frozenset({"cost", "pattern", "stage_cost"}),
     frozenset({"impls"}),
     frozenset({"scenario"}),
     frozenset({"results"}),

@@ -58,17 +58,17 @@ def test_failed_and_noisy_rows_are_marked(sweep_report: Path) -> None:
 
 
 def test_report_tables_have_the_issue_columns(sweep_report: Path) -> None:
-    """Issue 3's per-scenario table: median ± IQR, speedup, memory, FLOPs, bytes, intensity, TFLOP/s,
-    roofline efficiency, numerical error; the noisy flag is in the status cell."""
+    """Issue 3's per-scenario table: median ± IQR, speedup, memory, bytes, intensity (useful FLOPs per byte),
+    useful TFLOP/s, executed over useful FLOPs, roofline efficiency, numerical error; noisy is in the status cell."""
     page = (sweep_report / "report.html").read_text()
     for header in (
         "median ms (IQR)",
         "speedup vs naive",
         "peak mem",
-        "FLOPs",
         "bytes",
         "FLOP/B",
-        "TFLOP/s",
+        "useful TFLOP/s",
+        "executed ×",
         "roofline eff.",
         "rel err",
         "status",
@@ -111,7 +111,8 @@ def test_end_to_end_real_run_report(tmp_path: Path, tiny_config_data: dict[str, 
     result = runner.run(parse_config(data, "test.yaml"), tmp_path)
     written = write_report(sections.build(load_run(result.run_dir)), result.run_dir, parse_formats("both"))
     page = written[1].read_text()
-    assert page.count(EMBEDDED_PNG) == 4  # both seq plots, roofline, speedup; heads fixed → skipped
+    # both seq plots, roofline, speedup and one stage chart per case; heads fixed → skipped
+    assert page.count(EMBEDDED_PNG) == 6 and page.count('alt="Stages: ') == 2
     assert page.count("<td>naive</td>") == 2 and page.count("<td>fused</td>") == 2
 
 
@@ -168,27 +169,27 @@ def test_run_to_run_spread_per_case_and_implementation(tmp_path: Path, no_plots:
 
 def test_useful_tflops_and_skipped_masked_work_in_the_scenario_table(tmp_path: Path, no_plots: None) -> None:
     rows = [
-        {
-            **row(impl, samples(ms, 0.01)),
-            "causal": True,
-            "achieved_useful_tflops": useful,
-            "skips_masked_work": impl == "fused",
-        }
-        for impl, ms, useful in (("naive", 4.0, 0.001), ("fused", 1.0, 0.004))
+        {**row(impl, samples(ms, 0.01)), "causal": True, "skips_masked_work": impl == "fused"}
+        for impl, ms in (("naive", 4.0), ("fused", 1.0))
     ]
+    for one in rows:
+        one["useful_flops"] = one["flops"] / 2  # causal: half the scores are masked
+        if one["skips_masked_work"]:
+            one["achieved_useful_tflops"] = one["useful_flops"] / (one["latency_ms"] / 1e3) / 1e12
     table = _section(_markdown(tmp_path, rows), "Results")
     header = table.splitlines()[2]
-    assert "| TFLOP/s | useful TFLOP/s | skips masked | roofline eff. |" in header
+    assert "| useful TFLOP/s | executed × | skips masked | roofline eff. |" in header
     at = header.strip("| ").split(" | ").index("skips masked")
     assert [cells[at] for cells in _table_rows(table)] == ["no", "yes"]
-    assert [cells[at - 1] for cells in _table_rows(table)] == ["0.001", "0.004"]
-    # TFLOP/s is what ran: all of naive's FLOPs (it computes the masked scores), fused's useful ones only
-    assert [cells[at - 2] for cells in _table_rows(table)] == [f"{rows[0]['achieved_tflops']:.3f}", "0.004"]
+    useful = [r["useful_flops"] / (r["latency_ms"] / 1e3) / 1e12 for r in rows]
+    assert [cells[at - 2] for cells in _table_rows(table)] == [f"{rate:.3f}" for rate in useful]
+    # executed over useful: naive computes the masked scores (2×), fused skips them (1×)
+    assert [cells[at - 1] for cells in _table_rows(table)] == ["2.00", "1.00"]
 
 
 def test_plain_runs_have_no_throughput_extras(sweep_report: Path) -> None:
     markdown = (sweep_report / "report.md").read_text()
-    assert "useful TFLOP/s" not in markdown and "skips masked" not in markdown
+    assert "skips masked" not in markdown
     assert "## Run-to-run spread" not in markdown and "Not available: no row has counted" in markdown
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from mhabench.results.column import column
 from mhabench.results.gpu_groups import Energy, HardwareCounters
+from mhabench.results.stages import StageBreakdown
 
 FORMAT_VERSION = 4
 """On-disk format of a run (manifest ``format_version``). 1: the unversioned format before this schema;
@@ -373,6 +374,7 @@ GROUPS: tuple[tuple[str, type], ...] = (
     ("roofline", Roofline),
     ("hardware", HardwareCounters),
     ("energy", Energy),
+    ("stages", StageBreakdown),
 )
 
 
@@ -396,6 +398,7 @@ class ResultRow:
     roofline: Roofline | None = None
     hardware: HardwareCounters | None = None
     energy: Energy | None = None
+    stages: StageBreakdown | None = None
 
     def record(self) -> dict[str, Any]:
         """Flat ``{column: value}`` over every column (None where a group is missing)."""

@@ -295,7 +295,7 @@ def _read_rows(run_dir: Path) -> pd.DataFrame:
     frame = _read(parquet) if parquet.is_file() else None
     if csv_path.is_file() and (frame is None or len(frame) < _csv_rows(csv_path)):
         samples = {} if frame is None else dict(zip(_row_keys(frame), frame[SAMPLES_COLUMN], strict=True))
-        frame = _read(csv_path)
+        frame = _read(csv_path).copy()  # one block per column once the CSV has ~100: adding one more warns
         frame[SAMPLES_COLUMN] = [samples.get(key) for key in _row_keys(frame)]
     if frame is None:
         frame = rows_frame([])

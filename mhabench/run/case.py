@@ -64,6 +64,8 @@ from mhabench.results.schema import (
     ResultRow,
     Roofline,
 )
+from mhabench.results.stages import StageBreakdown
+from mhabench.run.breakdown import SLICE_ONLY, profiled_breakdown
 from mhabench.run.hardware import CounterSettings, case_counters
 from mhabench.run.inputs import CaseInputs, make_inputs
 from mhabench.run.memory_guard import case_too_big
@@ -291,11 +293,7 @@ def run_case(
     yield from (row for row in timed if row.status != "ok")
     ok = [row for row in timed if row.status == "ok"]
     hardware = case_counters(case, ok, device, counters) if counters is not None and ok else {}
-    yield from (finished(row.with_groups(*_present(hardware.get(row.case.impl))), case, peaks) for row in ok)
-
-
-def _present(group: object | None) -> list[object]:
-    return [] if group is None else [group]
+    yield from (finished(row.with_groups(*hardware.get(row.case.impl, [])), case, peaks) for row in ok)
 
 
 def _inputs_or_failure(case: Case, device: torch.device) -> CaseInputs | Exception:
@@ -451,10 +449,19 @@ def timed_rows(passed: list[Checked], case: Case, timing: TimingConfig, peers: P
     for item in passed:
         groups = timed[item.spec.name]
         rows.append(
-            failure_row(item.row.case, groups) if isinstance(groups, BaseException) else item.row.with_groups(*groups)
+            failure_row(item.row.case, groups)
+            if isinstance(groups, BaseException)
+            else item.row.with_groups(*groups, _stages(item, case, peers))
         )
     passed.clear()
     return rows
+
+
+def _stages(item: Checked, case: Case, peers: Peers) -> StageBreakdown:
+    """The row's breakdown by stage from one more call, after the case's timing (a rank's slice has none)."""
+    if not peers.whole_layer:
+        return StageBreakdown(breakdown_source=SLICE_ONLY)
+    return profiled_breakdown(item.step.run, item.spec, case, torch.device(item.row.case.device))
 
 
 def finished(row: ResultRow, case: Case, peaks: DevicePeaks) -> ResultRow:

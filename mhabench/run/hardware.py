@@ -23,10 +23,12 @@ from pathlib import Path
 
 import torch
 
+from mhabench.impls.registry import get_spec
 from mhabench.measure import hardware
 from mhabench.results.gpu_groups import HardwareCounters
 from mhabench.results.kernels import append_kernels
 from mhabench.results.schema import ResultRow
+from mhabench.run.breakdown import counters_breakdown
 from mhabench.run.profiled_call import ProfileJob
 from mhabench.scenario import plugins
 from mhabench.scenario.cases import Case
@@ -196,14 +198,15 @@ class CounterSettings:
 
 def case_counters(
     case: Case, rows: Sequence[ResultRow], device: torch.device, settings: CounterSettings
-) -> dict[str, HardwareCounters]:
-    """Per ok row's implementation, its hardware columns, or only why it has none (not requested, CPU device).
+) -> dict[str, list[object]]:
+    """Per ok row's implementation, the groups it gains: its hardware columns (or only why it has none: not
+    requested, CPU device) and, under kernel replay, its breakdown by stage from its kernels.
 
     Called by ``run_case`` once the case's layers are freed: their cached blocks go back to the driver first,
     for the profiled child to use."""
     reason = NOT_REQUESTED if not settings.requested else CPU_DEVICE if device.type != "cuda" else None
     if reason is not None or not rows:
-        return {row.case.impl: unprofiled(reason or NOT_REQUESTED) for row in rows}
+        return {row.case.impl: [unprofiled(reason or NOT_REQUESTED)] for row in rows}
     torch.cuda.empty_cache()
     job = ProfileJob(
         case,
@@ -219,4 +222,12 @@ def case_counters(
     )
     if settings.run_dir is not None:
         append_kernels(settings.run_dir, profile.kernels)
-    return profile.counters
+    return {row.case.impl: _groups(row.case.impl, profile, case) for row in rows}
+
+
+def _groups(impl: str, profile: Profile, case: Case) -> list[object]:
+    """``impl``'s counters and, where ncu kept its kernels (kernel replay), its breakdown by stage from them."""
+    mine = [line for line in profile.kernels if line["impl"] == impl]
+    if not mine:
+        return [profile.counters[impl]]
+    return [profile.counters[impl], counters_breakdown(mine, get_spec(impl), case)]

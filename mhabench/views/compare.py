@@ -19,8 +19,9 @@ from rich.text import Text
 from mhabench.analysis import stats
 from mhabench.analysis.compare import Comparison
 from mhabench.analysis.spread import repeat_count
+from mhabench.analysis.throughput import USEFUL_INTENSITY, throughput
 from mhabench.errors import InputError
-from mhabench.results.columns import ARITHMETIC_INTENSITY, IMPL, LATENCY_MS, REPEAT, STATUS
+from mhabench.results.columns import IMPL, LATENCY_MS, REPEAT, STATUS
 from mhabench.views import table
 from mhabench.views.summary import method_phrase, status_text
 from mhabench.views.table import TableModel, format_number
@@ -86,6 +87,7 @@ def _speedup_table(comparison: Comparison) -> TableModel:
         "winner",
         "status",
     ]
+    intensity = throughput(frame)[USEFUL_INTENSITY]  # the results table's FLOP/B: useful FLOPs over minimal bytes
     cells = [
         [
             r["case"],
@@ -96,11 +98,11 @@ def _speedup_table(comparison: Comparison) -> TableModel:
             _ci(r["speedup"], r["speedup_ci_low"], r["speedup_ci_high"]),
             r["speedup_method"] or "-",
             format_number(r["memory_ratio"], ".2f", "×"),
-            format_number(r[ARITHMETIC_INTENSITY], ".1f"),
+            format_number(intensity[index], ".1f"),
             "★" if r["winner"] else "",
             status_text(r),
         ]
-        for _, r in frame.iterrows()
+        for index, r in frame.iterrows()
     ]
     styles = ["failed" if r[STATUS] != "ok" else "winner" if r["winner"] else "" for _, r in frame.iterrows()]
     phrase = method_phrase(frame.get("speedup_method", []))

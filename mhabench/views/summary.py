@@ -19,12 +19,18 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from mhabench.analysis.case_label import case_label
-from mhabench.analysis.executed import EXECUTED_TFLOPS, executed
 from mhabench.analysis.speedup import DEFAULT_BASELINE, MEDIANS, PAIRED, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
+from mhabench.analysis.throughput import (
+    EXECUTED_OVER_USEFUL,
+    USEFUL_EFFICIENCY,
+    USEFUL_INTENSITY,
+    USEFUL_TFLOPS,
+    throughput,
+)
+from mhabench.analysis.throughput import LABELS as THROUGHPUT_LABELS
 from mhabench.analysis.winners import case_winners
 from mhabench.results.columns import (
-    ACHIEVED_TFLOPS,
     ARITHMETIC_INTENSITY,
     BYTES_MOVED,
     CAPPED,
@@ -41,7 +47,6 @@ from mhabench.results.columns import (
     PEAK_MEMORY_BYTES,
     PREDICTED_PEAK_BYTES,
     REPEAT,
-    ROOFLINE_EFFICIENCY,
     STATUS,
     flag,
     label,
@@ -117,11 +122,11 @@ def _columns(baseline: str, with_compile: bool, with_repeats: bool) -> list[tupl
     columns += [("speedup spread", lambda r: format_number(r["speedup_spread"], ".1%"))] if with_repeats else []
     columns += [
         (label(PEAK_MEMORY_BYTES), lambda r: human_bytes(r.get(PEAK_MEMORY_BYTES)) if r[STATUS] == "ok" else "-"),
-        (label(FLOPS), lambda r: human_count(r.get(FLOPS))),
         (label(BYTES_MOVED), lambda r: human_bytes(r.get(BYTES_MOVED))),
-        (label(ARITHMETIC_INTENSITY), lambda r: format_number(r.get(ARITHMETIC_INTENSITY), ".1f")),
-        (label(ACHIEVED_TFLOPS), lambda r: format_number(r.get(EXECUTED_TFLOPS), ".3f")),
-        (label(ROOFLINE_EFFICIENCY), lambda r: format_number(r.get(ROOFLINE_EFFICIENCY), ".1%")),
+        (THROUGHPUT_LABELS[USEFUL_INTENSITY], lambda r: format_number(r.get(USEFUL_INTENSITY), ".1f")),
+        (THROUGHPUT_LABELS[USEFUL_TFLOPS], lambda r: format_number(r.get(USEFUL_TFLOPS), ".3f")),
+        (THROUGHPUT_LABELS[EXECUTED_OVER_USEFUL], lambda r: format_number(r.get(EXECUTED_OVER_USEFUL), ".2f")),
+        (THROUGHPUT_LABELS[USEFUL_EFFICIENCY], lambda r: format_number(r.get(USEFUL_EFFICIENCY), ".1%")),
         (label(MAX_REL_ERR), lambda r: format_number(r.get(MAX_REL_ERR), ".1e")),
     ]
     columns += [("compile s", lambda r: format_number(r.get(COMPILE_TIME_S), ".1f"))] if with_compile else []
@@ -138,8 +143,9 @@ def _with_spread(frame: pd.DataFrame) -> pd.DataFrame:
 def results_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, title: str = "") -> TableModel:
     """Per (case, implementation): median latency (IQR), speedup over ``baseline`` with CI, memory, cost.
 
-    TFLOP/s is what the kernel executed (:mod:`mhabench.analysis.executed`): the useful FLOPs of one that skips
-    the blocks a causal mask hides, so it reads against the same roof as the roofline efficiency beside it.
+    Throughput and efficiency are the useful work's (:mod:`mhabench.analysis.throughput`): useful FLOPs over the
+    time, against the roof at the model's minimal traffic, with the FLOPs executed over the useful ones beside
+    them, so work an implementation wasted never reads as efficiency.
 
     ``speedups`` are the rows with their speedups over ``baseline`` (:func:`speedup_rows`), made by the
     caller: a report cuts one set into its per-scenario tables rather than bootstrapping each again.
@@ -148,7 +154,7 @@ def results_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, titl
     """
     with_repeats = repeat_count(speedups) > 1
     frame = _with_spread(speedups) if with_repeats else speedups
-    frame = frame.assign(**{EXECUTED_TFLOPS: executed(frame)[EXECUTED_TFLOPS]})
+    frame = pd.concat([frame, throughput(frame)], axis=1)
     with_compile = COMPILE_TIME_S in frame and bool(frame[COMPILE_TIME_S].notna().any())
     columns = _columns(baseline, with_compile, with_repeats)
     headers = [header for header, _ in columns]
@@ -218,8 +224,13 @@ def compact_table(rows: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> Table
 
 
 # Left out of the run summary, in this order, while the terminal is too narrow for it.
-DROPPABLE = tuple(
-    label(name) for name in (BYTES_MOVED, FLOPS, ACHIEVED_TFLOPS, MAX_REL_ERR, ARITHMETIC_INTENSITY, PEAK_MEMORY_BYTES)
+DROPPABLE = (
+    label(BYTES_MOVED),
+    THROUGHPUT_LABELS[EXECUTED_OVER_USEFUL],
+    THROUGHPUT_LABELS[USEFUL_TFLOPS],
+    label(MAX_REL_ERR),
+    THROUGHPUT_LABELS[USEFUL_INTENSITY],
+    label(PEAK_MEMORY_BYTES),
 )
 
 

@@ -17,6 +17,7 @@ from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers
 from mhabench.analysis.advice.energy import energy_statements
+from mhabench.analysis.advice.explained import explained
 from mhabench.analysis.advice.pick import statement
 from mhabench.analysis.advice.question import DEVICE_KINDS, Question
 from mhabench.analysis.advice.statement import Statement
@@ -69,6 +70,7 @@ def _run_advice(answers: RunAnswers, question: Question) -> RunAdvice:
         statements += crossovers(cases, answers.picks)
         statements += [found for one in picks for found in why(one, environment)]
         statements += energy_statements(cases, environment)
+        statements += explained(answers, cases)
         statements += changes(cases)
     run = answers.run
     statements += caveats(run.run_id, run.manifest, answers.cases, answers.picks, question)

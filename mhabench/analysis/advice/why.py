@@ -27,8 +27,9 @@ from mhabench.analysis.advice.cells import number, text
 from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.statement import WHY, Statement
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LAUNCH_BOUND_SHARE, LOW_EFFICIENCY
-from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, EXECUTED_TFLOPS, executed
+from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, HARDWARE, executed
 from mhabench.analysis.speedup import is_ok
+from mhabench.analysis.throughput import EXECUTED_OVER_USEFUL, USEFUL_INTENSITY, USEFUL_TFLOPS, throughput
 from mhabench.errors import UnknownImplementationError
 from mhabench.impls import get_spec
 from mhabench.measure.peaks import DevicePeaks
@@ -66,6 +67,12 @@ from mhabench.scenario.cases import Case as ShapeCase
 from mhabench.scenario.config import DTYPES
 
 DID_NOT_FIT = ("skipped", "oom")
+INTENSITY_WORDS = {
+    "hardware": "FLOPs and DRAM bytes from the hardware counters",
+    "counted": "bytes counted from the ops that ran",
+    "model": "bytes from the cost model",
+}
+"""How a sentence names each ``intensity_source`` (issue 25: an ncu figure is not the cost model's)."""
 ROOFLINE, SCORES, LAUNCH, MEMORY, DID_NOT_FIT_RULE = "roofline", "scores", "launch", "memory", "did_not_fit"
 """The rule names of the why statements (``Statement.rule``), which the views rank by."""
 
@@ -91,14 +98,20 @@ def _statement(case: Case, rule: str, sentence: str, figures: Mapping[str, Any],
 
 @dataclasses.dataclass(frozen=True)
 class Position:
-    """Where a row stands on the roofline the plot draws: executed FLOPs per byte and per second
-    (:mod:`mhabench.analysis.executed`), so a kernel that skips masked blocks is judged on what it ran."""
+    """A row's useful work against the roof — the results table's FLOP/B, useful TFLOP/s and roofline eff.
+    (:mod:`mhabench.analysis.throughput`), so advise quotes the numbers the table shows — and where the work it
+    executed stood (:mod:`mhabench.analysis.executed`): its intensity, its source, the executed over useful FLOPs."""
 
     intensity: float
+    """Useful FLOPs over the model's minimal bytes."""
     rate_tflops: float
-    counted: bool
-    skips_masked_work: bool
+    """Useful TFLOP/s."""
     peaks: DevicePeaks
+    executed_intensity: float | None = None
+    executed_over_useful: float | None = None
+    source: str = "model"
+    """Where the executed intensity comes from, as ``intensity_source`` names it: hardware, counted or model."""
+    skips_masked_work: bool = False
 
     @property
     def attainable_tflops(self) -> float:
@@ -115,16 +128,25 @@ class Position:
 
 
 def position(row: Row) -> Position | None:
-    """The row's executed roofline point against its device's peaks; None without peaks or executed figures."""
+    """The row's useful point against its device's peaks, with its executed one; None without peaks or figures."""
     peak_tflops, peak_gbps = number(row, PEAK_TFLOPS), number(row, PEAK_GBPS)
     if not (peak_tflops and peak_gbps):
         return None
-    done = executed(pd.DataFrame([dict(row)])).iloc[0]
-    intensity, rate = number(done, EXECUTED_INTENSITY), number(done, EXECUTED_TFLOPS)
+    frame = pd.DataFrame([dict(row)])
+    useful, done = throughput(frame).iloc[0], executed(frame).iloc[0]
+    intensity, rate = number(useful, USEFUL_INTENSITY), number(useful, USEFUL_TFLOPS)
     if not (intensity and rate):
         return None
-    peaks = DevicePeaks(peak_tflops, peak_gbps, "")
-    return Position(intensity, rate, bool(done[COUNTED]), bool(done[SKIPS_MASKED_WORK]), peaks)
+    source = "hardware" if done[HARDWARE] else "counted" if done[COUNTED] else "model"
+    return Position(
+        intensity,
+        rate,
+        DevicePeaks(peak_tflops, peak_gbps, ""),
+        number(done, EXECUTED_INTENSITY),
+        number(useful, EXECUTED_OVER_USEFUL),
+        source,
+        bool(done[SKIPS_MASKED_WORK]),
+    )
 
 
 def roofline(case: Case, impl: str) -> Statement | None:
@@ -132,13 +154,14 @@ def roofline(case: Case, impl: str) -> Statement | None:
     if point is None:
         return None
     ridge, bound = point.peaks.ridge_flops_per_byte, point.peaks.bound(point.intensity)
-    source = "counted from the ops that ran" if point.counted else "cost model"
-    flops = "useful FLOPs, masked blocks skipped" if point.skips_masked_work else "all FLOPs executed"
     place = (
-        f"its {point.intensity:.3g} FLOP/B ({flops}; bytes {source}) lies "
+        f"its useful work at the model's minimal traffic, {point.intensity:.3g} FLOP/B, lies "
         f"{'below' if bound == 'memory' else 'above'} the ridge at {ridge:.3g} FLOP/B"
     )
-    reached = f"{wording.percent(point.efficiency)} of the attainable {point.attainable_tflops:.3g} TFLOP/s"
+    reached = (
+        f"{wording.percent(point.efficiency)} of the attainable {point.attainable_tflops:.3g} TFLOP/s "
+        f"({point.rate_tflops:.3g} useful TFLOP/s)"
+    )
     if point.far_from_roof:
         sentence = (
             f"{wording.impl(impl)} is far from both roofs: {place}, but it reaches only {reached}, under "
@@ -147,30 +170,45 @@ def roofline(case: Case, impl: str) -> Statement | None:
         )
     else:
         sentence = f"{wording.impl(impl)} is {bound}-bound: {place}, and it reaches {reached}"
+    sentence += _executed_clause(point)
     backend = text(case.row(impl) or {}, SDPA_BACKEND)
     sentence += f"; it ran SDPA's {backend} backend." if backend else "."
     figures = {
         "bound": bound,
         "intensity_flop_per_byte": point.intensity,
-        "intensity_source": source,
-        "executed_tflops": point.rate_tflops,
-        "skips_masked_work": point.skips_masked_work,
-        "ridge_flop_per_byte": ridge,
+        "useful_tflops": point.rate_tflops,
         "efficiency": point.efficiency,
         "attainable_tflops": point.attainable_tflops,
+        "ridge_flop_per_byte": ridge,
+        "executed_over_useful": point.executed_over_useful,
+        "executed_intensity_flop_per_byte": point.executed_intensity,
+        "intensity_source": point.source,
+        "skips_masked_work": point.skips_masked_work,
         "sdpa_backend": backend,
     }
     return _statement(case, ROOFLINE, sentence, figures, [impl])
 
 
-def score_bytes(row: Row) -> float | None:
-    """Bytes of the b·h·n·L score matrix of the row's workload (decode: one query against seq_len + 1 keys);
-    None where the row lacks a shape field or has an unknown dtype."""
+def _executed_clause(point: Position) -> str:
+    """``; it executed 5.67× the useful FLOPs, at 12.7 FLOP/B (all FLOPs executed; FLOPs and DRAM bytes from the
+    hardware counters)``: the executed work, named by its source (issue 25: an ncu figure is not the model's)."""
+    if point.executed_over_useful is None or point.executed_intensity is None:
+        return ""
+    flops = "useful FLOPs, masked blocks skipped" if point.skips_masked_work else "all FLOPs executed"
+    return (
+        f"; it executed {point.executed_over_useful:.2f}× the useful FLOPs, at {point.executed_intensity:.3g} FLOP/B "
+        f"({flops}; {INTENSITY_WORDS[point.source]})"
+    )
+
+
+def row_case(row: Row) -> ShapeCase | None:
+    """The case a row ran, rebuilt from its shape columns (no bias, seed 0: neither changes a cost); None where the
+    row lacks a shape field, has an unknown dtype or ran documents (their lengths are a label, not the rows)."""
     shape = [number(row, name) for name in (BATCH, SEQ_LEN, D_MODEL, HEADS)]
     if text(row, DTYPE) not in DTYPES or None in shape or text(row, LENGTHS) not in ("", "none"):
         return None  # documents: their lengths are a label in the row, not the rows the kernel ran
     batch, seq_len, d_model, heads = (int(cell or 0) for cell in shape)
-    shaped = ShapeCase(
+    return ShapeCase(
         scenario=text(row, SCENARIO),
         batch=batch,
         seq_len=seq_len,
@@ -186,6 +224,14 @@ def score_bytes(row: Row) -> float | None:
         mask=text(row, MASK) or None,
         window=int(number(row, WINDOW) or 0),
     )
+
+
+def score_bytes(row: Row) -> float | None:
+    """Bytes of the b·h·n·L score matrix of the row's workload (decode: one query against seq_len + 1 keys);
+    None where :func:`row_case` cannot rebuild its case."""
+    shaped = row_case(row)
+    if shaped is None:
+        return None
     load = workload(shaped)
     return float(load.score_elements * load.element_bytes)
 

@@ -35,10 +35,17 @@ def kernel_blocks(run: Run, count: int) -> list[Block]:
             "replayed ones, not the row's latency; FLOP/B is tensor plus FP32 FLOPs over DRAM bytes)."
         ),
     ]
+    repeats = keys["repeat"].nunique() > 1
     for key in keys.itertuples(index=False):
         top = top_kernels(kernels, key.case_id, key.impl, key.repeat, count)
-        blocks.append(_table(f"{key.case_id} {key.impl} (repeat {key.repeat})", top))
+        title = kernel_table_label(key.case_id, key.impl, key.repeat if repeats else None)
+        blocks += [Heading(title, level=3), _table(title, top)]
     return blocks
+
+
+def kernel_table_label(case_id: str, impl: str, repeat: int | None = None) -> str:
+    """What a kernel table belongs to, said above it (a Markdown or HTML table has no title of its own)."""
+    return f"{case_id}: {impl}" + (f" (repeat {repeat})" if repeat is not None else "")
 
 
 def _intensity(kernel: pd.Series) -> float:

@@ -18,9 +18,9 @@ from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
+from mhabench.analysis.throughput import EXECUTED_OVER_USEFUL
+from mhabench.analysis.throughput import LABELS as THROUGHPUT_LABELS
 from mhabench.results.columns import (
-    ACHIEVED_TFLOPS,
-    ACHIEVED_USEFUL_TFLOPS,
     ARITHMETIC_INTENSITY,
     BYTES_MOVED,
     CAPPED,
@@ -49,7 +49,9 @@ from mhabench.views.advice import report_blocks
 from mhabench.views.plots import all_plots
 from mhabench.views.report.blocks import Block, Code, Heading, Paragraph, skipped_plot
 from mhabench.views.report.energy import energy_blocks
+from mhabench.views.report.hardware_gaps import hardware_gap_blocks
 from mhabench.views.report.kernels import kernel_blocks
+from mhabench.views.stage_plot import stage_blocks
 from mhabench.views.summary import results_table
 from mhabench.views.table import TableModel, format_number, human_bytes, human_count
 
@@ -63,6 +65,7 @@ def build(run: Run, baseline: str = DEFAULT_BASELINE, first: Sequence[Block] = (
         *first,
         *(report_blocks(advise([run])) if len(run.rows) else []),
         *(_result_blocks(run, baseline) if len(run.rows) else [Paragraph(_no_rows_sentence(run))]),
+        *(stage_blocks(run) if len(run.rows) else []),
         *kernel_blocks(run, kernels),
         *(energy_blocks(run) if len(run.rows) else []),
         Heading("Environment"),
@@ -83,6 +86,7 @@ def _result_blocks(run: Run, baseline: str) -> list[Block]:
         *(plot if plot.png else skipped_plot(plot) for plot in all_plots(speedups, baseline)),
         *_scenario_sections(speedups, baseline),
         *_disagreements(rows),
+        *hardware_gap_blocks(rows),
         *_repeat_spread(speedups, baseline),
         *_failures(rows),
     ]
@@ -131,26 +135,19 @@ def _sample_sentences(group: pd.DataFrame) -> list[str]:
 
 
 def _with_throughput(table: TableModel) -> TableModel:
-    """The results table plus useful TFLOP/s (masked pairs not counted) and whether the kernel skips
-    masked work, after TFLOP/s, where the run has them. TFLOP/s is what the kernel executed: for one that
-    skips the masked half it is the useful rate, for one that computes the masked scores and discards them it
-    is above the useful rate, a waste TFLOP/s alone would hide."""
+    """The results table plus whether the kernel skips masked work, after the executed-over-useful FLOPs, where
+    the run has causal rows: a kernel that skips the masked half executes about its useful FLOPs, one that computes
+    the masked scores and discards them executes more, a waste the useful rate alone would hide."""
     records = table.records if table.records is not None else pd.DataFrame()
-    extra: list[tuple[str, list[str]]] = []
-    if records.get(ACHIEVED_USEFUL_TFLOPS, pd.Series(dtype=float)).notna().any():
-        extra.append(
-            (label(ACHIEVED_USEFUL_TFLOPS), [format_number(v, ".3f") for v in records[ACHIEVED_USEFUL_TFLOPS]])
-        )
-    if _flag(records, CAUSAL).any() and records.get(SKIPS_MASKED_WORK, pd.Series(dtype=object)).notna().any():
-        extra.append((label(SKIPS_MASKED_WORK), [_yes_no(v) for v in records[SKIPS_MASKED_WORK]]))
-    if not extra:
+    if not (_flag(records, CAUSAL).any() and records.get(SKIPS_MASKED_WORK, pd.Series(dtype=object)).notna().any()):
         return table
-    at = list(table.headers).index(label(ACHIEVED_TFLOPS)) + 1
+    cells = [_yes_no(v) for v in records[SKIPS_MASKED_WORK]]
+    at = list(table.headers).index(THROUGHPUT_LABELS[EXECUTED_OVER_USEFUL]) + 1
     return dataclasses.replace(
         table,
-        headers=[*table.headers[:at], *(header for header, _ in extra), *table.headers[at:]],
-        cells=[[*row[:at], *(cells[i] for _, cells in extra), *row[at:]] for i, row in enumerate(table.cells)],
-        numeric=[*table.numeric[:at], *([True] * len(extra)), *table.numeric[at:]],
+        headers=[*table.headers[:at], label(SKIPS_MASKED_WORK), *table.headers[at:]],
+        cells=[[*row[:at], cells[i], *row[at:]] for i, row in enumerate(table.cells)],
+        numeric=[*table.numeric[:at], True, *table.numeric[at:]],
     )
 
 

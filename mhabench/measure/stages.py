@@ -1,0 +1,282 @@
+"""Where one call's time, FLOPs and bytes go, stage by stage of the layer (docs/stages.md).
+
+A call is cut into *units* — on the CPU the aten ops torch's profiler records (with their shapes), on CUDA the
+kernels (from kernels.csv with Nsight Compute's counters, or the profiler's kernel events with durations only) —
+and each unit is given a stage of :data:`mhabench.stage_cost.STAGES` by two rules, both on what ran, never on
+which implementation ran it (so a plugin or a peer we did not write gets the same treatment):
+
+1. **kind, by name**: a GEMM (mm, bmm, addmm; cuBLAS/nvjet/CUTLASS kernels), a fused attention kernel (SDPA's
+   flash/efficient/cuDNN, flash_attn), a softmax, a mask op, a copy, another elementwise op;
+2. **stage, by order**: a GEMM followed by a softmax (before another GEMM) computes the scores, a GEMM right
+   after a softmax is P·V; GEMMs after the last attention kernel or P·V are the output projection, the other
+   GEMMs the QKV projection; elementwise ops between a scores GEMM and its P·V belong to mask/softmax.
+
+The breakdown is measured in a call of its own after the timing (never in a timed call): the profiler's
+overhead inflates each op a little, so time shares, not milliseconds, are what it reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+from mhabench.measure.counters import is_kernel
+from mhabench.results.stages import StageFigures
+from mhabench.stage_cost import STAGES, StageCost
+
+GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_addmm_activation"})
+MASK_OPS = frozenset({"aten::masked_fill", "aten::masked_fill_", "aten::triu", "aten::tril", "aten::where"})
+COPY_OPS = frozenset(
+    {"aten::copy_", "aten::clone", "aten::contiguous", "aten::cat", "aten::stack", "aten::to", "aten::_to_copy"}
+)
+ELEMENTWISE_OPS = frozenset({"aten::div", "aten::mul", "aten::add", "aten::sub", "aten::tanh", "aten::div_"})
+MASK_KERNEL_WORDS = ("masked_fill", "triu_tril", "fillfunctor")
+COPY_KERNEL_WORDS = ("copy", "catarraybatched")
+GEMM_KERNEL_WORDS = ("gemm", "nvjet", "cutlass", "xmma", "cublas", "sm90_", "sm80_", "ampere_")
+ATTENTION_KERNEL_WORDS = ("flash", "fmha", "sdpa", "attention", "attn")
+NAME_WIDTH = 80
+"""Longest kernel name kept: template signatures run to hundreds of characters."""
+EXPAND_THROUGH = ("_scaled_dot_product_attention_math",)
+"""Composite SDPA that runs as plain bmm/softmax ops: its children are the units."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    """One op or kernel of the profiled call, as the breakdown attributes it."""
+
+    name: str
+    kind: str
+    """gemm, attention, softmax, mask, copy, elementwise or other (:func:`kind_of`)."""
+    time_ms: float
+    flops: float | None = None
+    """Matmul-class FLOPs (None where nothing counted them: a kernel profiled without counters)."""
+    bytes_moved: float | None = None
+    shapes: str = ""
+    """The op's input shapes as the profiler recorded them (CPU), "" for a kernel."""
+
+    @property
+    def label(self) -> str:
+        """The name with its shapes, as a user would search for it (`aten::bmm [[8,1,64],[8,64,192]]`); a kernel's
+        template signature is cut at its first ``(``."""
+        return f"{self.name} {self.shapes}" if self.shapes else self.name.split("(")[0][:NAME_WIDTH]
+
+
+def kind_of(name: str) -> str:
+    """The kind of an op (``aten::…``, by its exact name) or a CUDA kernel (by words in its name)."""
+    lowered = name.lower()
+    if "softmax" in lowered:
+        return "softmax"
+    if name.startswith("aten::"):
+        return _op_kind(name)
+    if any(word in lowered for word in ATTENTION_KERNEL_WORDS):
+        return "attention"
+    if any(word in lowered for word in GEMM_KERNEL_WORDS):
+        return "gemm"
+    if any(word in lowered for word in MASK_KERNEL_WORDS):
+        return "mask"
+    if any(word in lowered for word in COPY_KERNEL_WORDS):
+        return "copy"
+    return "elementwise" if "elementwise" in lowered else "other"
+
+
+def _op_kind(name: str) -> str:
+    if name in GEMM_OPS:
+        return "gemm"
+    if name.startswith(("aten::_scaled_dot_product_", "aten::_flash", "aten::_efficient")):
+        return "attention"
+    if name in MASK_OPS:
+        return "mask"
+    if name in COPY_OPS:
+        return "copy"
+    return "elementwise" if name in ELEMENTWISE_OPS else "other"
+
+
+def assign_stages(kinds: Sequence[str]) -> list[str]:
+    """The stage of each unit of one call, from the kinds in launch order (module doc, rule 2)."""
+    anchors = [i for i, kind in enumerate(kinds) if kind in ("gemm", "softmax", "attention")]
+    stages = ["other"] * len(kinds)
+    for position, i in enumerate(anchors):
+        if kinds[i] != "gemm":
+            continue
+        after = kinds[anchors[position + 1]] if position + 1 < len(anchors) else ""
+        before = kinds[anchors[position - 1]] if position > 0 else ""
+        stages[i] = "scores" if after == "softmax" else "pv" if before == "softmax" else ""
+    cores = [i for i, kind in enumerate(kinds) if kind == "attention" or stages[i] == "pv"]
+    last_core = max(cores, default=None)
+    gemms = [i for i, kind in enumerate(kinds) if kind == "gemm" and not stages[i]]
+    for i in gemms:
+        after_core = last_core is not None and i > last_core
+        no_core_last = last_core is None and len(gemms) > 1 and i == gemms[-1]
+        stages[i] = "out_projection" if after_core or no_core_last else "qkv_projection"
+    inside = _inside_attention(stages)
+    for i, kind in enumerate(kinds):
+        if kind == "attention":
+            stages[i] = "attention"
+        elif kind in ("softmax", "mask") or (kind == "elementwise" and inside[i]):
+            stages[i] = "mask_softmax"
+        elif kind == "copy":
+            stages[i] = "layout"
+    return stages
+
+
+def _inside_attention(stages: Sequence[str]) -> list[bool]:
+    """Whether each unit lies between a scores GEMM and the P·V that follows it."""
+    inside, flags = False, []
+    for stage in stages:
+        inside = (inside or stage == "scores") and stage != "pv"
+        flags.append(inside and stage != "scores")
+    return flags
+
+
+def breakdown(
+    units: Sequence[Unit], model: dict[str, StageCost] | None, total_ms: float | None = None
+) -> list[StageFigures]:
+    """Per stage (every stage with a unit or a model figure): time and share, FLOPs, bytes, the model's figures.
+
+    ``total_ms`` is the call's own time; what the units do not cover (Python, dispatch) is added to ``other``.
+    """
+    stages = assign_stages([unit.kind for unit in units])
+    covered = sum(unit.time_ms for unit in units)
+    total = max(total_ms or 0.0, covered)
+    figures = []
+    for stage in STAGES:
+        mine = [unit for unit, assigned in zip(units, stages, strict=True) if assigned == stage]
+        modelled = (model or {}).get(stage)
+        gap = total - covered if stage == "other" else 0.0
+        if not mine and modelled is None and gap <= 0:
+            continue
+        time_ms = sum(unit.time_ms for unit in mine) + gap
+        top = max(mine, key=lambda unit: unit.time_ms, default=None)
+        figures.append(
+            StageFigures(
+                stage=stage,
+                time_ms=time_ms,
+                time_share=time_ms / total if total > 0 else math.nan,
+                flops=_total(unit.flops for unit in mine),
+                bytes_moved=_total(unit.bytes_moved for unit in mine),
+                model_flops=None if modelled is None else modelled.flops,
+                model_bytes=None if modelled is None else modelled.bytes_moved,
+                ops=len(mine),
+                top_op="" if top is None else top.label,
+                top_op_count=0 if top is None else sum(unit.label == top.label for unit in mine),
+            )
+        )
+    return figures
+
+
+def _total(values: Iterable[float | None]) -> float | None:
+    """The sum, or None when any unit lacks the figure (a partial sum would understate the stage)."""
+    given = list(values)
+    known = [value for value in given if value is not None and not math.isnan(value)]
+    return float(sum(known)) if len(known) == len(given) else None
+
+
+# --- CPU: torch's profiler, ops with shapes ---------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def quiet_profiler() -> Iterator[None]:
+    """Silence what the profiler's C++ side writes to the process's stderr (``USDT: … profiler_start`` lines from
+    Kineto, which no logging setting turns off), so a run's output stays its own. Python exceptions still rise."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w", encoding="utf-8") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def profile_cpu(call: Callable[[], object], element_bytes: int) -> tuple[list[Unit], float]:
+    """The units of one call of ``call`` under torch's profiler (``record_shapes``), and the call's wall time."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    with quiet_profiler(), torch.profiler.profile(activities=activities, record_shapes=True) as profiler:
+        start = time.perf_counter()
+        call()
+        wall_ms = (time.perf_counter() - start) * 1e3
+    roots = [event for event in profiler.events() if event.cpu_parent is None]
+    roots.sort(key=lambda event: event.time_range.start)
+    units: list[Unit] = []
+    for root in roots:
+        units += _units_of(root, element_bytes)
+    return units, wall_ms
+
+
+def _units_of(event: Any, element_bytes: int) -> list[Unit]:
+    """The outermost events of a known kind under ``event`` (itself included); leaves of no kind are ``other``."""
+    kind = kind_of(event.name)
+    children = sorted(event.cpu_children, key=lambda child: child.time_range.start)
+    expands = event.name.endswith(EXPAND_THROUGH)
+    if (kind == "other" or expands) and children:
+        return [unit for child in children for unit in _units_of(child, element_bytes)]
+    shapes = [list(shape) for shape in (event.input_shapes or [])]
+    flops, moved = op_figures(kind, shapes, element_bytes)
+    text = re.sub(r"\s+", "", str([shape for shape in shapes if shape]))
+    return [Unit(event.name, kind, event.cpu_time_total / 1e3, flops, moved, text if shapes else "")]
+
+
+def op_figures(kind: str, shapes: list[list[int]], element_bytes: int) -> tuple[float, float]:
+    """FLOPs and bytes of one op from its input shapes.
+
+    A (batched) GEMM reads both operands and writes its product, each batch entry's operands once: a weight
+    broadcast over a batch of tokens is read once per token, which is what such a GEMM streams. Other ops read
+    their tensor inputs and write one output the size of the largest.
+    """
+    tensors = [shape for shape in shapes if shape]
+    if kind == "gemm" and len(tensors) >= 2:
+        a, b = tensors[-2], tensors[-1]
+        batch = math.prod(a[:-2])
+        m, k, n = a[-2], a[-1], b[-1]
+        weight_copies = math.prod(b[:-2] or [1])
+        return 2.0 * batch * m * k * n, float((batch * (m * k + m * n) + weight_copies * k * n) * element_bytes)
+    if kind == "attention" and len(tensors) >= 3:
+        query, key, value = tensors[:3]
+        flops = 2.0 * math.prod(query[:-2]) * query[-2] * key[-2] * (query[-1] + value[-1])
+        return flops, float((sum(math.prod(shape) for shape in tensors[:3]) + math.prod(query)) * element_bytes)
+    sizes = [math.prod(shape) for shape in tensors]
+    return 0.0, float((sum(sizes) + max(sizes, default=0)) * element_bytes)
+
+
+# --- CUDA: kernels ----------------------------------------------------------------------------------------
+
+
+def kernel_units(kernels: Iterable[dict[str, Any]]) -> list[Unit]:
+    """Units from kernel records in launch order (kernels.csv's columns; counters empty when none ran)."""
+    units = []
+    for kernel in kernels:
+        tensor, fp32 = _number(kernel.get("tensor_flops")), _number(kernel.get("fp32_flops"))
+        read, write = _number(kernel.get("dram_read_bytes")), _number(kernel.get("dram_write_bytes"))
+        flops = None if tensor is None else tensor + (fp32 or 0.0)
+        moved = None if read is None else read + (write or 0.0)
+        name = str(kernel["kernel_name"])
+        units.append(Unit(name, kind_of(name), float(kernel["duration_ms"]), flops, moved))
+    return units
+
+
+def profile_cuda(call: Callable[[], object], device: torch.device) -> list[Unit]:
+    """The kernels of one call under the profiler: names and durations (no counters), in launch order."""
+    torch.cuda.synchronize(device)
+    with quiet_profiler(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profiler:
+        call()
+        torch.cuda.synchronize(device)
+    events = sorted((event for event in profiler.events() if is_kernel(event)), key=lambda e: e.time_range.start)
+    return [Unit(event.name, kind_of(event.name), event.device_time / 1e3) for event in events]
+
+
+def _number(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number

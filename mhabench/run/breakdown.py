@@ -1,0 +1,57 @@
+"""A row's breakdown by stage (docs/stages.md): one profiled call after the case's timing, or its counted kernels.
+
+The call is never a timed one: the case's rounds are over when it runs. It costs one call per row (on the H100
+GPU default sweep the 96 rows' medians add up to 5.3 s, run 20261126T070612Z-default-gpu), plus the profiler's
+overhead. On the CPU it runs under torch's profiler
+with shapes; on CUDA under the profiler's kernel trace (durations only) and, where ``counters: hardware`` profiled
+the row under Nsight Compute, again from those kernels with their FLOPs and DRAM bytes
+(:func:`counters_breakdown`, which replaces the durations-only one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from mhabench.impls.registry import ImplSpec
+from mhabench.measure import stages
+from mhabench.results.stages import StageBreakdown, breakdown_group
+from mhabench.run.steps import workload
+from mhabench.scenario.cases import Case
+from mhabench.scenario.config import DTYPES
+from mhabench.stage_cost import StageCost, stage_costs
+from mhabench.torch_errors import is_sticky_cuda_error
+
+SLICE_ONLY = "not measured: this rank runs a slice of the layer"
+TRAIN_STEP = "not measured: the stage rules read a forward call's order, and a train step interleaves its backward"
+
+
+def model_stages(spec: ImplSpec, case: Case) -> dict[str, StageCost] | None:
+    """The cost model's figures per stage for this case; None for an implementation without a model."""
+    return stage_costs(spec.cost, workload(case)) if spec.cost else None
+
+
+def profiled_breakdown(call: Callable[[], object], spec: ImplSpec, case: Case, device: torch.device) -> StageBreakdown:
+    """One call of ``call`` profiled and attributed to stages; a failure leaves the group saying why, not the row."""
+    if case.mode == "train":
+        return StageBreakdown(breakdown_source=TRAIN_STEP)
+    try:
+        with torch.inference_mode():  # no warm-up call: the case's timing rounds have just run this one
+            if device.type == "cuda":
+                units, source, total_ms = stages.profile_cuda(call, device), "kernels", None
+            else:
+                units, total_ms = stages.profile_cpu(call, DTYPES[case.dtype].itemsize)
+                source = "profiler"
+    except Exception as exc:  # the timing succeeded, so a failure here is the profiler's, not the row's
+        if is_sticky_cuda_error(exc):
+            raise
+        return StageBreakdown(breakdown_source=f"not measured: {type(exc).__name__}: {exc}"[:200])
+    return breakdown_group(stages.breakdown(units, model_stages(spec, case), total_ms), source)
+
+
+def counters_breakdown(kernels: Sequence[Mapping[str, Any]], spec: ImplSpec, case: Case) -> StageBreakdown:
+    """The breakdown from one row's profiled kernels (kernels.csv's records, in launch order) with their counters."""
+    units = stages.kernel_units(sorted(kernels, key=lambda kernel: int(kernel["kernel"])))
+    return breakdown_group(stages.breakdown(units, model_stages(spec, case)), "counters")

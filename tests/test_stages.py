@@ -1,0 +1,304 @@
+"""The breakdown by stage (docs/stages.md): the model per stage, the attribution rules, explain's rules, the
+recorded H100 run, and a CPU profile of torch_mha's per-token GEMM."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import mhabench.impls  # noqa: F401  (registers every implementation)
+from mhabench.analysis.advice.advise import advise
+from mhabench.analysis.explain.explain import explain
+from mhabench.analysis.explain.rules import departs, first_match
+from mhabench.cost import Workload
+from mhabench.impls.registry import available_implementations, build, get_spec
+from mhabench.impls.weights import AttentionWeights
+from mhabench.measure.stages import Unit, assign_stages, breakdown, kind_of, profile_cpu
+from mhabench.results.stages import StageFigures, breakdown_group, read_breakdown
+from mhabench.results.store import load_run
+from mhabench.run import runner
+from mhabench.scenario.config import parse_config
+from mhabench.stage_cost import stage_costs
+from mhabench.views.plots import Plot
+from mhabench.views.report.blocks import Heading
+from mhabench.views.report.hardware_gaps import hardware_gaps
+from mhabench.views.report.kernels import kernel_blocks
+from mhabench.views.stage_plot import stage_blocks
+from mhabench.views.table import TableModel
+
+H100_COUNTERS = Path("/work/shared/runs/20261127T074353Z-default-gpu-counters-partial")
+WORKLOADS = [
+    Workload(2, 64, 64, 128, 4, 4, False, 4),
+    Workload(1, 64, 64, 128, 4, 2, True, 2),
+    Workload(1, 64, 64, 128, 4, 4, True, 4, train=True),
+]
+
+
+@pytest.mark.parametrize("workload", WORKLOADS, ids=["plain", "gqa-causal", "train"])
+def test_the_stages_of_every_registered_model_add_up_to_its_flops_and_bytes(workload: Workload) -> None:
+    for name in available_implementations():
+        model = get_spec(name).cost
+        if model is None or (name == "full_dim_heads" and workload.kv_heads != workload.heads):
+            continue
+        stages, cost = stage_costs(model, workload), model(workload)
+        assert sum(s.flops for s in stages.values()) == cost.flops, name
+        assert abs(sum(s.bytes_moved for s in stages.values()) - cost.bytes_moved) <= 2, name
+        assert all(s.flops >= 0 and s.bytes_moved >= 0 for s in stages.values()), name
+
+
+def test_fused_prices_one_packed_qkv_gemm_and_one_attention_kernel() -> None:
+    w = WORKLOADS[0]
+    stages = stage_costs(get_spec("fused").cost, w)
+    assert stages["qkv_projection"].flops == 2 * w.tokens * w.d_model * 3 * w.d_model
+    assert stages["out_projection"].flops == 2 * w.tokens * w.d_model * w.d_model
+    assert "scores" not in stages and stages["attention"].flops == 4 * w.score_elements * w.head_dim
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("aten::bmm", "gemm"),
+        ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention"),
+        ("aten::_masked_softmax", "softmax"),
+        ("nvjet_sm90_tst_512x8_64x3_2x1_v_bz_TNT", "gemm"),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16", "attention"),
+        ("void native::triu_tril_kernel<bool, int, 1, 8, 0>", "mask"),
+        ("void native::elementwise_kernel<128, 4, direct_copy_kernel_cuda>", "copy"),
+        ("aten::view", "other"),
+    ],
+)
+def test_an_op_or_kernel_gets_its_kind_from_its_name(name: str, kind: str) -> None:
+    assert kind_of(name) == kind
+
+
+def test_gemms_get_their_stage_from_their_order() -> None:
+    materialized = ["gemm", "gemm", "gemm", "gemm", "elementwise", "mask", "softmax", "gemm", "copy", "gemm"]
+    assert assign_stages(materialized) == [
+        "qkv_projection",
+        "qkv_projection",
+        "qkv_projection",
+        "scores",
+        "mask_softmax",
+        "mask_softmax",
+        "mask_softmax",
+        "pv",
+        "layout",
+        "out_projection",
+    ]
+    assert assign_stages(["mask", "gemm", "copy", "attention", "gemm"]) == [
+        "mask_softmax",
+        "qkv_projection",
+        "layout",
+        "attention",
+        "out_projection",
+    ]
+
+
+def test_the_call_time_no_unit_covers_is_other_and_a_missing_counter_leaves_the_stage_uncounted() -> None:
+    units = [Unit("aten::mm", "gemm", 3.0, 10.0, 20.0), Unit("k", "attention", 1.0), Unit("aten::mm", "gemm", 1.0)]
+    figures = {f.stage: f for f in breakdown(units, None, total_ms=10.0)}
+    assert figures["qkv_projection"].time_share == pytest.approx(0.3)
+    assert figures["other"].time_ms == pytest.approx(5.0)
+    assert figures["attention"].flops is None
+    group = breakdown_group(list(figures.values()), "profiler")
+    assert group.top_stage == "other" and read_breakdown(group.stage_breakdown) == list(figures.values())
+
+
+def _stage(
+    stage: str = "qkv_projection", top_op: str = "aten::mm [[64,64],[64,192]]", **figures: float
+) -> StageFigures:
+    base = StageFigures(stage, 9.0, 0.9, 100.0, 100.0, 100.0, 100.0, 1, top_op, 1)
+    return dataclasses.replace(base, **figures)
+
+
+def test_rule_per_token_gemm_reads_the_bmm_shapes() -> None:
+    rule, found = first_match(_stage(top_op="aten::bmm [[1024,1,4096],[1024,4096,12288]]"))  # type: ignore[misc]
+    assert rule.name == "per_token_gemm" and found["batch"] == 1024
+    assert "1,024 batched GEMMs of 1 row(s) each" in rule.says.format(**found)
+    assert first_match(_stage(top_op="aten::bmm [[4,64,16],[4,16,64]]")) is None  # heads, not tokens
+
+
+def test_rule_padded_gemm_needs_the_executed_flops_above_the_model() -> None:
+    kernel = "nvjet_sm90_tst_512x8_64x3_2x1_v_bz_TNT"
+    matched = first_match(_stage(top_op=kernel, flops=800.0))
+    assert matched is not None and matched[0].name == "padded_gemm"
+    assert first_match(_stage(top_op=kernel, flops=110.0)) is None
+
+
+def test_rule_many_small_ops_counts_one_op_per_head() -> None:
+    matched = first_match(_stage(stage="pv", top_op="aten::bmm [[1,64,64],[1,64,16]]", top_op_count=32, ops=32))
+    assert matched is not None and matched[0].name == "many_small_ops"
+
+
+def test_a_departure_no_rule_knows_is_still_a_departure() -> None:
+    unknown = _stage(stage="layout", top_op="aten::clone [[8,64]]", bytes_moved=400.0)
+    assert first_match(unknown) is None and departs(unknown)
+    assert not departs(_stage())
+
+
+@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
+def test_explain_on_the_recorded_h100_run_names_torch_mha_projection_kernel_and_8x_flops() -> None:
+    found = [e for e in explain(load_run(H100_COUNTERS)) if e.impl == "torch_mha"]
+    assert len(found) == 4  # every case of the partial run
+    for one in found:
+        assert one.pick == "fused" and one.source == "counters" and one.rule == "padded_gemm"
+        assert one.stage is not None and one.stage.stage == "qkv_projection"
+        assert one.stage.flops_ratio == pytest.approx(8.0, rel=0.01)
+        assert "nvjet_sm90_tst_512x8_64x3_2x1_v_bz_TNT" in one.text and "8.0× the model's FLOPs" in one.text
+    by_label = explain(load_run(H100_COUNTERS), cases=("n=1024 h=32 d=4096 b=1 bfloat16",), impls=("torch_mha",))
+    by_id = explain(load_run(H100_COUNTERS), cases=("d4096-h32/b1-n1024-d4096-h32-bfloat16",), impls=("torch_mha",))
+    assert [e.case_id for e in by_label] == [e.case_id for e in by_id] == ["d4096-h32/b1-n1024-d4096-h32-bfloat16"]
+
+
+def test_the_cpu_profile_shows_torch_mha_per_token_bmm_on_a_small_case() -> None:
+    weights, tokens = AttentionWeights.random(64), 32
+    module = build("torch_mha", weights, 4)
+    x = torch.randn(1, tokens, 64)
+    with torch.inference_mode():
+        module(x)
+        units, wall_ms = profile_cpu(lambda: module(x), 4)
+    model = stage_costs(get_spec("torch_mha").cost, Workload(1, tokens, tokens, 64, 4, 4, False, 4))
+    qkv = {f.stage: f for f in breakdown(units, model, wall_ms)}["qkv_projection"]
+    assert qkv.top_op == f"aten::bmm [[{tokens},1,64],[{tokens},64,192]]"
+    assert qkv.flops_ratio == pytest.approx(1.0)  # the CPU runs the model's FLOPs, one token at a time
+    assert qkv.bytes_ratio is not None and qkv.bytes_ratio > 10  # the weight read once per token
+    matched = first_match(qkv)
+    assert matched is not None and matched[0].name == "per_token_gemm" and matched[1]["batch"] == tokens
+
+
+def test_torch_mha_fast_takes_the_native_path_and_one_qkv_gemm() -> None:
+    weights = AttentionWeights.random(64)
+    module = build("torch_mha_fast", weights, 4)
+    x = torch.randn(1, 32, 64)
+    with torch.inference_mode():
+        units, _ = profile_cpu(lambda: module(x), 4)
+    names = [unit.label for unit in units]
+    assert "aten::mm [[32,64],[64,192]]" in names and not any(n.startswith("aten::bmm [[32,1,") for n in names)
+
+
+def test_a_cpu_run_stores_every_ok_row_breakdown_and_explain_reads_it(
+    tiny_config_data: dict[str, Any], fixed_peaks: object, tmp_path: Path
+) -> None:
+    data = {**tiny_config_data, "implementations": ["fused", "torch_mha"]}
+    data["scenarios"] = [{**data["scenarios"][0], "bias": False}]
+    result = runner.run(parse_config(data, "tiny.yaml"), tmp_path, argv=["mhabench", "run", "tiny.yaml"])
+    rows = load_run(result.run_dir).rows
+    assert set(rows["breakdown_source"]) == {"profiler"}
+    torch_mha = rows[rows["impl"] == "torch_mha"].iloc[0]
+    stages = {figure.stage: figure for figure in read_breakdown(torch_mha["stage_breakdown"])}
+    assert stages["qkv_projection"].top_op.startswith("aten::bmm [[9,2,16],[9,16,48]]")  # seq_len 9, batch 2
+    fused = {
+        figure.stage: figure for figure in read_breakdown(rows[rows["impl"] == "fused"].iloc[0]["stage_breakdown"])
+    }
+    assert fused["qkv_projection"].flops_ratio == pytest.approx(1.0) and "attention" in fused
+
+
+@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
+def test_every_kernel_table_of_the_report_is_labelled_with_its_case_and_implementation() -> None:
+    blocks = kernel_blocks(load_run(H100_COUNTERS), 1)
+    tables = [i for i, block in enumerate(blocks) if isinstance(block, TableModel)]
+    assert len(tables) == 16
+    labels = [blocks[i - 1] for i in tables]
+    assert all(isinstance(label, Heading) and label.level == 3 for label in labels)
+    assert "d4096-h32/b1-n1024-d4096-h32-bfloat16: torch_mha" in [label.text for label in labels]  # type: ignore[union-attr]
+
+
+@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
+def test_the_report_draws_model_and_measured_stages_for_the_recorded_run() -> None:
+    blocks = stage_blocks(load_run(H100_COUNTERS))
+    assert isinstance(blocks[0], Heading) and blocks[0].text == "Stages"
+    plots = [block for block in blocks if isinstance(block, Plot)]
+    assert len(plots) == 4 and all(plot.png for plot in plots)
+
+
+@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
+def test_model_disagreements_include_the_hardware_figures() -> None:
+    gaps = hardware_gaps(load_run(H100_COUNTERS).rows)
+    torch_mha = gaps[gaps["impl"] == "torch_mha"]
+    assert len(torch_mha) == 4 and (torch_mha["bytes_ratio"] > 250).all() and (torch_mha["flops_ratio"] > 4).all()
+    assert "naive" not in set(gaps["impl"])  # its DRAM bytes and FLOPs are within 25 % of its model
+
+
+def test_a_cuda_breakdown_without_counters_takes_kernel_names_and_durations_in_launch_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fake profiler modelled on the recorded run's torch_mha kernels: names, device times (µs), launch order."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    from mhabench.measure import stages as stage_module
+
+    launched = [
+        ("nvjet_sm90_tst_512x8_64x3_2x1_v_bz_TNT", 22527.0),
+        ("void native::elementwise_kernel<128, 4, direct_copy_kernel_cuda>", 33.0),
+        ("Memcpy DtoD (Device -> Device)", 5.0),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16", 33.0),
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", 45.0),
+    ]
+    events = [
+        SimpleNamespace(name=name, device_type=DeviceType.CUDA, device_time=us, time_range=SimpleNamespace(start=i))
+        for i, (name, us) in reversed(list(enumerate(launched)))
+    ]
+
+    class FakeProfile:
+        def __init__(self, **_: object) -> None: ...
+        def __enter__(self) -> FakeProfile:
+            return self
+
+        def __exit__(self, *_: object) -> None: ...
+        def events(self) -> list[SimpleNamespace]:
+            return events
+
+    monkeypatch.setattr(stage_module.torch.cuda, "synchronize", lambda device: None)
+    monkeypatch.setattr(stage_module.torch.profiler, "profile", FakeProfile)
+    units = stage_module.profile_cuda(lambda: None, torch.device("cuda"))
+    assert [unit.kind for unit in units] == ["gemm", "copy", "attention", "gemm"]  # the memcpy is no kernel
+    figures = {f.stage: f for f in breakdown(units, None)}
+    assert figures["qkv_projection"].time_ms == pytest.approx(22.527) and figures["qkv_projection"].flops is None
+    assert set(figures) == {"qkv_projection", "layout", "attention", "out_projection"}
+
+
+@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
+def test_explain_command_json_and_bad_input() -> None:
+    from typer.testing import CliRunner
+
+    from mhabench.cli import app
+
+    cli = CliRunner()
+    done = cli.invoke(app, ["explain", str(H100_COUNTERS), "--impl", "torch_mha", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    records = json.loads(done.stdout)
+    assert {r["rule"] for r in records} == {"padded_gemm"} and {r["stage"]["stage"] for r in records} == {
+        "qkv_projection"
+    }
+    refused = cli.invoke(app, ["explain", str(H100_COUNTERS), "--format", "pdf"])
+    assert refused.exit_code == 2 and "--format" in refused.output and "Traceback" not in refused.output
+
+
+@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
+def test_advise_cites_explain_in_one_line_per_clearly_slower_implementation() -> None:
+    run = load_run(H100_COUNTERS)
+    cited = [s for s in advise([run]).statements if s.rule == "explained"]
+    slower = [e for e in explain(run)]
+    assert len(cited) == len(slower) == 11  # per_head and torch_mha in 4 cases, naive in 3
+    torch_mha = [s for s in cited if s.rows[0].impl == "torch_mha"]
+    assert all("QKV projection" in s.text and "8.0× the model's FLOPs" in s.text for s in torch_mha)
+    assert all(f"mhabench explain {run.run_id} --impl torch_mha" in s.text for s in torch_mha)
+    assert all("\n" not in s.text for s in cited)
+
+
+def test_a_train_step_gets_no_breakdown_and_says_why(tiny_config_data: dict[str, Any]) -> None:
+    from mhabench.run.breakdown import TRAIN_STEP, profiled_breakdown
+    from mhabench.scenario.cases import expand_cases
+
+    (case,) = expand_cases(parse_config(tiny_config_data, "tiny.yaml"), torch.device("cpu"))
+    train = dataclasses.replace(case, mode="train")
+    called: list[int] = []
+    group = profiled_breakdown(lambda: called.append(1), get_spec("fused"), train, torch.device("cpu"))
+    assert group.breakdown_source == TRAIN_STEP and group.stage_breakdown is None and not called
