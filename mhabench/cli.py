@@ -370,7 +370,7 @@ def compare(
     baseline: Annotated[str, typer.Option("--baseline", help="One run: speedups over this impl.")] = DEFAULT_BASELINE,
     threshold: Annotated[str, typer.Option("--threshold", help="Two runs: smallest change that counts.")] = "5%",
     fail_on_regression: Annotated[
-        bool, typer.Option("--fail-on-regression", help="Exit 1 if a row is significantly slower.")
+        bool, typer.Option("--fail-on-regression", help="Exit 1 if a row's whole CI is slower than the threshold.")
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Compare runs from different device kinds.")] = False,
     output: Annotated[Path | None, typer.Option("--output", help="Also write .csv, .json or .md.")] = None,
@@ -400,12 +400,17 @@ def compare(
         if differences is not None:
             out.print(differences)
         out.print(compare_output.compare_table(comparison))
+        summary = compare_output.summary_line(comparison)
+        if summary is not None:
+            out.print(summary)
         if output is not None:
             compare_output.write_output(comparison, output)
             out.print(f"written: {output}")
         regressions = comparison.regressions
         if fail_on_regression and len(regressions):
-            err_console.print(f"[bold red]regression:[/bold red] {len(regressions)} row(s) significantly slower")
+            err_console.print(
+                f"[bold red]regression:[/bold red] {len(regressions)} row(s) slower (whole 95% CI past the threshold)"
+            )
             raise typer.Exit(1)
 
 
