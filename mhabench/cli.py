@@ -417,7 +417,7 @@ def compare(
 @app.command()
 def report(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run folder, run id, or latest.")],
-    report_format: Annotated[str, typer.Option("--format", help="html | md | both")] = "both",
+    report_format: Annotated[str, typer.Option("--format", help="html | md | both (markdown = md)")] = "both",
     baseline: Annotated[str, typer.Option("--baseline", help="Speedups over this impl.")] = DEFAULT_BASELINE,
     out: Annotated[Path | None, typer.Option("--out", help="Folder for the report (default: the run folder).")] = None,
     results_root: Annotated[Path, typer.Option("--results-root", help="Where run ids are looked up.")] = Path(
@@ -491,7 +491,7 @@ def advise(
     run_refs: Annotated[
         list[str], typer.Argument(metavar="RUN...", help="Runs to advise on; with several, where their picks differ.")
     ],
-    output_format: Annotated[str, typer.Option("--format", help="terminal | markdown | json")] = "terminal",
+    output_format: Annotated[str, typer.Option("--format", help="terminal | md | json")] = "terminal",
     for_device: Annotated[
         str | None, typer.Option("--for", help="The device kind you will run on (cpu | cuda), if not the run's.")
     ] = None,

@@ -88,6 +88,17 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert_one_line_exit_2(invoke("advise", run_dir, "--for", "tpu"), "--for: 'tpu'")
 
 
+def test_one_format_vocabulary_for_advise_and_report(tmp_path: Path) -> None:
+    """Issue 29: ``advise --format md`` was refused while ``report --format md`` was the only spelling there."""
+    run_dir = crossover_run(tmp_path)
+    as_md = invoke("advise", run_dir, "--format", "md")
+    assert as_md.exit_code == 0, as_md.output
+    assert as_md.stdout == invoke("advise", run_dir, "--format", "markdown").stdout
+    report = invoke("report", run_dir, "--format", "markdown")
+    assert report.exit_code == 0, report.output
+    assert (run_dir / "report.md").exists() and not (run_dir / "report.html").exists()
+
+
 def test_the_report_starts_with_the_advice(tmp_path: Path) -> None:
     run_dir = crossover_run(tmp_path)
     result = invoke("report", run_dir, "--format", "md")

@@ -25,11 +25,11 @@ from mhabench.analysis.advice.statement import ACROSS, CAVEAT, CHANGE, CROSSOVER
 from mhabench.analysis.advice.summary import GROUP
 from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
 from mhabench.analysis.stats import CONFIDENCE_LEVEL, MIN_INTERVAL_SAMPLES
-from mhabench.errors import InputError
+from mhabench.views import formats
 from mhabench.views.report.blocks import Block, Heading, Paragraph
 from mhabench.views.table import TableModel
 
-FORMATS = ("terminal", "markdown", "json")
+FORMATS = ("terminal", "md", "json")
 TITLES = {
     PICK: "Pick",
     CROSSOVER: "Where the answer changes",
@@ -48,9 +48,8 @@ SUMMARY_GROUPS = 2
 
 
 def parse_format(text: str) -> str:
-    if text not in FORMATS:
-        raise InputError(f"--format: {text!r} is not one of {', '.join(FORMATS)}")
-    return text
+    """``advise --format``: the shared vocabulary (``md`` or ``markdown``), limited to what advise writes."""
+    return formats.parse_format(text, FORMATS)
 
 
 def _groups(run: RunAdvice) -> list[tuple[Statement, list[Statement]]]:
