@@ -75,7 +75,8 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except (MhabenchError, OSError) as exc:  # OSError: e.g. a full disk mid-run; finished rows stay on disk
-        err_console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        for line in str(exc).splitlines() or [""]:  # a file's every problem, one line each
+            err_console.print(f"[bold red]error:[/bold red] {escape(line)}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code if isinstance(exc, MhabenchError) else 1) from None
     except KeyboardInterrupt:
         err_console.print("interrupted: every finished row is already on disk")

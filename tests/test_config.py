@@ -11,7 +11,13 @@ import pytest
 import torch
 import yaml
 
-from mhabench.errors import ConfigError, DeviceUnavailableError, InputError, UnknownImplementationError
+from mhabench.errors import (
+    MAX_LISTED_ERRORS,
+    ConfigError,
+    DeviceUnavailableError,
+    InputError,
+    UnknownImplementationError,
+)
 from mhabench.scenario.cases import Case, expand_cases
 from mhabench.scenario.config import RunConfig, load_config, load_default_config, parse_config
 from mhabench.scenario.device import resolve_device
@@ -302,8 +308,44 @@ def test_model_dump_round_trips() -> None:
 
 def test_misspelled_required_key_is_named_before_the_missing_field() -> None:
     message = config_error({"scenarios": [{"seq_len": 8, "d_model": 16, "hedas": 8}]})
-    assert message.startswith(f"{SOURCE}: scenarios[0].hedas: unknown field; did you mean 'heads'?")
-    assert message.endswith("(and 1 more)")
+    assert message == f"{SOURCE}: scenarios[0].hedas: unknown field; did you mean 'heads'?"  # not "heads missing"
+
+
+def file_errors(data: Any) -> list[str]:
+    """Every line of the error a file with several problems gets, each checked to name the file."""
+    with pytest.raises(InputError) as caught:
+        parse_config(data, SOURCE)
+    lines = str(caught.value).splitlines()
+    assert all(line.startswith(f"{SOURCE}: ") for line in lines)
+    return lines
+
+
+def test_every_error_of_a_file_is_named_at_once() -> None:
+    """Issue 29: two typos gave the first and "(and 3 more)"; a user fixed one, reran, met the next."""
+    lines = file_errors(
+        {
+            "scenarios": [scenario(hedas=2, heads=2), scenario(seq_len=-1, mask="sliding_windw")],
+            "implementations": ["flash"],
+        }
+    )
+    assert lines[0] == f"{SOURCE}: scenarios[0].hedas: unknown field; did you mean 'heads'?"
+    assert any(line.startswith(f"{SOURCE}: scenarios[1].seq_len:") for line in lines)
+    assert any(line.startswith(f"{SOURCE}: scenarios[1].mask:") for line in lines)
+    assert lines[-1].startswith(f"{SOURCE}: implementations: unknown implementation 'flash'; did you mean")
+
+
+def test_a_long_list_of_errors_stops_at_a_screenful() -> None:
+    lines = file_errors({"scenarios": [scenario(seq_len=-i - 1) for i in range(30)]})
+    assert len(lines) == MAX_LISTED_ERRORS + 1 and lines[-1] == f"{SOURCE}: (and 10 more)"
+
+
+def test_an_unknown_implementation_suggests_the_names_it_was_meant_as() -> None:
+    """Issue 29: ``implementations: [flash]`` listed every known name but no "did you mean 'flash_attn'"."""
+    message = config_error({"scenarios": [scenario()], "implementations": ["flash"]}, UnknownImplementationError)
+    assert message.startswith(f"{SOURCE}: implementations: unknown implementation 'flash'; did you mean ")
+    assert "'flash_attn'" in message and "known:" not in message
+    lines = file_errors({"scenarios": [scenario()], "implementations": ["flash", "fusd"]})
+    assert len(lines) == 2 and "'fused'" in lines[1]
 
 
 LIMITS = [("seq_len", 1_048_576), ("d_model", 65_536), ("batch", 65_536), ("heads", 1024), ("kv_heads", 1024)]

@@ -29,11 +29,12 @@ from mhabench.errors import (
     ConfigError,
     PluginError,
     UnknownImplementationError,
+    close_names,
     describe_validation_error,
     quote,
     shorten,
 )
-from mhabench.impls import get_spec
+from mhabench.impls import available_implementations
 from mhabench.impls.tensor_parallel import divisibility_problem
 from mhabench.pattern import Layout, MaskName, ScoreModName
 from mhabench.scenario import lengths as doc_lengths
@@ -361,7 +362,9 @@ def parse_config(data: Any, source: str) -> RunConfig:
     try:
         config = RunConfig.model_validate(with_models(data, source))
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {describe_validation_error(exc, _known_fields)}") from None
+        names = data.get("implementations")
+        extra = [f"implementations: {p}" for p in unknown_implementations(names)] if isinstance(names, list) else []
+        raise ConfigError(describe_validation_error(exc, _known_fields, source, extra)) from None
     if config.name is None:
         config = config.model_copy(update={"name": Path(source).stem})
     config = config.model_copy(update={"scenarios": [with_corpus_files(spec, source) for spec in config.scenarios]})
@@ -422,16 +425,28 @@ def register_plugin_entries(names: list[str], source: str) -> list[str]:
 
 
 def check_implementations(names: list[str], where: str) -> None:
-    """Every name must be registered (the error lists the known ones) and named once (a second row of the
-    same (case, implementation) would be a duplicate that merge and --resume refuse)."""
+    """Every name must be registered and named once (a second row of the same (case, implementation) would
+    be a duplicate that merge and --resume refuse); every unknown name is listed at once, each with the
+    names it was probably meant as."""
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise ConfigError(f"{where}: {', '.join(map(quote, repeated))} named more than once")
+    problems = unknown_implementations(names)
+    if problems:
+        raise UnknownImplementationError("\n".join(f"{where}: {problem}" for problem in problems))
+
+
+def unknown_implementations(names: list[Any]) -> list[str]:
+    """One problem per unregistered name: ``unknown implementation 'flash'; did you mean 'flash_attn'?``."""
+    known = available_implementations()
+    problems = []
     for name in names:
-        try:
-            get_spec(name)
-        except UnknownImplementationError as exc:
-            raise UnknownImplementationError(f"{where}: {str(exc).replace(repr(name), quote(name))}") from None
+        if not isinstance(name, str) or plugins.is_class_entry(name) or name in known:
+            continue
+        close = close_names(name, known)
+        hint = f"did you mean {' or '.join(map(quote, close))}?" if close else f"known: {', '.join(sorted(known))}"
+        problems.append(f"unknown implementation {quote(name)}; {hint}")
+    return problems
 
 
 def load_config(path: str | Path) -> RunConfig:
