@@ -18,7 +18,7 @@ from mhabench.errors import (
     InputError,
     UnknownImplementationError,
 )
-from mhabench.scenario.cases import Case, expand_cases
+from mhabench.scenario.cases import Case, covered_windows, expand_cases
 from mhabench.scenario.config import RunConfig, load_config, load_default_config, parse_config
 from mhabench.scenario.device import resolve_device
 from mhabench.scenario.overrides import with_overrides
@@ -448,3 +448,30 @@ def test_command_line_max_rows_and_isolation_override_and_are_checked() -> None:
         with_overrides(config, max_rows=0)
     with pytest.raises(ConfigError, match=r"^--isolation: must be one of inprocess, process \(got 'proc'\)$"):
         with_overrides(config, isolation="proc")
+
+
+# --- issue 29: a window that covers the whole sequence ------------------------------------------
+
+
+def test_a_window_not_below_seq_len_is_refused_in_one_line() -> None:
+    """Issue 29: ``window: 128`` at ``seq_len: 64`` ran silently and read ``causal window=128``."""
+    message = config_error({"scenarios": [scenario(seq_len=64, mask="sliding_window", window=128)]})
+    assert message.startswith(f"{SOURCE}: scenarios[0].window: 128 is not below seq_len 64: ")
+    assert "mask: causal" in message
+    config_error({"scenarios": [scenario(seq_len=64, mask="sliding_window", window=64)]})  # equal covers it too
+
+
+def test_a_swept_window_that_covers_some_lengths_runs_those_as_causal_and_says_so() -> None:
+    data = {"scenarios": [scenario(name="w", seq_len=[8, 32], mask="sliding_window", window=[4, 16])]}
+    config = parse_config(data, SOURCE)
+    masks = {(c.seq_len, c.mask, c.window) for c in expand_cases(config, torch.device("cpu"))}
+    assert masks == {(8, "sliding_window", 4), (8, "causal", 0), (32, "sliding_window", 4), (32, "sliding_window", 16)}
+    assert covered_windows(config) == [
+        "scenario 'w': window 16 covers the whole sequence at n=8: run as plain causal attention"
+    ]
+
+
+def test_a_decode_step_sees_one_key_more_than_seq_len() -> None:
+    data = {"scenarios": [scenario(seq_len=8, mask="sliding_window", window=8, phase="decode")]}
+    (case,) = expand_cases(parse_config(data, SOURCE), torch.device("cpu"))
+    assert (case.mask, case.window) == ("sliding_window", 8)  # 9 keys, the window drops the oldest

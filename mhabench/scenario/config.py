@@ -400,6 +400,9 @@ def with_models(data: dict[str, Any], source: str) -> dict[str, Any]:
         return data
     expanded = []
     for index, scenario in enumerate(scenarios):
+        problem = own_window_problem(scenario) if isinstance(scenario, dict) else None
+        if problem:
+            raise ConfigError(f"{source}: scenarios[{index}].window: {problem}")
         if isinstance(scenario, dict) and scenario.get("model") is not None:
             try:
                 scenario = models.with_model(scenario, Path(source).parent)
@@ -407,6 +410,32 @@ def with_models(data: dict[str, Any], source: str) -> dict[str, Any]:
                 raise ConfigError(f"{source}: scenarios[{index}].model: {exc}") from None
         expanded.append(scenario)
     return {**data, "scenarios": expanded}
+
+
+def own_window_problem(scenario: dict[str, Any]) -> str | None:
+    """Why a window the user wrote never acts: it is not below the longest seq_len it is swept with.
+
+    A window of w keys lets query i see keys i − w + 1 … i; from w ≥ n on, every query sees its whole
+    causal past, so the case is plain causal attention under a misleading name, and a dense window mask
+    may send an implementation down a slower path than causal's. Checked on the file's own fields, before
+    a model fills any: a preset's window over a short sequence is run as causal instead
+    (:func:`mhabench.scenario.cases.covered_windows`). Sizes of the wrong type are left to validation.
+    """
+    windows, seq_lens = _ints(scenario.get("window")), _ints(scenario.get("seq_len"))
+    decode_only = scenario.get("phase") in ("decode", ["decode"])  # a decode step also sees its own token
+    if not windows or not seq_lens or min(windows) < max(seq_lens) + decode_only:
+        return None
+    longest = max(seq_lens)
+    return (
+        f"{min(windows)} is not below seq_len {longest}: a window that covers the whole sequence is plain causal "
+        f"attention (write mask: causal, or a window below {longest})"
+    )
+
+
+def _ints(value: Any) -> list[int]:
+    """The integers of a size field (one or a sweep); anything else is left to pydantic's checks."""
+    values = value if isinstance(value, list) else [value]
+    return [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
 
 
 def register_plugin_entries(names: list[str], source: str) -> list[str]:
