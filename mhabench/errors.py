@@ -160,4 +160,20 @@ def _describe(error: Any, known_fields: Callable[[tuple[Any, ...]], list[str]]) 
     message = shorten(error["msg"].removeprefix("Value error, "), 300)
     if error["type"] == "value_error":
         return f"{where}: {message}"
-    return f"{where}: {message} (got {quote(error.get('input'))})"
+    return f"{where}: {message} (got {quote(error.get('input'))}{_quoted_number_hint(error)})"
+
+
+def _quoted_number_hint(error: Any) -> str:
+    """Why ``seq_len: "64"`` is refused: sizes are strict integers, and quotes make YAML text of a number."""
+    value = error.get("input")
+    if error["type"] in ("int_type", "float_type") and isinstance(value, str) and _is_number(value):
+        return "; quotes make it text in YAML: write it without them"
+    return ""
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

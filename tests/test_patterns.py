@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from mhabench import cost
+from mhabench.analysis.case_label import case_label
 from mhabench.cli import app
 from mhabench.errors import ConfigError
 from mhabench.impls import get_spec
@@ -606,3 +607,18 @@ def test_different_document_sets_never_share_a_case() -> None:
     cases = expand_cases(parse_config({"scenarios": [spec]}, "x.yaml"), torch.device("cpu"))
     assert [case.documents for case in cases] == [(1, 5, 5, 9, 1, 1, 1), (1, 4, 6, 9, 1, 1, 1)]
     assert len({case.case_id for case in cases}) == 2
+
+
+# --- issue 29: the label of a pattern's case -------------------------------------------------------
+
+
+def test_a_packed_batch_is_labelled_one_row_and_an_implied_causal_is_not_repeated() -> None:
+    """Issue 29: a packed batch of 4 documents read ``b=4`` though it is one row; ``causal window=…`` doubled."""
+    (packed,) = cases_of({"mask": "document", "lengths": [8, 8, 8, 8], "layout": "packed", "seq_len": 8})
+    row = with_key_defaults(
+        pd.DataFrame([{**dataclasses.asdict(packed), "documents": None, "impl": "naive", "device": "cpu"}])
+    ).iloc[0]
+    assert case_label(row).startswith(f"n=8 h={HEADS} d={D_MODEL} b=1 float32 ") and row["batch"] == 4
+    assert " causal" not in case_label(row) and "docs=8.8.8.8 packed" in case_label(row)
+    (window,) = cases_of({"mask": "sliding_window", "window": 4})
+    assert case_label(dataclasses.asdict(window)).endswith("float32 window=4")
