@@ -39,3 +39,23 @@ def test_readme_implementation_table_is_the_list_command_output() -> None:
 def test_readme_stays_a_short_manual() -> None:
     lines = README.read_text(encoding="utf-8").splitlines()
     assert len(lines) <= MAX_LINES, f"README.md has {len(lines)} lines; move detail to docs/"
+
+
+def test_the_glossary_explains_the_words_a_newcomer_looks_up_and_the_run_table_points_to_it() -> None:
+    """Issue 29: roofline eff., FLOP/B, ridge, noisy, paired, counted vs modelled had to be looked up elsewhere."""
+    from mhabench.views.run_notes import LEGEND
+
+    text = README.read_text(encoding="utf-8")
+    glossary = text.split("## Glossary", 1)[1].split("\n## ", 1)[0]
+    for term in (
+        "**paired**",
+        "**noisy**",
+        "**FLOP/B**",
+        "**ridge**",
+        "**roofline eff.**",
+        "**counted**",
+        "**modelled**",
+    ):
+        assert term in glossary, term
+    assert "README.md" in LEGEND and "Glossary" in LEGEND and "\n" not in LEGEND
+    assert "make hf" in text and "Chromium through apt" in text
