@@ -384,6 +384,7 @@ def compare(
     from mhabench.analysis import stats
     from mhabench.results import store
     from mhabench.views import compare as compare_output
+    from mhabench.views.run_notes import drift_lines
 
     with user_errors():
         if output is not None:
@@ -391,19 +392,20 @@ def compare(
         if candidate_ref is None:
             if fail_on_regression:
                 raise InputError("--fail-on-regression: needs two runs (RUN CANDIDATE)")
-            comparison = compare_mod.speedups(store.require_results(store.load_run(run_ref, results_root)), baseline)
+            run = store.require_results(store.load_run(run_ref, results_root))
+            comparison, drifts = compare_mod.speedups(run, baseline), drift_lines(run.rows)
         else:
             limit = stats.parse_threshold(threshold)
             base, candidate = (store.require_results(store.load_run(r, results_root)) for r in (run_ref, candidate_ref))
-            comparison = compare_mod.compare_runs(base, candidate, limit, force=force)
+            comparison, drifts = compare_mod.compare_runs(base, candidate, limit, force=force), []
         out = _fresh_console()
         differences = compare_output.differences_text(comparison)
         if differences is not None:
             out.print(differences)
         out.print(compare_output.compare_table(comparison))
         summary = compare_output.summary_line(comparison)
-        if summary is not None:
-            out.print(summary)
+        for line in [*drifts, *([summary] if summary is not None else [])]:
+            out.print(Text(line))
         if output is not None:
             compare_output.write_output(comparison, output)
             out.print(f"written: {output}")

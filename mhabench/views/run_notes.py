@@ -1,4 +1,4 @@
-"""The lines under ``mhabench run``'s table: torch's expected messages (each once) and the legend.
+"""The lines under ``mhabench run``'s table: drift inside a case, torch's expected messages (each once), the legend.
 
 A row's ``note`` holds what torch said while it was checked (:mod:`mhabench.measure.torch_messages`);
 the same message on many rows is printed once, with the implementations it came from, so a sweep of
@@ -10,11 +10,22 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mhabench.analysis.case_drift import case_drifts, drift_line
 from mhabench.measure.torch_messages import messages_of
 from mhabench.results.columns import IMPL, NOTE
 
 LEGEND = "terms (paired speedup, CI, noisy, FLOP/B, roofline eff., counted vs modelled): README.md, Glossary"
 """One line under the run's table: the words a newcomer has to look up, and where they are explained."""
+
+
+def lines_under_table(rows: pd.DataFrame) -> list[str]:
+    """Drift inside a case (:mod:`mhabench.analysis.case_drift`), then torch's messages, each once."""
+    return [*drift_lines(rows), *note_lines(rows)]
+
+
+def drift_lines(rows: pd.DataFrame) -> list[str]:
+    """One line per case whose machine moved while it was timed (``rows`` with their raw samples)."""
+    return [drift_line(drift) for drift in case_drifts(rows)]
 
 
 def note_lines(rows: pd.DataFrame) -> list[str]:

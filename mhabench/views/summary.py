@@ -50,7 +50,7 @@ from mhabench.results.columns import (
 )
 from mhabench.results.schema import MIN_SPREAD_SAMPLES
 from mhabench.results.store import CSV_NAME, PARQUET_NAME
-from mhabench.views.run_notes import LEGEND, note_lines
+from mhabench.views.run_notes import LEGEND, lines_under_table
 from mhabench.views.table import TableModel, fit_columns, format_number, human_bytes, human_count, to_rich
 
 COMPACT_ABOVE_ROWS = 40
@@ -228,7 +228,7 @@ def run_summary(rows: pd.DataFrame, baseline: str, run_dir: Path, width: int | N
     """What ``mhabench run`` prints at the end: every row for a small run (columns that a ``width``
     terminal cannot show left out); above ``COMPACT_ABOVE_ROWS`` rows, the compact table, the counts
     by status and where every row is."""
-    notes = [Text(line) for line in note_lines(rows)]
+    notes = [Text(line) for line in lines_under_table(rows)]
     if len(rows) <= COMPACT_ABOVE_ROWS:
         table = results_table(speedup_rows(rows, baseline), baseline)
         return [to_rich(fit_columns(table, width, DROPPABLE) if width else table), Text(LEGEND), *notes]

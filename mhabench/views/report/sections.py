@@ -49,6 +49,7 @@ from mhabench.views.advice import report_blocks
 from mhabench.views.plots import all_plots
 from mhabench.views.report.blocks import Block, Code, Heading, Paragraph, skipped_plot
 from mhabench.views.report.kernels import kernel_blocks
+from mhabench.views.run_notes import drift_lines
 from mhabench.views.summary import results_table
 from mhabench.views.table import TableModel, format_number, human_bytes, human_count
 
@@ -80,6 +81,7 @@ def _result_blocks(run: Run, baseline: str) -> list[Block]:
         Heading("Plots"),
         *(plot if plot.png else skipped_plot(plot) for plot in all_plots(speedups, baseline)),
         *_scenario_sections(speedups, baseline),
+        *[Paragraph(line) for line in drift_lines(rows)],
         *_disagreements(rows),
         *_repeat_spread(speedups, baseline),
         *_failures(rows),
