@@ -344,3 +344,16 @@ def test_a_packed_batch_is_labelled_one_row_in_the_plots() -> None:
         label == "b=1 layout=packed"
         and plots.varying_label(rows, rows.iloc[0].to_dict(), fields) == "b=2 layout=padded"
     )
+
+
+def test_a_label_leaves_out_what_another_field_already_says() -> None:
+    values = {"heads": 12, "kv_heads": 12, "d_model": 768, "head_dim": 64, "score_mod": "softcap", "softcap": 50.0}
+    assert [f for f in values if plots.says_something(f, values)] == ["heads", "d_model", "softcap"]
+    grouped = {**values, "kv_heads": 4, "head_dim": 256, "score_mod": "alibi", "softcap": 0.0, "window": 0}
+    assert [f for f in grouped if plots.says_something(f, grouped)] == [
+        "heads",
+        "kv_heads",
+        "d_model",
+        "head_dim",
+        "score_mod",
+    ]

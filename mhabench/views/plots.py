@@ -58,9 +58,11 @@ from mhabench.results.columns import (
     REPEAT,
     ROOFLINE_SOURCE,
     SCENARIO,
+    SCORE_MOD,
     SEQ_LEN,
     SHAPE_FIELDS,
     SKIPS_MASKED_WORK,
+    SOFTCAP,
     STATUS,
     label,
 )
@@ -77,6 +79,7 @@ MAX_IMAGES = 4  # images per plot: the tables hold every case, the plots are a l
 MAX_BAR_CASES = 16  # cases per speedup bar chart image
 PANEL_SIZE_IN = (3.2, 2.4)
 BAR_LABEL_CHARS = 36  # a case label wraps at this width beside its bars
+PANEL_TITLE_CHARS = 40  # a panel's title wraps at this width (a small-font line of a 3.2-inch panel)
 TITLE_CHARS_PER_IN = 9  # characters of a medium-size title line per inch of figure width (wide ones included)
 INERT = {**{name: value for name, value in KEY_DEFAULTS.items() if name != REPEAT}, MODE: "forward", PHASE: "prefill"}
 """Each pattern and mode field at the value that adds nothing to a label (the run's own default)."""
@@ -169,7 +172,13 @@ def says_something(field: str, values: Mapping[str, object]) -> bool:
     value = values[field]
     if not _known(value) or (field in INERT and value == INERT[field]):
         return False
-    return not (field == CAUSAL and _known(values.get(MASK)))
+    implied = {
+        CAUSAL: _known(values.get(MASK)),  # the mask says it
+        SCORE_MOD: value == "softcap" and _known(values.get(SOFTCAP)),  # softcap=50 says it
+        KV_HEADS: value == values.get(HEADS),  # plain multi-head attention
+        HEAD_DIM: _known(values.get(HEADS)) and value * values.get(HEADS, 0) == values.get(D_MODEL),  # d / h
+    }
+    return not implied.get(field, False)
 
 
 def varying_label(rows: pd.DataFrame, values: dict[str, object], fields: Sequence[str]) -> str:
@@ -253,7 +262,7 @@ def _facet_figure(panels: list[tuple], x: str, metrics: Sequence[Metric], styles
         axes = cells[index * len(metrics) : (index + 1) * len(metrics)]
         _draw_panel(axes, panel, x, metrics, styles)
         for ax in axes:
-            ax.set_title(title, fontsize="small")
+            ax.set_title(textwrap.fill(title, PANEL_TITLE_CHARS), fontsize="small")
     ticks = sorted({float(v) for _, panel in panels for v in panel[x]})
     for index, ax in enumerate(map(_grid, cells[:count])):
         ax.set_xscale("log", base=2)
