@@ -115,7 +115,7 @@ class Comparison:
             return Summary(counts)
         low, high = _geometric_mean_interval(ratios)
         shift = float(np.exp(np.log(ratios).mean()))
-        return Summary(counts, shift, (low, high), judge_change(low, high, self.threshold))
+        return Summary(counts, shift, (low, high), judged(low, high, self.threshold))
 
 
 def speedups(run: results.Run, baseline: str = DEFAULT_BASELINE) -> Comparison:
@@ -198,9 +198,15 @@ def compare_runs(base: results.Run, candidate: results.Run, threshold: float, fo
     return Comparison(base.run_id, candidate.run_id, pd.DataFrame(rows), differences, threshold=threshold)
 
 
+def judged(ci_low: float, ci_high: float, threshold: float) -> Change:
+    """The project's one rule (``judge_change``) for every verdict of a comparison, rows and run-wide shift alike:
+    the one call a between-process spread is threaded into."""
+    return judge_change(ci_low, ci_high, threshold)
+
+
 def row_verdict(ci_low: float, ci_high: float, threshold: float) -> str:
-    """A matched row's verdict: the project's one rule (``judge_change``), kept in this one call."""
-    return judge_change(ci_low, ci_high, threshold).value
+    """A matched row's verdict, as the table and ``--fail-on-regression`` read it."""
+    return judged(ci_low, ci_high, threshold).value
 
 
 def _geometric_mean_interval(ratios: np.ndarray) -> tuple[float, float]:
