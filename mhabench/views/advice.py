@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -148,7 +149,8 @@ def _action(pick: Statement, run: RunAdvice) -> str:
     telling = _telling_why(run, {pick.group}, pick.scope)
     because = f", because {_first_clause(_without_scope(telling))}" if telling is not None else ""
     low, high = figures.get("ci_low"), figures.get("ci_high")
-    interval = f" [{low:.2f}–{high:.2f}]" if low is not None and high is not None else ""
+    bounded = low is not None and high is not None and math.isfinite(low) and math.isfinite(high)
+    interval = f" [{low:.2f}–{high:.2f}]" if bounded else ""
     return f"use {impls[0]}: {figures['speedup']:.2f}×{interval} faster than `{figures.get('runner_up')}`{because}"
 
 
