@@ -9,9 +9,12 @@ round: a masks run once read ``flex`` 4.28 ms and ``fused`` 6.83 ms while both w
 are not, and the table must say so rather than contradict the speedup beside them.
 
 The machine's movement is read off the implementation that took the most rounds (the longest record of
-the case): the median of its first rounds against the median of its last. A row whose rounds are a
-shorter prefix is "from another stretch" when the longest row's median over that prefix differs from
-its median over every round by more than ``DRIFT_THRESHOLD``.
+the case): the median of its first third of rounds against the median of its last third. A row whose
+rounds are a shorter prefix is "from another stretch" when the longest row's median over that prefix
+differs from its median over the rounds after it. Either counts only when it is larger than
+``DRIFT_THRESHOLD`` and the Mann-Whitney test on the two stretches says it is no accident of noise
+(p below ``DRIFT_ALPHA``): rounds on a busy machine scatter by tens of percent, and a run's noise is
+already flagged as such.
 """
 
 from __future__ import annotations
@@ -24,11 +27,14 @@ import pandas as pd
 
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import group_key, is_ok, raw_samples, rounds_of
+from mhabench.analysis.stats import mann_whitney_p
 from mhabench.results.columns import IMPL
 
 DRIFT_THRESHOLD = 0.10
 """Relative movement of the machine within a case, or between two stretches of it, that is reported: the
 default ``noise_threshold``, so a move the run's own noise flag would not ignore."""
+DRIFT_ALPHA = 0.01
+"""Two stretches of rounds differ only when a Mann-Whitney test says so at this level: scattered rounds are noise."""
 MIN_DRIFT_ROUNDS = 9
 """Fewest rounds of the longest row to compare a first third with a last third (3 rounds each at least)."""
 
@@ -67,21 +73,24 @@ def _drift_of(records: Sequence[dict]) -> CaseDrift | None:
     if len(samples) < MIN_DRIFT_ROUNDS:
         return None
     third = len(samples) // 3
-    change = float(np.median(samples[-third:]) / np.median(samples[:third]) - 1)
-    whole = float(np.median(samples))
+    first, last = samples[:third], samples[-third:]
+    change = float(np.median(last) / np.median(first) - 1)
     early = tuple(
         (str(r[IMPL]), len(raw_samples(r)))
         for r in together
-        if len(raw_samples(r)) < len(samples) and _moved(float(np.median(samples[: len(raw_samples(r))])) / whole)
+        if len(raw_samples(r)) < len(samples) and _moved(samples[: len(raw_samples(r))], samples[len(raw_samples(r)) :])
     )
-    if not _moved(1 + change) and not early:
+    if not _moved(first, last) and not early:
         return None
     return CaseDrift(case_label(longest), str(longest[IMPL]), len(samples), change, early)
 
 
-def _moved(ratio: float) -> bool:
-    """Beyond the threshold either way (symmetric in log space)."""
-    return abs(np.log(ratio)) > np.log1p(DRIFT_THRESHOLD)
+def _moved(before: np.ndarray, after: np.ndarray) -> bool:
+    """The machine moved between two stretches: beyond the threshold either way, and not by chance."""
+    if min(len(before), len(after)) < 2:
+        return False
+    shift = abs(np.log(np.median(after) / np.median(before)))
+    return bool(shift > np.log1p(DRIFT_THRESHOLD) and mann_whitney_p(list(before), list(after)) < DRIFT_ALPHA)
 
 
 def drift_line(drift: CaseDrift) -> str:

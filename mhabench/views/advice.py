@@ -25,7 +25,7 @@ from mhabench.analysis.advice.advise import Advice, RunAdvice
 from mhabench.analysis.advice.pick import TIED, WINNER
 from mhabench.analysis.advice.statement import ACROSS, CAVEAT, CHANGE, CROSSOVER, KINDS, PICK, WHY, Statement
 from mhabench.analysis.advice.summary import GROUP
-from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
+from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS, PAIRED
 from mhabench.analysis.stats import CONFIDENCE_LEVEL, MIN_INTERVAL_SAMPLES
 from mhabench.views import formats
 from mhabench.views.report.blocks import Block, Heading, Paragraph
@@ -127,7 +127,7 @@ def _case_block(
     A rule that already spoke of the same implementation in an earlier case of the group is said by its
     reason alone (``naive is memory-bound``), with ``(as above)`` where even that reason is the same: the
     figures are in the first case, in ``--format json`` and in the report."""
-    lines = [f"pick: {_without_scope(pick).removeprefix('no clear winner: ')}"]
+    lines = [f"pick: {_pick_detail(pick)}"]
     for statement in sorted(evidence, key=lambda s: _kind_order(s.kind)):
         text = _without_scope(statement)
         subject = (statement.rule, statement.rows[0].impl if statement.rows else "")
@@ -135,6 +135,15 @@ def _case_block(
         lines.append(f"{reason[-1]} (as above)" if reason in seen else reason[-1] if subject in seen else text)
         seen.update({subject, reason})
     return CaseBlock(pick.scope, _action(pick, run), tuple(dict.fromkeys(lines)))
+
+
+def _pick_detail(pick: Statement) -> str:
+    """What the pick rests on, without what the action line already says: for a winner the method alone
+    (``paired over 8 rounds``), otherwise the pick's sentence (the tie's ratio and why it is a tie)."""
+    figures = pick.figures
+    if figures.get("verdict") == WINNER and figures.get("method") == PAIRED:
+        return f"paired over {figures.get('rounds')} rounds"
+    return _without_scope(pick).removeprefix("no clear winner: ")
 
 
 def _action(pick: Statement, run: RunAdvice) -> str:
