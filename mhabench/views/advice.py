@@ -125,14 +125,16 @@ def _case_block(
     """The action (``use `X`: 1.25× [1.24–1.26] faster than `Y`, because …``) and what it rests on.
 
     A rule that already spoke of the same implementation in an earlier case of the group is said by its
-    reason alone (``naive is memory-bound``), with ``(as above)`` where even that reason is the same: the
-    figures are in the first case, in ``--format json`` and in the report."""
+    reason alone (``naive is memory-bound``, where the sentence is mostly figures after it), with
+    ``(as above)`` where even that reason is the same: the figures are in the first case, in
+    ``--format json`` and in the report."""
     lines = [f"pick: {_pick_detail(pick)}"]
     for statement in sorted(evidence, key=lambda s: _kind_order(s.kind)):
         text = _without_scope(statement)
         subject = (statement.rule, statement.rows[0].impl if statement.rows else "")
         reason = (*subject, _first_clause(text))
-        lines.append(f"{reason[-1]} (as above)" if reason in seen else reason[-1] if subject in seen else text)
+        short = subject in seen and len(reason[-1]) < len(text) / 2  # a reason, not a sentence of figures
+        lines.append((f"{reason[-1]} (as above)" if reason in seen else reason[-1]) if short else text)
         seen.update({subject, reason})
     return CaseBlock(pick.scope, _action(pick, run), tuple(dict.fromkeys(lines)))
 
