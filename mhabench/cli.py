@@ -76,7 +76,8 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except (MhabenchError, OSError) as exc:  # OSError: e.g. a full disk mid-run; finished rows stay on disk
-        err_console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        for line in str(exc).splitlines() or [""]:  # a file's every problem, one line each
+            err_console.print(f"[bold red]error:[/bold red] {escape(line)}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code if isinstance(exc, MhabenchError) else 1) from None
     except KeyboardInterrupt:
         err_console.print("interrupted: every finished row is already on disk")
@@ -390,7 +391,7 @@ def compare(
     baseline: Annotated[str, typer.Option("--baseline", help="One run: speedups over this impl.")] = DEFAULT_BASELINE,
     threshold: Annotated[str, typer.Option("--threshold", help="Two runs: smallest change that counts.")] = "5%",
     fail_on_regression: Annotated[
-        bool, typer.Option("--fail-on-regression", help="Exit 1 if a row is significantly slower.")
+        bool, typer.Option("--fail-on-regression", help="Exit 1 if a row's whole CI is slower than the threshold.")
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Compare runs from different device kinds.")] = False,
     output: Annotated[Path | None, typer.Option("--output", help="Also write .csv, .json or .md.")] = None,
@@ -403,6 +404,7 @@ def compare(
     from mhabench.analysis import stats
     from mhabench.results import store
     from mhabench.views import compare as compare_output
+    from mhabench.views.run_notes import drift_lines
 
     with user_errors():
         if output is not None:
@@ -410,29 +412,35 @@ def compare(
         if candidate_ref is None:
             if fail_on_regression:
                 raise InputError("--fail-on-regression: needs two runs (RUN CANDIDATE)")
-            comparison = compare_mod.speedups(store.require_results(store.load_run(run_ref, results_root)), baseline)
+            run = store.require_results(store.load_run(run_ref, results_root))
+            comparison, drifts = compare_mod.speedups(run, baseline), drift_lines(run.rows)
         else:
             limit = stats.parse_threshold(threshold)
             base, candidate = (store.require_results(store.load_run(r, results_root)) for r in (run_ref, candidate_ref))
-            comparison = compare_mod.compare_runs(base, candidate, limit, force=force)
+            comparison, drifts = compare_mod.compare_runs(base, candidate, limit, force=force), []
         out = _fresh_console()
         differences = compare_output.differences_text(comparison)
         if differences is not None:
             out.print(differences)
         out.print(compare_output.compare_table(comparison))
+        summary = compare_output.summary_line(comparison)
+        for line in [*drifts, *([summary] if summary is not None else [])]:
+            out.print(Text(line))
         if output is not None:
             compare_output.write_output(comparison, output)
             out.print(f"written: {output}")
         regressions = comparison.regressions
         if fail_on_regression and len(regressions):
-            err_console.print(f"[bold red]regression:[/bold red] {len(regressions)} row(s) significantly slower")
+            err_console.print(
+                f"[bold red]regression:[/bold red] {len(regressions)} row(s) slower (whole 95% CI past the threshold)"
+            )
             raise typer.Exit(1)
 
 
 @app.command()
 def report(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run folder, run id, or latest.")],
-    report_format: Annotated[str, typer.Option("--format", help="html | md | both")] = "both",
+    report_format: Annotated[str, typer.Option("--format", help="html | md | both (markdown = md)")] = "both",
     baseline: Annotated[str, typer.Option("--baseline", help="Speedups over this impl.")] = DEFAULT_BASELINE,
     out: Annotated[Path | None, typer.Option("--out", help="Folder for the report (default: the run folder).")] = None,
     results_root: Annotated[Path, typer.Option("--results-root", help="Where run ids are looked up.")] = Path(
@@ -514,7 +522,7 @@ def advise(
     run_refs: Annotated[
         list[str], typer.Argument(metavar="RUN...", help="Runs to advise on; with several, where their picks differ.")
     ],
-    output_format: Annotated[str, typer.Option("--format", help="terminal | markdown | json")] = "terminal",
+    output_format: Annotated[str, typer.Option("--format", help="terminal | md | json")] = "terminal",
     for_device: Annotated[
         str | None, typer.Option("--for", help="The device kind you will run on (cpu | cuda), if not the run's.")
     ] = None,

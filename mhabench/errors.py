@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 import reprlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -88,16 +88,47 @@ _SHORT_REPR.maxlevel, _SHORT_REPR.maxlist, _SHORT_REPR.maxtuple, _SHORT_REPR.max
 _SHORT_REPR.maxstring, _SHORT_REPR.maxother, _SHORT_REPR.maxlong = QUOTE_LIMIT, QUOTE_LIMIT, QUOTE_LIMIT
 
 
-def describe_validation_error(exc: ValidationError, known_fields: Callable[[tuple[Any, ...]], list[str]]) -> str:
-    """One line for a pydantic error: the field's path, what is wrong, the value (cut short), how many more.
+MAX_LISTED_ERRORS = 20
+"""Errors of one file listed at once: a screenful, so a user fixes them all in one pass, not one per rerun."""
 
-    An unknown key is reported first: a typo (``hedas``) also makes its intended field missing, and
-    the typo is the news. ``known_fields(loc)`` lists the fields beside ``loc`` for "did you mean".
+
+def describe_validation_error(
+    exc: ValidationError, known_fields: Callable[[tuple[Any, ...]], list[str]], where: str, extra: Sequence[str] = ()
+) -> str:
+    """Every error of a file, one line each and each prefixed with ``where`` (cut at a screenful).
+
+    An unknown key is reported first, and a required field it was surely meant to be (``hedas`` for
+    ``heads``) is not reported again as missing: the typo is the news. ``known_fields(loc)`` lists the
+    fields beside ``loc`` for "did you mean". ``extra`` adds problems found outside pydantic (unknown
+    implementation names) so they are named in the same pass.
     """
     errors = exc.errors()
-    first = next((error for error in errors if error["type"] == "extra_forbidden"), errors[0])
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{_describe(first, known_fields)}{more}"
+    unknown = [error for error in errors if error["type"] == "extra_forbidden"]
+    meant = {_meant_field(error, known_fields) for error in unknown} - {None}
+    others = [error for error in errors if error["type"] != "extra_forbidden" and _field_of(error) not in meant]
+    lines = [_describe(error, known_fields) for error in [*unknown, *others]] + list(extra)
+    shown = lines[:MAX_LISTED_ERRORS]
+    if len(lines) > len(shown):
+        shown.append(f"(and {len(lines) - len(shown)} more)")
+    return "\n".join(f"{where}: {line}" for line in shown)
+
+
+def close_names(name: str, known: list[str]) -> list[str]:
+    """Known names a typo was probably meant as: close spellings and names that start with it (``flash``)."""
+    text = str(name)[:60]
+    starting = [k for k in known if k.startswith(text) and text]
+    return list(dict.fromkeys([*difflib.get_close_matches(text, known, n=3), *starting]))[:3]
+
+
+def _field_of(error: Any) -> tuple[Any, ...]:
+    return tuple(error["loc"])
+
+
+def _meant_field(error: Any, known_fields: Callable[[tuple[Any, ...]], list[str]]) -> tuple[Any, ...] | None:
+    """The location of the field an unknown key most likely misspells (None when nothing is close)."""
+    loc = tuple(error["loc"])
+    close = difflib.get_close_matches(str(loc[-1])[:60], known_fields(loc), n=1)
+    return (*loc[:-1], close[0]) if close else None
 
 
 def _format_loc(loc: tuple[Any, ...]) -> str:
@@ -129,4 +160,20 @@ def _describe(error: Any, known_fields: Callable[[tuple[Any, ...]], list[str]]) 
     message = shorten(error["msg"].removeprefix("Value error, "), 300)
     if error["type"] == "value_error":
         return f"{where}: {message}"
-    return f"{where}: {message} (got {quote(error.get('input'))})"
+    return f"{where}: {message} (got {quote(error.get('input'))}{_quoted_number_hint(error)})"
+
+
+def _quoted_number_hint(error: Any) -> str:
+    """Why ``seq_len: "64"`` is refused: sizes are strict integers, and quotes make YAML text of a number."""
+    value = error.get("input")
+    if error["type"] in ("int_type", "float_type") and isinstance(value, str) and _is_number(value):
+        return "; quotes make it text in YAML: write it without them"
+    return ""
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

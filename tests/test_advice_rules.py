@@ -450,3 +450,31 @@ def test_a_lower_precision_winner_is_quoted_with_its_error_beside_the_others() -
         in text
     )
     assert "float8" not in statement(pick(one_case({"naive": 2.0, "fused": 1.0}))).text
+
+
+# --- issue 29: crossovers only along ordered settings, and not for a tie whose members shift ---------
+
+
+def test_a_yes_no_setting_gets_the_answer_per_setting_never_a_crossover() -> None:
+    """Issue 29: "nothing in between was measured" was said of packed vs padded, a yes/no setting."""
+    records = []
+    for causal, medians in ((False, {"naive": 1.0, "fused": 1.0}), (True, {"naive": 2.0, "fused": 1.0})):
+        times = rounds(medians, seed=int(causal))
+        records += [row(impl, times[impl]) | {"causal": causal, "case_id": f"s/c{causal}"} for impl in medians]
+    found = cases(records)
+    (by_setting,) = crossovers(found, {case.case_id: pick(case) for case in found})
+    assert by_setting.rule == "by_setting" and by_setting.kind == "crossover"
+    assert "between" not in by_setting.text and "nothing in between" not in by_setting.text
+    assert by_setting.text.startswith("by causal") and "`fused` wins" in by_setting.text
+
+
+def test_a_tie_whose_members_shift_is_not_a_crossover() -> None:
+    """Issue 29: "the answer changes between n=64 and n=256" when only the membership of a 5-way tie shifted."""
+    five = {"naive": 1.0, "fused": 1.0, "flex": 1.0, "per_head": 1.0, "torch_mha": 1.0}
+    four = {**five, "torch_mha": 3.0}
+    found = sweep({64: five, 256: four})
+    picks = {case.case_id: pick(case) for case in found}
+    assert [picks[case.case_id].verdict for case in found] == [TIED, TIED]
+    assert {len(picks[case.case_id].impls) for case in found} == {4, 5}
+    (steady,) = crossovers(found, picks)
+    assert steady.rule == "no_crossover" and "changes between" not in steady.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +35,44 @@ def crossover_run(root: Path, name: str = "sweep") -> Path:
     return write_run(root, name, records)
 
 
-def test_terminal_output_gives_the_group_answer_then_each_kind(tmp_path: Path) -> None:
+def test_terminal_output_gives_the_group_answer_then_one_action_per_case(tmp_path: Path) -> None:
     result = invoke("advise", crossover_run(tmp_path))
     assert result.exit_code == 0, result.output
     assert "sweep: n = 128 … 512: fused and naive tied; n = 2048: fused wins." in result.output
-    for title in ("Pick", "Where the answer changes", "Why"):
-        assert title in result.output
+    assert "→ use fused: " in result.output and "faster than naive, because " in result.output
+    assert "→ use either fused or naive: no clear winner" in result.output
+    assert "Across the cases" in result.output and "The answer changes between the measured n=512 and n=2048" in (
+        result.output.replace("\n", " ")
+    )
     assert HOSTILE in result.output  # shown as text, never read as markup
+
+
+def test_advise_says_each_case_label_once_and_is_shorter_than_its_statements(tmp_path: Path) -> None:
+    """Issue 29: about 465 words for two cases, the full case label on every line."""
+    run_dir = crossover_run(tmp_path)
+    found = advise([load_run(run_dir)])
+    output = invoke("advise", run_dir, "--format", "md").output
+    label = "n=2048 h=4 d=64 b=1 float32"
+    statements_about = [s for s in found.statements if s.scope == label]
+    assert len(statements_about) >= 3 and output.count(f"{label}: ") == 1  # its heading line, once
+    every_statement = sum(len(s.text.split()) for s in found.statements)
+    assert len(output.split()) < 0.8 * every_statement
+
+
+def test_a_new_kind_of_statement_slots_in_under_its_case() -> None:
+    """Other rules add kinds (energy, replication, citations); the layout needs no change for them."""
+    import dataclasses
+
+    from mhabench.analysis.advice.statement import Statement
+    from mhabench.views.advice import layout
+
+    times = rounds({"naive": 2.0, "fused": 1.0}, seed=1)
+    run = advise([load_run(write_run(Path(tempfile.mkdtemp()), "new", [row(i, times[i]) for i in times]))]).runs[0]
+    pick = next(s for s in run.statements if s.rule == "pick")
+    energy = Statement("energy", "joules", pick.group, pick.scope, f"{pick.scope}: fused uses 2× fewer joules.", {}, ())
+    (group,) = layout(dataclasses.replace(run, statements=(*run.statements, energy)))
+    (case,) = group.cases
+    assert case.evidence[-1] == "fused uses 2× fewer joules."
 
 
 def test_markdown_escapes_what_the_run_wrote(tmp_path: Path) -> None:
@@ -86,6 +118,17 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert_one_line_exit_2(invoke("advise", tmp_path / "absent"), "no such run folder")
     assert_one_line_exit_2(invoke("advise", run_dir, "--format", "xml"), "--format: 'xml'")
     assert_one_line_exit_2(invoke("advise", run_dir, "--for", "tpu"), "--for: 'tpu'")
+
+
+def test_one_format_vocabulary_for_advise_and_report(tmp_path: Path) -> None:
+    """Issue 29: ``advise --format md`` was refused while ``report --format md`` was the only spelling there."""
+    run_dir = crossover_run(tmp_path)
+    as_md = invoke("advise", run_dir, "--format", "md")
+    assert as_md.exit_code == 0, as_md.output
+    assert as_md.stdout == invoke("advise", run_dir, "--format", "markdown").stdout
+    report = invoke("report", run_dir, "--format", "markdown")
+    assert report.exit_code == 0, report.output
+    assert (run_dir / "report.md").exists() and not (run_dir / "report.html").exists()
 
 
 def test_the_report_starts_with_the_advice(tmp_path: Path) -> None:

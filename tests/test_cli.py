@@ -279,3 +279,13 @@ def test_profiled_keeps_the_exit_status_and_writes_the_statistics(tmp_path: Path
     )
     assert done.returncode == 2 and "missing.yaml" in done.stderr
     assert stats.stat().st_size > 0 and "cumtime" in done.stdout and "mhabench/cli.py" in done.stdout
+
+
+def test_a_run_says_which_windows_covered_their_sequence(tmp_path: Path, tiny_config_data: dict[str, Any]) -> None:
+    """Issue 29: a window that covers the sequence becomes plain causal, and the run says so."""
+    scenario = {"name": "w", "seq_len": [8, 16], "d_model": 16, "heads": 2, "mask": "sliding_window", "window": [4, 8]}
+    config = write_config(tmp_path, {**tiny_config_data, "implementations": ["naive"], "scenarios": [scenario]})
+    result = invoke("run", config, "--out", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    expected = "scenario 'w': window 8 covers the whole sequence at n=8: run as plain causal attention"
+    assert expected in result.stderr.replace("\n", " ")

@@ -13,11 +13,12 @@ from synthetic_runs import make_older, rounds, row, samples, write_run
 from typer.testing import CliRunner
 
 from mhabench.analysis import compare, stats
+from mhabench.analysis.verdict import Change
 from mhabench.cli import app
 from mhabench.errors import InputError
 from mhabench.results.columns import CASE_KEY
 from mhabench.results.store import load_run
-from mhabench.views.compare import comparison_table
+from mhabench.views.compare import comparison_table, summary_line
 
 cli = CliRunner()
 COLOUR_SGR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|9[0-7]|38;[25];[0-9;]+)(?:;[0-9;]*)?m")
@@ -75,11 +76,25 @@ def test_holm_on_known_p_values() -> None:
     assert stats.holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
 
 
-def test_holm_correction_can_remove_significance(tmp_path: Path) -> None:
-    """A p-value significant alone is not significant among many tests; the adjusted p is what counts."""
-    p = 0.02
-    assert stats.verdict(1.5, p, 0.05) == "slower"
-    assert stats.verdict(1.5, stats.holm([p] * 5)[0], 0.05) == "~"
+def test_a_point_near_one_whose_interval_reaches_past_the_threshold_is_not_same(tmp_path: Path) -> None:
+    """Issue 29: ``1.011 [0.967, 1.187] → same`` overstated; an interval that reaches +19 % is ``~``."""
+    base = write_run(tmp_path, "base", [row("fused", samples(10.0, 0.15, count=8, seed=3))])
+    candidate = write_run(tmp_path, "cand", [row("fused", samples(10.0, 0.15, count=8, seed=4))])
+    result = verdict_of(base, candidate)
+    assert abs(result["ratio"] - 1) < 0.05 and result["ci_high"] > 1.05  # the point says same...
+    assert result["verdict"] == "~"  # ...the interval does not
+
+
+def test_an_interval_wholly_past_the_threshold_is_slower_whatever_the_p_value(tmp_path: Path) -> None:
+    """Issue 29: ``1.169 [1.066, 1.311] p=0.14 → ~`` understated; the verdict follows the interval."""
+    base_rows = [row(f"impl{i}", samples(10.0, 0.02, count=6, seed=i)) for i in range(30)]
+    cand_rows = [row(f"impl{i}", samples(10.0, 0.02, count=6, seed=50 + i)) for i in range(29)]
+    cand_rows.append(row("impl29", samples(11.7, 0.02, count=6, seed=99)))
+    base, candidate = write_run(tmp_path, "base", base_rows), write_run(tmp_path, "cand", cand_rows)
+    rows = compare.compare_runs(load_run(base), load_run(candidate), 0.05).rows.set_index("impl")
+    shifted = rows.loc["impl29"]
+    assert shifted["ci_low"] > 1.05 and shifted["p_holm"] >= stats.ALPHA  # 30 rows tested: Holm is strict
+    assert shifted["verdict"] == "slower"
 
 
 def test_bootstrap_is_reproducible_and_degrades_without_samples() -> None:
@@ -130,6 +145,45 @@ def test_unmatched_and_failed_rows_are_listed_not_compared(tmp_path: Path) -> No
     )
     assert rows.loc["per_head", "verdict"] == "only in base"
     assert rows.loc["torch_mha", "verdict"] == "only in candidate"
+
+
+def test_a_reason_both_runs_share_is_said_once(tmp_path: Path) -> None:
+    reason = "does not support a key/value cache (decode phase)"
+    base = write_run(
+        tmp_path, "base", [row("naive", samples(10, 0.01)), row("flex", [], status="unsupported", error=reason)]
+    )
+    candidate = write_run(
+        tmp_path, "cand", [row("naive", samples(10, 0.01)), row("flex", [], status="unsupported", error=reason)]
+    )
+    note = compare.compare_runs(load_run(base), load_run(candidate), 0.05).rows.set_index("impl").loc["flex", "note"]
+    assert note == f"both unsupported: {reason}"
+
+
+def test_the_summary_counts_verdicts_and_names_a_run_wide_shift(tmp_path: Path) -> None:
+    """Issue 29: every row 4–21 % slower and no line said so; the summary judges the shift like a row."""
+    factors = [1.04, 1.08, 1.12, 1.16, 1.21]
+    base_rows = [row(f"impl{i}", samples(10.0, 0.01, seed=i)) for i in range(5)]
+    cand_rows = [row(f"impl{i}", samples(10.0 * f, 0.01, seed=20 + i)) for i, f in enumerate(factors)]
+    comparison = compare.compare_runs(
+        load_run(write_run(tmp_path, "base", base_rows)), load_run(write_run(tmp_path, "cand", cand_rows)), 0.05
+    )
+    summary = comparison.summary
+    assert summary is not None and summary.shift_verdict is Change.SLOWER
+    assert summary.counts["slower"] == 4 and 1.10 < summary.shift < 1.13
+    line = summary_line(comparison)
+    assert line is not None and "4 slower" in line and "run-wide shift: the candidate is 12% slower" in line
+    result = cli.invoke(app, ["compare", str(tmp_path / "base"), str(tmp_path / "cand")])
+    assert result.exit_code == 0 and "run-wide shift" in result.stdout
+
+
+def test_no_run_wide_shift_when_rows_agree(tmp_path: Path) -> None:
+    base_rows = [row(f"impl{i}", samples(10.0, 0.01, seed=i)) for i in range(4)]
+    cand_rows = [row(f"impl{i}", samples(10.0, 0.01, seed=i)) for i in range(4)]
+    comparison = compare.compare_runs(
+        load_run(write_run(tmp_path, "base", base_rows)), load_run(write_run(tmp_path, "cand", cand_rows)), 0.05
+    )
+    assert comparison.summary is not None and comparison.summary.shift_verdict is Change.SAME
+    assert "no run-wide shift" in str(summary_line(comparison))
 
 
 def test_match_key_uses_the_schema_key_columns_present_in_both() -> None:

@@ -11,8 +11,14 @@ import pytest
 import torch
 import yaml
 
-from mhabench.errors import ConfigError, DeviceUnavailableError, InputError, UnknownImplementationError
-from mhabench.scenario.cases import Case, expand_cases
+from mhabench.errors import (
+    MAX_LISTED_ERRORS,
+    ConfigError,
+    DeviceUnavailableError,
+    InputError,
+    UnknownImplementationError,
+)
+from mhabench.scenario.cases import Case, covered_windows, expand_cases
 from mhabench.scenario.config import RunConfig, load_config, load_default_config, parse_config
 from mhabench.scenario.device import resolve_device
 from mhabench.scenario.overrides import with_overrides
@@ -302,8 +308,44 @@ def test_model_dump_round_trips() -> None:
 
 def test_misspelled_required_key_is_named_before_the_missing_field() -> None:
     message = config_error({"scenarios": [{"seq_len": 8, "d_model": 16, "hedas": 8}]})
-    assert message.startswith(f"{SOURCE}: scenarios[0].hedas: unknown field; did you mean 'heads'?")
-    assert message.endswith("(and 1 more)")
+    assert message == f"{SOURCE}: scenarios[0].hedas: unknown field; did you mean 'heads'?"  # not "heads missing"
+
+
+def file_errors(data: Any) -> list[str]:
+    """Every line of the error a file with several problems gets, each checked to name the file."""
+    with pytest.raises(InputError) as caught:
+        parse_config(data, SOURCE)
+    lines = str(caught.value).splitlines()
+    assert all(line.startswith(f"{SOURCE}: ") for line in lines)
+    return lines
+
+
+def test_every_error_of_a_file_is_named_at_once() -> None:
+    """Issue 29: two typos gave the first and "(and 3 more)"; a user fixed one, reran, met the next."""
+    lines = file_errors(
+        {
+            "scenarios": [scenario(hedas=2, heads=2), scenario(seq_len=-1, mask="sliding_windw")],
+            "implementations": ["flash"],
+        }
+    )
+    assert lines[0] == f"{SOURCE}: scenarios[0].hedas: unknown field; did you mean 'heads'?"
+    assert any(line.startswith(f"{SOURCE}: scenarios[1].seq_len:") for line in lines)
+    assert any(line.startswith(f"{SOURCE}: scenarios[1].mask:") for line in lines)
+    assert lines[-1].startswith(f"{SOURCE}: implementations: unknown implementation 'flash'; did you mean")
+
+
+def test_a_long_list_of_errors_stops_at_a_screenful() -> None:
+    lines = file_errors({"scenarios": [scenario(seq_len=-i - 1) for i in range(30)]})
+    assert len(lines) == MAX_LISTED_ERRORS + 1 and lines[-1] == f"{SOURCE}: (and 10 more)"
+
+
+def test_an_unknown_implementation_suggests_the_names_it_was_meant_as() -> None:
+    """Issue 29: ``implementations: [flash]`` listed every known name but no "did you mean 'flash_attn'"."""
+    message = config_error({"scenarios": [scenario()], "implementations": ["flash"]}, UnknownImplementationError)
+    assert message.startswith(f"{SOURCE}: implementations: unknown implementation 'flash'; did you mean ")
+    assert "'flash_attn'" in message and "known:" not in message
+    lines = file_errors({"scenarios": [scenario()], "implementations": ["flash", "fusd"]})
+    assert len(lines) == 2 and "'fused'" in lines[1]
 
 
 LIMITS = [("seq_len", 1_048_576), ("d_model", 65_536), ("batch", 65_536), ("heads", 1024), ("kv_heads", 1024)]
@@ -366,7 +408,7 @@ BAD_SETTINGS += [("isolation", "thread", "'thread'"), ("case_timeout_s", 0, "0")
 def test_bad_new_settings_name_field_and_value(field: str, value: Any, shown: str) -> None:
     message = config_error({"scenarios": [scenario()], field: value})
     assert message.startswith(f"{SOURCE}: {field}: ")
-    assert f"(got {shown})" in message
+    assert f"(got {shown}" in message
 
 
 def test_new_timing_settings_are_validated() -> None:
@@ -406,3 +448,39 @@ def test_command_line_max_rows_and_isolation_override_and_are_checked() -> None:
         with_overrides(config, max_rows=0)
     with pytest.raises(ConfigError, match=r"^--isolation: must be one of inprocess, process \(got 'proc'\)$"):
         with_overrides(config, isolation="proc")
+
+
+# --- issue 29: a window that covers the whole sequence ------------------------------------------
+
+
+def test_a_window_not_below_seq_len_is_refused_in_one_line() -> None:
+    """Issue 29: ``window: 128`` at ``seq_len: 64`` ran silently and read ``causal window=128``."""
+    message = config_error({"scenarios": [scenario(seq_len=64, mask="sliding_window", window=128)]})
+    assert message.startswith(f"{SOURCE}: scenarios[0].window: 128 is not below seq_len 64: ")
+    assert "mask: causal" in message
+    config_error({"scenarios": [scenario(seq_len=64, mask="sliding_window", window=64)]})  # equal covers it too
+
+
+def test_a_swept_window_that_covers_some_lengths_runs_those_as_causal_and_says_so() -> None:
+    data = {"scenarios": [scenario(name="w", seq_len=[8, 32], mask="sliding_window", window=[4, 16])]}
+    config = parse_config(data, SOURCE)
+    masks = {(c.seq_len, c.mask, c.window) for c in expand_cases(config, torch.device("cpu"))}
+    assert masks == {(8, "sliding_window", 4), (8, "causal", 0), (32, "sliding_window", 4), (32, "sliding_window", 16)}
+    assert covered_windows(config) == [
+        "scenario 'w': window 16 covers the whole sequence at n=8: run as plain causal attention"
+    ]
+
+
+def test_a_decode_step_sees_one_key_more_than_seq_len() -> None:
+    data = {"scenarios": [scenario(seq_len=8, mask="sliding_window", window=8, phase="decode")]}
+    (case,) = expand_cases(parse_config(data, SOURCE), torch.device("cpu"))
+    assert (case.mask, case.window) == ("sliding_window", 8)  # 9 keys, the window drops the oldest
+
+
+def test_a_quoted_number_is_refused_with_the_reason() -> None:
+    """Issue 29: ``seq_len: "64"`` was refused without saying why."""
+    message = config_error({"scenarios": [scenario(seq_len="64")]})
+    assert message == (
+        f"{SOURCE}: scenarios[0].seq_len: Input should be a valid integer "
+        "(got '64'; quotes make it text in YAML: write it without them)"
+    )

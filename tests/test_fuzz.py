@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
 from mhabench.cli import app
-from mhabench.errors import InputError, UnknownImplementationError
+from mhabench.errors import MAX_LISTED_ERRORS, InputError, UnknownImplementationError
 from mhabench.measure.environment import environment
 from mhabench.results.columns import COLUMNS
 from mhabench.results.schema import FORMAT_VERSION
@@ -58,9 +58,10 @@ _names = itertools.count()
 
 
 def one_line_input_error(error: InputError) -> None:
-    message = str(error)
-    assert message and "\n" not in message, message
-    assert len(message) < MESSAGE_LIMIT, message[:200]
+    """One line per problem, each short and complete, and never more than a screenful of them."""
+    lines = str(error).split("\n")
+    assert all(lines) and len(lines) <= MAX_LISTED_ERRORS + 1, str(error)[:400]
+    assert all(len(line) < MESSAGE_LIMIT for line in lines), str(error)[:200]
 
 
 def check_parsed(config: RunConfig) -> None:
@@ -146,14 +147,14 @@ def inside(path: Path) -> Iterator[None]:
 
 
 def assert_clean_exit(result: Result) -> None:
-    """Exit 0, or exit 2 with exactly one ``error:`` line on stderr; never a traceback."""
+    """Exit 0, or exit 2 with ``error:`` lines on stderr (one per problem, a screenful at most); never a traceback."""
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert "Traceback" not in result.stdout + result.stderr
     assert result.exit_code in (0, 2), (result.exit_code, result.stderr[-500:])
     if result.exit_code == 2:
         lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-500:]
-        assert len(lines[0]) < MESSAGE_LIMIT
+        assert 1 <= len(lines) <= MAX_LISTED_ERRORS + 1, result.stderr[-500:]
+        assert all(line.startswith("error: ") and len(line) < MESSAGE_LIMIT for line in lines), result.stderr[-500:]
 
 
 @settings(max_examples=1000, deadline=None)

@@ -132,7 +132,7 @@ def test_missing_transformers_is_an_unsupported_reason_naming_it(monkeypatch: py
         name, kv_heads=4, heads=4, phase="prefill", mode="forward", device_type="cuda", dtype="bfloat16"
     )
     assert reason is not None and reason.startswith(f"{name}: transformers")
-    assert "not installed" in reason
+    assert "not installed (make hf installs it" in reason  # issue 29: the row says what to run
 
 
 @pytest.mark.parametrize("name", CPU_HF)
@@ -583,4 +583,4 @@ def test_a_run_without_transformers_has_unsupported_rows_naming_it(
     assert rows.loc["fused", "status"] == "ok"
     for name in CPU_HF:
         assert rows.loc[name, "status"] == "unsupported"
-        assert rows.loc[name, "error"] == f"{name}: transformers not installed"
+        assert rows.loc[name, "error"] == f"{name}: transformers not installed (make hf installs it: the hf extra)"

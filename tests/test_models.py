@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from mhabench.cli import app
 from mhabench.errors import ConfigError
 from mhabench.probe.config import parse_probe_config
-from mhabench.scenario.cases import expand_cases
+from mhabench.scenario.cases import covered_windows, expand_cases
 from mhabench.scenario.config import load_config, parse_config
 from mhabench.scenario.models import PRESETS, read_config_json
 from mhabench.views.models import _cells
@@ -70,10 +70,10 @@ def test_every_preset_expands_into_valid_cases() -> None:
 
 
 def test_a_preset_fills_the_shape_mask_and_softcap() -> None:
-    (case,) = expand_cases(parse_config({"scenarios": [{"model": "gemma-2-9b", "seq_len": 16}]}, "m.yaml"), CPU)
+    (case,) = expand_cases(parse_config({"scenarios": [{"model": "gemma-2-9b", "seq_len": 8192}]}, "m.yaml"), CPU)
     assert (case.d_model, case.heads, case.kv_heads, case.head_dim, case.bias) == (3584, 16, 8, 256, False)
     assert (case.mask, case.window, case.score_mod, case.softcap) == ("sliding_window", 4096, "softcap", 50.0)
-    assert case.case_id == "scenario/b1-n16-d3584-h16-hd256-kv8-float32-causal-window4096-softcap50"
+    assert case.case_id == "scenario/b1-n8192-d3584-h16-hd256-kv8-float32-causal-window4096-softcap50"
 
 
 def test_fields_given_beside_a_model_win_and_may_sweep() -> None:
@@ -121,7 +121,8 @@ def test_with_lengths_a_models_causal_mask_is_document() -> None:
     assert (case.mask, case.lengths, case.causal) == ("document", "4.16", True)
     windowed = {"scenarios": [{"model": "mistral-7b", "seq_len": 16, "lengths": [4, 16], "layout": "packed"}]}
     (case,) = expand_cases(parse_config(windowed, "m.yaml"), CPU)
-    assert (case.mask, case.window, case.layout) == ("sliding_window", 4096, "packed")  # a window per document
+    # 4096 covers every 16-token document whole: causal within each document, no window
+    assert (case.mask, case.window, case.layout) == ("document", 0, "packed")
     own = {"scenarios": [{"model": "llama-3.1-8b", "seq_len": 16, "lengths": [4, 16], "mask": "none"}]}
     assert expand_cases(parse_config(own, "m.yaml"), CPU)[0].mask == "none"
 
@@ -163,7 +164,7 @@ def test_gpt2_style_fields_and_implicit_biases(tmp_path: Path) -> None:
 def test_window_and_softcap_come_from_their_hugging_face_fields(tmp_path: Path) -> None:
     data = LLAMA_LIKE | {"head_dim": 64, "sliding_window": 128, "attn_logit_softcapping": 30.0}
     write_json(tmp_path / "c.json", data | {"query_pre_attn_scalar": 64})
-    (case,) = expand_cases(run_config(tmp_path, {"model": "c.json", "seq_len": 16}), CPU)
+    (case,) = expand_cases(run_config(tmp_path, {"model": "c.json", "seq_len": 256}), CPU)
     assert (case.mask, case.window, case.score_mod, case.softcap) == ("sliding_window", 128, "softcap", 30.0)
 
 
@@ -253,3 +254,16 @@ def test_cli_run_with_an_unknown_preset_exits_2_with_one_line(tmp_path: Path) ->
     assert result.exit_code == 2
     assert "scenarios[0].model: unknown model preset 'llama-4'" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_presets_window_over_a_short_sequence_runs_as_plain_causal_and_says_so() -> None:
+    """Issue 29: mistral-7b at n=64 was a windowed case (a dense mask for fused) though the window had no effect."""
+    config = parse_config({"scenarios": [{"name": "m", "model": "mistral-7b", "seq_len": [64, 8192]}]}, "m.yaml")
+    cases = {case.seq_len: case for case in expand_cases(config, CPU)}
+    assert (cases[64].mask, cases[64].window) == ("causal", 0)
+    assert (cases[8192].mask, cases[8192].window) == ("sliding_window", 4096)
+    (note,) = covered_windows(config)
+    assert (
+        note
+        == "scenario 'm': mistral-7b's window 4096 covers the whole sequence at n=64: run as plain causal attention"
+    )

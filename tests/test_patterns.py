@@ -8,6 +8,7 @@ fails here. The same brute-force rule counts the pairs the cost model's closed f
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from mhabench import cost
+from mhabench.analysis.case_label import case_label
 from mhabench.cli import app
 from mhabench.errors import ConfigError
 from mhabench.impls import get_spec
@@ -154,6 +156,11 @@ def cases_of(scenario: dict[str, Any], source: str = "patterns.yaml") -> list[Ca
 
 
 def one_case(**scenario: Any) -> Case:
+    """The case of one scenario; a window over the whole sequence, which a config refuses, set on the case."""
+    window = scenario.get("window", 0)
+    if window >= scenario.get("seq_len", SEQ_LEN):
+        (case,) = cases_of({"bias": True, **scenario, "window": 1})
+        return dataclasses.replace(case, window=window)
     (case,) = cases_of({"bias": True, **scenario})
     return case
 
@@ -517,8 +524,7 @@ def test_a_window_swept_beside_causal_does_not_repeat_causal() -> None:
     assert [(c.seq_len, c.mask, c.window) for c in cases] == [
         (8, "causal", 0),
         (8, "sliding_window", 2),
-        (8, "sliding_window", 4),
-        (8, "sliding_window", 8),
+        (8, "sliding_window", 4),  # window 8 covers n = 8: that point is the causal case, run once
         (16, "causal", 0),
         (16, "sliding_window", 2),
         (16, "sliding_window", 4),
@@ -601,3 +607,18 @@ def test_different_document_sets_never_share_a_case() -> None:
     cases = expand_cases(parse_config({"scenarios": [spec]}, "x.yaml"), torch.device("cpu"))
     assert [case.documents for case in cases] == [(1, 5, 5, 9, 1, 1, 1), (1, 4, 6, 9, 1, 1, 1)]
     assert len({case.case_id for case in cases}) == 2
+
+
+# --- issue 29: the label of a pattern's case -------------------------------------------------------
+
+
+def test_a_packed_batch_is_labelled_one_row_and_an_implied_causal_is_not_repeated() -> None:
+    """Issue 29: a packed batch of 4 documents read ``b=4`` though it is one row; ``causal window=…`` doubled."""
+    (packed,) = cases_of({"mask": "document", "lengths": [8, 8, 8, 8], "layout": "packed", "seq_len": 8})
+    row = with_key_defaults(
+        pd.DataFrame([{**dataclasses.asdict(packed), "documents": None, "impl": "naive", "device": "cpu"}])
+    ).iloc[0]
+    assert case_label(row).startswith(f"n=8 h={HEADS} d={D_MODEL} b=1 float32 ") and row["batch"] == 4
+    assert " causal" not in case_label(row) and "docs=8.8.8.8 packed" in case_label(row)
+    (window,) = cases_of({"mask": "sliding_window", "window": 4})
+    assert case_label(dataclasses.asdict(window)).endswith("float32 window=4")

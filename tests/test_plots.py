@@ -270,3 +270,108 @@ def test_a_row_with_hardware_counters_stands_at_the_hardware_intensity_and_shows
     assert list(every[every["row"] == 1]["source"]) == ["model"]
     plot = plots.roofline(rows, plots.impl_styles(rows))
     assert plot.png is not None and "hardware counters" in plot.caption
+
+
+# --- issue 29: the plots with real runs and the longest labels our configs produce ------------------
+
+MASKS_RUN_ID = "20261127T074858Z-gpu-masks-partial"
+
+
+def shared_run(h100_run: Path, run_id: str) -> Path:
+    found = h100_run.parent / run_id
+    if not found.is_dir():
+        pytest.skip(f"shared/runs/{run_id} is not on this machine")
+    return found
+
+
+def _drawn(fig: Any) -> Any:
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def _overlaps(boxes: list[Any]) -> bool:
+    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+
+
+def test_speedup_bars_with_the_longest_mask_labels_keep_their_plot_area_and_ticks(h100_run: Path) -> None:
+    """Issue 29: long case labels shrank the plot to a sliver, overprinted, and left "1×" as the only tick."""
+    from mhabench.analysis.speedup import speedup_rows
+
+    rows = speedup_rows(load_run(shared_run(h100_run, MASKS_RUN_ID)).rows, "naive")
+    table = rows[(rows["impl"] != "naive") & rows["speedup"].notna()]
+    cases = list(dict.fromkeys(table["case_id"]))
+    fig = plots._bar_figure(table, rows, cases, plots.impl_styles(rows), "naive")
+    renderer = _drawn(fig)
+    (ax,) = fig.axes
+    assert ax.get_position().width > 0.4 and ax.get_position().height > 0.4  # a plot, not a sliver
+    labels = [t for t in ax.get_yticklabels() if t.get_text()]
+    assert len(labels) == len(cases) and not _overlaps([t.get_window_extent(renderer) for t in labels])
+    assert all("window=0" not in t.get_text() and "lengths=none" not in t.get_text() for t in labels)
+    values = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert len(values) >= 3 and "1×" in values
+
+
+def test_a_narrow_speedup_range_still_gets_several_ticks() -> None:
+    assert plots.speedup_ticks(0.9, 1.3) == [1.0, 1.25]
+    assert len(plots.speedup_ticks(0.85, 1.6)) >= 3
+    wide = plots.speedup_ticks(0.01, 500)
+    assert 1.0 in wide and len(wide) <= plots.MAX_SPEEDUP_TICKS
+
+
+def test_the_latency_title_fits_the_figure(h100_run: Path) -> None:
+    """Issue 29: the GPU latency plot's title (every constant field) was cut at both ends."""
+    rows = load_run(h100_run).rows
+    (image, *_) = plots.faceted("latency_vs_seq_len", rows, plots.impl_styles(rows), "naive")
+    assert image.png is not None
+    subtitle = plots.constant_label(rows[rows["status"] == "ok"], ("seq_len",))
+    assert subtitle == "bfloat16"  # window=0, lengths=none, one rank … add nothing
+    longest = " ".join(f"field{i}=value{i}" for i in range(30))  # a subtitle longer than any figure is wide
+    for width_in in (6.4, 9.6):
+        fig = plots.Figure(figsize=(width_in, 3.0), layout="constrained")
+        fig.add_subplot()
+        plots._images("latency", "Latency vs sequence length (log-log)", [fig], longest, "")
+        box = fig._suptitle.get_window_extent(_drawn(fig))
+        assert box.x0 >= 0 and box.x1 <= fig.bbox.width
+
+
+def test_roofline_tick_labels_do_not_run_together(h100_run: Path) -> None:
+    """Issue 29: over four decades the roofline's x labels read "100200" and "10002000 5000"."""
+    rows = load_run(h100_run).rows
+    fig = plots.roofline_figure(rows, plots.impl_styles(rows))
+    assert fig is not None
+    renderer = _drawn(fig)
+    ax = fig.axes[0]
+    for ticks in (ax.xaxis.get_majorticklabels() + ax.xaxis.get_minorticklabels(),):
+        shown = [t for t in ticks if t.get_text() and t.get_visible()]
+        inside = [t for t in shown if ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1]]
+        assert len(inside) >= 3 and not _overlaps([t.get_window_extent(renderer) for t in inside])
+    assert not [t for t in ax.xaxis.get_minorticklabels() if t.get_text()]  # four decades: powers of ten only
+
+
+def test_a_packed_batch_is_labelled_one_row_in_the_plots() -> None:
+    rows = pd.DataFrame(
+        [
+            {"seq_len": 8, "batch": b, "layout": layout, "lengths": "4.4", "mask": "document", "causal": True}
+            for b, layout in ((2, "padded"), (2, "packed"), (4, "padded"))
+        ]
+    )
+    fields = ["batch", "layout", "lengths", "mask", "causal"]
+    label = plots.varying_label(rows, rows.iloc[1].to_dict(), fields)
+    assert (
+        label == "b=1 layout=packed"
+        and plots.varying_label(rows, rows.iloc[0].to_dict(), fields) == "b=2 layout=padded"
+    )
+
+
+def test_a_label_leaves_out_what_another_field_already_says() -> None:
+    values = {"heads": 12, "kv_heads": 12, "d_model": 768, "head_dim": 64, "score_mod": "softcap", "softcap": 50.0}
+    assert [f for f in values if plots.says_something(f, values)] == ["heads", "d_model", "softcap"]
+    grouped = {**values, "kv_heads": 4, "head_dim": 256, "score_mod": "alibi", "softcap": 0.0, "window": 0}
+    assert [f for f in grouped if plots.says_something(f, grouped)] == [
+        "heads",
+        "kv_heads",
+        "d_model",
+        "head_dim",
+        "score_mod",
+    ]

@@ -49,3 +49,23 @@ def test_the_quick_start_is_exactly_the_two_commands() -> None:
     assert len(blocks) == 1, "the quick start has one shell block"
     commands = [line.split("#", 1)[0].strip() for line in blocks[0].split("```", 1)[0].splitlines()]
     assert [command for command in commands if command] == ["make run", "make test"]
+
+
+def test_the_glossary_explains_the_words_a_newcomer_looks_up_and_the_run_table_points_to_it() -> None:
+    """Issue 29: roofline eff., FLOP/B, ridge, noisy, paired, counted vs modelled had to be looked up elsewhere."""
+    from mhabench.views.run_notes import LEGEND
+
+    text = README.read_text(encoding="utf-8")
+    glossary = text.split("## Glossary", 1)[1].split("\n## ", 1)[0]
+    for term in (
+        "**paired**",
+        "**noisy**",
+        "**FLOP/B**",
+        "**ridge**",
+        "**roofline eff.**",
+        "**counted**",
+        "**modelled**",
+    ):
+        assert term in glossary, term
+    assert "README.md" in LEGEND and "Glossary" in LEGEND and "\n" not in LEGEND
+    assert "make hf" in text and "Chromium through apt" in text

@@ -6,9 +6,11 @@ import contextlib
 import csv
 import dataclasses
 import json
+import logging
 import math
 import re
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -482,3 +484,59 @@ def test_an_implementation_named_twice_is_refused_in_one_line(tiny_config_data: 
 
     with pytest.raises(ConfigError, match="'naive' named more than once"):
         tiny(tiny_config_data, implementations=["naive", "fused", "naive"])
+
+
+# --- issue 29: torch's expected warnings become the row's note --------------------------------------
+
+
+class _WarnsLikeNestedSdpa(torch.nn.Module):
+    """``fused``, saying on every call what torch's nested SDPA says on a CPU (a log line and a warning)."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logging.getLogger("torch.nested._internal.sdpa").warning("Flash attention kernel not used because:")
+        logging.getLogger("torch.nested._internal.sdpa").warning(
+            "Nested tensors are not supported when is_causal=True."
+        )
+        warnings.warn(
+            "The PyTorch API of nested tensors is in prototype stage and will change.", UserWarning, stacklevel=2
+        )
+        return self.inner(x)
+
+
+def test_expected_torch_warnings_become_the_rows_note_once_and_leave_the_terminal(
+    tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29: raw ``UserWarning`` and glog-style ``W1127 …`` lines from nested SDPA leaked into the output."""
+    from mhabench.impls import build
+    from mhabench.impls.registry import _REGISTRY, register
+
+    name = "test-warns-like-nested-sdpa"
+    register(name, description="test only")(
+        lambda w, heads, causal: _WarnsLikeNestedSdpa(build("fused", w, heads, causal))
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            result = runner.run(tiny(tiny_config_data, implementations=["naive", name]), tmp_path)
+    finally:
+        _REGISTRY.pop(name, None)
+    notes = {row["impl"]: row["note"] for row in csv_rows(result.run_dir)}
+    assert notes == {
+        "naive": "",
+        name: "torch: Nested tensors are not supported when is_causal=True. | "
+        "The PyTorch API of nested tensors is in prototype stage and will change.",
+    }
+    printed = capfd.readouterr()
+    assert "not supported" not in printed.err + printed.out and "prototype" not in printed.err + printed.out
+
+
+def test_an_unexpected_warning_is_not_swallowed() -> None:
+    from mhabench.measure.torch_messages import caught_torch_messages
+
+    with pytest.warns(UserWarning, match="something new"), caught_torch_messages() as messages:
+        warnings.warn("something new", UserWarning, stacklevel=2)
+    assert messages == []

@@ -36,16 +36,26 @@ NON_DEFAULTS = ((MODE, "forward"), (PHASE, "prefill"))
 """Fields named in the label only when they differ from these defaults."""
 
 
+CAUSAL_WORDS = frozenset({"sliding_window", "document"})
+"""Masks whose own word (``window=128``, ``document``) already says causal: ``causal`` is not repeated."""
+
+
 def case_label(row: Mapping[str, Any]) -> str:
     """``n=128 h=4 d=64 b=1 float32``, then ``d_k=…`` (a head_dim set apart), ``kv=…`` (grouped-query), ``causal``,
-    ``bias``, ``train``, ``decode``."""
+    ``bias``, ``train``, ``decode``.
+
+    ``b`` is the input's rows: a packed batch of documents is one row (its documents are counted in its
+    lengths label), though the ``batch`` column counts the documents.
+    """
     kv_heads, head_dim = row.get(KV_HEADS), _value(row, HEAD_DIM)
     extras = [f"d_k={int(head_dim)}" if head_dim is not None and head_dim * row[HEADS] != row[D_MODEL] else ""]
     extras += [f"kv={kv_heads}" if _value(row, KV_HEADS) is not None and kv_heads != row[HEADS] else ""]
-    extras += [flag for flag in (CAUSAL, BIAS) if bool(row[flag])]
+    implied = {CAUSAL} if str(row.get(MASK)) in CAUSAL_WORDS else set()
+    extras += [flag for flag in (CAUSAL, BIAS) if bool(row[flag]) and flag not in implied]
     extras += [str(row.get(field)) for field, default in NON_DEFAULTS if row.get(field, default) != default]
     extras += pattern_words(row)
-    shape = f"n={row[SEQ_LEN]} h={row[HEADS]} d={row[D_MODEL]} b={row[BATCH]} {row[DTYPE]}"
+    rows = 1 if row.get(LAYOUT) == "packed" else row[BATCH]
+    shape = f"n={row[SEQ_LEN]} h={row[HEADS]} d={row[D_MODEL]} b={rows} {row[DTYPE]}"
     return " ".join([shape, *(extra for extra in extras if extra)])
 
 

@@ -4,10 +4,13 @@ Within one run every implementation is compared to a baseline case by case and r
 of per-round ratios with a paired bootstrap CI, or the ratio of medians where rounds do not align:
 ``mhabench.analysis.speedup``). Between two runs samples are never paired (different processes); rows are
 matched on their case key (``repeat`` and ``tensor_parallel`` included; an older run reads with
-their defaults) and a row changes only when the ratio of medians is past the threshold AND the
-Mann-Whitney U test, Holm-corrected over every compared row, says it is significant (see
-``mhabench.analysis.stats``). Before any number, the manifests are compared: results from different
-device kinds are refused unless forced.
+their defaults) and judged by ``mhabench.analysis.verdict.judge_change``: the whole bootstrap interval
+of the ratio of medians against the threshold, never the point alone, so ``same`` means the data rule
+out a change as large as the threshold. The Mann-Whitney U p-value (Holm-corrected over every compared
+row) stays as an informative column; it does not decide. :class:`Summary` sums the verdicts up and
+judges the run-wide shift (the geometric mean of the row ratios, bootstrapped over rows) by the same
+rule. Before any number, the manifests are compared: results from different device kinds are refused
+unless forced.
 
 This module only computes; ``mhabench.views.compare`` renders a :class:`Comparison` (terminal, CSV,
 JSON, Markdown).
@@ -20,11 +23,14 @@ import json
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import scipy.stats
 
 from mhabench.analysis import stats
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import DEFAULT_BASELINE, is_ok, samples_of, speedup_rows
+from mhabench.analysis.verdict import Change, judge_change
 from mhabench.errors import InputError
 from mhabench.results import store as results
 from mhabench.results.columns import CASE_KEY, DEVICE, DTYPE, ERROR, IMPL, LATENCY_MS, SCENARIO, STATUS
@@ -61,6 +67,24 @@ class Difference:
 
 
 @dataclasses.dataclass(frozen=True)
+class Summary:
+    """Two runs in one line: verdict counts, and the run-wide shift judged like a row.
+
+    ``shift`` is the geometric mean of the compared rows' ratios, its interval a bootstrap over rows
+    (None below ``MIN_SHIFT_ROWS`` rows, where rows are too few to resample). A machine that slowed down
+    between the runs moves every row the same way; one row past the threshold does not make a shift.
+    """
+
+    counts: dict[str, int]
+    shift: float | None = None
+    shift_ci: tuple[float, float] | None = None
+    shift_verdict: Change | None = None
+
+
+MIN_SHIFT_ROWS = 3
+
+
+@dataclasses.dataclass(frozen=True)
 class Comparison:
     """What ``compare`` found: one row per (case, implementation), plus the manifest differences."""
 
@@ -73,10 +97,25 @@ class Comparison:
 
     @property
     def regressions(self) -> pd.DataFrame:
-        """Rows significantly slower by more than the threshold (what ``--fail-on-regression`` gates on)."""
+        """Rows whose whole interval is slower than the threshold (what ``--fail-on-regression`` gates on)."""
         if "verdict" not in self.rows:
             return self.rows.iloc[0:0]
-        return self.rows[self.rows["verdict"] == "slower"]
+        return self.rows[self.rows["verdict"] == Change.SLOWER.value]
+
+    @property
+    def summary(self) -> Summary | None:
+        """The verdicts counted and the run-wide shift (two runs only)."""
+        if self.candidate_id is None or self.threshold is None:
+            return None
+        verdicts = self.rows["verdict"].astype(str)
+        counts = {str(v): int(n) for v, n in verdicts.value_counts(sort=False).items()}
+        ratios = self.rows["ratio"].to_numpy(dtype=float)
+        ratios = ratios[np.isfinite(ratios) & (ratios > 0)]
+        if len(ratios) < MIN_SHIFT_ROWS:
+            return Summary(counts)
+        low, high = _geometric_mean_interval(ratios)
+        shift = float(np.exp(np.log(ratios).mean()))
+        return Summary(counts, shift, (low, high), judged(low, high, self.threshold))
 
 
 def speedups(run: results.Run, baseline: str = DEFAULT_BASELINE) -> Comparison:
@@ -155,8 +194,30 @@ def compare_runs(base: results.Run, candidate: results.Run, threshold: float, fo
     for row, p_holm in zip(rows, adjusted, strict=True):
         row["p_holm"] = p_holm
         if row["verdict"] is None:
-            row["verdict"] = stats.verdict(row["ratio"], p_holm, threshold)
+            row["verdict"] = row_verdict(row["ci_low"], row["ci_high"], threshold)
     return Comparison(base.run_id, candidate.run_id, pd.DataFrame(rows), differences, threshold=threshold)
+
+
+def judged(ci_low: float, ci_high: float, threshold: float) -> Change:
+    """The project's one rule (``judge_change``) for every verdict of a comparison, rows and run-wide shift alike:
+    the one call a between-process spread is threaded into."""
+    return judge_change(ci_low, ci_high, threshold)
+
+
+def row_verdict(ci_low: float, ci_high: float, threshold: float) -> str:
+    """A matched row's verdict, as the table and ``--fail-on-regression`` read it."""
+    return judged(ci_low, ci_high, threshold).value
+
+
+def _geometric_mean_interval(ratios: np.ndarray) -> tuple[float, float]:
+    """95 % percentile bootstrap over rows of the geometric mean ratio (fixed seed: reproducible)."""
+    logs = np.log(ratios)
+    if np.ptp(logs) == 0:
+        return float(ratios[0]), float(ratios[0])
+    result = scipy.stats.bootstrap(
+        (logs,), np.mean, confidence_level=stats.CONFIDENCE_LEVEL, method="percentile", random_state=0
+    )
+    return float(np.exp(result.confidence_interval.low)), float(np.exp(result.confidence_interval.high))
 
 
 def _side(row: pd.Series, key: list[str], suffix: str) -> pd.Series:
@@ -190,7 +251,7 @@ def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
     failed = [(name, side) for name, side in (("base", base), ("candidate", cand)) if not is_ok(side)]
     if failed:
         out["verdict"] = "not compared"
-        out["note"] = "; ".join(f"{name} {side[STATUS]}: {side.get(ERROR) or 'no samples'}" for name, side in failed)
+        out["note"] = _failed_note(failed)
         return out
     base_samples, cand_samples = samples_of(base), samples_of(cand)
     estimate = stats.ratio_of_medians(cand_samples, base_samples)
@@ -204,6 +265,19 @@ def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
     )
     out["note"] = _few_samples_note(min(len(base_samples), len(cand_samples)))
     return out
+
+
+def _failed_note(failed: list[tuple[str, pd.Series]]) -> str:
+    """Why a row was not compared; a reason both runs share is said once (``both unsupported: …``)."""
+    reasons = [(str(side[STATUS]), _reason(side.get(ERROR))) for _, side in failed]
+    if len(failed) == 2 and reasons[0] == reasons[1]:
+        return f"both {reasons[0][0]}: {reasons[0][1]}"
+    return "; ".join(f"{name} {status}: {reason}" for (name, _), (status, reason) in zip(failed, reasons, strict=True))
+
+
+def _reason(error: Any) -> str:
+    """A row's stored error, or why it has none (a float NaN where the CSV cell was empty)."""
+    return error if isinstance(error, str) and error else "no samples"
 
 
 def _few_samples_note(fewest: int) -> str:

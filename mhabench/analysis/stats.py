@@ -4,9 +4,9 @@ Why these: latency samples are skewed and sometimes bimodal (a noisy neighbour, 
 change), so the medians and a rank test are used rather than means and a t-test. Within one run,
 implementations timed in the same rounds are compared round by round (:func:`paired_ratio`), so a
 slow round slows both sides and cancels; samples that are not paired (two runs, older runs) are
-compared by the ratio of their medians (:func:`ratio_of_medians`). A change between two runs counts
-only when it is both larger than a threshold and significant after correcting for the number of
-rows compared (the rule asv uses), so a 200-row comparison does not cry wolf ten times by chance.
+compared by the ratio of their medians (:func:`ratio_of_medians`). Whether a ratio is a change is
+``mhabench.analysis.verdict``'s rule (its interval against the threshold); the Holm-corrected rank
+test here is an informative column beside it.
 """
 
 from __future__ import annotations
@@ -164,22 +164,3 @@ def parse_threshold(text: str | float) -> float:
     if not (0 <= value < 10) or math.isnan(value):
         raise InputError(f"--threshold: {text!r} must be between 0% and 1000%")
     return value
-
-
-VERDICTS = ("faster", "slower", "same", "~")
-
-
-def verdict(ratio: float, p_adjusted: float, threshold: float, alpha: float = ALPHA) -> str:
-    """``faster`` / ``slower`` when the candidate/base ratio is past the threshold AND significant.
-
-    Past the threshold but not significant is ``~`` (maybe a change, the data cannot tell).
-    Symmetric in log space: slower means ratio > 1 + t, faster means ratio < 1 / (1 + t).
-    """
-    if math.isnan(ratio):
-        return "~"
-    past = ratio > 1 + threshold or ratio < 1 / (1 + threshold)
-    if not past:
-        return "same"
-    if math.isnan(p_adjusted) or p_adjusted >= alpha:
-        return "~"
-    return "slower" if ratio > 1 else "faster"

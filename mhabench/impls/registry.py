@@ -27,6 +27,16 @@ from mhabench.pattern import PLAIN, PLAIN_MASKS, AttentionPattern, Layout, MaskN
 Factory = Callable[[AttentionWeights, int, bool | AttentionPattern], nn.Module]
 ReferenceFn = Callable[[AttentionWeights, torch.Tensor, int, bool], torch.Tensor]
 
+INSTALL_HINTS = {"transformers": "make hf installs it: the hf extra"}
+"""How to get a missing package this project installs itself, so an ``unsupported`` row says what to run."""
+
+
+def install_hint(missing: list[str]) -> str:
+    """`` (make hf installs it …)`` for the first missing package we know how to install, else nothing."""
+    hints = [INSTALL_HINTS[package] for package in missing if package in INSTALL_HINTS]
+    return f" ({hints[0]})" if hints else ""
+
+
 ALL_DEVICES = frozenset({"cpu", "cuda"})
 ALL_DTYPES = frozenset({"float32", "float16", "bfloat16"})
 
@@ -76,7 +86,7 @@ class Capabilities:
         apart = head_dim is not None and d_model is not None and heads * head_dim != d_model
         too_wide = head_dim is not None and self.max_head_dim is not None and head_dim > self.max_head_dim
         checks = [
-            (bool(missing), f"{', '.join(missing)} not installed"),
+            (bool(missing), f"{', '.join(missing)} not installed{install_hint(missing)}"),
             (device_type not in self.devices, f"runs on {'/'.join(sorted(self.devices))} only, not {device_type}"),
             (dtype not in self.dtypes, f"no {dtype} support (dtypes: {', '.join(sorted(self.dtypes))})"),
             (kv_heads != heads and not self.grouped_kv, f"no grouped K/V heads (kv_heads {kv_heads} < heads {heads})"),

@@ -159,7 +159,7 @@ def parse_probe_config(data: Any, source: str) -> ProbeConfig:
     try:
         config = ProbeConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {describe_validation_error(exc, _known_fields)}") from None
+        raise ConfigError(describe_validation_error(exc, _known_fields, source)) from None
     for spec in config.scenarios:
         if spec.weights is not None:
             spec.weights.path = Path(source).parent / spec.weights.path

@@ -113,7 +113,7 @@ class Manifest(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise ResultsCorruptError(f"{where}: {describe_validation_error(exc, lambda loc: [])}") from None
+            raise ResultsCorruptError(describe_validation_error(exc, lambda loc: [], where)) from None
 
     def as_dict(self) -> dict[str, Any]:
         """The manifest as JSON data: the fields that were written or read, extras included. A default that

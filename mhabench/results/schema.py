@@ -92,6 +92,12 @@ class Outcome:
         "ok | mismatch | unsupported | skipped | oom | error | timeout | crashed", role="outcome", label="status"
     )
     error: str = column("one-line reason when status is not ok", role="outcome", label="error")
+    note: str = column(
+        "what torch said while the row was checked that we expected (nested SDPA's kernel choice, a prototype "
+        "warning), each message once, instead of on the terminal",
+        role="outcome",
+        label="note",
+    )
 
 
 @dataclasses.dataclass(frozen=True)

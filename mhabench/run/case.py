@@ -51,6 +51,7 @@ from mhabench.measure.peaks import DevicePeaks, device_name
 from mhabench.measure.roofline import executed_tflops, roofline
 from mhabench.measure.rounds import time_in_rounds
 from mhabench.measure.timing import measure_latency
+from mhabench.measure.torch_messages import as_note, caught_torch_messages
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
 from mhabench.results.columns import SHAPE_FIELDS
 from mhabench.results.gpu_groups import Energy
@@ -281,9 +282,11 @@ def run_case(
             continue
         assert inputs is not None
         try:
-            result = check_impl(spec, case, inputs, device, ident, peers)
+            with caught_torch_messages() as messages:
+                result = check_impl(spec, case, inputs, device, ident, peers)
         except CudaContextLostError as lost:
             raise CudaContextLostError(str(lost), failure_row(ident, lost.__context__ or lost)) from None
+        result = with_note(result, as_note(messages))
         if isinstance(result, ResultRow):
             yield result
         else:
@@ -294,6 +297,15 @@ def run_case(
     ok = [row for row in timed if row.status == "ok"]
     hardware = case_counters(case, ok, device, counters) if counters is not None and ok else {}
     yield from (finished(row.with_groups(*hardware.get(row.case.impl, [])), case, peaks) for row in ok)
+
+
+def with_note(result: Checked | ResultRow, note: str) -> Checked | ResultRow:
+    """``result`` with the row's note: what torch said, as we expected, while it was built and checked."""
+    if not note:
+        return result
+    row = result if isinstance(result, ResultRow) else result.row
+    row = dataclasses.replace(row, outcome=dataclasses.replace(row.outcome, note=note))
+    return row if isinstance(result, ResultRow) else dataclasses.replace(result, row=row)
 
 
 def _inputs_or_failure(case: Case, device: torch.device) -> CaseInputs | Exception:
@@ -444,7 +456,8 @@ def timed_rows(passed: list[Checked], case: Case, timing: TimingConfig, peers: P
     the layers once they are timed."""
     if not passed:
         return []
-    timed = peers.time(passed, timing, case.seed)
+    with caught_torch_messages():  # the timed calls repeat the checked one: what torch says again is in its note
+        timed = peers.time(passed, timing, case.seed)
     rows = []
     for item in passed:
         groups = timed[item.spec.name]

@@ -38,7 +38,7 @@ from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
 from mhabench.run.launch import check_launch
 from mhabench.run.shard import folder_name
 from mhabench.scenario import plugins
-from mhabench.scenario.cases import Case, count_cases, expand_cases
+from mhabench.scenario.cases import Case, count_cases, covered_windows, expand_cases
 from mhabench.scenario.config import DTYPES, RunConfig
 from mhabench.scenario.device import canonical_device, resolve_device
 from mhabench.scenario.limits import check_row_count
@@ -135,7 +135,8 @@ def run(
         run_cases(todo, device, writer, peaks, config, progress, drift)
         live.record(drift=drift.finish())
         warning = drift.result().warning()
-    return RunResult(writer.run_dir, list(writer.rows), (warning,) if warning else ())
+    notes = (*covered_windows(config), *([warning] if warning else []))
+    return RunResult(writer.run_dir, list(writer.rows), notes)
 
 
 def _resumed_manifest(run_dir: Path, argv: list[str] | None, differences: tuple[str, ...]) -> Manifest:

@@ -125,6 +125,9 @@ def _pattern_fields(fields: dict[str, Any]) -> dict[str, Any]:
     """The case fields of one sweep point's pattern: a size applies to its own mask only, and lengths
     resolve against this point's seq_len."""
     spec, mask = fields.pop("lengths"), fields["mask"]
+    if mask == "sliding_window" and fields["window"] >= keys_seen(fields["seq_len"], fields["phase"]):
+        # the window covers every query's whole past: plain causal, per document with lengths (covered_windows)
+        mask = fields["mask"] = "document" if spec is not None else "causal"
     pattern = {
         "window": fields.pop("window") if mask == "sliding_window" else 0,
         "prefix": fields.pop("prefix") if mask == "prefix_lm" else 0,
@@ -139,6 +142,36 @@ def _pattern_fields(fields: dict[str, Any]) -> dict[str, Any]:
     if mask is None:
         fields.pop("mask")
     return fields | pattern
+
+
+def keys_seen(seq_len: int, phase: str) -> int:
+    """Keys the last query sees without a window: the sequence, or a decode step's cache plus its own token."""
+    return seq_len + 1 if phase == "decode" else seq_len
+
+
+def covered_windows(config: RunConfig) -> list[str]:
+    """One line per scenario whose window covers some of its sequences whole: those points ran as causal.
+
+    The file's own windows never cover every seq_len (the config refuses that); a model preset's window
+    (4096) usually covers a short sweep entirely. Either way the point is plain causal attention (within
+    each document, with lengths), run and labelled as such, and the user is told why the window is gone.
+    """
+    notes = []
+    for spec in config.scenarios:
+        if "sliding_window" not in (spec.mask or []):
+            continue
+        covering = []
+        for window in spec.window or []:
+            covered = sorted(
+                {n for n, phase in itertools.product(spec.seq_len, spec.phase) if window >= keys_seen(n, phase)}
+            )
+            if covered:
+                covering.append(f"{window} covers the whole sequence at {', '.join(f'n={n}' for n in covered)}")
+        if covering:
+            owner = f"{spec.model}'s window" if spec.model else "window"
+            plain = "causal attention within each document" if spec.lengths else "causal attention"
+            notes.append(f"scenario {spec.name!r}: {owner} {'; '.join(covering)}: run as plain {plain}")
+    return notes
 
 
 def count_cases(config: RunConfig, device: torch.device) -> int:

@@ -29,11 +29,12 @@ from mhabench.errors import (
     ConfigError,
     PluginError,
     UnknownImplementationError,
+    close_names,
     describe_validation_error,
     quote,
     shorten,
 )
-from mhabench.impls import get_spec
+from mhabench.impls import available_implementations
 from mhabench.impls.tensor_parallel import divisibility_problem
 from mhabench.pattern import Layout, MaskName, ScoreModName
 from mhabench.scenario import lengths as doc_lengths
@@ -393,7 +394,9 @@ def parse_config(data: Any, source: str) -> RunConfig:
     try:
         config = RunConfig.model_validate(with_models(data, source))
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {describe_validation_error(exc, _known_fields)}") from None
+        names = data.get("implementations")
+        extra = [f"implementations: {p}" for p in unknown_implementations(names)] if isinstance(names, list) else []
+        raise ConfigError(describe_validation_error(exc, _known_fields, source, extra)) from None
     if config.name is None:
         config = config.model_copy(update={"name": Path(source).stem})
     config = config.model_copy(update={"scenarios": [with_corpus_files(spec, source) for spec in config.scenarios]})
@@ -429,6 +432,9 @@ def with_models(data: dict[str, Any], source: str) -> dict[str, Any]:
         return data
     expanded = []
     for index, scenario in enumerate(scenarios):
+        problem = own_window_problem(scenario) if isinstance(scenario, dict) else None
+        if problem:
+            raise ConfigError(f"{source}: scenarios[{index}].window: {problem}")
         if isinstance(scenario, dict) and scenario.get("model") is not None:
             try:
                 scenario = models.with_model(scenario, Path(source).parent)
@@ -436,6 +442,32 @@ def with_models(data: dict[str, Any], source: str) -> dict[str, Any]:
                 raise ConfigError(f"{source}: scenarios[{index}].model: {exc}") from None
         expanded.append(scenario)
     return {**data, "scenarios": expanded}
+
+
+def own_window_problem(scenario: dict[str, Any]) -> str | None:
+    """Why a window the user wrote never acts: it is not below the longest seq_len it is swept with.
+
+    A window of w keys lets query i see keys i − w + 1 … i; from w ≥ n on, every query sees its whole
+    causal past, so the case is plain causal attention under a misleading name, and a dense window mask
+    may send an implementation down a slower path than causal's. Checked on the file's own fields, before
+    a model fills any: a preset's window over a short sequence is run as causal instead
+    (:func:`mhabench.scenario.cases.covered_windows`). Sizes of the wrong type are left to validation.
+    """
+    windows, seq_lens = _ints(scenario.get("window")), _ints(scenario.get("seq_len"))
+    decode_only = scenario.get("phase") in ("decode", ["decode"])  # a decode step also sees its own token
+    if not windows or not seq_lens or min(windows) < max(seq_lens) + decode_only:
+        return None
+    longest = max(seq_lens)
+    return (
+        f"{min(windows)} is not below seq_len {longest}: a window that covers the whole sequence is plain causal "
+        f"attention (write mask: causal, or a window below {longest})"
+    )
+
+
+def _ints(value: Any) -> list[int]:
+    """The integers of a size field (one or a sweep); anything else is left to pydantic's checks."""
+    values = value if isinstance(value, list) else [value]
+    return [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
 
 
 def register_plugin_entries(names: list[str], source: str) -> list[str]:
@@ -454,16 +486,28 @@ def register_plugin_entries(names: list[str], source: str) -> list[str]:
 
 
 def check_implementations(names: list[str], where: str) -> None:
-    """Every name must be registered (the error lists the known ones) and named once (a second row of the
-    same (case, implementation) would be a duplicate that merge and --resume refuse)."""
+    """Every name must be registered and named once (a second row of the same (case, implementation) would
+    be a duplicate that merge and --resume refuse); every unknown name is listed at once, each with the
+    names it was probably meant as."""
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise ConfigError(f"{where}: {', '.join(map(quote, repeated))} named more than once")
+    problems = unknown_implementations(names)
+    if problems:
+        raise UnknownImplementationError("\n".join(f"{where}: {problem}" for problem in problems))
+
+
+def unknown_implementations(names: list[Any]) -> list[str]:
+    """One problem per unregistered name: ``unknown implementation 'flash'; did you mean 'flash_attn'?``."""
+    known = available_implementations()
+    problems = []
     for name in names:
-        try:
-            get_spec(name)
-        except UnknownImplementationError as exc:
-            raise UnknownImplementationError(f"{where}: {str(exc).replace(repr(name), quote(name))}") from None
+        if not isinstance(name, str) or plugins.is_class_entry(name) or name in known:
+            continue
+        close = close_names(name, known)
+        hint = f"did you mean {' or '.join(map(quote, close))}?" if close else f"known: {', '.join(sorted(known))}"
+        problems.append(f"unknown implementation {quote(name)}; {hint}")
+    return problems
 
 
 def load_config(path: str | Path) -> RunConfig:

@@ -8,8 +8,10 @@ every statement's figures and the rows it rests on, for a tool or a CI job.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from rich.text import Text
 
 from mhabench.analysis.advice import caveats, thresholds, why
 from mhabench.analysis.advice.advise import Advice, RunAdvice
-from mhabench.analysis.advice.pick import WINNER
+from mhabench.analysis.advice.pick import TIED, WINNER
 from mhabench.analysis.advice.statement import (
     ACROSS,
     CAVEAT,
@@ -33,13 +35,13 @@ from mhabench.analysis.advice.statement import (
     Statement,
 )
 from mhabench.analysis.advice.summary import GROUP
-from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
+from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS, PAIRED
 from mhabench.analysis.stats import CONFIDENCE_LEVEL, MIN_INTERVAL_SAMPLES
-from mhabench.errors import InputError
+from mhabench.views import formats
 from mhabench.views.report.blocks import Block, Heading, Paragraph
 from mhabench.views.table import TableModel
 
-FORMATS = ("terminal", "markdown", "json")
+FORMATS = ("terminal", "md", "json")
 TITLES = {
     PICK: "Pick",
     CROSSOVER: "Where the answer changes",
@@ -59,9 +61,8 @@ SUMMARY_GROUPS = 2
 
 
 def parse_format(text: str) -> str:
-    if text not in FORMATS:
-        raise InputError(f"--format: {text!r} is not one of {', '.join(FORMATS)}")
-    return text
+    """``advise --format``: the shared vocabulary (``md`` or ``markdown``), limited to what advise writes."""
+    return formats.parse_format(text, FORMATS)
 
 
 def _groups(run: RunAdvice) -> list[tuple[Statement, list[Statement]]]:
@@ -75,18 +76,122 @@ def _groups(run: RunAdvice) -> list[tuple[Statement, list[Statement]]]:
     return list(found.values())
 
 
-def _by_kind(statements: Sequence[Statement]) -> list[tuple[str, list[Statement]]]:
-    return [
-        (kind, [s for s in statements if s.kind == kind]) for kind in KINDS if any(s.kind == kind for s in statements)
-    ]
-
-
 def _caveats(run: RunAdvice) -> list[Statement]:
     return [statement for statement in run.statements if statement.kind == CAVEAT]
 
 
 def _heading(run: RunAdvice) -> str:
     return f"{run.run_id} on {run.answers.device()}"
+
+
+# --- the layout every text format renders -------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseBlock:
+    """One case: the line a user acts on, then the evidence under it (each once, without the case's label)."""
+
+    label: str
+    action: str
+    evidence: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupBlock:
+    """A case group: its answer, its cases (cases with the same action share a block), what holds across them."""
+
+    answer: Statement
+    cases: tuple[CaseBlock, ...]
+    across: tuple[Statement, ...]
+    """Statements about the group rather than one case (where the answer changes, what to change), in kind order."""
+
+
+def layout(run: RunAdvice) -> list[GroupBlock]:
+    """Every group of ``run`` laid out. A statement whose scope is a case is evidence under that case, whatever
+    its kind, so a new kind of statement slots in under its case without a change here; any other statement
+    of the group is said across its cases. Evidence that repeats across the group's cases (the same rule
+    about the same implementation) is said whole once, then by its reason alone."""
+    blocks = []
+    for answer, rest in _groups(run):
+        picks = [s for s in rest if s.kind == PICK]
+        labels = {s.scope for s in picks}
+        seen: set[tuple[str, ...]] = set()
+        cases = [
+            _case_block(pick, [s for s in rest if s.scope == pick.scope and s.kind != PICK], run, seen)
+            for pick in picks
+        ]
+        across = sorted((s for s in rest if s.scope not in labels), key=lambda s: _kind_order(s.kind))
+        blocks.append(GroupBlock(answer, tuple(_merged(cases)), tuple(across)))
+    return blocks
+
+
+def _kind_order(kind: str) -> int:
+    """A statement's place among the kinds; a kind this view does not know yet goes last, never nowhere."""
+    return KINDS.index(kind) if kind in KINDS else len(KINDS)
+
+
+def _case_block(
+    pick: Statement, evidence: Sequence[Statement], run: RunAdvice, seen: set[tuple[str, ...]]
+) -> CaseBlock:
+    """The action (``use `X`: 1.25× [1.24–1.26] faster than `Y`, because …``) and what it rests on.
+
+    A rule that already spoke of the same implementation in an earlier case of the group is said by its
+    reason alone (``naive is memory-bound``, where the sentence is mostly figures after it), with
+    ``(as above)`` where even that reason is the same: the figures are in the first case, in
+    ``--format json`` and in the report."""
+    lines = [f"pick: {_pick_detail(pick)}"]
+    for statement in sorted(evidence, key=lambda s: _kind_order(s.kind)):
+        text = _without_scope(statement)
+        subject = (statement.rule, statement.rows[0].impl if statement.rows else "")
+        reason = (*subject, _first_clause(text))
+        short = subject in seen and len(reason[-1]) < len(text) / 2  # a reason, not a sentence of figures
+        lines.append((f"{reason[-1]} (as above)" if reason in seen else reason[-1]) if short else text)
+        seen.update({subject, reason})
+    return CaseBlock(pick.scope, _action(pick, run), tuple(dict.fromkeys(lines)))
+
+
+def _pick_detail(pick: Statement) -> str:
+    """What the pick rests on, without what the action line already says: for a winner the method alone
+    (``paired over 8 rounds``), otherwise the pick's sentence (the tie's ratio and why it is a tie)."""
+    figures = pick.figures
+    if figures.get("verdict") == WINNER and figures.get("method") == PAIRED:
+        return f"paired over {figures.get('rounds')} rounds"
+    return _without_scope(pick).removeprefix("no clear winner: ")
+
+
+def _action(pick: Statement, run: RunAdvice) -> str:
+    """The line a user acts on: which implementation to run, by how much, and the most telling reason."""
+    figures = pick.figures
+    impls = [f"`{impl}`" for impl in figures.get("impls") or ()]
+    impls = sorted(impls) if figures.get("verdict") == TIED else impls
+    if figures.get("verdict") == TIED:
+        return f"use either {' or '.join(impls)}: no clear winner"
+    if figures.get("verdict") != WINNER or figures.get("speedup") is None:
+        return _without_scope(pick).split(": ", 1)[0]
+    telling = _telling_why(run, {pick.group}, pick.scope)
+    because = f", because {_first_clause(_without_scope(telling))}" if telling is not None else ""
+    low, high = figures.get("ci_low"), figures.get("ci_high")
+    bounded = low is not None and high is not None and math.isfinite(low) and math.isfinite(high)
+    interval = f" [{low:.2f}–{high:.2f}]" if bounded else ""
+    return f"use {impls[0]}: {figures['speedup']:.2f}×{interval} faster than `{figures.get('runner_up')}`{because}"
+
+
+def _merged(cases: Sequence[CaseBlock]) -> list[CaseBlock]:
+    """Cases whose action and evidence read the same once their labels are gone are said once, labels joined."""
+    merged: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for case in cases:
+        merged.setdefault((case.action, case.evidence), []).append(case.label)
+    return [CaseBlock("; ".join(labels), action, evidence) for (action, evidence), labels in merged.items()]
+
+
+def _without_scope(statement: Statement) -> str:
+    """The sentence without its leading ``<case label>: `` (the block's heading says it once)."""
+    return statement.text.removeprefix(f"{statement.scope}: ")
+
+
+def _first_clause(text: str) -> str:
+    """``fused is memory-bound`` of ``fused is memory-bound: its 8.4 FLOP/B …`` (the reason, not its figures)."""
+    return text.split(": ", 1)[0].rstrip(".")
 
 
 # --- terminal -----------------------------------------------------------------------------------
@@ -105,11 +210,15 @@ def to_terminal(advice: Advice) -> list[RenderableType]:
     out: list[RenderableType] = []
     for run in advice.runs:
         out.append(Rule(_heading(run)))
-        for answer, rest in _groups(run):
-            out.append(_rich_line(answer.text, prefix=""))
-            for kind, statements in _by_kind(rest):
-                out.append(Text(f"  {TITLES[kind]}", style="underline"))
-                out += [_rich_line(s.text, prefix="    • ") for s in statements]
+        for group in layout(run):
+            out.append(_rich_line(group.answer.text, prefix=""))
+            for case in group.cases:
+                out.append(Text(f"  {case.label}", style="underline"))
+                out.append(_rich_line(case.action, prefix="    → "))
+                out += [_rich_line(line, prefix="        · ") for line in case.evidence]
+            if group.across:
+                out.append(Text("  Across the cases", style="underline"))
+                out += [_rich_line(s.text, prefix="    • ") for s in group.across]
         if _caveats(run):
             out.append(Text(TITLES[CAVEAT], style="underline"))
             out += [_rich_line(s.text, prefix="  • ") for s in _caveats(run)]
@@ -131,10 +240,13 @@ def to_markdown(advice: Advice) -> str:
     lines = ["# mhabench advise", ""]
     for run in advice.runs:
         lines += [f"## {_md(_heading(run))}", ""]
-        for answer, rest in _groups(run):
-            lines += [f"### {_md(answer.group)}", "", f"**{_md(answer.text)}**", ""]
-            for kind, statements in _by_kind(rest):
-                lines += [f"{TITLES[kind]}:", "", *(f"- {_md(s.text)}" for s in statements), ""]
+        for group in layout(run):
+            lines += [f"### {_md(group.answer.group)}", "", f"**{_md(group.answer.text)}**", ""]
+            for case in group.cases:
+                lines += [f"- {_md(case.label)}: **{_md(case.action)}**", *(f"  - {_md(e)}" for e in case.evidence)]
+            lines += [""]
+            if group.across:
+                lines += ["Across the cases:", "", *(f"- {_md(s.text)}" for s in group.across), ""]
         if _caveats(run):
             lines += [f"### {TITLES[CAVEAT]}", "", *(f"- {_md(s.text)}" for s in _caveats(run)), ""]
     if advice.across:
@@ -195,11 +307,19 @@ def short_answer(advice: Advice, run_dir: Path) -> list[str]:
     return lines
 
 
-def _telling_why(run: RunAdvice, groups: set[str]) -> Statement | None:
+def _telling_why(run: RunAdvice, groups: set[str], scope: str | None = None) -> Statement | None:
     """A why about the winner's own row in the last case of ``groups`` with a clear winner (a sweep's last
-    case is its largest), the most telling rule first: the answer lines name that winner, so the why says
-    what holds for it rather than what held the loser back."""
-    won = [s for s in run.statements if s.kind == PICK and s.group in groups and s.figures.get("verdict") == WINNER]
+    case is its largest; or the case ``scope``), the most telling rule first: the answer lines name that
+    winner, so the why says what holds for it rather than what held the loser back."""
+    won = [
+        s
+        for s in run.statements
+        if s.kind == PICK
+        and s.group in groups
+        and s.figures.get("verdict") == WINNER
+        and s.rule != GROUP
+        and (scope is None or s.scope == scope)
+    ]
     if not won:
         return None
     last = won[-1]

@@ -20,6 +20,7 @@ from mhabench.analysis import stats
 from mhabench.analysis.compare import Comparison
 from mhabench.analysis.spread import repeat_count
 from mhabench.analysis.throughput import USEFUL_INTENSITY, throughput
+from mhabench.analysis.verdict import Change
 from mhabench.errors import InputError
 from mhabench.results.columns import IMPL, LATENCY_MS, REPEAT, STATUS
 from mhabench.views import table
@@ -144,9 +145,31 @@ def _runs_table(comparison: Comparison) -> TableModel:
     styles = [_verdict_style(str(r["verdict"])) for _, r in frame.iterrows()]
     title = (
         f"{comparison.base_id} → {comparison.candidate_id}: candidate/base median "
-        f"(threshold {comparison.threshold:.1%}, Holm-corrected α = {stats.ALPHA})"
+        f"(threshold {comparison.threshold:.1%}: verdict by the whole 95% CI; p informative)"
     )
     return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), frame)
+
+
+SUMMARY_ORDER = ("faster", "slower", "same", "~", "not compared", "only in base", "only in candidate")
+
+
+def summary_line(comparison: Comparison) -> str | None:
+    """Two runs in one line: how many rows went which way, and a run-wide shift when the data show one."""
+    summary = comparison.summary
+    if summary is None:
+        return None
+    counts = ", ".join(f"{summary.counts[v]} {v}" for v in SUMMARY_ORDER if summary.counts.get(v))
+    line = f"Summary: {counts} (of {sum(summary.counts.values())} rows)"
+    if summary.shift is None or summary.shift_ci is None:
+        return line + "; too few compared rows to judge a run-wide shift."
+    low, high = summary.shift_ci
+    shift = f"geometric mean ratio {summary.shift:.3f} [{low:.3f}, {high:.3f}]"
+    if summary.shift_verdict in (Change.SLOWER, Change.FASTER):
+        percent = abs(summary.shift - 1) * 100 if summary.shift > 1 else (1 / summary.shift - 1) * 100
+        return f"{line}; run-wide shift: the candidate is {percent:.0f}% {summary.shift_verdict.value} ({shift})."
+    if summary.shift_verdict is Change.SAME:
+        return f"{line}; no run-wide shift ({shift}, within the threshold)."
+    return f"{line}; a run-wide shift cannot be ruled in or out ({shift})."
 
 
 def _numeric(headers: list[str]) -> list[bool]:
@@ -188,6 +211,7 @@ def _as_json(comparison: Comparison) -> dict[str, Any]:
         "alpha": stats.ALPHA,
         "confidence_level": stats.CONFIDENCE_LEVEL,
         "differences": [dataclasses.asdict(d) for d in comparison.differences],
+        "summary": summary_line(comparison),
         "rows": records,
     }
 
@@ -200,8 +224,13 @@ def as_markdown(comparison: Comparison) -> str:
         title = f"# mhabench compare: {comparison.base_id} → {comparison.candidate_id}"
     parts = [title, ""]
     if comparison.threshold is not None:
-        parts += [f"Threshold {comparison.threshold:.1%}, significance α = {stats.ALPHA} after Holm correction.", ""]
+        parts += [
+            f"Threshold {comparison.threshold:.1%}: a row is slower or faster when its whole 95% CI lies past it, "
+            f"the same when the CI lies inside it, ~ otherwise; p (Holm, α = {stats.ALPHA}) is informative.",
+            "",
+        ]
     if comparison.differences:
         parts += ["Manifest differences:", ""]
         parts += [f"- {d.field}: {d.base} → {d.candidate}" for d in comparison.differences] + [""]
-    return "\n".join([*parts, table.to_markdown(comparison_table(comparison)), ""])
+    summary = summary_line(comparison)
+    return "\n".join([*parts, table.to_markdown(comparison_table(comparison)), *(["", summary] if summary else []), ""])

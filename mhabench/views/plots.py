@@ -12,7 +12,8 @@ import dataclasses
 import io
 import itertools
 import math
-from collections.abc import Callable, Sequence
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,22 +38,31 @@ from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.results.columns import (
     BATCH,
     CASE_ID,
+    CAUSAL,
     D_MODEL,
     DTYPE,
     HARDWARE_INTENSITY,
     HEAD_DIM,
     HEADS,
     IMPL,
+    KEY_DEFAULTS,
     KV_HEADS,
     LATENCY_MS,
+    LAYOUT,
+    MASK,
+    MODE,
     PEAK_GBPS,
     PEAK_MEMORY_BYTES,
     PEAK_TFLOPS,
+    PHASE,
+    REPEAT,
     ROOFLINE_SOURCE,
     SCENARIO,
+    SCORE_MOD,
     SEQ_LEN,
     SHAPE_FIELDS,
     SKIPS_MASKED_WORK,
+    SOFTCAP,
     STATUS,
     label,
 )
@@ -68,6 +78,11 @@ MAX_PANELS = 12  # axes per image; more go to further images
 MAX_IMAGES = 4  # images per plot: the tables hold every case, the plots are a legible overview
 MAX_BAR_CASES = 16  # cases per speedup bar chart image
 PANEL_SIZE_IN = (3.2, 2.4)
+BAR_LABEL_CHARS = 36  # a case label wraps at this width beside its bars
+PANEL_TITLE_CHARS = 40  # a panel's title wraps at this width (a small-font line of a 3.2-inch panel)
+TITLE_CHARS_PER_IN = 9  # characters of a medium-size title line per inch of figure width (wide ones included)
+INERT = {**{name: value for name, value in KEY_DEFAULTS.items() if name != REPEAT}, MODE: "forward", PHASE: "prefill"}
+"""Each pattern and mode field at the value that adds nothing to a label (the run's own default)."""
 
 Metric = tuple[str, Callable[[pd.DataFrame], pd.Series]]  # (y label, value of each row)
 
@@ -80,10 +95,17 @@ def _one_two_five(value: float, _position: int) -> str:
     return f"{value:g}" if any(abs(mantissa - m) < 1e-6 for m in (1, 2, 5)) else ""
 
 
+MINOR_LABEL_DECADES = 2.0
+"""An axis spanning more decades than this labels its powers of ten only: 2 and 5 × 10^k between them would
+run together ("100200", "10002000 5000" on a roofline over four decades)."""
+
+
 def _plain_log_labels(ax: Axes) -> None:
-    for axis in (ax.xaxis, ax.yaxis):
+    """1-2-5 labels on both log axes (call after plotting: how much each axis spans decides its minor labels)."""
+    for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
         axis.set_major_formatter(FuncFormatter(_one_two_five))
-        axis.set_minor_formatter(FuncFormatter(_one_two_five))
+        wide = low > 0 and math.log10(high / low) > MINOR_LABEL_DECADES
+        axis.set_minor_formatter(FuncFormatter(lambda _v, _p: "") if wide else FuncFormatter(_one_two_five))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,9 +166,26 @@ def _known(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value)) and value is not pd.NA
 
 
+def says_something(field: str, values: Mapping[str, object]) -> bool:
+    """False where the field's value adds nothing to a label: a pattern field at its "none" (``window=0``,
+    ``lengths=none``, one rank, a forward prefill), or ``causal`` beside a mask that already says it."""
+    value = values[field]
+    if not _known(value) or (field in INERT and value == INERT[field]):
+        return False
+    implied = {
+        CAUSAL: _known(values.get(MASK)),  # the mask says it
+        SCORE_MOD: value == "softcap" and _known(values.get(SOFTCAP)),  # softcap=50 says it
+        KV_HEADS: value == values.get(HEADS),  # plain multi-head attention
+        HEAD_DIM: _known(values.get(HEADS)) and value * values.get(HEADS, 0) == values.get(D_MODEL),  # d / h
+    }
+    return not implied.get(field, False)
+
+
 def varying_label(rows: pd.DataFrame, values: dict[str, object], fields: Sequence[str]) -> str:
-    """Label a group by the fields that vary across ``rows`` only (the constant ones are in the title)."""
-    shown = [f for f in fields if rows[f].nunique(dropna=False) > 1 and _known(values[f])]
+    """Label a group by the fields that vary across ``rows`` only (the constant ones are in the title). A packed
+    batch of documents is one input row: ``b=1``, as the tables say (its documents are in its lengths)."""
+    values = {**values, BATCH: 1} if values.get(LAYOUT) == "packed" and BATCH in values else values
+    shown = [f for f in fields if rows[f].nunique(dropna=False) > 1 and says_something(f, values)]
     return " ".join(field_text(f, values[f]) for f in shown)
 
 
@@ -154,7 +193,7 @@ def constant_label(rows: pd.DataFrame, exclude: Sequence[str]) -> str:
     """The shape fields that are the same in every row, for a plot title."""
     first = rows.iloc[0]
     fields = [f for f in fields_present(rows, exclude) if rows[f].nunique(dropna=False) == 1]
-    shown = [f for f in fields if _known(first[f]) and first[f] is not False and first[f] is not np.False_]
+    shown = [f for f in fields if says_something(f, first) and first[f] is not False and first[f] is not np.False_]
     return " ".join(field_text(f, first[f]) for f in shown)
 
 
@@ -223,7 +262,7 @@ def _facet_figure(panels: list[tuple], x: str, metrics: Sequence[Metric], styles
         axes = cells[index * len(metrics) : (index + 1) * len(metrics)]
         _draw_panel(axes, panel, x, metrics, styles)
         for ax in axes:
-            ax.set_title(title, fontsize="small")
+            ax.set_title(textwrap.fill(title, PANEL_TITLE_CHARS), fontsize="small")
     ticks = sorted({float(v) for _, panel in panels for v in panel[x]})
     for index, ax in enumerate(map(_grid, cells[:count])):
         ax.set_xscale("log", base=2)
@@ -257,7 +296,8 @@ def _images(name: str, title: str, figures: list[Figure], subtitle: str, caption
     plots = []
     for number, fig in enumerate(figures, 1):
         part = f" ({number} of {len(figures)})" if len(figures) > 1 else ""
-        fig.suptitle(f"{title}{part}\n{subtitle}".strip(), fontsize="medium")
+        wrapped = textwrap.fill(subtitle, width=max(40, int(fig.get_figwidth() * TITLE_CHARS_PER_IN)))
+        fig.suptitle(f"{title}{part}\n{wrapped}".strip(), fontsize="medium")
         stem = name if number == 1 else f"{name}_{number}"
         plots.append(Plot(stem, title + part, render(fig), wide=fig.get_figwidth() > 7, caption=caption))
     return plots
@@ -461,8 +501,12 @@ def roofline(rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE)
 
 
 def _bar_figure(table: pd.DataFrame, rows: pd.DataFrame, cases: list[str], styles: dict, baseline: str) -> Figure:
+    """Horizontal bars, one group per case: the case labels (however long) read on the left at full size,
+    the plot keeps its width, and the figure grows with the cases instead of squeezing them."""
     impls = list(dict.fromkeys(table[IMPL]))
-    fig = Figure(figsize=(min(14.0, max(6.4, 0.55 * len(cases) * max(1, len(impls)))), 4.2), layout="constrained")
+    ticks = [textwrap.fill(_case_tick(rows, c), BAR_LABEL_CHARS) for c in cases]
+    per_case = max(0.2 * len(impls) + 0.15, 0.17 * max(t.count("\n") + 1 for t in ticks) + 0.1)
+    fig = Figure(figsize=(8.0, max(2.8, 1.3 + per_case * len(cases))), layout="constrained")
     ax = _grid(fig.add_subplot())
     width = 0.8 / len(impls)
     for position, impl in enumerate(impls):
@@ -471,25 +515,47 @@ def _bar_figure(table: pd.DataFrame, rows: pd.DataFrame, cases: list[str], style
         centre = np.arange(len(cases)) + (position - (len(impls) - 1) / 2) * width
         low = (part["speedup"] - part["speedup_ci_low"]).clip(lower=0).fillna(0)
         high = (part["speedup_ci_high"] - part["speedup"]).clip(lower=0).fillna(0)
-        ax.bar(
+        ax.barh(
             centre,
             part["speedup"],
             width,
-            yerr=[low, high],
+            xerr=[low, high],
             color=styles[impl][0],
             capsize=2,
             error_kw={"linewidth": 0.8},
         )
-    ax.axhline(1.0, color="0.3", linestyle="--", linewidth=1)
-    ax.set_yscale("log")
-    for set_formatter in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
-        set_formatter(FuncFormatter(lambda v, p: f"{text}×" if (text := _one_two_five(v, p)) else ""))
-    slanted = {"rotation": 25, "ha": "right"} if len(cases) > 4 else {}
-    ax.set_xticks(np.arange(len(cases)), [_case_tick(rows, c) for c in cases], **slanted)
-    ax.set_ylabel(f"speedup over {baseline}")
+    ax.axvline(1.0, color="0.3", linestyle="--", linewidth=1)
+    ax.set_xscale("log")
+    values = pd.concat([table["speedup_ci_low"], table["speedup_ci_high"], table["speedup"]]).dropna()
+    values = values[values > 0]
+    low, high = min(1.0, float(values.min())) / 1.15, max(1.0, float(values.max())) * 1.15
+    ax.set_xlim(low, high)
+    marks = speedup_ticks(low, high)
+    ax.set_xticks(marks, [f"{mark:g}×" for mark in marks])
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda _v, _p: ""))
+    ax.set_yticks(np.arange(len(cases)), ticks, fontsize="small")
+    ax.invert_yaxis()  # the first case on top, as in the tables
+    ax.set_xlabel(f"speedup over {baseline} (log scale; right of the dashed line: faster)")
     handles = [Line2D([], [], color=styles[n][0], linewidth=6, label=n) for n in impls]
     _legend(fig, handles, "outside right upper")
     return fig
+
+
+NICE_MANTISSAS = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)
+"""Speedups a tick may be placed at: dense enough that a narrow range (0.9× to 1.3×) gets several ticks."""
+MAX_SPEEDUP_TICKS = 8
+
+
+def speedup_ticks(low: float, high: float) -> list[float]:
+    """Tick values inside [low, high]: 1× always, and up to ``MAX_SPEEDUP_TICKS`` nice values around it, so a
+    narrow range is never labelled by "1×" alone and a wide one never crowds."""
+    decades = range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
+    for mantissas in (NICE_MANTISSAS, (1.0, 2.0, 5.0), (1.0,)):
+        marks = sorted({round(m * 10**k, 6) for k in decades for m in mantissas if low <= m * 10**k <= high} | {1.0})
+        if len(marks) <= MAX_SPEEDUP_TICKS:
+            return marks
+    step = math.ceil(len(marks) / MAX_SPEEDUP_TICKS)
+    return sorted(set(marks[::step]) | {1.0})
 
 
 def speedup_bars(speedups: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE) -> list[Plot]:

@@ -55,6 +55,7 @@ from mhabench.results.columns import (
 )
 from mhabench.results.schema import MIN_SPREAD_SAMPLES
 from mhabench.results.store import CSV_NAME, PARQUET_NAME
+from mhabench.views.run_notes import LEGEND, lines_under_table
 from mhabench.views.table import TableModel, fit_columns, format_number, human_bytes, human_count, to_rich
 
 COMPACT_ABOVE_ROWS = 40
@@ -238,9 +239,10 @@ def run_summary(rows: pd.DataFrame, baseline: str, run_dir: Path, width: int | N
     """What ``mhabench run`` prints at the end: every row for a small run (columns that a ``width``
     terminal cannot show left out); above ``COMPACT_ABOVE_ROWS`` rows, the compact table, the counts
     by status and where every row is."""
+    notes = [Text(line) for line in lines_under_table(rows)]
     if len(rows) <= COMPACT_ABOVE_ROWS:
         table = results_table(speedup_rows(rows, baseline), baseline)
-        return [to_rich(fit_columns(table, width, DROPPABLE) if width else table)]
+        return [to_rich(fit_columns(table, width, DROPPABLE) if width else table), Text(LEGEND), *notes]
     return [
         to_rich(compact_table(rows, baseline)),
         Text(f"rows by status: {_counts_text(status_counts(rows[STATUS]))}"),
@@ -248,6 +250,7 @@ def run_summary(rows: pd.DataFrame, baseline: str, run_dir: Path, width: int | N
             f"every row: {run_dir / CSV_NAME} and {PARQUET_NAME} (raw samples); tables and plots: "
             f"mhabench report {run_dir}"
         ),
+        *notes,
     ]
 
 

@@ -7,7 +7,13 @@ about where inside that gap the change lies: no interpolation is ever presented 
 
 Only points with an answer (a winner, a tie, what ran) are compared. A point whose pick is "cannot
 tell" is a gap of its own: a change is placed only between two answers that differ, the gap inside
-its bracket, and an answer that is the same on both sides of a gap does not change there.
+its bracket, and an answer that is the same on both sides of a gap does not change there. Two ties
+that share an implementation are one answer: a five-way tie whose fifth member comes and goes says
+nothing changed that a reader could act on.
+
+Only an ordered setting (a size: n, heads, batch …) has a "between": along a yes/no or named setting
+(packed or padded, causal or not) there is nothing in between to have measured, so the answer is given
+per setting (rule ``by_setting``) and never called a crossover.
 """
 
 from __future__ import annotations
@@ -18,12 +24,28 @@ from typing import Any
 
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import Case, lines_along, order, swept
-from mhabench.analysis.advice.pick import CANNOT_TELL, Pick
+from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, Pick
 from mhabench.analysis.advice.statement import CROSSOVER, RowRef, Statement
 from mhabench.analysis.speedup import is_ok, samples_of
 
-Segment = tuple[list[Any], Pick]
-"""The values of the axis one answer holds over, and the pick at the first of them."""
+Segment = tuple[list[Any], list[Pick]]
+"""The values of the axis one answer holds over, and the pick at each of them."""
+
+
+ORDERED_FIELDS = (*wording.NUMERIC_FIELDS, "head_dim", "window", "prefix", "softcap")
+"""Settings with values between the measured ones: only along these does a change have a bracket."""
+
+
+def ordered(axis: str) -> bool:
+    """Whether the setting has values in between its measured ones (a size), so a change has a bracket."""
+    return axis in ORDERED_FIELDS
+
+
+def same_answer(one: Pick, two: Pick) -> bool:
+    """One answer for a reader: the same pick, or two ties that share an implementation (membership shifts)."""
+    if one.verdict == TIED and two.verdict == TIED:
+        return bool(set(one.impls) & set(two.impls))
+    return one.answer == two.answer
 
 
 def segments(axis: str, line: Sequence[Case], picks: Mapping[str, Pick]) -> list[Segment]:
@@ -31,16 +53,25 @@ def segments(axis: str, line: Sequence[Case], picks: Mapping[str, Pick]) -> list
     found: list[Segment] = []
     for case in line:
         one = picks[case.case_id]
-        if found and one.verdict != CANNOT_TELL and found[-1][1].answer == one.answer:
+        if found and one.verdict != CANNOT_TELL and same_answer(found[-1][1][-1], one):
             found[-1][0].append(case.fields[axis])
+            found[-1][1].append(one)
         else:
-            found.append(([case.fields[axis]], one))
+            found.append(([case.fields[axis]], [one]))
     return found
 
 
 def segments_text(axis: str, found: Sequence[Segment]) -> str:
     """``n = 128 … 512: `naive` and `fused` tied; n = 2048: `fused` wins; n = 4096: cannot tell (1–5 rounds)``."""
-    return "; ".join(f"{wording.values(axis, values)}: {_phrase(one)}" for values, one in found)
+    return "; ".join(f"{wording.values(axis, values)}: {segment_phrase(held)}" for values, held in found)
+
+
+def segment_phrase(held: Sequence[Pick]) -> str:
+    """The answer a segment holds: its pick's phrase, or ``ties among …`` where the tie's members shift."""
+    members = {impl for one in held for impl in one.impls}
+    if held[0].verdict == TIED and any(set(one.impls) != members for one in held):
+        return f"ties among {wording.impls(sorted(members))}"
+    return _phrase(held[0])
 
 
 def _phrase(one: Pick) -> str:
@@ -55,9 +86,11 @@ def _phrase(one: Pick) -> str:
 def steps(found: Sequence[Segment]) -> list[tuple[Any, Any]]:
     """The measured values bracketing each change: between consecutive segments with an answer whose
     answers differ (a gap between them lies inside the bracket). A gap alone is never a change."""
-    told = [(values, one) for values, one in found if one.verdict != CANNOT_TELL]
+    told = [(values, held) for values, held in found if held[0].verdict != CANNOT_TELL]
     return [
-        (before[-1], after[0]) for (before, one), (after, two) in itertools.pairwise(told) if one.answer != two.answer
+        (before[-1], after[0])
+        for (before, one), (after, two) in itertools.pairwise(told)
+        if not same_answer(one[-1], two[0])
     ]
 
 
@@ -67,7 +100,8 @@ def crossovers(cases: Sequence[Case], picks: Mapping[str, Pick]) -> list[Stateme
     for axis in swept(cases):
         lines = lines_along(cases, axis)
         changing = [(fixed, line) for fixed, line in lines if steps(segments(axis, line, picks))]
-        statements += [_change(axis, fixed, line, picks) for fixed, line in changing]
+        say = _change if ordered(axis) else _by_setting
+        statements += [say(axis, fixed, line, picks) for fixed, line in changing]
         if lines and not changing:
             statements.append(_steady(axis, [line for _, line in lines], picks))
     return statements
@@ -90,10 +124,25 @@ def _change(axis: str, fixed: list[tuple[str, Any]], line: Sequence[Case], picks
     figures = {
         "axis": axis,
         "fixed": {name: value for name, value in fixed},
-        "segments": [{"values": values, "answer": one.phrase(), "verdict": one.verdict} for values, one in found],
+        "segments": [
+            {"values": values, "answer": segment_phrase(held), "verdict": held[0].verdict} for values, held in found
+        ],
         "changes_between": [list(step) for step in changes],
     }
     return Statement(CROSSOVER, "crossover", line[0].group, where, sentence, figures, _refs(line, picks))
+
+
+def _by_setting(axis: str, fixed: list[tuple[str, Any]], line: Sequence[Case], picks: Mapping[str, Pick]) -> Statement:
+    """Along a yes/no or named setting: the answer per setting, no bracket (nothing lies between packed and padded)."""
+    where = " ".join(part for part in (_axis(axis), wording.place(fixed)) if part)
+    found = segments(axis, line, picks)
+    sentence = f"by {where}: {segments_text(axis, found)}."
+    figures = {
+        "axis": axis,
+        "fixed": {name: value for name, value in fixed},
+        "answers": [{"values": values, "answer": segment_phrase(held)} for values, held in found],
+    }
+    return Statement(CROSSOVER, "by_setting", line[0].group, where, sentence, figures, _refs(line, picks))
 
 
 def _steady(axis: str, lines: Sequence[Sequence[Case]], picks: Mapping[str, Pick]) -> Statement:
@@ -104,8 +153,9 @@ def _steady(axis: str, lines: Sequence[Sequence[Case]], picks: Mapping[str, Pick
     where = "in each of its lines" if len(lines) > 1 else "on its line"
     told = " where the data can tell" if gaps else ""
     unknown = f"; cannot tell at {', '.join(case.label for case in gaps)}" if gaps else ""
+    crossover = "no crossover; " if ordered(axis) else ""
     sentence = (
-        f"along {_axis(axis)}: no crossover; {where} the answer is the same at every measured {_axis(axis)}{told} "
+        f"along {_axis(axis)}: {crossover}{where} the answer is the same at every measured {_axis(axis)}{told} "
         f"({'; '.join(answers) or 'none'}){unknown}."
     )
     figures = {

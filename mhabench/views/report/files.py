@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mhabench.errors import InputError
+from mhabench.views import formats
 from mhabench.views.plots import Plot
 from mhabench.views.report.blocks import Block
 from mhabench.views.report.html import to_html
@@ -16,9 +17,7 @@ FORMATS = {"html": ("html",), "md": ("md",), "both": ("md", "html")}
 
 def parse_formats(text: str) -> tuple[str, ...]:
     """``--format``: html | md | both, as the formats to write."""
-    if text not in FORMATS:
-        raise InputError(f"--format: {text!r} is not one of {', '.join(FORMATS)}")
-    return FORMATS[text]
+    return FORMATS[formats.parse_format(text, tuple(FORMATS))]
 
 
 def write_report(blocks: Sequence[Block], out_dir: Path, formats: Sequence[str]) -> list[Path]:

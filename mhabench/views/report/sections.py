@@ -51,6 +51,7 @@ from mhabench.views.report.blocks import Block, Code, Heading, Paragraph, skippe
 from mhabench.views.report.energy import energy_blocks
 from mhabench.views.report.hardware_gaps import hardware_gap_blocks
 from mhabench.views.report.kernels import kernel_blocks
+from mhabench.views.run_notes import drift_lines
 from mhabench.views.stage_plot import stage_blocks
 from mhabench.views.summary import results_table
 from mhabench.views.table import TableModel, format_number, human_bytes, human_count
@@ -85,6 +86,7 @@ def _result_blocks(run: Run, baseline: str) -> list[Block]:
         Heading("Plots"),
         *(plot if plot.png else skipped_plot(plot) for plot in all_plots(speedups, baseline)),
         *_scenario_sections(speedups, baseline),
+        *[Paragraph(line) for line in drift_lines(rows)],
         *_disagreements(rows),
         *hardware_gap_blocks(rows),
         *_repeat_spread(speedups, baseline),

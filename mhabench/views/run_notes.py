@@ -1,0 +1,50 @@
+"""The lines under ``mhabench run``'s table: drift inside a case, torch's expected messages (each once), the legend.
+
+A row's ``note`` holds what torch said while it was checked (:mod:`mhabench.measure.torch_messages`);
+the same message on many rows is printed once, with the implementations it came from, so a sweep of
+nested-SDPA cases says it in one line rather than in a screen of ``W1127`` lines. The legend names
+the table's terms a newcomer looks up and points to the README's glossary.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from mhabench.analysis.case_drift import case_drifts, drift_line
+from mhabench.measure.torch_messages import messages_of
+from mhabench.results.columns import IMPL, NOTE
+
+LEGEND = "terms (paired speedup, CI, noisy, FLOP/B, roofline eff., counted vs modelled): README.md, Glossary"
+"""One line under the run's table: the words a newcomer has to look up, and where they are explained."""
+
+
+def lines_under_table(rows: pd.DataFrame) -> list[str]:
+    """Drift inside a case (:mod:`mhabench.analysis.case_drift`), then torch's messages, each once."""
+    return [*drift_lines(rows), *note_lines(rows)]
+
+
+def drift_lines(rows: pd.DataFrame) -> list[str]:
+    """One line per case whose machine moved while it was timed (``rows`` with their raw samples)."""
+    return [drift_line(drift) for drift in case_drifts(rows)]
+
+
+def note_lines(rows: pd.DataFrame) -> list[str]:
+    """``torch said (sdpa_nested, 2 rows): …``: each distinct message once (its first sentence), with the
+    implementations and the number of rows that carry it; the whole message is in the row's ``note``."""
+    if NOTE not in rows:
+        return []
+    seen: dict[str, list[str]] = {}
+    for note, impl in zip(rows[NOTE].fillna("").astype(str), rows[IMPL].astype(str), strict=True):
+        for message in messages_of(note):
+            seen.setdefault(message, []).append(impl)
+    return [
+        f"torch said ({', '.join(dict.fromkeys(impls))}, {len(impls)} row{'s' if len(impls) > 1 else ''}): "
+        f"{_first_sentence(message)}"
+        for message, impls in seen.items()
+    ]
+
+
+def _first_sentence(message: str) -> str:
+    """Up to the first full stop: torch's advice after it (``We recommend …``) is in the row's note."""
+    head, dot, rest = message.partition(". ")
+    return f"{head}{dot.strip()}" + (" …" if rest else "")
