@@ -15,6 +15,7 @@ from torch import nn
 from mhabench.impls import register
 from mhabench.impls.registry import _REGISTRY, available_implementations
 from mhabench.measure.peaks import DevicePeaks
+from mhabench.scenario import plugins
 from mhabench.scenario.config import TimingConfig
 
 CORE_IMPLEMENTATIONS = ("naive", "per_head", "fused", "torch_mha")
@@ -101,3 +102,19 @@ def registry_snapshot() -> Iterator[None]:
     yield
     for name in set(available_implementations()) - before:
         _REGISTRY.pop(name, None)
+
+
+@pytest.fixture(autouse=True)
+def forget_loaded_plugins() -> Iterator[None]:
+    """A plugin file a test loads is forgotten after it: its names leave the registry and its path leaves the
+    list a spawned child loads again. Without this, two tests' plugins that register one name (each copying
+    docs/examples/my_attention.py) meet in a later test's child processes, which then fail to start."""
+    sources, loaded = dict(plugins._SOURCES), dict(plugins._LOADED)
+    yield
+    for path in set(plugins._LOADED) - set(loaded):
+        for name in plugins._LOADED[path][1]:
+            _REGISTRY.pop(name, None)
+    plugins._SOURCES.clear()
+    plugins._SOURCES.update(sources)
+    plugins._LOADED.clear()
+    plugins._LOADED.update(loaded)
