@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-import pytest
+from shared_runs import recorded
 
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.statement import ENERGY
@@ -15,7 +15,7 @@ from mhabench.views.report.blocks import Paragraph
 from mhabench.views.report.energy import energy_blocks
 from mhabench.views.table import TableModel
 
-COUNTERS_RUN = Path("/work/shared/runs/20261127T074353Z-default-gpu-counters-partial")
+COUNTERS_RUN = "20261127T074353Z-default-gpu-counters-partial"
 
 
 def gpu_run(tmp_path: Path) -> Run:
@@ -95,9 +95,8 @@ def test_advise_states_the_energy_of_resolved_rows_only(tmp_path: Path) -> None:
     assert "naive" not in statement.text and [ref.impl for ref in statement.rows] == ["fused"]
 
 
-@pytest.mark.skipif(not COUNTERS_RUN.is_dir(), reason="the recorded H100 runs are not on this machine")
 def test_the_recorded_h100_run_shows_no_energy_and_says_why() -> None:
-    run = load_run(COUNTERS_RUN)
+    run = load_run(recorded(COUNTERS_RUN))
     blocks = energy_blocks(run)
     assert not any(isinstance(block, TableModel) for block in blocks)
     (counted,) = [b for b in blocks if isinstance(b, Paragraph) and "without energy" in b.text]

@@ -157,6 +157,8 @@ def test_wheels_takes_the_cudnn_frontend_without_its_dependencies() -> None:
 def test_gpu_fp8_runs_its_config_from_the_gpu_site() -> None:
     recipe = make("-n", "gpu-fp8", "WHEELS=/nonexistent").stdout
     assert "-m mhabench run configs/gpu-fp8.yaml --out gpu-check/fp8" in recipe and "--target build/gpu-site" in recipe
+
+
 def test_gpu_sweep_runs_the_sweep_back_to_back_then_counters_and_energy_on_request(tmp_path: Path) -> None:
     """What docs/gpu.md asks of the next GPU run in one command: three sweeps (their spread and advice across
     them: answers that must not flip), the sweep under counters, the sweep with energy windows, each timed."""
