@@ -161,11 +161,11 @@ def test_the_recorded_h100_rows_energy_is_unresolved_when_read() -> None:
 
 class TickingNvml:
     """NVML on a GPU drawing ``watts``, its energy counter stepping every 100 ms of a clock that each read (of the
-    counter or of the clock) moves on by 1 ms: the wiring without the shared machine's scheduling in the figures
+    counter or of the clock) moves on by 5 ms: the wiring without the shared machine's scheduling in the figures
     (on the wall clock a read delayed 70 ms by a busy CPU made 300 W read 280 W)."""
 
     NVML_CLOCK_SM = 0
-    TICK_S = 0.001
+    TICK_S = 0.005
 
     def __init__(self, watts: float) -> None:
         self.watts, self.now_s = watts, 0.0
@@ -189,7 +189,7 @@ class TickingNvml:
 
 
 def test_a_run_with_energy_windows_fills_every_ok_rows_energy_columns(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixed_peaks: object
 ) -> None:
     """The wiring, config to row, on the CPU with NVML faked (300 W, 100 ms steps): one 1 s window per ok row."""
     import contextlib
@@ -219,7 +219,7 @@ def test_a_run_with_energy_windows_fills_every_ok_rows_energy_columns(
     for row in rows:
         energy = row.energy
         assert energy is not None and energy.energy_source == "nvml fake" and energy.energy_windows == 1
-        assert energy.average_power_w == pytest.approx(300.0, rel=0.01)
+        assert energy.average_power_w == pytest.approx(300.0, rel=0.02)  # reads land within 2 ticks of a step
         assert energy.energy_window_s is not None and energy.energy_window_s >= 1.0
         assert energy.energy_per_call_j is not None and energy.tokens_per_joule is not None
         assert energy.sm_clock_median_mhz == 1980.0  # the rounds' clock columns stay
