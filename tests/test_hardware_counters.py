@@ -404,3 +404,44 @@ def test_a_cpu_run_says_why_each_row_has_no_counters_or_energy_and_report_lists_
     assert report.exit_code == 0, report.output
     text = (run_dir / "report.md").read_text(encoding="utf-8")
     assert "Top kernels" in text and "cunn_SoftMaxForward" in text
+
+
+def test_the_counters_stage_runs_once_every_layer_of_the_case_is_freed(
+    monkeypatch: pytest.MonkeyPatch, tiny_timing: object, registry_snapshot: None
+) -> None:
+    """The profiled child gets the case's memory only if ``run_case`` holds no layer when it starts: every module
+    the case built is gone (garbage collected) when ``case_counters`` is called, and the ok rows still arrive."""
+    import gc
+    import weakref
+
+    from torch import nn
+
+    from mhabench.impls import get_spec, register
+    from mhabench.run import case as case_runner
+    from mhabench.run.case import run_case
+
+    built: list[weakref.ref[nn.Module]] = []
+
+    def factory(weights: object, heads: int, causal: object) -> nn.Module:
+        layer = get_spec("fused").factory(weights, heads, causal)  # a real layer: the rows must come out ok
+        built.append(weakref.ref(layer))
+        return layer
+
+    for name in ("held-a", "held-b"):
+        register(name, description="test only")(factory)
+    alive_at_counters: list[int] = []
+
+    def counters(case: object, rows: list[ResultRow], device: torch.device, settings: object) -> dict:
+        gc.collect()
+        alive_at_counters.append(sum(ref() is not None for ref in built))
+        return {}
+
+    monkeypatch.setattr(case_runner, "case_counters", counters)
+    config = RunConfig.model_validate({"scenarios": [{"name": "s", "seq_len": 8, "d_model": 8, "heads": 2}]})
+    (case,) = expand_cases(config, torch.device("cpu"))
+    peaks = DevicePeaks(1.0, 20.0, "test-fixed")
+    specs = [get_spec("held-a"), get_spec("held-b")]
+    settings = run_hardware.CounterSettings(requested=True)
+    rows = list(run_case(case, specs, torch.device("cpu"), "r", peaks, tiny_timing, counters=settings))
+    assert [row.status for row in rows] == ["ok", "ok"] and built
+    assert alive_at_counters == [0]
