@@ -27,7 +27,7 @@ from mhabench.analysis.advice.cells import number, text
 from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.statement import WHY, Statement
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LAUNCH_BOUND_SHARE, LOW_EFFICIENCY
-from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, EXECUTED_TFLOPS, executed
+from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, EXECUTED_TFLOPS, HARDWARE, executed
 from mhabench.analysis.speedup import is_ok
 from mhabench.errors import UnknownImplementationError
 from mhabench.impls import get_spec
@@ -96,7 +96,10 @@ class Position:
 
     intensity: float
     rate_tflops: float
-    counted: bool
+    source: str
+    """Where the intensity's FLOPs and bytes came from, as ``intensity_source`` says: one of
+    :data:`~mhabench.analysis.executed.SOURCES` (``hardware``: Nsight Compute's counters; ``counted``: the ops
+    that ran; ``model``: the cost model)."""
     skips_masked_work: bool
     peaks: DevicePeaks
 
@@ -124,7 +127,16 @@ def position(row: Row) -> Position | None:
     if not (intensity and rate):
         return None
     peaks = DevicePeaks(peak_tflops, peak_gbps, "")
-    return Position(intensity, rate, bool(done[COUNTED]), bool(done[SKIPS_MASKED_WORK]), peaks)
+    source = "hardware" if done[HARDWARE] else "counted" if done[COUNTED] else "model"
+    return Position(intensity, rate, source, bool(done[SKIPS_MASKED_WORK]), peaks)
+
+
+INTENSITY_WORDS = {
+    "hardware": "FLOPs executed and DRAM bytes, from the hardware counters",
+    "counted": "bytes counted from the ops that ran",
+    "model": "bytes cost model",
+}
+"""How a roofline statement names its intensity's source: advise once called ncu's bytes the cost model's."""
 
 
 def roofline(case: Case, impl: str) -> Statement | None:
@@ -132,10 +144,11 @@ def roofline(case: Case, impl: str) -> Statement | None:
     if point is None:
         return None
     ridge, bound = point.peaks.ridge_flops_per_byte, point.peaks.bound(point.intensity)
-    source = "counted from the ops that ran" if point.counted else "cost model"
     flops = "useful FLOPs, masked blocks skipped" if point.skips_masked_work else "all FLOPs executed"
+    # the counters saw what the kernels ran, masked blocks or not: no FLOP convention to state beside them
+    what = INTENSITY_WORDS[point.source] if point.source == "hardware" else f"{flops}; {INTENSITY_WORDS[point.source]}"
     place = (
-        f"its {point.intensity:.3g} FLOP/B ({flops}; bytes {source}) lies "
+        f"its {point.intensity:.3g} FLOP/B ({what}) lies "
         f"{'below' if bound == 'memory' else 'above'} the ridge at {ridge:.3g} FLOP/B"
     )
     reached = f"{wording.percent(point.efficiency)} of the attainable {point.attainable_tflops:.3g} TFLOP/s"
@@ -152,7 +165,7 @@ def roofline(case: Case, impl: str) -> Statement | None:
     figures = {
         "bound": bound,
         "intensity_flop_per_byte": point.intensity,
-        "intensity_source": source,
+        "intensity_source": point.source,
         "executed_tflops": point.rate_tflops,
         "skips_masked_work": point.skips_masked_work,
         "ridge_flop_per_byte": ridge,
