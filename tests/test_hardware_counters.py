@@ -162,6 +162,18 @@ def test_attribution_gives_each_row_its_own_call_and_the_kernel_lines() -> None:
     assert {line["impl"] for line in profile.kernels} == {"fused", "naive"} and len(profile.kernels) == 12
 
 
+def test_an_fp8_row_gets_no_tensor_flops_from_the_bf16_counter() -> None:
+    """``fused_fp8`` sits in a bf16 case but runs on the fp8 tensor cores: the bf16 counter would read its FLOPs as
+    0, so tensor_flops stays empty and counters_source says why (the rest of the profile is kept)."""
+    output = with_markers(fixture("ncu_flops.csv"), fixture("ncu_flops.csv"))
+    status = [{"impl": "fused", "error": None}, {"impl": "fused_fp8", "error": None}]
+    profile = run_hardware.attribute(output, status, [ok_row("fused"), ok_row("fused_fp8")], "ncu 2025.3.1")
+    fp8, bf16 = profile.counters["fused_fp8"], profile.counters["fused"]
+    assert bf16.tensor_flops == 8 * B * N * D * D + 4 * B * N * N * D and bf16.counters_source == "ncu 2025.3.1"
+    assert fp8.tensor_flops is None and fp8.kernels_profiled == bf16.kernels_profiled == 3
+    assert fp8.counters_source == "ncu 2025.3.1, no float8_e4m3fn tensor counter checked: tensor_flops not read"
+
+
 def test_a_call_that_raised_in_the_child_gets_its_error_and_no_numbers() -> None:
     output = with_markers(fixture("ncu_fused.csv"))
     profile = run_hardware.attribute(
