@@ -17,6 +17,8 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
+from mhabench.results.columns import number
+
 MIN_WINDOW_S = 1.0
 """The shortest window whose energy counts: 10 counter steps, so at most ~10 % off (a 0.3 s window read 773 W
 on a 700 W H100; 1.6 s read 730 W, 4.8 s 697 W)."""
@@ -60,20 +62,10 @@ def unresolved_reason(average_power_w: float | None, window_s: float | None, pow
     return "; ".join(reasons)
 
 
-def _number(record: Mapping[str, object], name: str) -> float | None:
-    """A numeric cell, or None where it is empty, NaN or not a number (a CSV cell is text)."""
-    value = record.get(name)
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def blocks_upper_bound_s(record: Mapping[str, object]) -> float | None:
     """The longest its timed blocks can have lasted, for a row written before energy windows: samples × calls
     per sample × its median call (the leads run outside the calls but inside the blocks; a flush is µs)."""
-    samples, calls, latency_ms = (_number(record, name) for name in ("samples", "calls_per_sample", "latency_ms"))
+    samples, calls, latency_ms = (number(record, name) for name in ("samples", "calls_per_sample", "latency_ms"))
     if samples is None or calls is None or latency_ms is None:
         return None
     return samples * calls * latency_ms / 1e3
@@ -81,9 +73,9 @@ def blocks_upper_bound_s(record: Mapping[str, object]) -> float | None:
 
 def reading(record: Mapping[str, object], power_limit_w: float | None) -> EnergyReading:
     """A stored row's energy as it may be shown, under the rule above, whatever format wrote it."""
-    per_call_j, power_w = _number(record, "energy_per_call_j"), _number(record, "average_power_w")
-    window_s = _number(record, "energy_window_s")
-    uncertainty = _number(record, "energy_uncertainty")
+    per_call_j, power_w = number(record, "energy_per_call_j"), number(record, "average_power_w")
+    window_s = number(record, "energy_window_s")
+    uncertainty = number(record, "energy_uncertainty")
     if window_s is None and per_call_j is not None:  # written before energy windows: its blocks were the window
         blocks_s = blocks_upper_bound_s(record)
         why = unresolved_reason(power_w, blocks_s, power_limit_w) or "no energy window recorded"
@@ -95,7 +87,7 @@ def reading(record: Mapping[str, object], power_limit_w: float | None) -> Energy
     reason = unresolved_reason(power_w, window_s, power_limit_w)
     if reason:
         return EnergyReading(None, None, None, window_s, uncertainty, reason)
-    return EnergyReading(per_call_j, power_w, _number(record, "tokens_per_joule"), window_s, uncertainty)
+    return EnergyReading(per_call_j, power_w, number(record, "tokens_per_joule"), window_s, uncertainty)
 
 
 def power_limit_of(environment: Mapping[str, object]) -> float | None:
