@@ -296,6 +296,7 @@ def run_case(
 
 
 def _present(group: object | None) -> list[object]:
+    """The groups to add to a row: none where the counters stage gave it none (no ``counters`` settings)."""
     return [] if group is None else [group]
 
 
