@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+from shared_runs import recorded
 from torch import nn
 
 from mhabench.impls import register
@@ -38,12 +39,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def h100_run() -> Path:
-    """The H100 run folder in shared/runs (inside the checkout or beside it, as tests/test_results.py looks)."""
-    here = Path(__file__).resolve().parents
-    found = [p / "shared" / "runs" / H100_RUN_ID for p in here[1:3] if (p / "shared" / "runs" / H100_RUN_ID).is_dir()]
-    if not found:
-        pytest.skip(f"shared/runs/{H100_RUN_ID} is not on this machine")
-    return found[0]
+    """The H100 run folder in shared/runs (inside the checkout or beside it: :mod:`shared_runs`)."""
+    return recorded(H100_RUN_ID)
 
 
 @pytest.fixture

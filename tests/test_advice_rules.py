@@ -271,6 +271,16 @@ def test_roofline_says_memory_bound_below_the_ridge_and_where_the_intensity_came
     assert hardware.figures["intensity_source"] == "hardware"
     far = why.roofline(at(0.1), "naive")
     assert far is not None and "far from both roofs" in far.text and "-bound" not in far.text
+    assert (modelled.figures["intensity_source"], counted.figures["intensity_source"]) == ("model", "counted")
+
+
+def test_roofline_names_hardware_counters_where_the_intensity_came_from_ncu() -> None:
+    """Issue 25: advise called ncu's 948 FLOP/B "bytes cost model"; a hardware intensity is named as such."""
+    case = one_case({"naive": 2.0, "fused": 1.0})
+    measured = with_fields(case, "fused", intensity_source="hardware", hardware_intensity=948.0, measured_intensity=3.0)
+    said = why.roofline(measured, "fused")
+    assert said is not None and "948 FLOP/B (all FLOPs executed; FLOPs and DRAM bytes from the hardware" in said.text
+    assert "cost model" not in said.text and said.figures["intensity_source"] == "hardware"
 
 
 def test_materialized_scores_are_set_against_the_l2_when_the_manifest_has_one() -> None:

@@ -133,6 +133,7 @@ def test_missing_file(tmp_path: Path) -> None:
         ({"scenarios": [scenario(sead=1)]}, "scenarios[0].sead", "'seed'"),
         ({"scenarios": [scenario()], "timing": {"min_run_tim_s": 1}}, "timing.min_run_tim_s", "'min_run_time_s'"),
         ({"scenarios": [scenario()], "implementaions": ["naive"]}, "implementaions", "'implementations'"),
+        ({"scenarios": [scenario()], "energy": {"window": 2}}, "energy.window", "'windows'"),
     ],
 )
 def test_typo_names_the_key_and_suggests_the_closest(data: dict[str, Any], path: str, suggestion: str) -> None:
@@ -145,6 +146,23 @@ def test_unrelated_unknown_key_lists_the_known_fields() -> None:
     message = config_error({"scenarios": [scenario()], "zzzzzz": 1})
     assert "zzzzzz: unknown field" in message
     assert "known fields: name, device, dtype, implementations, timing, scenarios" in message
+
+
+@pytest.mark.parametrize(
+    ("energy", "shown"),
+    [
+        ({"windows": -1}, "energy.windows: Input should be greater than or equal to 0 (got -1)"),
+        ({"windows": 101}, "energy.windows: Input should be less than or equal to 100 (got 101)"),
+        ({"windows": 1.5}, "energy.windows: Input should be a valid integer (got 1.5)"),
+        ({"windows": 1, "window_s": 0.5}, "energy.window_s: Input should be greater than or equal to 1 (got 0.5)"),
+        ({"window_s": float("nan")}, "energy.window_s: Input should be a finite number (got nan)"),
+        ({"zzzzzz": 1}, "energy.zzzzzz: unknown field; known fields: windows, window_s"),
+        ([1], "energy: Input should be a valid dictionary or instance of EnergyConfig (got [1])"),
+    ],
+)
+def test_a_bad_energy_section_is_one_line_naming_the_field_and_value(energy: object, shown: str) -> None:
+    message = config_error({"scenarios": [scenario()], "energy": energy})
+    assert message == f"{SOURCE}: {shown}"
 
 
 @pytest.mark.parametrize(

@@ -251,6 +251,19 @@ def fake_layer(monkeypatch: pytest.MonkeyPatch) -> FakeFrontend:
     return frontend
 
 
+@pytest.mark.parametrize(("d_model", "heads"), [(40, 4), (96, 8), (72, 3)])
+def test_a_width_fp8_gemms_and_heads_cannot_align_is_unsupported_when_built(
+    fake_layer: FakeFrontend, d_model: int, heads: int
+) -> None:
+    """torch._scaled_mm refuses GEMM widths not divisible by 16 and cuDNN reads e4m3 heads at 16-byte offsets: such a
+    shape is an unsupported row naming both widths, raised at build time, never a failed call (issue 31)."""
+    weights = AttentionWeights.random(d_model, dtype=torch.bfloat16)
+    head_dim = d_model // heads
+    with pytest.raises(UnsupportedError, match=f"got d_model {d_model}, head_dim {head_dim}"):
+        build("fused_fp8", weights, heads)
+    assert layer.misaligned_reason(128, 32) is None and layer.misaligned_reason(4096, 128) is None
+
+
 @pytest.mark.parametrize(("causal", "kv_dim"), [(False, 128), (True, 128), (True, 32)])
 def test_the_layer_matches_the_float64_reference_within_the_derived_tolerance(
     fake_layer: FakeFrontend, causal: bool, kv_dim: int

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from shared_runs import recorded
 
 from mhabench.checks import gpu as gpu_check
 from mhabench.impls.reference import Reference
@@ -207,17 +208,16 @@ def test_the_fp8_check_skips_with_the_layers_reason_on_a_machine_it_cannot_run_o
     assert passed is None and figures["reason"].startswith("fused_fp8: needs a CUDA GPU")
 
 
-RECORDED_COPY = Path("/work/shared/runs/h100-20261127/ncu-copy-kernels.csv")
+RECORDED_COPY = "h100-20261127/ncu-copy-kernels.csv"
 
 
-@pytest.mark.skipif(not RECORDED_COPY.is_file(), reason="the recorded H100 ncu copy profile is not on this machine")
 def test_the_elementwise_copy_kernel_the_h100_profiled_passes_the_copy_check() -> None:
     """ncu saw no kernel for ``y.copy_(x)`` (a cudaMemcpy) and one for ``torch.add(x, 0, out=y)``: that kernel's
     DRAM bytes are within the check's 5 % of twice the 1 GiB copied."""
     from mhabench.checks import hardware as checks
     from mhabench.measure import hardware
 
-    kernels = hardware.parse_csv(RECORDED_COPY.read_text(encoding="utf-8"))
+    kernels = hardware.parse_csv(recorded(RECORDED_COPY).read_text(encoding="utf-8"))
     assert len(kernels) == 2  # normal_ filling x, then the add; copy_ left nothing
     add = [kernel for kernel in kernels if "add" in kernel.name.lower()]
     counters = hardware.counters_of(add, "float32", "ncu 2025.3.1.0", None)

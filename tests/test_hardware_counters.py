@@ -162,6 +162,18 @@ def test_attribution_gives_each_row_its_own_call_and_the_kernel_lines() -> None:
     assert {line["impl"] for line in profile.kernels} == {"fused", "naive"} and len(profile.kernels) == 12
 
 
+def test_an_fp8_row_gets_no_tensor_flops_from_the_bf16_counter() -> None:
+    """``fused_fp8`` sits in a bf16 case but runs on the fp8 tensor cores: the bf16 counter would read its FLOPs as
+    0, so tensor_flops stays empty and counters_source says why (the rest of the profile is kept)."""
+    output = with_markers(fixture("ncu_flops.csv"), fixture("ncu_flops.csv"))
+    status = [{"impl": "fused", "error": None}, {"impl": "fused_fp8", "error": None}]
+    profile = run_hardware.attribute(output, status, [ok_row("fused"), ok_row("fused_fp8")], "ncu 2025.3.1")
+    fp8, bf16 = profile.counters["fused_fp8"], profile.counters["fused"]
+    assert bf16.tensor_flops == 8 * B * N * D * D + 4 * B * N * N * D and bf16.counters_source == "ncu 2025.3.1"
+    assert fp8.tensor_flops is None and fp8.kernels_profiled == bf16.kernels_profiled == 3
+    assert fp8.counters_source == "ncu 2025.3.1, no float8_e4m3fn tensor counter checked: tensor_flops not read"
+
+
 def test_a_call_that_raised_in_the_child_gets_its_error_and_no_numbers() -> None:
     output = with_markers(fixture("ncu_fused.csv"))
     profile = run_hardware.attribute(
@@ -404,3 +416,44 @@ def test_a_cpu_run_says_why_each_row_has_no_counters_or_energy_and_report_lists_
     assert report.exit_code == 0, report.output
     text = (run_dir / "report.md").read_text(encoding="utf-8")
     assert "Top kernels" in text and "cunn_SoftMaxForward" in text
+
+
+def test_the_counters_stage_runs_once_every_layer_of_the_case_is_freed(
+    monkeypatch: pytest.MonkeyPatch, tiny_timing: object, registry_snapshot: None
+) -> None:
+    """The profiled child gets the case's memory only if ``run_case`` holds no layer when it starts: every module
+    the case built is gone (garbage collected) when ``case_counters`` is called, and the ok rows still arrive."""
+    import gc
+    import weakref
+
+    from torch import nn
+
+    from mhabench.impls import get_spec, register
+    from mhabench.run import case as case_runner
+    from mhabench.run.case import run_case
+
+    built: list[weakref.ref[nn.Module]] = []
+
+    def factory(weights: object, heads: int, causal: object) -> nn.Module:
+        layer = get_spec("fused").factory(weights, heads, causal)  # a real layer: the rows must come out ok
+        built.append(weakref.ref(layer))
+        return layer
+
+    for name in ("held-a", "held-b"):
+        register(name, description="test only")(factory)
+    alive_at_counters: list[int] = []
+
+    def counters(case: object, rows: list[ResultRow], device: torch.device, settings: object) -> dict:
+        gc.collect()
+        alive_at_counters.append(sum(ref() is not None for ref in built))
+        return {}
+
+    monkeypatch.setattr(case_runner, "case_counters", counters)
+    config = RunConfig.model_validate({"scenarios": [{"name": "s", "seq_len": 8, "d_model": 8, "heads": 2}]})
+    (case,) = expand_cases(config, torch.device("cpu"))
+    peaks = DevicePeaks(1.0, 20.0, "test-fixed")
+    specs = [get_spec("held-a"), get_spec("held-b")]
+    settings = run_hardware.CounterSettings(requested=True)
+    rows = list(run_case(case, specs, torch.device("cpu"), "r", peaks, tiny_timing, counters=settings))
+    assert [row.status for row in rows] == ["ok", "ok"] and built
+    assert alive_at_counters == [0]

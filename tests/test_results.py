@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from shared_runs import recorded
 from synthetic_runs import row as synthetic_row
 from synthetic_runs import samples, sweep_rows
 from typer.testing import CliRunner
@@ -451,11 +452,7 @@ def test_manifests_as_older_mhabench_wrote_them_still_load(tmp_path: Path, name:
 
 def test_the_gpu_run_in_shared_runs_still_loads() -> None:
     """The real H100 run in shared/runs (beside the checkout or inside it), read by this mhabench."""
-    here = Path(__file__).resolve().parents
-    found = [p / "shared/runs/20261126T070612Z-default-gpu" for p in here[1:3] if (p / "shared/runs").is_dir()]
-    if not found:
-        pytest.skip("shared/runs is not on this machine")
-    run_dir = found[0]
+    run_dir = recorded("20261126T070612Z-default-gpu")
     run = load_run(run_dir)
     assert run.manifest == json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
     assert run.manifest["status"] == "complete" and len(run.rows) == 96

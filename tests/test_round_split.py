@@ -3,14 +3,13 @@ and on the H100 counters run, where `fused` at n=1024 causal was 2.5× faster in
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from shared_runs import recorded
 
 from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, WINNER, lead, round_split
 from mhabench.analysis.speedup import SAMPLES_COLUMN
 
-COUNTERS_RUN = Path("/work/shared/runs/20261127T074353Z-default-gpu-counters-partial")
+COUNTERS_RUN = "20261127T074353Z-default-gpu-counters-partial"
 
 
 def row(impl: str, times_ms: list[float]) -> dict[str, object]:
@@ -46,12 +45,11 @@ def test_a_clear_lead_in_every_round_is_no_split() -> None:
     assert round_split(fused, naive, lead(fused, naive)) is None
 
 
-@pytest.mark.skipif(not COUNTERS_RUN.is_dir(), reason="the recorded H100 runs are not on this machine")
 def test_the_recorded_flipped_case_says_rounds_disagree_not_tied() -> None:
     from mhabench.analysis.advice.answers import answer
     from mhabench.results.store import load_run
 
-    picks = answer(load_run(COUNTERS_RUN)).picks
+    picks = answer(load_run(recorded(COUNTERS_RUN))).picks
     flipped = next(one for case_id, one in picks.items() if case_id.endswith("b1-n1024-d4096-h32-bfloat16-causal"))
     assert flipped.verdict == CANNOT_TELL and flipped.verdict != TIED
     assert flipped.split is not None and (flipped.split.ahead, flipped.split.behind) == (6, 2)

@@ -44,6 +44,23 @@ def load_frontend() -> ModuleType | None:
         return None
 
 
+FP8_ALIGNMENT = 16
+"""Elements: ``torch._scaled_mm`` takes only GEMMs whose inner and output widths divide by 16, and cuDNN reads
+each e4m3 head of the packed Q/K/V rows at 16-byte offsets."""
+
+
+def misaligned_reason(d_model: int, head_dim: int) -> str | None:
+    """Why a shape cannot run in fp8 here (None: it can): d_model (the GEMMs' widths) and head_dim (every head's
+    offset in the packed rows, so q_dim and kv_dim too) must divide by :data:`FP8_ALIGNMENT`. Checked when the layer
+    is built, so such a case is an ``unsupported`` row that names it, not a failed call."""
+    if d_model % FP8_ALIGNMENT or head_dim % FP8_ALIGNMENT:
+        return (
+            f"needs d_model and head_dim divisible by {FP8_ALIGNMENT} (torch._scaled_mm's GEMM widths, cuDNN's "
+            f"16-byte e4m3 heads); got d_model {d_model}, head_dim {head_dim}"
+        )
+    return None
+
+
 @register(
     "fused_fp8",
     description="fused in fp8 (e4m3), bf16 at the edges: torch._scaled_mm projections, cuDNN's fp8 attention through "
@@ -64,6 +81,9 @@ class FusedFp8Attention(AttentionModule):
         reason = frontend_unsupported_reason(frontend, device)
         if reason is not None:
             raise UnsupportedError(f"fused_fp8: {reason}")
+        misaligned = misaligned_reason(weights.d_model, self.head_dim)
+        if misaligned is not None:
+            raise UnsupportedError(f"fused_fp8: {misaligned}")
         assert frontend is not None
         self.graphs = GraphCache(frontend, device)
         self.qkv_weight = quantize_weight(torch.cat([weights.w_q, weights.w_k, weights.w_v], dim=1))

@@ -38,6 +38,8 @@ and synchronisations do not leave the GPU idle for a measurable share of the win
 STEP_TIMEOUT_S = 2.0
 """The longest the counter may stand still while calls run before the window gives up (no update: no figure)."""
 MAX_BATCH_CALLS = 10_000
+"""Cap on a batch's calls: a call timed at ~0 ms (a rounding, a broken latency) must not queue millions of calls
+before the first counter read."""
 
 
 class CounterStalled(RuntimeError):

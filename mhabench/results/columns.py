@@ -71,6 +71,17 @@ def with_key_defaults(frame: Any) -> Any:
     return frame
 
 
+def number(row: Mapping[str, Any], column: str) -> float | None:
+    """The cell as a finite float, or None where there is none (a failed row, an older run, NaN, CSV text that
+    is no number): Parquet, CSV and older formats give NaN, None or numpy scalars for the same fact."""
+    value = row.get(column)
+    try:
+        result = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return result if math.isfinite(result) else None
+
+
 def flag(value: Any) -> bool | None:
     """A boolean column's value as read back: True or False, None where it is empty (CSV "", pandas NaN).
 

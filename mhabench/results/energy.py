@@ -17,6 +17,8 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
+from mhabench.results.columns import number
+
 MIN_WINDOW_S = 1.0
 """The shortest window whose energy counts: 10 counter steps, so at most ~10 % off (a 0.3 s window read 773 W
 on a 700 W H100; 1.6 s read 730 W, 4.8 s 697 W)."""
@@ -37,43 +39,43 @@ class EnergyReading:
     window_s: float | None
     uncertainty: float | None
     unresolved: str = ""
+    unresolved_kind: str = ""
+    """``unresolved`` without the row's own figures: what a report counts unresolved rows by."""
 
     @property
     def resolved(self) -> bool:
         return self.energy_per_call_j is not None
 
 
-def unresolved_reason(average_power_w: float | None, window_s: float | None, power_limit_w: float | None) -> str:
-    """Why energy over this window is no measurement (every test it fails, "; "-joined), or "" when it is one.
-
-    ``window_s`` None: the window's length is unknown, which no figure can rest on."""
-    reasons: list[str] = []
+def failed_tests(
+    average_power_w: float | None, window_s: float | None, power_limit_w: float | None
+) -> list[tuple[str, str]]:
+    """(kind, reason) of every test energy over this window fails: the kind names the test, the reason adds the
+    row's figures. ``window_s`` None: the window's length is unknown, which no figure can rest on."""
+    failed: list[tuple[str, str]] = []
     if window_s is None or not math.isfinite(window_s):
-        reasons.append("no energy window recorded")
+        failed.append(("no energy window recorded", "no energy window recorded"))
     elif window_s < MIN_WINDOW_S:
-        reasons.append(f"window {window_s:.3g} s, under the {MIN_WINDOW_S:g} s NVML's ~{COUNTER_STEP_S:g} s steps need")
+        reason = f"window {window_s:.3g} s, under the {MIN_WINDOW_S:g} s NVML's ~{COUNTER_STEP_S:g} s steps need"
+        failed.append((f"window under {MIN_WINDOW_S:g} s", reason))
     if average_power_w is None or not math.isfinite(average_power_w) or average_power_w < 0:
-        reasons.append(f"average power {average_power_w} W is not a power")
+        failed.append(("average power not a power", f"average power {average_power_w} W is not a power"))
     elif power_limit_w is not None and average_power_w > power_limit_w * POWER_LIMIT_MARGIN:
-        limit = f"the {power_limit_w:.0f} W power limit × {POWER_LIMIT_MARGIN:g}"
-        reasons.append(f"average power {average_power_w:.0f} W above {limit}")
-    return "; ".join(reasons)
+        limit = f"power limit × {POWER_LIMIT_MARGIN:g}"
+        reason = f"average power {average_power_w:.0f} W above the {power_limit_w:.0f} W {limit}"
+        failed.append((f"average power above the {limit}", reason))
+    return failed
 
 
-def _number(record: Mapping[str, object], name: str) -> float | None:
-    """A numeric cell, or None where it is empty, NaN or not a number (a CSV cell is text)."""
-    value = record.get(name)
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+def unresolved_reason(average_power_w: float | None, window_s: float | None, power_limit_w: float | None) -> str:
+    """Why energy over this window is no measurement (every test it fails, "; "-joined), or "" when it is one."""
+    return "; ".join(reason for _, reason in failed_tests(average_power_w, window_s, power_limit_w))
 
 
 def blocks_upper_bound_s(record: Mapping[str, object]) -> float | None:
     """The longest its timed blocks can have lasted, for a row written before energy windows: samples × calls
     per sample × its median call (the leads run outside the calls but inside the blocks; a flush is µs)."""
-    samples, calls, latency_ms = (_number(record, name) for name in ("samples", "calls_per_sample", "latency_ms"))
+    samples, calls, latency_ms = (number(record, name) for name in ("samples", "calls_per_sample", "latency_ms"))
     if samples is None or calls is None or latency_ms is None:
         return None
     return samples * calls * latency_ms / 1e3
@@ -81,21 +83,24 @@ def blocks_upper_bound_s(record: Mapping[str, object]) -> float | None:
 
 def reading(record: Mapping[str, object], power_limit_w: float | None) -> EnergyReading:
     """A stored row's energy as it may be shown, under the rule above, whatever format wrote it."""
-    per_call_j, power_w = _number(record, "energy_per_call_j"), _number(record, "average_power_w")
-    window_s = _number(record, "energy_window_s")
-    uncertainty = _number(record, "energy_uncertainty")
+    per_call_j, power_w = number(record, "energy_per_call_j"), number(record, "average_power_w")
+    window_s = number(record, "energy_window_s")
+    uncertainty = number(record, "energy_uncertainty")
     if window_s is None and per_call_j is not None:  # written before energy windows: its blocks were the window
         blocks_s = blocks_upper_bound_s(record)
-        why = unresolved_reason(power_w, blocks_s, power_limit_w) or "no energy window recorded"
+        failed = failed_tests(power_w, blocks_s, power_limit_w) or [("no energy window recorded",) * 2]
         span = f"{blocks_s:.3g} s at most" if blocks_s is not None else "of unknown length"
-        return EnergyReading(None, None, None, blocks_s, None, f"read over timed blocks {span}, not a window: {why}")
+        why, kinds = "; ".join(reason for _, reason in failed), "; ".join(kind for kind, _ in failed)
+        reason, kind = f"read over timed blocks {span}, not a window: {why}", f"read over timed blocks: {kinds}"
+        return EnergyReading(None, None, None, blocks_s, None, reason, kind)
     if per_call_j is None:
-        source = record.get("energy_source")
-        return EnergyReading(None, None, None, window_s, uncertainty, str(source or "not measured"))
-    reason = unresolved_reason(power_w, window_s, power_limit_w)
-    if reason:
-        return EnergyReading(None, None, None, window_s, uncertainty, reason)
-    return EnergyReading(per_call_j, power_w, _number(record, "tokens_per_joule"), window_s, uncertainty)
+        source = str(record.get("energy_source") or "not measured")
+        return EnergyReading(None, None, None, window_s, uncertainty, source, source)
+    failed = failed_tests(power_w, window_s, power_limit_w)
+    if failed:
+        why, kinds = "; ".join(reason for _, reason in failed), "; ".join(kind for kind, _ in failed)
+        return EnergyReading(None, None, None, window_s, uncertainty, why, kinds)
+    return EnergyReading(per_call_j, power_w, number(record, "tokens_per_joule"), window_s, uncertainty)
 
 
 def power_limit_of(environment: Mapping[str, object]) -> float | None:

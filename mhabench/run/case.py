@@ -291,6 +291,7 @@ def run_case(
             yield result
         else:
             passed.append(result)
+        del result  # ``passed`` alone holds the layers, so that emptying it frees them for the profiled child
     timed = timed_rows(passed, case, timing, peers)
     del inputs  # with the layers (``passed`` was emptied): the profiled child gets their memory
     yield from (row for row in timed if row.status != "ok")
@@ -520,9 +521,8 @@ class _failures_as_rows:
     ``with _failures_as_rows(device) as failed:`` — afterwards ``failed`` holds the exception, if any.
     """
 
-    def __init__(self, device: torch.device, energy: EnergyConfig | None = None) -> None:
+    def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.energy = energy or EnergyConfig()
         self.failed: list[BaseException] = []
 
     def __enter__(self) -> list[BaseException]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from mhabench.impls.registry import get_spec
+from mhabench.impls.registry import available_implementations, get_spec
 from mhabench.measure import hardware
 from mhabench.results.gpu_groups import HardwareCounters
 from mhabench.results.kernels import append_kernels
@@ -161,11 +161,25 @@ def attribute(
             counters[impl] = unprofiled(f"profiled call failed: {error}")
             continue
         counted_bytes = row.counted.measured_bytes if row.counted is not None else None
-        counters[impl] = hardware.counters_of(kernels, row.case.dtype, source, counted_bytes, per_kernel)
+        dtype, note = tensor_dtype(impl, row.case.dtype)
+        counters[impl] = hardware.counters_of(kernels, dtype, source + note, counted_bytes, per_kernel)
         if per_kernel:
             key = {"case_id": row.case.case_id, "impl": impl, "repeat": row.case.repeat}
-            lines += [{**key, **record} for record in hardware.kernel_records(kernels, row.case.dtype)]
+            lines += [{**key, **record} for record in hardware.kernel_records(kernels, dtype)]
     return Profile(counters, lines)
+
+
+def tensor_dtype(impl: str, case_dtype: str) -> tuple[str, str]:
+    """The dtype whose tensor-core counter counts ``impl``'s FLOPs, and a note for ``counters_source`` where none
+    is known: ``fused_fp8`` computes in e4m3 inside a bf16 case, so the bf16 counter would read its FLOPs as 0,
+    a measured zero that is no measurement; its ``tensor_flops`` stay empty until an fp8 counter is checked on a
+    GPU (docs/gpu.md)."""
+    compute = get_spec(impl).compute_dtype if impl in available_implementations() else None
+    if compute is None:
+        return case_dtype, ""
+    if compute in hardware.TENSOR_METRICS:
+        return compute, ""
+    return compute, f", no {compute} tensor counter checked: tensor_flops not read"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -379,6 +379,8 @@ def _known_fields(loc: tuple[Any, ...]) -> list[str]:
     """The fields of the model that owns ``loc`` (for "did you mean" suggestions)."""
     if loc and loc[0] == "timing":
         return list(TimingConfig.model_fields)
+    if loc and loc[0] == "energy":
+        return list(EnergyConfig.model_fields)
     if loc and loc[0] == "scenarios" and len(loc) > 2:
         return list(ScenarioSpec.model_fields)
     return list(RunConfig.model_fields)

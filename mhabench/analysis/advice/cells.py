@@ -11,15 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-
-def number(row: Mapping[str, Any], column: str) -> float | None:
-    """The cell as a finite float, or None where there is none (a failed row, an older run, NaN)."""
-    value = row.get(column)
-    try:
-        result = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return result if math.isfinite(result) else None
+from mhabench.results.columns import number as number  # the rules' one reader of numbers
 
 
 def text(row: Mapping[str, Any], column: str) -> str:

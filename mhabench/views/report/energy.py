@@ -37,12 +37,12 @@ def energy_blocks(run: Run) -> list[Block]:
     ]
     if resolved:
         blocks.append(_table(resolved))
-    unresolved = Counter(one.unresolved for _, one in shown if not one.resolved)
+    unresolved = Counter(one.unresolved_kind for _, one in shown if not one.resolved)
     if unresolved:
-        reasons = "; ".join(f"{count} × {reason}" for reason, count in unresolved.most_common(REASONS_SHOWN))
+        reasons = " ".join(f"{count} × {kind}." for kind, count in unresolved.most_common(REASONS_SHOWN))
         more = len(unresolved) - REASONS_SHOWN
-        tail = f" and {more} more reasons" if more > 0 else ""
-        blocks.append(Paragraph(f"{sum(unresolved.values())} ok row(s) without energy: {reasons}{tail}."))
+        tail = f" {more} other reason(s)." if more > 0 else ""
+        blocks.append(Paragraph(f"{sum(unresolved.values())} ok row(s) without energy: {reasons}{tail}"))
     return blocks
 
 
