@@ -177,6 +177,12 @@ def test_provenance_is_the_plugin_repositorys_commit_and_marks_a_dirty_tree(tmp_
     outside = tmp_path / "loose"
     outside.mkdir()
     assert repository_version(outside)["commit"] is None
+    (repo / ".gitignore").write_text(".venv/\n")
+    (repo / ".venv").mkdir()
+    (repo / ".venv" / "installed.py").write_text("x = 3\n")  # an installed package inside the project's venv
+    (repo / "new_plugin.py").write_text("x = 4\n")  # never committed
+    for untracked in (repo / ".venv" / "installed.py", repo / "new_plugin.py"):
+        assert repository_version(untracked)["commit"] is None, untracked  # the repo's commit is not its code
 
 
 def test_built_in_rows_carry_this_projects_repository() -> None:

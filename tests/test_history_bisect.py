@@ -90,4 +90,4 @@ def test_bisect_refuses_a_plugin_outside_git_in_one_line(tmp_path: Path) -> None
     config = tmp_path / "c.yaml"
     config.write_text("scenarios: [{name: s, seq_len: 8, d_model: 16, heads: 2}]\n")
     done = CliRunner().invoke(app, ["bisect", "a", "b", "--config", str(config), "--plugin", str(tmp_path / "p.py")])
-    assert done.exit_code == 2 and "is not in a git repository" in done.stderr
+    assert done.exit_code == 2 and "is not a file a git repository tracks" in done.stderr

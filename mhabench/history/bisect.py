@@ -99,7 +99,7 @@ def bisect(
     """Measure GOOD and BAD, then bisect between them; the first bad commit and every point measured."""
     version = repository_version(plugin.resolve())
     if version["repo"] is None:
-        raise InputError(f"--plugin: {plugin} is not in a git repository")
+        raise InputError(f"--plugin: {plugin} is not a file a git repository tracks")
     repo = Path(version["repo"])
     relative = plugin.resolve().relative_to(repo)
     commits = commits_between(repo, good, bad)
