@@ -140,6 +140,22 @@ def test_history_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list
     assert done.exit_code == 2 and message in done.stderr and "Traceback" not in done.output
 
 
+def test_history_cli_refuses_a_bad_option_before_import_writes_anything(tmp_path: Path) -> None:
+    (folder,) = timeline(tmp_path / "runs", [0.5])
+    done = RUNNER.invoke(app, ["history", str(tmp_path / "h"), "--import", str(folder), "--metric", "speed"])
+    assert done.exit_code == 2 and not (tmp_path / "h").exists()
+
+
+def test_an_empty_timeline_and_a_gate_that_judged_nothing_say_so(tmp_path: Path) -> None:
+    directory = imported(tmp_path, timeline(tmp_path / "runs", [0.5, 0.5, 0.5, 0.5]))  # CPU rows: no energy
+    done = RUNNER.invoke(app, ["history", str(directory), "--metric", "energy", "--gate"])
+    assert done.exit_code == 0, done.output
+    assert "no energy series" in done.stderr and "energy_per_call_j" in done.stderr and "NVML" in done.stderr
+    assert "gate: no series to judge" in done.stderr
+    ratio = RUNNER.invoke(app, ["history", str(directory), "--gate"])
+    assert ratio.exit_code == 0 and "no ratio series" not in ratio.stderr and "no series to judge" not in ratio.stderr
+
+
 def test_history_cli_import_with_a_baseline_the_run_lacks_is_one_line(tmp_path: Path) -> None:
     (folder,) = timeline(tmp_path / "runs", [0.5])
     done = RUNNER.invoke(app, ["history", str(tmp_path / "h"), "--import", str(folder), "--baseline", "fused"])

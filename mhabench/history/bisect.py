@@ -42,11 +42,25 @@ class BisectResult:
     step: Step
     """GOOD's level → BAD's, judged by the one rule."""
 
+    def lines(self) -> list[str]:
+        """Each measured commit's point (the first bad one marked), then the verdict with GOOD → BAD's size."""
+        marked = [
+            f"{point.label}  {point.value:.4f}{'  <- first bad' if point.commit == self.first_bad else ''}"
+            for point in self.measured.values()
+        ]
+        step = self.step
+        return [
+            *marked,
+            f"first bad commit: {self.first_bad} ({self.series.name}: GOOD → BAD {step.size:.3f}×, "
+            f"interval {step.low:.3f}–{step.high:.3f}, {step.change.value})",
+        ]
+
 
 def _git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise InputError(f"bisect: git {' '.join(args)}: {done.stderr.strip().splitlines()[-1:]}")
+        last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+        raise InputError(f"bisect: git {' '.join(args)}: {last}")
     return done.stdout.strip()
 
 
