@@ -165,6 +165,14 @@ def test_explain_on_the_recorded_h100_run_names_torch_mha_projection_kernel_and_
     assert [e.case_id for e in by_label] == [e.case_id for e in by_id] == ["d4096-h32/b1-n1024-d4096-h32-bfloat16"]
 
 
+def test_the_cpu_breakdown_keeps_the_profiled_call_of_median_wall_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mhabench.measure.stages as stage_module
+
+    walls = iter([30.0, 1.0, 10.0])  # the first call preempted: its idle time would all be "other"
+    monkeypatch.setattr(stage_module, "_profile_cpu_once", lambda call, element_bytes: ([], next(walls)))
+    assert profile_cpu(lambda: None, 4) == ([], 10.0)
+
+
 def test_the_cpu_profile_shows_torch_mha_per_token_bmm_on_a_small_case() -> None:
     weights, tokens = AttentionWeights.random(64), 32
     module = build("torch_mha", weights, 4)
