@@ -108,3 +108,17 @@ def test_bisect_names_what_git_refused_in_one_plain_line(tmp_path: Path) -> None
     done = CliRunner().invoke(app, args)
     assert done.exit_code == 2 and "bisect: git rev-parse no-such-commit" in done.stderr, done.output
     assert "['" not in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_commit_whose_run_hangs_is_one_line_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mhabench.history.bisect as bisect_module
+
+    def hangs(command: list[str], **kwargs: object) -> None:
+        if command[0] == "git":
+            return subprocess.CompletedProcess(command, 0, "", "")  # type: ignore[return-value]
+        raise subprocess.TimeoutExpired(command, kwargs["timeout"])  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bisect_module.subprocess, "run", hangs)
+    measure = bisect_module._measure_in(tmp_path, Path("p.py"), Path("c.yaml"), tmp_path, tmp_path / "h", 1)
+    with pytest.raises(BisectError, match="took over"):
+        measure("0123456789abcdef")

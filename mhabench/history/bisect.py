@@ -88,7 +88,10 @@ def _measure_in(
         _git(worktree, "checkout", "--quiet", "--detach", commit)
         command = run_command(config, worktree / relative, scratch / "runs", history)
         for _ in range(runs):
-            done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+            except subprocess.TimeoutExpired:  # one line, like every other failure, never a traceback
+                raise BisectError(f"bisect: the run at {commit[:10]} took over {RUN_TIMEOUT_S} s") from None
             if done.returncode != 0:
                 last = (done.stderr.strip().splitlines() or ["no message"])[-1]
                 raise BisectError(f"bisect: the run at {commit[:10]} failed (exit {done.returncode}): {last}")

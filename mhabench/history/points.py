@@ -75,6 +75,8 @@ class RowRecord:
 
 
 def run_record(run: Run, baseline: str) -> RunRecord:
+    """The run as the store keeps it: its fingerprint (what series are keyed by) and its whole environment, so a
+    fingerprint change can later be explained field by field."""
     manifest = run.manifest
     environment = manifest.get("environment") or {}
     return RunRecord(

@@ -66,6 +66,7 @@ def change_rows(history: History) -> list[tuple[Series, Step, str]]:
 
 
 def changes_table(history: History) -> TableModel:
+    """Every change point and fingerprint change, each with its cause, size, interval and verdict."""
     rows = change_rows(history)
     return TableModel(
         title="change points (L1 piecewise-constant fit with a penalty; fingerprint changes)",
@@ -117,6 +118,7 @@ def _step_json(step: Step) -> dict[str, Any]:
 
 
 def to_json(history: History, gate: list[GateResult] | None = None) -> str:
+    """Everything the tables show, plus the gate's verdicts, for CI scripts that read rather than parse text."""
     data: dict[str, Any] = {
         "metric": dataclasses.asdict(history.metric),
         "method": "L1 piecewise-constant fit with a penalty (asv step_detect), on log values",
