@@ -16,6 +16,7 @@ from mhabench.history import gate, series, store
 from mhabench.history.ingest import add_run
 from mhabench.history.provenance import code_versions, repository_version
 from mhabench.impls.registry import get_spec
+from mhabench.scenario.config import parse_config
 
 RUNNER = CliRunner()
 
@@ -199,6 +200,13 @@ def test_provenance_is_the_plugin_repositorys_commit_and_marks_a_dirty_tree(tmp_
     (repo / "new_plugin.py").write_text("x = 4\n")  # never committed
     for untracked in (repo / ".venv" / "installed.py", repo / "new_plugin.py"):
         assert repository_version(untracked)["commit"] is None, untracked  # the repo's commit is not its code
+
+
+def test_a_configs_history_folder_is_relative_to_the_config_file(tiny_config_data: dict) -> None:
+    config = parse_config({**tiny_config_data, "history": "hist"}, "/somewhere/configs/tiny.yaml")
+    assert Path(config.history or "") == Path("/somewhere/configs/hist")
+    absolute = parse_config({**tiny_config_data, "history": "/ci/hist"}, "/somewhere/configs/tiny.yaml")
+    assert absolute.history == "/ci/hist"
 
 
 def test_built_in_rows_carry_this_projects_repository() -> None:
