@@ -316,7 +316,7 @@ def _append_history(result: runner.RunResult | None, directory: Path | str | Non
         return
     from mhabench.history.ingest import add_run
 
-    _, added = add_run(Path(directory), result.run_dir, baseline)
+    _, added = add_run(Path(directory), result.run_dir, baseline, strict_baseline=False)
     console.print(f"history: {added} rows added to {directory}", highlight=False, soft_wrap=True)
 
 

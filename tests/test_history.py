@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from mhabench.analysis.verdict import Change
 from mhabench.cli import app
+from mhabench.errors import InputError
 from mhabench.history import gate, series, store
 from mhabench.history.ingest import add_run
 from mhabench.history.provenance import code_versions, repository_version
@@ -161,6 +162,15 @@ def test_history_cli_import_with_a_baseline_the_run_lacks_is_one_line(tmp_path: 
     (folder,) = timeline(tmp_path / "runs", [0.5])
     done = RUNNER.invoke(app, ["history", str(tmp_path / "h"), "--import", str(folder), "--baseline", "fused"])
     assert done.exit_code == 2 and "--baseline: 'fused' is not in run" in done.stderr
+
+
+def test_run_history_falls_back_when_the_runs_default_baseline_is_not_in_its_config(tmp_path: Path) -> None:
+    """`run --history` passes run's --baseline (naive by default) even for a config without it: rows still land."""
+    (folder,) = timeline(tmp_path / "runs", [0.5])
+    with pytest.raises(InputError, match="--baseline: 'fused'"):
+        add_run(tmp_path / "h", folder, "fused")  # a user's --import --baseline: refused
+    _, added = add_run(tmp_path / "h", folder, "fused", strict_baseline=False)
+    assert added > 0 and set(store.read(tmp_path / "h")[0]["baseline"]) == {"naive"}
 
 
 def test_history_cli_without_a_store_is_one_line(tmp_path: Path) -> None:
