@@ -173,6 +173,19 @@ def test_run_history_falls_back_when_the_runs_default_baseline_is_not_in_its_con
     assert added > 0 and set(store.read(tmp_path / "h")[0]["baseline"]) == {"naive"}
 
 
+def test_ratios_to_another_baseline_are_another_series_not_a_step(tmp_path: Path) -> None:
+    """The plugin at 0.5× naive = 1.0× fused: runs imported with either baseline must not form one series."""
+    folders = [
+        commit_run(tmp_path / "runs", f"r{i}", f"c{i:02d}", 1000 + i, 0.5, seed=i, with_fused=True) for i in range(8)
+    ]
+    for index, folder in enumerate(folders):
+        add_run(tmp_path / "h", folder, "naive" if index < 4 else "fused")
+    plugin = [one for one in history_of(tmp_path / "h").series if one.impl == PLUGIN]
+    assert sorted(one.baseline for one in plugin) == ["fused", "naive"]
+    assert all(len(one.points) == 4 and not one.steps for one in plugin)
+    assert {"÷ fused" in one.name for one in plugin} == {True, False}  # the default baseline is not named
+
+
 def test_history_cli_without_a_store_is_one_line(tmp_path: Path) -> None:
     done = RUNNER.invoke(app, ["history", str(tmp_path / "none")])
     assert done.exit_code == 2 and "no store in" in done.stderr

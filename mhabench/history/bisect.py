@@ -158,17 +158,17 @@ def _search(
     while high - low > 1:
         middle = (low + high) // 2
         measure(commits[middle])
-        series = next(s for s in read() if (s.case_id, s.impl, s.fingerprint) == _identity(chosen))
+        series = next(s for s in read() if _identity(s) == _identity(chosen))
         value = _point(series, commits[middle]).value
         nearer_bad = abs(math.log(value / bad_point.value)) < abs(math.log(value / good_point.value))
         low, high = (low, middle) if nearer_bad else (middle, high)
-    final = next(s for s in read() if (s.case_id, s.impl, s.fingerprint) == _identity(chosen))
+    final = next(s for s in read() if _identity(s) == _identity(chosen))
     measured = {point.commit: point for point in final.points if point.commit in commits}
     return BisectResult(final, commits[high], measured, step)
 
 
 def _identity(series: Series) -> tuple:
-    return series.case_id, series.impl, series.fingerprint
+    return series.case_id, series.impl, series.fingerprint, series.baseline
 
 
 def _largest_change(series: list[Series], good: str, bad: str) -> Series:

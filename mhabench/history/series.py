@@ -22,6 +22,7 @@ import pandas as pd
 
 from mhabench.analysis import stats
 from mhabench.analysis.pooling import pooled_ratio
+from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.analysis.step_detection import change_points, segments
 from mhabench.analysis.verdict import Change, judge_change
 from mhabench.errors import InputError
@@ -107,10 +108,18 @@ class Series:
     fingerprint: Fingerprint
     points: tuple[Point, ...]
     steps: tuple[Step, ...]
+    baseline: str = ""
+    """The ratio metric's baseline (empty for the others): a ratio to another implementation is another series."""
+
+    @property
+    def impl_label(self) -> str:
+        """The implementation, ``÷ baseline`` added where a ratio's baseline is not the default one."""
+        other = self.baseline and self.baseline != DEFAULT_BASELINE
+        return f"{self.impl} ÷ {self.baseline}" if other else self.impl
 
     @property
     def name(self) -> str:
-        return f"{self.case} · {self.impl} · {self.fingerprint.key}"
+        return f"{self.case} · {self.impl_label} · {self.fingerprint.key}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,10 +144,8 @@ def build(
         known = ", ".join(sorted(set(rows["impl"])))
         raise InputError(f"--case/--impl: no {metric.name} series match {[*cases, *impls]}; implementations: {known}")
     fingerprints = _fingerprints(runs)
-    series = [
-        _series(group, metric, fingerprints[key[2]], threshold)
-        for key, group in chosen.groupby(["case_id", "impl", "fingerprint_key"], sort=True)
-    ]
+    keys = ["case_id", "impl", "fingerprint_key", *(["baseline"] if metric.name == "ratio" else [])]
+    series = [_series(group, metric, fingerprints[key[2]], threshold) for key, group in chosen.groupby(keys, sort=True)]
     series = [s for s in series if s.points]
     return History(metric, tuple(series), tuple(_handovers(series, threshold)))
 
@@ -169,8 +176,15 @@ def _from_columns(record: dict) -> Fingerprint:
 def _series(group: pd.DataFrame, metric: Metric, fingerprint: Fingerprint, threshold: float) -> Series:
     first = group.iloc[0]
     points = _points(group, metric)
+    baseline = str(first["baseline"]) if metric.name == "ratio" else ""
     return Series(
-        str(first["case_id"]), str(first["case"]), str(first["impl"]), fingerprint, points, _steps(points, threshold)
+        str(first["case_id"]),
+        str(first["case"]),
+        str(first["impl"]),
+        fingerprint,
+        points,
+        _steps(points, threshold),
+        baseline,
     )
 
 
@@ -256,9 +270,9 @@ def _level(points: Sequence[Point]) -> stats.RatioEstimate:
 
 def _handovers(series: Sequence[Series], threshold: float) -> list[tuple[Series, Series, Step]]:
     """Where one (case, implementation) moves from one fingerprint to the next, in the order they were measured."""
-    by_pair: dict[tuple[str, str], list[Series]] = {}
+    by_pair: dict[tuple[str, str, str], list[Series]] = {}
     for one in series:
-        by_pair.setdefault((one.case_id, one.impl), []).append(one)
+        by_pair.setdefault((one.case_id, one.impl, one.baseline), []).append(one)
     found = []
     for chain in by_pair.values():
         chain.sort(key=lambda s: min(point.first_run for point in s.points))

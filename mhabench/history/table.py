@@ -33,7 +33,7 @@ def points_table(history: History) -> TableModel:
             cells.append(
                 [
                     series.case,
-                    series.impl,
+                    series.impl_label,
                     series.fingerprint.key,
                     point.label,
                     str(len(point.runs)),
@@ -74,7 +74,7 @@ def changes_table(history: History) -> TableModel:
         cells=[
             [
                 series.case,
-                series.impl,
+                series.impl_label,
                 series.fingerprint.key,
                 cause,
                 f"{step.size:.3f}×",
@@ -127,6 +127,7 @@ def to_json(history: History, gate: list[GateResult] | None = None) -> str:
                 "case_id": series.case_id,
                 "case": series.case,
                 "impl": series.impl,
+                "baseline": series.baseline or None,
                 "fingerprint": {"key": series.fingerprint.key, **dataclasses.asdict(series.fingerprint)},
                 "points": [_point_json(point) for point in series.points],
                 "steps": [_step_json(step) for step in series.steps],
