@@ -11,7 +11,7 @@ the useful work's minimal traffic; the work executed beside it under its own nam
   masked scores, padded GEMM tiles, traffic the model does not need) can only lower it: it never rewards waste.
 - **executed ×**: FLOPs the kernels executed over the useful ones — the hardware's where ncu counted them, else
   the counted ops', else the model's (:mod:`mhabench.analysis.executed`). 1.0 is no waste; ``torch_mha`` on the
-  H100 executed about 5.6×.
+  H100 executed 4.5–5.9× in the four cases of run 20261127T074353Z-default-gpu-counters-partial.
 
 The stored ``achieved_tflops`` and ``roofline_efficiency`` (the executed point, :mod:`mhabench.measure.roofline`)
 stay in the files for the roofline plot, which places where the executed work stands.
