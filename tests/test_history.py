@@ -186,6 +186,13 @@ def test_ratios_to_another_baseline_are_another_series_not_a_step(tmp_path: Path
     assert {"÷ fused" in one.name for one in plugin} == {True, False}  # the default baseline is not named
 
 
+def test_a_store_that_is_not_a_database_is_named_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "history.sqlite").write_text("not a database")
+    done = RUNNER.invoke(app, ["history", str(tmp_path / "h")])
+    assert done.exit_code == 2 and "history.sqlite" in done.stderr and "not a database" in done.stderr, done.output
+
+
 def test_history_cli_without_a_store_is_one_line(tmp_path: Path) -> None:
     done = RUNNER.invoke(app, ["history", str(tmp_path / "none")])
     assert done.exit_code == 2 and "no store in" in done.stderr
