@@ -165,6 +165,19 @@ def test_explain_on_the_recorded_h100_run_names_torch_mha_projection_kernel_and_
     assert [e.case_id for e in by_label] == [e.case_id for e in by_id] == ["d4096-h32/b1-n1024-d4096-h32-bfloat16"]
 
 
+@pytest.mark.parametrize("name", ["naive", "shared_qk", "per_head"])
+def test_our_materialized_layers_projections_land_in_their_stages(name: str) -> None:
+    """The order rules need our own layers to project before their scores (shared_qk once projected V after)."""
+    module, x = build(name, AttentionWeights.random(64), 4), torch.randn(2, 32, 64)
+    with torch.inference_mode():
+        module(x)
+        units, wall_ms = profile_cpu(lambda: module(x), 4)
+    model = stage_costs(get_spec(name).cost, Workload(2, 32, 32, 64, 4, 4, False, 4))
+    figures = {f.stage: f for f in breakdown(units, model, wall_ms)}
+    for stage in ("qkv_projection", "scores", "pv", "out_projection"):
+        assert figures[stage].flops_ratio == pytest.approx(1.0), stage
+
+
 def test_the_cpu_breakdown_keeps_the_profiled_call_of_median_wall_time(monkeypatch: pytest.MonkeyPatch) -> None:
     import mhabench.measure.stages as stage_module
 
