@@ -338,3 +338,9 @@ def test_a_train_step_gets_no_breakdown_and_says_why(tiny_config_data: dict[str,
     called: list[int] = []
     group = profiled_breakdown(lambda: called.append(1), get_spec("fused"), train, torch.device("cpu"))
     assert group.breakdown_source == TRAIN_STEP and group.stage_breakdown is None and not called
+
+
+def test_explain_on_a_run_older_than_breakdowns_says_so_for_each_slower_row(h100_run: Path) -> None:
+    found = explain(load_run(h100_run))  # format 4, no breakdown column, no kernels.csv
+    assert found and all(e.stage is None and "a run older than breakdowns" in e.text for e in found)
+    assert all("(none:" not in e.text for e in found)

@@ -125,7 +125,7 @@ def row_stages(row: Mapping[str, Any], kernels: pd.DataFrame | None) -> tuple[li
         units = kernel_units(mine)
         counted = all(unit.flops is not None for unit in units)
         return breakdown(units, _model(row)), "counters" if counted else "kernels"
-    return figures, source or "none: the row has no breakdown and the run no kernels.csv"
+    return figures, source or "none: a run older than breakdowns, with no kernels.csv to derive one from"
 
 
 def _kernels_of(row: Mapping[str, Any], kernels: pd.DataFrame | None) -> list[dict[str, Any]]:
@@ -155,7 +155,7 @@ def _explained(
     named = _costliest_beyond(_at_latency(figures, row), _at_latency(pick_figures, pick_row))
     head = f"{wording.impl(impl)} ({slower_by:.3g}× slower than {wording.impl(pick)})"
     if named is None:
-        text = f"{head}: no stage breakdown ({source})"
+        text = f"{head}: no stage breakdown ({source.removeprefix('none: ')})"
         return Explanation(case.case_id, case.label, impl, pick, slower_by, source, None, "", text, tuple(figures))
     matched = first_match(named)
     rule = matched[0].name if matched else ""
