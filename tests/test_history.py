@@ -133,7 +133,9 @@ def test_history_cli_imports_shows_and_gates(tmp_path: Path) -> None:
         (["--metric", "speed"], "--metric: unknown metric"),
         (["--format", "yaml"], "--format: 'yaml'"),
         (["--threshold", "lots"], "--threshold: 'lots'"),
-        (["--impl", "my_atention", "--gate"], "--case/--impl: no ratio series match ['my_atention']"),
+        (["--impl", "my_atention", "--gate"], "--impl: 'my_atention' is not in this history (it has my_attention,"),
+        (["--case", "n=1 h=1", "--gate"], "--case: 'n=1 h=1' is no case id or label"),
+        (["--impl", "naive", "--gate"], "--case/--impl: no ratio series has --impl 'naive' (the baseline has"),
     ],
 )
 def test_history_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:

@@ -139,15 +139,31 @@ def build(
     impls: Sequence[str] = (),
 ) -> History:
     """The store's rows as series of ``metric`` (filtered by case id or label and implementation)."""
+    _check_filters(rows, cases, impls)  # a typo in CI's --impl must not pass the gate forever
     chosen = _chosen_rows(rows, metric, cases, impls)
-    if chosen.empty and (cases or impls):  # a typo in CI's --impl must not pass the gate forever
-        known = ", ".join(sorted(set(rows["impl"])))
-        raise InputError(f"--case/--impl: no {metric.name} series match {[*cases, *impls]}; implementations: {known}")
+    if chosen.empty and (cases or impls):
+        wanted = " ".join([*(f"--case {c!r}" for c in cases), *(f"--impl {i!r}" for i in impls)])
+        why = (
+            "the baseline has no ratio series" if metric.name == "ratio" else f"no such row has a {metric.column} value"
+        )
+        raise InputError(f"--case/--impl: no {metric.name} series has {wanted} ({why})")
     fingerprints = _fingerprints(runs)
     keys = ["case_id", "impl", "fingerprint_key", *(["baseline"] if metric.name == "ratio" else [])]
     series = [_series(group, metric, fingerprints[key[2]], threshold) for key, group in chosen.groupby(keys, sort=True)]
     series = [s for s in series if s.points]
     return History(metric, tuple(series), tuple(_handovers(series, threshold)))
+
+
+def _check_filters(rows: pd.DataFrame, cases: Sequence[str], impls: Sequence[str]) -> None:
+    """Each ``--case`` and ``--impl`` must name something this history holds: one line naming the value."""
+    known_cases = set(rows["case_id"]) | set(rows["case"])
+    for value in cases:
+        if value not in known_cases:
+            raise InputError(f"--case: {value!r} is no case id or label in this history")
+    known_impls = sorted(set(rows["impl"]))
+    for value in impls:
+        if value not in known_impls:
+            raise InputError(f"--impl: {value!r} is not in this history (it has {', '.join(known_impls)})")
 
 
 def _chosen_rows(rows: pd.DataFrame, metric: Metric, cases: Sequence[str], impls: Sequence[str]) -> pd.DataFrame:
