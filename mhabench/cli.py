@@ -165,6 +165,7 @@ def run(
                     "--threads": threads,
                     "--counters": counters,
                     "--energy-windows": energy_windows is not None,
+                    "--history": history_dir,  # a resumed run: `mhabench history DIR --import RUN` once it is done
                 },
             )
             _resume(resume, out, force, baseline)

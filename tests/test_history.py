@@ -195,6 +195,11 @@ def test_a_store_that_is_not_a_database_is_named_in_one_line(tmp_path: Path) -> 
     assert done.exit_code == 2 and "history.sqlite" in done.stderr and "not a database" in done.stderr, done.output
 
 
+def test_run_resume_refuses_history_rather_than_ignoring_it(tmp_path: Path) -> None:
+    done = RUNNER.invoke(app, ["run", "--resume", "latest", "--out", str(tmp_path), "--history", str(tmp_path / "h")])
+    assert done.exit_code == 2 and "drop --history" in done.stderr and not (tmp_path / "h").exists()
+
+
 def test_history_cli_without_a_store_is_one_line(tmp_path: Path) -> None:
     done = RUNNER.invoke(app, ["history", str(tmp_path / "none")])
     assert done.exit_code == 2 and "no store in" in done.stderr
