@@ -344,3 +344,21 @@ def test_explain_on_a_run_older_than_breakdowns_says_so_for_each_slower_row(h100
     found = explain(load_run(h100_run))  # format 4, no breakdown column, no kernels.csv
     assert found and all(e.stage is None and "a run older than breakdowns" in e.text for e in found)
     assert all("(none:" not in e.text for e in found)
+
+
+def test_every_figure_advise_quotes_of_a_row_is_the_one_the_results_table_shows(counters_run: Path) -> None:
+    from mhabench.analysis.speedup import speedup_rows
+    from mhabench.views.summary import results_table
+
+    run = load_run(counters_run)
+    table = results_table(speedup_rows(run.rows, "naive"))
+    cells = {
+        (str(record["case_id"]), str(record["impl"])): dict(zip(table.headers, line, strict=True))
+        for (_, record), line in zip(table.records.iterrows(), table.cells, strict=True)  # type: ignore[union-attr]
+    }
+    quoted = [s for s in advise([run]).statements if s.rule == "roofline"]
+    assert quoted
+    for statement in quoted:
+        shown = cells[(statement.rows[0].case_id, statement.rows[0].impl)]
+        for header in ("FLOP/B", "useful TFLOP/s", "roofline eff.", "executed ×"):
+            assert f"{shown[header]}" in statement.text, (header, shown[header], statement.text)
