@@ -615,7 +615,7 @@ def history(
     case: Annotated[list[str] | None, typer.Option("--case", help="Only this case id or label (repeatable).")] = None,
     impl: Annotated[list[str] | None, typer.Option("--impl", help="Only this implementation (repeatable).")] = None,
     metric: Annotated[str, typer.Option("--metric", help="ratio | latency | tflops | bytes | energy")] = "ratio",
-    output_format: Annotated[str, typer.Option("--format", help="terminal | markdown | json")] = "terminal",
+    output_format: Annotated[str, typer.Option("--format", help="terminal | md | json")] = "terminal",
     gate: Annotated[
         bool, typer.Option("--gate", help="Exit 1 if the newest point of a series is a significant regression.")
     ] = False,

@@ -144,6 +144,12 @@ def test_history_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list
     assert done.exit_code == 2 and message in done.stderr and "Traceback" not in done.output
 
 
+def test_history_takes_the_one_format_vocabulary(tmp_path: Path) -> None:
+    directory = imported(tmp_path, timeline(tmp_path / "runs", [0.5, 0.5]))
+    short, long = (RUNNER.invoke(app, ["history", str(directory), "--format", name]) for name in ("md", "markdown"))
+    assert short.exit_code == long.exit_code == 0 and short.stdout == long.stdout and "| commit |" in short.stdout
+
+
 def test_history_cli_refuses_a_bad_option_before_import_writes_anything(tmp_path: Path) -> None:
     (folder,) = timeline(tmp_path / "runs", [0.5])
     done = RUNNER.invoke(app, ["history", str(tmp_path / "h"), "--import", str(folder), "--metric", "speed"])

@@ -13,16 +13,17 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from mhabench.analysis.stats import parse_threshold
-from mhabench.errors import InputError
 from mhabench.history import gate as gate_mod
 from mhabench.history import series, store
 from mhabench.history import table as history_table
 from mhabench.history.gate import GateResult
 from mhabench.history.ingest import add_run
 from mhabench.history.series import History, Metric
+from mhabench.views import formats
 from mhabench.views.table import TableModel, to_markdown
 
-FORMATS = ("terminal", "markdown", "json")
+FORMATS = ("terminal", "md", "json")
+"""What ``history`` writes, in the one ``--format`` vocabulary (``markdown`` is an alias of ``md``)."""
 NOT_MEASURED_HINT = {"energy": " (NVML measures it on CUDA only)"}
 """Why a metric may be missing from every row of a history."""
 
@@ -37,10 +38,9 @@ class Options:
 
 
 def check_options(output_format: str, metric: str, threshold: str | None) -> Options:
-    if output_format not in FORMATS:
-        raise InputError(f"--format: {output_format!r} is not one of {', '.join(FORMATS)}")
+    chosen = formats.parse_format(output_format, FORMATS)
     limit = parse_threshold(threshold) if threshold is not None else gate_mod.DEFAULT_THRESHOLD
-    return Options(output_format, series.metric_named(metric), limit)
+    return Options(chosen, series.metric_named(metric), limit)
 
 
 def import_runs(directory: Path, refs: Sequence[str], baseline: str | None, results_root: Path) -> Iterator[str]:
