@@ -201,7 +201,8 @@ def quiet_profiler() -> Iterator[None]:
 PROFILED_CPU_CALLS = 3
 """CPU calls profiled per row; the one of median wall time is kept. On a shared machine one call can be preempted
 mid-way, and the time the process sat idle lands in no op, so a single call could put most of the row in "other"
-(seen on the 2-core VM: 92 % for `naive` at n=128 in one call, 3-28 % in the next four)."""
+(seen on the shared 2-core VM, torch 2.13.0+cpu: 92 % "other" for `naive` at n=128 in run 20261127T093556Z-rb-tiny,
+3-28 % in four calls profiled right after)."""
 
 
 def profile_cpu(
