@@ -166,6 +166,7 @@ def run(
                     "--threads": threads,
                     "--counters": counters,
                     "--energy-windows": energy_windows is not None,
+                    "--history": history_dir,  # a resumed run: `mhabench history DIR --import RUN` once it is done
                 },
             )
             _resume(resume, out, force, baseline)
@@ -317,7 +318,7 @@ def _append_history(result: runner.RunResult | None, directory: Path | str | Non
         return
     from mhabench.history.ingest import add_run
 
-    _, added = add_run(Path(directory), result.run_dir, baseline)
+    _, added = add_run(Path(directory), result.run_dir, baseline, strict_baseline=False)
     console.print(f"history: {added} rows added to {directory}", highlight=False, soft_wrap=True)
 
 
@@ -622,7 +623,7 @@ def history(
     case: Annotated[list[str] | None, typer.Option("--case", help="Only this case id or label (repeatable).")] = None,
     impl: Annotated[list[str] | None, typer.Option("--impl", help="Only this implementation (repeatable).")] = None,
     metric: Annotated[str, typer.Option("--metric", help="ratio | latency | tflops | bytes | energy")] = "ratio",
-    output_format: Annotated[str, typer.Option("--format", help="terminal | markdown | json")] = "terminal",
+    output_format: Annotated[str, typer.Option("--format", help="terminal | md | json")] = "terminal",
     gate: Annotated[
         bool, typer.Option("--gate", help="Exit 1 if the newest point of a series is a significant regression.")
     ] = False,
@@ -640,40 +641,27 @@ def history(
     ),
 ) -> None:
     """Every series (case, implementation, machine) over commits, its change points, and the CI gate."""
-    from mhabench.analysis.stats import parse_threshold
-    from mhabench.history import gate as gate_mod
-    from mhabench.history import series, store
-    from mhabench.history import table as history_table
-    from mhabench.history.ingest import add_run
+    from mhabench.history import command
     from mhabench.history.timeline import blocks
     from mhabench.views.report.files import write_report
 
     with user_errors():
-        if output_format not in ("terminal", "markdown", "json"):
-            raise InputError(f"--format: {output_format!r} is not one of terminal, markdown, json")
-        chosen = series.metric_named(metric)
-        limit = parse_threshold(threshold) if threshold is not None else gate_mod.DEFAULT_THRESHOLD
-        for ref in import_runs or []:
-            run_id, added = add_run(directory, ref, baseline, results_root)
-            err_console.print(f"imported {run_id}: {added} rows", highlight=False, soft_wrap=True)
-        built = series.build(*store.read(directory), chosen, limit, case or (), impl or ())
-        judged = gate_mod.gate(built, limit) if gate else None
-        tables = [history_table.points_table(built), history_table.changes_table(built)]
-        if output_format == "json":
-            typer.echo(history_table.to_json(built, judged))
-        elif output_format == "markdown":
-            typer.echo("\n\n".join(to_markdown(t) for t in [*tables, history_table.fingerprints_table(built)]))
+        options = command.check_options(output_format, metric, threshold)
+        for line in command.import_runs(directory, import_runs or [], baseline, results_root):
+            err_console.print(escape(line), highlight=False, soft_wrap=True)
+        view = command.read(directory, options, case or (), impl or (), gate)
+        if options.output_format == "terminal":
+            for table in view.tables():
+                _fresh_console().print(to_rich(table))
         else:
-            for one in [*tables, history_table.fingerprints_table(built)]:
-                _fresh_console().print(to_rich(one))
+            typer.echo(view.text(options.output_format))
         if report_dir is not None:
-            for path in write_report(blocks(built), report_dir, ("md", "html")):
+            for path in write_report(blocks(view.history), report_dir, ("md", "html")):
                 err_console.print(f"report: {path}", highlight=False, soft_wrap=True)
-        if judged is not None:
-            for result in judged:
-                err_console.print(escape(result.message(limit)), highlight=False, soft_wrap=True)
-            if any(result.regression for result in judged):
-                raise typer.Exit(1)
+        for line in view.notes():
+            err_console.print(escape(line), highlight=False, soft_wrap=True)
+        if view.regression:
+            raise typer.Exit(1)
 
 
 @app.command()
@@ -697,13 +685,5 @@ def bisect(
         config_mod.load_config(config)  # a bad config is refused here, not once per commit
         found = bisect_commits(good, bad, config, plugin, impl, parse_threshold(threshold), history_dir, runs)
         out = _fresh_console()
-        for point in found.measured.values():
-            mark = "  <- first bad" if point.commit == found.first_bad else ""
-            out.print(f"{point.label}  {point.value:.4f}{mark}", highlight=False)
-        step = found.step
-        out.print(
-            f"first bad commit: {found.first_bad} ({found.series.name}: GOOD → BAD {step.size:.3f}×, "
-            f"interval {step.low:.3f}–{step.high:.3f}, {step.change.value})",
-            highlight=False,
-            soft_wrap=True,
-        )
+        for line in found.lines():
+            out.print(escape(line), highlight=False, soft_wrap=True)

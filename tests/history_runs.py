@@ -23,8 +23,10 @@ def commit_run(
     started_at: str | None = None,
     **environment: Any,
 ) -> Path:
-    """A run of naive and the plugin in interleaved rounds, the plugin ``ratio`` × naive, at ``commit``."""
-    samples = rounds({"naive": 1.0, PLUGIN: ratio}, count=20, drift=0.2, noise=0.01, seed=seed)
+    """A run of naive and the plugin in interleaved rounds, the plugin ``ratio`` × naive, at ``commit``
+    (and ``fused`` at half naive's time where the environment asks for ``with_fused``)."""
+    medians = {"naive": 1.0, PLUGIN: ratio, **({"fused": 0.5} if environment.pop("with_fused", False) else {})}
+    samples = rounds(medians, count=20, drift=0.2, noise=0.01, seed=seed)
     rows = [row(impl, times, run_id=name) for impl, times in samples.items()]
     run_dir = write_run(root, name, rows, **environment)
     manifest = json.loads((run_dir / "manifest.json").read_text())

@@ -257,7 +257,7 @@ def test_roofline_says_memory_bound_below_the_ridge_and_where_the_intensity_came
     assert (
         modelled is not None
         and "`naive` is memory-bound" in modelled.text
-        and "90 % of the attainable" in modelled.text
+        and "90.0% of the attainable" in modelled.text
     )
     assert "bytes from the cost model)" in modelled.text
     assert "below the ridge at 25 FLOP/B" in modelled.text  # 0.5 TFLOP/s over 20 GB/s

@@ -48,7 +48,7 @@ def test_a_cuda_row_near_its_roof_is_not_launch_bound_however_slow_its_host() ->
     near = at_efficiency(case, "fused", 0.57, **slow_host)
     assert why.launch(near, "fused", "cuda") is None
     roof = why.roofline(near, "fused")
-    assert roof is not None and "`fused` is compute-bound" in roof.text and "57 %" in roof.text
+    assert roof is not None and "`fused` is compute-bound" in roof.text and "57.0%" in roof.text
     far = why.launch(at_efficiency(case, "fused", LOW_EFFICIENCY / 2, **slow_host), "fused", "cuda")
     assert far is not None and "on the host against" in far.text and "dispatched ops" not in far.text
 
@@ -105,7 +105,7 @@ def test_wasted_work_never_reads_as_efficiency() -> None:
 def test_an_efficiency_printed_as_the_threshold_is_not_called_under_it() -> None:
     case = at_efficiency(one_case({"fused": 1.0, "naive": 2.0}), "fused", LOW_EFFICIENCY - 0.0004)
     found = why.roofline(case, "fused")
-    assert found is not None and "25 %" in found.text and "under 25 %" not in found.text
+    assert found is not None and "25.0%" in found.text and "under 25 %" not in found.text
     far = why.roofline(at_efficiency(case, "fused", 0.1), "fused")
     assert far is not None and "far from both roofs" in far.text and "-bound" not in far.text
 

@@ -12,10 +12,12 @@ from typer.testing import CliRunner
 
 from mhabench.analysis.verdict import Change
 from mhabench.cli import app
+from mhabench.errors import InputError
 from mhabench.history import gate, series, store
 from mhabench.history.ingest import add_run
 from mhabench.history.provenance import code_versions, repository_version
 from mhabench.impls.registry import get_spec
+from mhabench.scenario.config import parse_config
 
 RUNNER = CliRunner()
 
@@ -131,7 +133,9 @@ def test_history_cli_imports_shows_and_gates(tmp_path: Path) -> None:
         (["--metric", "speed"], "--metric: unknown metric"),
         (["--format", "yaml"], "--format: 'yaml'"),
         (["--threshold", "lots"], "--threshold: 'lots'"),
-        (["--impl", "my_atention", "--gate"], "--case/--impl: no ratio series match ['my_atention']"),
+        (["--impl", "my_atention", "--gate"], "--impl: 'my_atention' is not in this history (it has my_attention,"),
+        (["--case", "n=1 h=1", "--gate"], "--case: 'n=1 h=1' is no case id or label"),
+        (["--impl", "naive", "--gate"], "--case/--impl: no ratio series has --impl 'naive' (the baseline has"),
     ],
 )
 def test_history_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -140,10 +144,66 @@ def test_history_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list
     assert done.exit_code == 2 and message in done.stderr and "Traceback" not in done.output
 
 
+def test_history_takes_the_one_format_vocabulary(tmp_path: Path) -> None:
+    directory = imported(tmp_path, timeline(tmp_path / "runs", [0.5, 0.5]))
+    short, long = (RUNNER.invoke(app, ["history", str(directory), "--format", name]) for name in ("md", "markdown"))
+    assert short.exit_code == long.exit_code == 0 and short.stdout == long.stdout and "| commit |" in short.stdout
+
+
+def test_history_cli_refuses_a_bad_option_before_import_writes_anything(tmp_path: Path) -> None:
+    (folder,) = timeline(tmp_path / "runs", [0.5])
+    done = RUNNER.invoke(app, ["history", str(tmp_path / "h"), "--import", str(folder), "--metric", "speed"])
+    assert done.exit_code == 2 and not (tmp_path / "h").exists()
+
+
+def test_an_empty_timeline_and_a_gate_that_judged_nothing_say_so(tmp_path: Path) -> None:
+    directory = imported(tmp_path, timeline(tmp_path / "runs", [0.5, 0.5, 0.5, 0.5]))  # CPU rows: no energy
+    done = RUNNER.invoke(app, ["history", str(directory), "--metric", "energy", "--gate"])
+    assert done.exit_code == 0, done.output
+    assert "no energy series" in done.stderr and "energy_per_call_j" in done.stderr and "NVML" in done.stderr
+    assert "gate: no series to judge" in done.stderr
+    ratio = RUNNER.invoke(app, ["history", str(directory), "--gate"])
+    assert ratio.exit_code == 0 and "no ratio series" not in ratio.stderr and "no series to judge" not in ratio.stderr
+
+
 def test_history_cli_import_with_a_baseline_the_run_lacks_is_one_line(tmp_path: Path) -> None:
     (folder,) = timeline(tmp_path / "runs", [0.5])
     done = RUNNER.invoke(app, ["history", str(tmp_path / "h"), "--import", str(folder), "--baseline", "fused"])
     assert done.exit_code == 2 and "--baseline: 'fused' is not in run" in done.stderr
+
+
+def test_run_history_falls_back_when_the_runs_default_baseline_is_not_in_its_config(tmp_path: Path) -> None:
+    """`run --history` passes run's --baseline (naive by default) even for a config without it: rows still land."""
+    (folder,) = timeline(tmp_path / "runs", [0.5])
+    with pytest.raises(InputError, match="--baseline: 'fused'"):
+        add_run(tmp_path / "h", folder, "fused")  # a user's --import --baseline: refused
+    _, added = add_run(tmp_path / "h", folder, "fused", strict_baseline=False)
+    assert added > 0 and set(store.read(tmp_path / "h")[0]["baseline"]) == {"naive"}
+
+
+def test_ratios_to_another_baseline_are_another_series_not_a_step(tmp_path: Path) -> None:
+    """The plugin at 0.5× naive = 1.0× fused: runs imported with either baseline must not form one series."""
+    folders = [
+        commit_run(tmp_path / "runs", f"r{i}", f"c{i:02d}", 1000 + i, 0.5, seed=i, with_fused=True) for i in range(8)
+    ]
+    for index, folder in enumerate(folders):
+        add_run(tmp_path / "h", folder, "naive" if index < 4 else "fused")
+    plugin = [one for one in history_of(tmp_path / "h").series if one.impl == PLUGIN]
+    assert sorted(one.baseline for one in plugin) == ["fused", "naive"]
+    assert all(len(one.points) == 4 and not one.steps for one in plugin)
+    assert {"÷ fused" in one.name for one in plugin} == {True, False}  # the default baseline is not named
+
+
+def test_a_store_that_is_not_a_database_is_named_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "history.sqlite").write_text("not a database")
+    done = RUNNER.invoke(app, ["history", str(tmp_path / "h")])
+    assert done.exit_code == 2 and "history.sqlite" in done.stderr and "not a database" in done.stderr, done.output
+
+
+def test_run_resume_refuses_history_rather_than_ignoring_it(tmp_path: Path) -> None:
+    done = RUNNER.invoke(app, ["run", "--resume", "latest", "--out", str(tmp_path), "--history", str(tmp_path / "h")])
+    assert done.exit_code == 2 and "drop --history" in done.stderr and not (tmp_path / "h").exists()
 
 
 def test_history_cli_without_a_store_is_one_line(tmp_path: Path) -> None:
@@ -177,9 +237,24 @@ def test_provenance_is_the_plugin_repositorys_commit_and_marks_a_dirty_tree(tmp_
     outside = tmp_path / "loose"
     outside.mkdir()
     assert repository_version(outside)["commit"] is None
+    (repo / ".gitignore").write_text(".venv/\n")
+    (repo / ".venv").mkdir()
+    (repo / ".venv" / "installed.py").write_text("x = 3\n")  # an installed package inside the project's venv
+    (repo / "new_plugin.py").write_text("x = 4\n")  # never committed
+    for untracked in (repo / ".venv" / "installed.py", repo / "new_plugin.py"):
+        assert repository_version(untracked)["commit"] is None, untracked  # the repo's commit is not its code
+
+
+def test_a_configs_history_folder_is_relative_to_the_config_file(tiny_config_data: dict) -> None:
+    config = parse_config({**tiny_config_data, "history": "hist"}, "/somewhere/configs/tiny.yaml")
+    assert Path(config.history or "") == Path("/somewhere/configs/hist")
+    absolute = parse_config({**tiny_config_data, "history": "/ci/hist"}, "/somewhere/configs/tiny.yaml")
+    assert absolute.history == "/ci/hist"
 
 
 def test_built_in_rows_carry_this_projects_repository() -> None:
+    if not (Path(__file__).resolve().parents[1] / ".git").exists():
+        pytest.skip("this checkout is not a git repository (a source archive)")
     versions = code_versions([get_spec("naive")])
     assert Path(versions["naive"]["repo"]) == Path(__file__).resolve().parents[1]
     assert len(versions["naive"]["commit"]) == 40

@@ -90,4 +90,35 @@ def test_bisect_refuses_a_plugin_outside_git_in_one_line(tmp_path: Path) -> None
     config = tmp_path / "c.yaml"
     config.write_text("scenarios: [{name: s, seq_len: 8, d_model: 16, heads: 2}]\n")
     done = CliRunner().invoke(app, ["bisect", "a", "b", "--config", str(config), "--plugin", str(tmp_path / "p.py")])
-    assert done.exit_code == 2 and "is not in a git repository" in done.stderr
+    assert done.exit_code == 2 and "is not a file a git repository tracks" in done.stderr
+
+
+def test_bisect_names_what_git_refused_in_one_plain_line(tmp_path: Path) -> None:
+    repo = tmp_path / "plugin"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "p.py").write_text("x = 1\n")
+    subprocess.run(["git", "-C", str(repo), "add", "p.py"], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "p"], check=True
+    )
+    config = tmp_path / "c.yaml"
+    config.write_text("scenarios: [{name: s, seq_len: 8, d_model: 16, heads: 2}]\n")
+    args = ["bisect", "no-such-commit", "HEAD", "--config", str(config), "--plugin", str(repo / "p.py")]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 2 and "bisect: git rev-parse no-such-commit" in done.stderr, done.output
+    assert "['" not in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_commit_whose_run_hangs_is_one_line_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mhabench.history.bisect as bisect_module
+
+    def hangs(command: list[str], **kwargs: object) -> None:
+        if command[0] == "git":
+            return subprocess.CompletedProcess(command, 0, "", "")  # type: ignore[return-value]
+        raise subprocess.TimeoutExpired(command, kwargs["timeout"])  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bisect_module.subprocess, "run", hangs)
+    measure = bisect_module._measure_in(tmp_path, Path("p.py"), Path("c.yaml"), tmp_path, tmp_path / "h", 1)
+    with pytest.raises(BisectError, match="took over"):
+        measure("0123456789abcdef")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import shared_runs_dir
 
 import mhabench.impls  # noqa: F401  (registers every implementation)
 from mhabench.analysis.advice.advise import advise
@@ -31,12 +32,22 @@ from mhabench.views.report.kernels import kernel_blocks
 from mhabench.views.stage_plot import stage_blocks
 from mhabench.views.table import TableModel
 
-H100_COUNTERS = Path("/work/shared/runs/20261127T074353Z-default-gpu-counters-partial")
+COUNTERS_RUN_ID = "20261127T074353Z-default-gpu-counters-partial"
+"""The recorded H100 run with Nsight Compute counters (torch_mha's 8× projection kernel), in shared/runs."""
 WORKLOADS = [
     Workload(2, 64, 64, 128, 4, 4, False, 4),
     Workload(1, 64, 64, 128, 4, 2, True, 2),
     Workload(1, 64, 64, 128, 4, 4, True, 4, train=True),
 ]
+
+
+@pytest.fixture
+def counters_run() -> Path:
+    """The counters run inside the checkout or beside it; skipped, saying so, where it is not."""
+    runs = shared_runs_dir()
+    if runs is None or not (runs / COUNTERS_RUN_ID).is_dir():
+        pytest.skip(f"shared/runs/{COUNTERS_RUN_ID} is not on this machine")
+    return runs / COUNTERS_RUN_ID
 
 
 @pytest.mark.parametrize("workload", WORKLOADS, ids=["plain", "gqa-causal", "train"])
@@ -141,18 +152,38 @@ def test_a_departure_no_rule_knows_is_still_a_departure() -> None:
     assert not departs(_stage())
 
 
-@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
-def test_explain_on_the_recorded_h100_run_names_torch_mha_projection_kernel_and_8x_flops() -> None:
-    found = [e for e in explain(load_run(H100_COUNTERS)) if e.impl == "torch_mha"]
+def test_explain_on_the_recorded_h100_run_names_torch_mha_projection_kernel_and_8x_flops(counters_run: Path) -> None:
+    found = [e for e in explain(load_run(counters_run)) if e.impl == "torch_mha"]
     assert len(found) == 4  # every case of the partial run
     for one in found:
         assert one.pick == "fused" and one.source == "counters" and one.rule == "padded_gemm"
         assert one.stage is not None and one.stage.stage == "qkv_projection"
         assert one.stage.flops_ratio == pytest.approx(8.0, rel=0.01)
         assert "nvjet_sm90_tst_512x8_64x3_2x1_v_bz_TNT" in one.text and "8.0× the model's FLOPs" in one.text
-    by_label = explain(load_run(H100_COUNTERS), cases=("n=1024 h=32 d=4096 b=1 bfloat16",), impls=("torch_mha",))
-    by_id = explain(load_run(H100_COUNTERS), cases=("d4096-h32/b1-n1024-d4096-h32-bfloat16",), impls=("torch_mha",))
+    by_label = explain(load_run(counters_run), cases=("n=1024 h=32 d=4096 b=1 bfloat16",), impls=("torch_mha",))
+    by_id = explain(load_run(counters_run), cases=("d4096-h32/b1-n1024-d4096-h32-bfloat16",), impls=("torch_mha",))
     assert [e.case_id for e in by_label] == [e.case_id for e in by_id] == ["d4096-h32/b1-n1024-d4096-h32-bfloat16"]
+
+
+@pytest.mark.parametrize("name", ["naive", "shared_qk", "per_head"])
+def test_our_materialized_layers_projections_land_in_their_stages(name: str) -> None:
+    """The order rules need our own layers to project before their scores (shared_qk once projected V after)."""
+    module, x = build(name, AttentionWeights.random(64), 4), torch.randn(2, 32, 64)
+    with torch.inference_mode():
+        module(x)
+        units, wall_ms = profile_cpu(lambda: module(x), 4)
+    model = stage_costs(get_spec(name).cost, Workload(2, 32, 32, 64, 4, 4, False, 4))
+    figures = {f.stage: f for f in breakdown(units, model, wall_ms)}
+    for stage in ("qkv_projection", "scores", "pv", "out_projection"):
+        assert figures[stage].flops_ratio == pytest.approx(1.0), stage
+
+
+def test_the_cpu_breakdown_keeps_the_profiled_call_of_median_wall_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mhabench.measure.stages as stage_module
+
+    walls = iter([30.0, 1.0, 10.0])  # the first call preempted: its idle time would all be "other"
+    monkeypatch.setattr(stage_module, "_profile_cpu_once", lambda call, element_bytes: ([], next(walls)))
+    assert profile_cpu(lambda: None, 4) == ([], 10.0)
 
 
 def test_the_cpu_profile_shows_torch_mha_per_token_bmm_on_a_small_case() -> None:
@@ -196,11 +227,20 @@ def test_a_cpu_run_stores_every_ok_row_breakdown_and_explain_reads_it(
         figure.stage: figure for figure in read_breakdown(rows[rows["impl"] == "fused"].iloc[0]["stage_breakdown"])
     }
     assert fused["qkv_projection"].flops_ratio == pytest.approx(1.0) and "attention" in fused
+    label = str(rows.iloc[0]["case_id"])
+    assert explain(load_run(result.run_dir), cases=(label,), impls=("torch_mha",)) is not None  # known: no error
+    from typer.testing import CliRunner
+
+    from mhabench.cli import app
+
+    for option, value in (("--case", "t/b9-nope"), ("--impl", "torch_mha_typo")):
+        done = CliRunner().invoke(app, ["explain", str(result.run_dir), option, value])
+        assert done.exit_code == 2 and "Traceback" not in done.output, done.output
+        assert done.output.count("\n") == 1 and option in done.output and value in done.output
 
 
-@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
-def test_every_kernel_table_of_the_report_is_labelled_with_its_case_and_implementation() -> None:
-    blocks = kernel_blocks(load_run(H100_COUNTERS), 1)
+def test_every_kernel_table_of_the_report_is_labelled_with_its_case_and_implementation(counters_run: Path) -> None:
+    blocks = kernel_blocks(load_run(counters_run), 1)
     tables = [i for i, block in enumerate(blocks) if isinstance(block, TableModel)]
     assert len(tables) == 16
     labels = [blocks[i - 1] for i in tables]
@@ -208,17 +248,15 @@ def test_every_kernel_table_of_the_report_is_labelled_with_its_case_and_implemen
     assert "d4096-h32/b1-n1024-d4096-h32-bfloat16: torch_mha" in [label.text for label in labels]  # type: ignore[union-attr]
 
 
-@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
-def test_the_report_draws_model_and_measured_stages_for_the_recorded_run() -> None:
-    blocks = stage_blocks(load_run(H100_COUNTERS))
+def test_the_report_draws_model_and_measured_stages_for_the_recorded_run(counters_run: Path) -> None:
+    blocks = stage_blocks(load_run(counters_run))
     assert isinstance(blocks[0], Heading) and blocks[0].text == "Stages"
     plots = [block for block in blocks if isinstance(block, Plot)]
     assert len(plots) == 4 and all(plot.png for plot in plots)
 
 
-@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
-def test_model_disagreements_include_the_hardware_figures() -> None:
-    gaps = hardware_gaps(load_run(H100_COUNTERS).rows)
+def test_model_disagreements_include_the_hardware_figures(counters_run: Path) -> None:
+    gaps = hardware_gaps(load_run(counters_run).rows)
     torch_mha = gaps[gaps["impl"] == "torch_mha"]
     assert len(torch_mha) == 4 and (torch_mha["bytes_ratio"] > 250).all() and (torch_mha["flops_ratio"] > 4).all()
     assert "naive" not in set(gaps["impl"])  # its DRAM bytes and FLOPs are within 25 % of its model
@@ -264,26 +302,24 @@ def test_a_cuda_breakdown_without_counters_takes_kernel_names_and_durations_in_l
     assert set(figures) == {"qkv_projection", "layout", "attention", "out_projection"}
 
 
-@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
-def test_explain_command_json_and_bad_input() -> None:
+def test_explain_command_json_and_bad_input(counters_run: Path) -> None:
     from typer.testing import CliRunner
 
     from mhabench.cli import app
 
     cli = CliRunner()
-    done = cli.invoke(app, ["explain", str(H100_COUNTERS), "--impl", "torch_mha", "--format", "json"])
+    done = cli.invoke(app, ["explain", str(counters_run), "--impl", "torch_mha", "--format", "json"])
     assert done.exit_code == 0, done.output
     records = json.loads(done.stdout)
     assert {r["rule"] for r in records} == {"padded_gemm"} and {r["stage"]["stage"] for r in records} == {
         "qkv_projection"
     }
-    refused = cli.invoke(app, ["explain", str(H100_COUNTERS), "--format", "pdf"])
+    refused = cli.invoke(app, ["explain", str(counters_run), "--format", "pdf"])
     assert refused.exit_code == 2 and "--format" in refused.output and "Traceback" not in refused.output
 
 
-@pytest.mark.skipif(not H100_COUNTERS.is_dir(), reason="the recorded H100 run is not here")
-def test_advise_cites_explain_in_one_line_per_clearly_slower_implementation() -> None:
-    run = load_run(H100_COUNTERS)
+def test_advise_cites_explain_in_one_line_per_clearly_slower_implementation(counters_run: Path) -> None:
+    run = load_run(counters_run)
     cited = [s for s in advise([run]).statements if s.rule == "explained"]
     slower = [e for e in explain(run)]
     assert len(cited) == len(slower) == 11  # per_head and torch_mha in 4 cases, naive in 3
@@ -302,3 +338,27 @@ def test_a_train_step_gets_no_breakdown_and_says_why(tiny_config_data: dict[str,
     called: list[int] = []
     group = profiled_breakdown(lambda: called.append(1), get_spec("fused"), train, torch.device("cpu"))
     assert group.breakdown_source == TRAIN_STEP and group.stage_breakdown is None and not called
+
+
+def test_explain_on_a_run_older_than_breakdowns_says_so_for_each_slower_row(h100_run: Path) -> None:
+    found = explain(load_run(h100_run))  # format 4, no breakdown column, no kernels.csv
+    assert found and all(e.stage is None and "a run older than breakdowns" in e.text for e in found)
+    assert all("(none:" not in e.text for e in found)
+
+
+def test_every_figure_advise_quotes_of_a_row_is_the_one_the_results_table_shows(counters_run: Path) -> None:
+    from mhabench.analysis.speedup import speedup_rows
+    from mhabench.views.summary import results_table
+
+    run = load_run(counters_run)
+    table = results_table(speedup_rows(run.rows, "naive"))
+    cells = {
+        (str(record["case_id"]), str(record["impl"])): dict(zip(table.headers, line, strict=True))
+        for (_, record), line in zip(table.records.iterrows(), table.cells, strict=True)  # type: ignore[union-attr]
+    }
+    quoted = [s for s in advise([run]).statements if s.rule == "roofline"]
+    assert quoted
+    for statement in quoted:
+        shown = cells[(statement.rows[0].case_id, statement.rows[0].impl)]
+        for header in ("FLOP/B", "useful TFLOP/s", "roofline eff.", "executed ×"):
+            assert f"{shown[header]}" in statement.text, (header, shown[header], statement.text)

@@ -11,7 +11,7 @@ the useful work's minimal traffic; the work executed beside it under its own nam
   masked scores, padded GEMM tiles, traffic the model does not need) can only lower it: it never rewards waste.
 - **executed ×**: FLOPs the kernels executed over the useful ones — the hardware's where ncu counted them, else
   the counted ops', else the model's (:mod:`mhabench.analysis.executed`). 1.0 is no waste; ``torch_mha`` on the
-  H100 executed about 5.6×.
+  H100 executed 4.5–5.9× in the four cases of run 20261127T074353Z-default-gpu-counters-partial.
 
 The stored ``achieved_tflops`` and ``roofline_efficiency`` (the executed point, :mod:`mhabench.measure.roofline`)
 stay in the files for the roofline plot, which places where the executed work stands.
@@ -39,6 +39,14 @@ LABELS = {
     USEFUL_EFFICIENCY: "roofline eff.",
 }
 """The results table's headers for these figures (advise and the report quote the same numbers)."""
+TABLE_FORMATS = {USEFUL_INTENSITY: ".1f", USEFUL_TFLOPS: ".3f", EXECUTED_OVER_USEFUL: ".2f", USEFUL_EFFICIENCY: ".1%"}
+"""How the results table prints each figure; advise prints them the same way, so a number it quotes is the one the
+table shows for that row (44.5% in both, not 44.5% in one and 44 % in the other)."""
+
+
+def as_in_table(value: float, name: str) -> str:
+    """``value`` of the figure ``name`` as the results table prints it."""
+    return format(value, TABLE_FORMATS[name])
 
 
 def useful_flops(rows: pd.DataFrame) -> pd.Series:

@@ -42,11 +42,25 @@ class BisectResult:
     step: Step
     """GOOD's level → BAD's, judged by the one rule."""
 
+    def lines(self) -> list[str]:
+        """Each measured commit's point (the first bad one marked), then the verdict with GOOD → BAD's size."""
+        marked = [
+            f"{point.label}  {point.value:.4f}{'  <- first bad' if point.commit == self.first_bad else ''}"
+            for point in self.measured.values()
+        ]
+        step = self.step
+        return [
+            *marked,
+            f"first bad commit: {self.first_bad} ({self.series.name}: GOOD → BAD {step.size:.3f}×, "
+            f"interval {step.low:.3f}–{step.high:.3f}, {step.change.value})",
+        ]
+
 
 def _git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise InputError(f"bisect: git {' '.join(args)}: {done.stderr.strip().splitlines()[-1:]}")
+        last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+        raise InputError(f"bisect: git {' '.join(args)}: {last}")
     return done.stdout.strip()
 
 
@@ -74,7 +88,10 @@ def _measure_in(
         _git(worktree, "checkout", "--quiet", "--detach", commit)
         command = run_command(config, worktree / relative, scratch / "runs", history)
         for _ in range(runs):
-            done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+            except subprocess.TimeoutExpired:  # one line, like every other failure, never a traceback
+                raise BisectError(f"bisect: the run at {commit[:10]} took over {RUN_TIMEOUT_S} s") from None
             if done.returncode != 0:
                 last = (done.stderr.strip().splitlines() or ["no message"])[-1]
                 raise BisectError(f"bisect: the run at {commit[:10]} failed (exit {done.returncode}): {last}")
@@ -99,7 +116,7 @@ def bisect(
     """Measure GOOD and BAD, then bisect between them; the first bad commit and every point measured."""
     version = repository_version(plugin.resolve())
     if version["repo"] is None:
-        raise InputError(f"--plugin: {plugin} is not in a git repository")
+        raise InputError(f"--plugin: {plugin} is not a file a git repository tracks")
     repo = Path(version["repo"])
     relative = plugin.resolve().relative_to(repo)
     commits = commits_between(repo, good, bad)
@@ -141,17 +158,17 @@ def _search(
     while high - low > 1:
         middle = (low + high) // 2
         measure(commits[middle])
-        series = next(s for s in read() if (s.case_id, s.impl, s.fingerprint) == _identity(chosen))
+        series = next(s for s in read() if _identity(s) == _identity(chosen))
         value = _point(series, commits[middle]).value
         nearer_bad = abs(math.log(value / bad_point.value)) < abs(math.log(value / good_point.value))
         low, high = (low, middle) if nearer_bad else (middle, high)
-    final = next(s for s in read() if (s.case_id, s.impl, s.fingerprint) == _identity(chosen))
+    final = next(s for s in read() if _identity(s) == _identity(chosen))
     measured = {point.commit: point for point in final.points if point.commit in commits}
     return BisectResult(final, commits[high], measured, step)
 
 
 def _identity(series: Series) -> tuple:
-    return series.case_id, series.impl, series.fingerprint
+    return series.case_id, series.impl, series.fingerprint, series.baseline
 
 
 def _largest_change(series: list[Series], good: str, bad: str) -> Series:

@@ -11,11 +11,18 @@ from mhabench.results.store import is_probe_run, load_run
 
 
 def add_run(
-    directory: Path, run_ref: str | Path, baseline: str | None = None, results_root: Path = Path("results")
+    directory: Path,
+    run_ref: str | Path,
+    baseline: str | None = None,
+    results_root: Path = Path("results"),
+    strict_baseline: bool = True,
 ) -> tuple[str, int]:
-    """Add one run folder's rows; (run id, rows added: 0 when the store already had the run)."""
+    """Add one run folder's rows; (run id, rows added: 0 when the store already had the run).
+
+    ``strict_baseline=False`` (``run --history``) lets a ``baseline`` the run lacks fall back to the default choice.
+    """
     run = load_run(run_ref, results_root)
     if is_probe_run(run.path):
         raise InputError(f"--import: {run.path} is a probe run: no results to keep")
-    chosen = run_baseline(run, baseline)
+    chosen = run_baseline(run, baseline, strict_baseline)
     return run.run_id, store.append(directory, run_record(run, chosen), row_records(run, chosen))

@@ -75,6 +75,8 @@ class RowRecord:
 
 
 def run_record(run: Run, baseline: str) -> RunRecord:
+    """The run as the store keeps it: its fingerprint (what series are keyed by) and its whole environment, so a
+    fingerprint change can later be explained field by field."""
     manifest = run.manifest
     environment = manifest.get("environment") or {}
     return RunRecord(
@@ -87,11 +89,17 @@ def run_record(run: Run, baseline: str) -> RunRecord:
     )
 
 
-def run_baseline(run: Run, requested: str | None = None) -> str:
-    """The baseline the ratio is taken to: the one asked for, else ``naive``, else the run's first implementation."""
+def run_baseline(run: Run, requested: str | None = None, strict: bool = True) -> str:
+    """The baseline the ratio is taken to: the one asked for, else ``naive``, else the run's first implementation.
+
+    ``strict``: a requested baseline the run lacks is refused (``history --import --baseline``, a user's choice);
+    otherwise it falls back (``run --history``: the run's default ``--baseline`` need not be in its config).
+    """
     impls = [str(name) for name in run.rows[IMPL].dropna().unique()] if IMPL in run.rows else []
     if requested is not None and impls and requested not in impls:
-        raise InputError(f"--baseline: {requested!r} is not in run {run.run_id} (it has {', '.join(impls)})")
+        if strict:
+            raise InputError(f"--baseline: {requested!r} is not in run {run.run_id} (it has {', '.join(impls)})")
+        requested = None
     if requested is not None:
         return requested
     return DEFAULT_BASELINE if DEFAULT_BASELINE in impls or not impls else impls[0]

@@ -22,6 +22,7 @@ import pandas as pd
 
 from mhabench.analysis import stats
 from mhabench.analysis.pooling import pooled_ratio
+from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.analysis.step_detection import change_points, segments
 from mhabench.analysis.verdict import Change, judge_change
 from mhabench.errors import InputError
@@ -107,10 +108,18 @@ class Series:
     fingerprint: Fingerprint
     points: tuple[Point, ...]
     steps: tuple[Step, ...]
+    baseline: str = ""
+    """The ratio metric's baseline (empty for the others): a ratio to another implementation is another series."""
+
+    @property
+    def impl_label(self) -> str:
+        """The implementation, ``÷ baseline`` added where a ratio's baseline is not the default one."""
+        other = self.baseline and self.baseline != DEFAULT_BASELINE
+        return f"{self.impl} ÷ {self.baseline}" if other else self.impl
 
     @property
     def name(self) -> str:
-        return f"{self.case} · {self.impl} · {self.fingerprint.key}"
+        return f"{self.case} · {self.impl_label} · {self.fingerprint.key}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,17 +139,31 @@ def build(
     impls: Sequence[str] = (),
 ) -> History:
     """The store's rows as series of ``metric`` (filtered by case id or label and implementation)."""
+    _check_filters(rows, cases, impls)  # a typo in CI's --impl must not pass the gate forever
     chosen = _chosen_rows(rows, metric, cases, impls)
-    if chosen.empty and (cases or impls):  # a typo in CI's --impl must not pass the gate forever
-        known = ", ".join(sorted(set(rows["impl"])))
-        raise InputError(f"--case/--impl: no {metric.name} series match {[*cases, *impls]}; implementations: {known}")
+    if chosen.empty and (cases or impls):
+        wanted = " ".join([*(f"--case {c!r}" for c in cases), *(f"--impl {i!r}" for i in impls)])
+        why = (
+            "the baseline has no ratio series" if metric.name == "ratio" else f"no such row has a {metric.column} value"
+        )
+        raise InputError(f"--case/--impl: no {metric.name} series has {wanted} ({why})")
     fingerprints = _fingerprints(runs)
-    series = [
-        _series(group, metric, fingerprints[key[2]], threshold)
-        for key, group in chosen.groupby(["case_id", "impl", "fingerprint_key"], sort=True)
-    ]
+    keys = ["case_id", "impl", "fingerprint_key", *(["baseline"] if metric.name == "ratio" else [])]
+    series = [_series(group, metric, fingerprints[key[2]], threshold) for key, group in chosen.groupby(keys, sort=True)]
     series = [s for s in series if s.points]
     return History(metric, tuple(series), tuple(_handovers(series, threshold)))
+
+
+def _check_filters(rows: pd.DataFrame, cases: Sequence[str], impls: Sequence[str]) -> None:
+    """Each ``--case`` and ``--impl`` must name something this history holds: one line naming the value."""
+    known_cases = set(rows["case_id"]) | set(rows["case"])
+    for value in cases:
+        if value not in known_cases:
+            raise InputError(f"--case: {value!r} is no case id or label in this history")
+    known_impls = sorted(set(rows["impl"]))
+    for value in impls:
+        if value not in known_impls:
+            raise InputError(f"--impl: {value!r} is not in this history (it has {', '.join(known_impls)})")
 
 
 def _chosen_rows(rows: pd.DataFrame, metric: Metric, cases: Sequence[str], impls: Sequence[str]) -> pd.DataFrame:
@@ -169,8 +192,15 @@ def _from_columns(record: dict) -> Fingerprint:
 def _series(group: pd.DataFrame, metric: Metric, fingerprint: Fingerprint, threshold: float) -> Series:
     first = group.iloc[0]
     points = _points(group, metric)
+    baseline = str(first["baseline"]) if metric.name == "ratio" else ""
     return Series(
-        str(first["case_id"]), str(first["case"]), str(first["impl"]), fingerprint, points, _steps(points, threshold)
+        str(first["case_id"]),
+        str(first["case"]),
+        str(first["impl"]),
+        fingerprint,
+        points,
+        _steps(points, threshold),
+        baseline,
     )
 
 
@@ -256,9 +286,9 @@ def _level(points: Sequence[Point]) -> stats.RatioEstimate:
 
 def _handovers(series: Sequence[Series], threshold: float) -> list[tuple[Series, Series, Step]]:
     """Where one (case, implementation) moves from one fingerprint to the next, in the order they were measured."""
-    by_pair: dict[tuple[str, str], list[Series]] = {}
+    by_pair: dict[tuple[str, str, str], list[Series]] = {}
     for one in series:
-        by_pair.setdefault((one.case_id, one.impl), []).append(one)
+        by_pair.setdefault((one.case_id, one.impl, one.baseline), []).append(one)
     found = []
     for chain in by_pair.values():
         chain.sort(key=lambda s: min(point.first_run for point in s.points))

@@ -69,7 +69,7 @@ def connect(directory: Path, create: bool) -> Iterator[sqlite3.Connection]:
                 for statement in _create_statements():
                     connection.execute(statement)
         yield connection
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:  # pandas wraps sqlite's error in its own
         raise ResultsCorruptError(f"history: {path}: {exc}") from None
     finally:
         connection.close()

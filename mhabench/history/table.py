@@ -33,7 +33,7 @@ def points_table(history: History) -> TableModel:
             cells.append(
                 [
                     series.case,
-                    series.impl,
+                    series.impl_label,
                     series.fingerprint.key,
                     point.label,
                     str(len(point.runs)),
@@ -66,6 +66,7 @@ def change_rows(history: History) -> list[tuple[Series, Step, str]]:
 
 
 def changes_table(history: History) -> TableModel:
+    """Every change point and fingerprint change, each with its cause, size, interval and verdict."""
     rows = change_rows(history)
     return TableModel(
         title="change points (L1 piecewise-constant fit with a penalty; fingerprint changes)",
@@ -73,7 +74,7 @@ def changes_table(history: History) -> TableModel:
         cells=[
             [
                 series.case,
-                series.impl,
+                series.impl_label,
                 series.fingerprint.key,
                 cause,
                 f"{step.size:.3f}×",
@@ -117,6 +118,7 @@ def _step_json(step: Step) -> dict[str, Any]:
 
 
 def to_json(history: History, gate: list[GateResult] | None = None) -> str:
+    """Everything the tables show, plus the gate's verdicts, for CI scripts that read rather than parse text."""
     data: dict[str, Any] = {
         "metric": dataclasses.asdict(history.metric),
         "method": "L1 piecewise-constant fit with a penalty (asv step_detect), on log values",
@@ -125,6 +127,7 @@ def to_json(history: History, gate: list[GateResult] | None = None) -> str:
                 "case_id": series.case_id,
                 "case": series.case,
                 "impl": series.impl,
+                "baseline": series.baseline or None,
                 "fingerprint": {"key": series.fingerprint.key, **dataclasses.asdict(series.fingerprint)},
                 "points": [_point_json(point) for point in series.points],
                 "steps": [_step_json(step) for step in series.steps],

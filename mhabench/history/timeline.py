@@ -33,7 +33,7 @@ def _draw(ax: Axes, series: Series) -> None:
         ax.axvline(index - 0.5, color="C3", linestyle="--", linewidth=1)
         ax.annotate(f"{step.size:.2f}×", (index - 0.5, max(values)), color="C3", fontsize=8, ha="center")
     ax.set_xticks(xs, [point.label[:7] for point in series.points], rotation=45, ha="right", fontsize=7)
-    ax.set_title(f"{series.case} · {series.impl} · {series.fingerprint.key}", fontsize=8)
+    ax.set_title(series.name, fontsize=8)
     ax.grid(alpha=0.3)
 
 

@@ -56,6 +56,6 @@ class SharedQKAttention(AttentionModule):
         return scores, q
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        scores, _ = self.scores(x)
-        v = self.split_heads(linear(x, self.w_v, self.b_v), self.heads)
+        v = self.split_heads(linear(x, self.w_v, self.b_v), self.heads)  # projections first: the stage rules
+        scores, _ = self.scores(x)  # read a GEMM just before the softmax as the scores (docs/stages.md)
         return linear(self.merge_heads(scores.softmax(dim=-1) @ v), self.w_o, self.b_o)

@@ -198,7 +198,22 @@ def quiet_profiler() -> Iterator[None]:
         os.close(saved)
 
 
-def profile_cpu(call: Callable[[], object], element_bytes: int) -> tuple[list[Unit], float]:
+PROFILED_CPU_CALLS = 3
+"""CPU calls profiled per row; the one of median wall time is kept. On a shared machine one call can be preempted
+mid-way, and the time the process sat idle lands in no op, so a single call could put most of the row in "other"
+(seen on the shared 2-core VM, torch 2.13.0+cpu: 92 % "other" for `naive` at n=128 in run 20261127T093556Z-rb-tiny,
+3-28 % in four calls profiled right after)."""
+
+
+def profile_cpu(
+    call: Callable[[], object], element_bytes: int, calls: int = PROFILED_CPU_CALLS
+) -> tuple[list[Unit], float]:
+    """The units of the median-wall-time call of ``calls`` profiled ones of ``call``, and that call's wall time."""
+    profiled = sorted((_profile_cpu_once(call, element_bytes) for _ in range(calls)), key=lambda found: found[1])
+    return profiled[len(profiled) // 2]
+
+
+def _profile_cpu_once(call: Callable[[], object], element_bytes: int) -> tuple[list[Unit], float]:
     """The units of one call of ``call`` under torch's profiler (``record_shapes``), and the call's wall time."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     with quiet_profiler(), torch.profiler.profile(activities=activities, record_shapes=True) as profiler:

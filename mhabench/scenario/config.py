@@ -356,7 +356,9 @@ class RunConfig(_Strict):
         DEFAULT_MAX_ROWS, ge=1, le=MAX_ROWS_LIMIT, strict=True, description="most cases × implementations a run runs"
     )
     history: str | None = Field(
-        None, description="a history folder (docs/history.md) each finished run appends its rows to; --history wins"
+        None,
+        description="a history folder (docs/history.md, relative to this file) each finished run appends its rows to; "
+        "--history wins",
     )
 
     @field_validator("dtype", mode="before")
@@ -402,6 +404,8 @@ def parse_config(data: Any, source: str) -> RunConfig:
     if config.name is None:
         config = config.model_copy(update={"name": Path(source).stem})
     config = config.model_copy(update={"scenarios": [with_corpus_files(spec, source) for spec in config.scenarios]})
+    if config.history is not None:  # like every path in a config: relative to its folder, not to where it ran
+        config = config.model_copy(update={"history": str(Path(source).parent / config.history)})
     if config.implementations:
         config = config.model_copy(update={"implementations": register_plugin_entries(config.implementations, source)})
     check_implementations(config.implementations or [], f"{source}: implementations")

@@ -58,6 +58,8 @@ def _or_blank(value: float | None, show: Callable[[float], str]) -> str:
 
 
 def to_terminal(explanations: Sequence[Explanation]) -> list[RenderableType]:
+    """Each explanation's sentence with its stage table under it: the sentence names one stage, the table shows
+    the others it was chosen over."""
     if not explanations:
         return [Text(NOTHING)]
     shown: list[RenderableType] = []
@@ -69,6 +71,7 @@ def to_terminal(explanations: Sequence[Explanation]) -> list[RenderableType]:
 
 
 def to_markdown_text(explanations: Sequence[Explanation]) -> str:
+    """The same as :func:`to_terminal`, as a Markdown list with a table under each item."""
     if not explanations:
         return NOTHING
     parts = []

@@ -23,6 +23,7 @@ from mhabench.analysis.speedup import DEFAULT_BASELINE, MEDIANS, PAIRED, speedup
 from mhabench.analysis.spread import repeat_count, spread_of
 from mhabench.analysis.throughput import (
     EXECUTED_OVER_USEFUL,
+    TABLE_FORMATS,
     USEFUL_EFFICIENCY,
     USEFUL_INTENSITY,
     USEFUL_TFLOPS,
@@ -115,6 +116,11 @@ def _latency_text(row: pd.Series) -> str:
     return f"{format_number(row[LATENCY_MS], '.3f')} ({spread})"
 
 
+def _throughput_column(name: str) -> tuple[str, Callable[[pd.Series], str]]:
+    """One throughput figure printed as ``TABLE_FORMATS`` says, the format advise quotes it in."""
+    return THROUGHPUT_LABELS[name], lambda r: format_number(r.get(name), TABLE_FORMATS[name])
+
+
 def _columns(baseline: str, with_compile: bool, with_repeats: bool) -> list[tuple[str, Callable[[pd.Series], str]]]:
     """The results table's columns: header and cell. ``rep`` and the spread only for ``--repeat N``."""
     columns: list[tuple[str, Callable[[pd.Series], str]]] = [("case", case_label), ("impl", lambda r: str(r[IMPL]))]
@@ -124,10 +130,10 @@ def _columns(baseline: str, with_compile: bool, with_repeats: bool) -> list[tupl
     columns += [
         (label(PEAK_MEMORY_BYTES), lambda r: human_bytes(r.get(PEAK_MEMORY_BYTES)) if r[STATUS] == "ok" else "-"),
         (label(BYTES_MOVED), lambda r: human_bytes(r.get(BYTES_MOVED))),
-        (THROUGHPUT_LABELS[USEFUL_INTENSITY], lambda r: format_number(r.get(USEFUL_INTENSITY), ".1f")),
-        (THROUGHPUT_LABELS[USEFUL_TFLOPS], lambda r: format_number(r.get(USEFUL_TFLOPS), ".3f")),
-        (THROUGHPUT_LABELS[EXECUTED_OVER_USEFUL], lambda r: format_number(r.get(EXECUTED_OVER_USEFUL), ".2f")),
-        (THROUGHPUT_LABELS[USEFUL_EFFICIENCY], lambda r: format_number(r.get(USEFUL_EFFICIENCY), ".1%")),
+        *(
+            _throughput_column(name)
+            for name in (USEFUL_INTENSITY, USEFUL_TFLOPS, EXECUTED_OVER_USEFUL, USEFUL_EFFICIENCY)
+        ),
         (label(MAX_REL_ERR), lambda r: format_number(r.get(MAX_REL_ERR), ".1e")),
     ]
     columns += [("compile s", lambda r: format_number(r.get(COMPILE_TIME_S), ".1f"))] if with_compile else []

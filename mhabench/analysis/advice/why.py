@@ -29,7 +29,14 @@ from mhabench.analysis.advice.statement import WHY, Statement
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LAUNCH_BOUND_SHARE, LOW_EFFICIENCY
 from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, HARDWARE, executed
 from mhabench.analysis.speedup import is_ok
-from mhabench.analysis.throughput import EXECUTED_OVER_USEFUL, USEFUL_INTENSITY, USEFUL_TFLOPS, throughput
+from mhabench.analysis.throughput import (
+    EXECUTED_OVER_USEFUL,
+    USEFUL_EFFICIENCY,
+    USEFUL_INTENSITY,
+    USEFUL_TFLOPS,
+    as_in_table,
+    throughput,
+)
 from mhabench.errors import UnknownImplementationError
 from mhabench.impls import get_spec
 from mhabench.measure.peaks import DevicePeaks
@@ -123,8 +130,8 @@ class Position:
 
     @property
     def far_from_roof(self) -> bool:
-        """Under ``LOW_EFFICIENCY`` as printed: compared in whole percent, so 24.96 % (shown "25 %") is not under."""
-        return round(100 * self.efficiency) < round(100 * LOW_EFFICIENCY)
+        """Under ``LOW_EFFICIENCY`` as printed: compared in tenths of a percent, so 24.96 % (shown "25.0%") is not."""
+        return round(1000 * self.efficiency) < round(1000 * LOW_EFFICIENCY)
 
 
 def position(row: Row) -> Position | None:
@@ -155,12 +162,13 @@ def roofline(case: Case, impl: str) -> Statement | None:
         return None
     ridge, bound = point.peaks.ridge_flops_per_byte, point.peaks.bound(point.intensity)
     place = (
-        f"its useful work at the model's minimal traffic, {point.intensity:.3g} FLOP/B, lies "
+        f"its useful work at the model's minimal traffic, {as_in_table(point.intensity, USEFUL_INTENSITY)} FLOP/B, "
+        f"lies "
         f"{'below' if bound == 'memory' else 'above'} the ridge at {ridge:.3g} FLOP/B"
     )
     reached = (
-        f"{wording.percent(point.efficiency)} of the attainable {point.attainable_tflops:.3g} TFLOP/s "
-        f"({point.rate_tflops:.3g} useful TFLOP/s)"
+        f"{as_in_table(point.efficiency, USEFUL_EFFICIENCY)} of the attainable {point.attainable_tflops:.3g} TFLOP/s "
+        f"({as_in_table(point.rate_tflops, USEFUL_TFLOPS)} useful TFLOP/s)"
     )
     if point.far_from_roof:
         sentence = (
@@ -196,7 +204,8 @@ def _executed_clause(point: Position) -> str:
         return ""
     flops = "useful FLOPs, masked blocks skipped" if point.skips_masked_work else "all FLOPs executed"
     return (
-        f"; it executed {point.executed_over_useful:.2f}× the useful FLOPs, at {point.executed_intensity:.3g} FLOP/B "
+        f"; it executed {as_in_table(point.executed_over_useful, EXECUTED_OVER_USEFUL)}× the useful FLOPs, "
+        f"at {point.executed_intensity:.3g} FLOP/B "
         f"({flops}; {INTENSITY_WORDS[point.source]})"
     )
 
@@ -293,7 +302,7 @@ def launch(case: Case, impl: str, device_kind: str) -> Statement | None:
         )
     else:
         return None
-    far = f", and it reaches {wording.percent(point.efficiency)} of its roof" if point is not None else ""
+    far = f", and it reaches {as_in_table(point.efficiency, USEFUL_EFFICIENCY)} of its roof" if point else ""
     sentence = (
         f"{wording.impl(impl)} is launch-bound: {reason}{far}. Fewer, larger ops would pay more than faster kernels."
     )

@@ -22,6 +22,7 @@ from mhabench.analysis.advice.cases import Case
 from mhabench.analysis.advice.pick import SLOWER, lead, standing
 from mhabench.analysis.advice.why import row_case
 from mhabench.analysis.explain.rules import REMEDIES, departs, first_match
+from mhabench.errors import InputError
 from mhabench.impls.registry import get_spec
 from mhabench.measure.stages import breakdown, kernel_units
 from mhabench.results.kernels import read_kernels
@@ -77,6 +78,8 @@ def explain(run: Run, cases: Sequence[str] = (), impls: Sequence[str] = ()) -> l
 
 
 def explain_answers(answers: RunAnswers, cases: Sequence[str] = (), impls: Sequence[str] = ()) -> list[Explanation]:
+    """:func:`explain` on a run already read for advice (advise cites these without reading the run twice)."""
+    _check_filters(answers, cases, impls)
     kernels = read_kernels(answers.run.path)
     found = []
     for case in answers.cases:
@@ -99,6 +102,18 @@ def explain_answers(answers: RunAnswers, cases: Sequence[str] = (), impls: Seque
     return found
 
 
+def _check_filters(answers: RunAnswers, cases: Sequence[str], impls: Sequence[str]) -> None:
+    """A ``--case`` or ``--impl`` the run does not hold is a typo, not "nothing is slower": refuse it in one line."""
+    known_cases = {name for case in answers.cases for name in (case.case_id, case.label)}
+    for value in cases:
+        if value not in known_cases:
+            raise InputError(f"--case: {value!r} is no case id or label of run {answers.run.run_id}")
+    known_impls = sorted({str(row["impl"]) for case in answers.cases for row in case.rows})
+    for value in impls:
+        if value not in known_impls:
+            raise InputError(f"--impl: {value!r} is not in run {answers.run.run_id} (it has {', '.join(known_impls)})")
+
+
 def row_stages(row: Mapping[str, Any], kernels: pd.DataFrame | None) -> tuple[list[StageFigures], str]:
     """A row's breakdown and its source: its own cell, or derived from kernels.csv when it holds none."""
     figures = read_breakdown(row.get("stage_breakdown"))
@@ -110,7 +125,7 @@ def row_stages(row: Mapping[str, Any], kernels: pd.DataFrame | None) -> tuple[li
         units = kernel_units(mine)
         counted = all(unit.flops is not None for unit in units)
         return breakdown(units, _model(row)), "counters" if counted else "kernels"
-    return figures, source or "none: the row has no breakdown and the run no kernels.csv"
+    return figures, source or "none: a run older than breakdowns, with no kernels.csv to derive one from"
 
 
 def _kernels_of(row: Mapping[str, Any], kernels: pd.DataFrame | None) -> list[dict[str, Any]]:
@@ -140,7 +155,7 @@ def _explained(
     named = _costliest_beyond(_at_latency(figures, row), _at_latency(pick_figures, pick_row))
     head = f"{wording.impl(impl)} ({slower_by:.3g}× slower than {wording.impl(pick)})"
     if named is None:
-        text = f"{head}: no stage breakdown ({source})"
+        text = f"{head}: no stage breakdown ({source.removeprefix('none: ')})"
         return Explanation(case.case_id, case.label, impl, pick, slower_by, source, None, "", text, tuple(figures))
     matched = first_match(named)
     rule = matched[0].name if matched else ""
