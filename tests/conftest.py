@@ -37,16 +37,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def shared_runs_dir() -> Path | None:
-    """``shared/runs`` inside the checkout or beside it (CI clones elsewhere with shared/ beside it); None if absent.
-
-    A function, not a fixture, so a module can skip on it at collection time.
-    """
-    here = Path(__file__).resolve().parents
-    found = [p / "shared" / "runs" for p in here[1:3] if (p / "shared" / "runs").is_dir()]
-    return found[0] if found else None
-
-
 @pytest.fixture
 def h100_run() -> Path:
     """The H100 run folder in shared/runs (inside the checkout or beside it: :mod:`shared_runs`)."""

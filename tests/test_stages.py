@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import shared_runs_dir
+from shared_runs import recorded
 
 import mhabench.impls  # noqa: F401  (registers every implementation)
 from mhabench.analysis.advice.advise import advise
@@ -44,10 +44,7 @@ WORKLOADS = [
 @pytest.fixture
 def counters_run() -> Path:
     """The counters run inside the checkout or beside it; skipped, saying so, where it is not."""
-    runs = shared_runs_dir()
-    if runs is None or not (runs / COUNTERS_RUN_ID).is_dir():
-        pytest.skip(f"shared/runs/{COUNTERS_RUN_ID} is not on this machine")
-    return runs / COUNTERS_RUN_ID
+    return recorded(COUNTERS_RUN_ID)
 
 
 @pytest.mark.parametrize("workload", WORKLOADS, ids=["plain", "gqa-causal", "train"])
