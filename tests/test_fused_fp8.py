@@ -34,7 +34,7 @@ from mhabench.impls.fp8 import (
 )
 from mhabench.impls.reference import TOLERANCE, check_output, reference_attention
 from mhabench.impls.weights import AttentionWeights
-from mhabench.measure.counters import counted
+from mhabench.measure.op_counts import counted
 from mhabench.measure.peaks import DevicePeaks, datasheet_peaks
 from mhabench.measure.trackers import DispatchTracker
 from mhabench.results.schema import CaseIdentity, LatencyStats, ModelledCost, Outcome, ResultRow

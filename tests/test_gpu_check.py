@@ -132,7 +132,7 @@ def test_a_check_that_raises_is_a_fail_line(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_hardware_counter_checks_pass_only_on_their_known_answers() -> None:
-    from mhabench.checks import hardware as checks
+    from mhabench.checks import counter_checks as checks
     from mhabench.results.gpu_groups import HardwareCounters
 
     size = checks.COPY_BYTES
@@ -154,7 +154,7 @@ def test_hardware_counter_checks_pass_only_on_their_known_answers() -> None:
     [("no ncu", None), ("no permission (ERR_NVGPUCTRPERM)", None), ("ncu failed: The application crashed", False)],
 )
 def test_counters_out_of_reach_skip_and_a_failed_profile_fails(source: str, status: bool | None) -> None:
-    from mhabench.checks import hardware as checks
+    from mhabench.checks import counter_checks as checks
     from mhabench.results.gpu_groups import HardwareCounters
 
     verdict, figures = checks.copy_verdict(HardwareCounters(counters_source=source), checks.COPY_BYTES)
@@ -162,7 +162,7 @@ def test_counters_out_of_reach_skip_and_a_failed_profile_fails(source: str, stat
 
 
 def test_without_ncu_the_probe_launches_nothing() -> None:
-    from mhabench.checks import hardware as checks
+    from mhabench.checks import counter_checks as checks
 
     def never(command: list[str], timeout_s: float) -> object:
         raise AssertionError("launched")
@@ -171,7 +171,7 @@ def test_without_ncu_the_probe_launches_nothing() -> None:
 
 
 def test_energy_check_bounds_and_skip_without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mhabench.checks import hardware as checks
+    from mhabench.checks import counter_checks as checks
     from mhabench.measure import nvml
     from mhabench.measure.energy_window import Window
 
@@ -214,13 +214,13 @@ RECORDED_COPY = Path("/work/shared/runs/h100-20261127/ncu-copy-kernels.csv")
 def test_the_elementwise_copy_kernel_the_h100_profiled_passes_the_copy_check() -> None:
     """ncu saw no kernel for ``y.copy_(x)`` (a cudaMemcpy) and one for ``torch.add(x, 0, out=y)``: that kernel's
     DRAM bytes are within the check's 5 % of twice the 1 GiB copied."""
-    from mhabench.checks import hardware as checks
-    from mhabench.measure import hardware
+    from mhabench.checks import counter_checks as checks
+    from mhabench.measure import nsight
 
-    kernels = hardware.parse_csv(RECORDED_COPY.read_text(encoding="utf-8"))
+    kernels = nsight.parse_csv(RECORDED_COPY.read_text(encoding="utf-8"))
     assert len(kernels) == 2  # normal_ filling x, then the add; copy_ left nothing
     add = [kernel for kernel in kernels if "add" in kernel.name.lower()]
-    counters = hardware.counters_of(add, "float32", "ncu 2025.3.1.0", None)
+    counters = nsight.counters_of(add, "float32", "ncu 2025.3.1.0", None)
     verdict, figures = checks.copy_verdict(counters, 1 << 30)
     assert verdict is True and figures["dram_over_2x"] == pytest.approx(0.99, abs=0.01)
 
@@ -228,7 +228,7 @@ def test_the_elementwise_copy_kernel_the_h100_profiled_passes_the_copy_check() -
 def test_the_copy_probe_launches_an_elementwise_add_not_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     from torch.profiler import ProfilerActivity, profile
 
-    from mhabench.checks import hardware as checks
+    from mhabench.checks import counter_checks as checks
 
     monkeypatch.setattr(checks, "COPY_BYTES", 1 << 12)
     call = checks._probe_call("copy", torch.device("cpu"))

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 import yaml
 
 from mhabench import cost
-from mhabench.checks import hardware as hardware_checks
+from mhabench.checks import counter_checks
 from mhabench.cost import Workload
 from mhabench.errors import UnsupportedError
 from mhabench.impls import build
@@ -461,24 +461,24 @@ def check_pytest_cuda(ctx: Context) -> Verdict:
 
 def check_dram_copy(ctx: Context) -> Verdict:
     """A 1 GiB copy kernel under ncu: DRAM read + written within 5 % of 2 × its size (SKIP: no ncu or permission)."""
-    return hardware_checks.copy_check(ctx.device)
+    return counter_checks.copy_check(ctx.device)
 
 
 def check_tensor_flops(ctx: Context) -> Verdict:
     """A 4096³ bf16 GEMM under ncu: tensor-core FLOPs = 2·m·n·k (SKIP: no ncu or permission)."""
-    return hardware_checks.gemm_check(ctx.device)
+    return counter_checks.gemm_check(ctx.device)
 
 
 def check_fused_hardware_flops(ctx: Context) -> Verdict:
     """The fused layer (b=1, n=4096, d=4096, 32 heads, bf16, non-causal) through the runner's ncu path: tensor-core
     FLOPs = the model's useful FLOPs (SKIP: no ncu or permission)."""
-    return hardware_checks.fused_check(ctx.device)
+    return counter_checks.fused_check(ctx.device)
 
 
 def check_energy(ctx: Context) -> Verdict:
     """bf16 8192³ matmuls over a ≥ 5 s NVML energy window: between half the power limit and the limit × 1.02
     (SKIP: no nvidia-ml-py)."""
-    return hardware_checks.energy_check(ctx.device)
+    return counter_checks.energy_check(ctx.device)
 
 
 # Every check_* function defined above (not imported), in order: name → check.

@@ -14,7 +14,7 @@ Per case, in order:
    a speedup can be a median of per-round ratios); the ranks of a tensor-parallel group time them in
    lockstep (``mhabench.distributed.rows.Lockstep``);
 4. with ``counters`` (the run's ``counters: hardware`` settings), the ok rows' hardware counters, read once
-   the case's layers are freed (:mod:`mhabench.run.hardware`, the last stage);
+   the case's layers are freed (:mod:`mhabench.run.ncu_profile`, the last stage);
 5. the ok rows follow, each placed on the roofline (:mod:`mhabench.measure.roofline`), by its hardware
    intensity where it has one.
 
@@ -44,13 +44,12 @@ from mhabench.impls.reference import check_output
 from mhabench.impls.registry import ImplSpec, get_spec
 from mhabench.impls.sdpa import kernel_skips_masked_work
 from mhabench.impls.tensor_parallel import is_tensor_parallel
-from mhabench.measure.counters import count_cuda_kernels, counted
 from mhabench.measure.energy_window import window_energy
 from mhabench.measure.nvml import RoundSampler, open_sampler, per_joule, with_windows
+from mhabench.measure.op_counts import count_cuda_kernels, counted
 from mhabench.measure.peaks import DevicePeaks, device_name
 from mhabench.measure.roofline import executed_tflops, roofline
 from mhabench.measure.rounds import time_in_rounds
-from mhabench.measure.timing import measure_latency
 from mhabench.measure.torch_messages import as_note, caught_torch_messages
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
 from mhabench.results.columns import SHAPE_FIELDS
@@ -67,9 +66,9 @@ from mhabench.results.schema import (
 )
 from mhabench.results.stages import StageBreakdown
 from mhabench.run.breakdown import SLICE_ONLY, profiled_breakdown
-from mhabench.run.hardware import CounterSettings, case_counters
 from mhabench.run.inputs import CaseInputs, make_inputs
 from mhabench.run.memory_guard import case_too_big
+from mhabench.run.ncu_profile import CounterSettings, case_counters
 from mhabench.run.steps import Step, parameter_count, prepare, workload
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import EnergyConfig, TimingConfig
@@ -203,7 +202,7 @@ class Alone:
         return contextlib.nullcontext()
 
     def time(self, passed: Sequence[Checked], timing: TimingConfig, seed: int) -> dict[str, Timed]:
-        """The shared rounds of :func:`~mhabench.measure.rounds.interleaved_latency`.
+        """The shared rounds of :func:`~mhabench.measure.rounds.time_in_rounds`.
 
         When they fail (one call raised, or could not be captured in a CUDA graph), each implementation
         is timed alone, so the failure lands on the row that caused it; those rows then have unpaired
@@ -241,7 +240,7 @@ class Alone:
         """Timed by itself, without the rounds' NVML reads: its energy group (``unread``) only says why it is empty
         (the reason NVML could not be read at all, or that the row was timed alone)."""
         with _failures_as_rows(self.device) as failed, torch.inference_mode():
-            latency = measure_latency(call, self.device, timing, compile_time_s)
+            latency = time_in_rounds({"call": call}, self.device, timing, 0, {"call": compile_time_s})["call"].latency
         if failed:
             return failed[0]
         return dataclasses.replace(latency, rounds_id=None), unread

@@ -33,9 +33,9 @@ from mhabench.results.manifest import Manifest
 from mhabench.results.schema import Outcome, ResultRow
 from mhabench.results.store import MANIFEST_NAME, RunWriter, new_run_dir, read_manifest, rows_frame
 from mhabench.run.case import CudaContextLostError, identity, modelled_cost, run_case
-from mhabench.run.hardware import CounterSettings
 from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
 from mhabench.run.launch import check_launch
+from mhabench.run.ncu_profile import CounterSettings
 from mhabench.run.shard import folder_name
 from mhabench.scenario import plugins
 from mhabench.scenario.cases import Case, count_cases, covered_windows, expand_cases
