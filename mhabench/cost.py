@@ -55,6 +55,7 @@ Phases and modes are workload shapes, not separate models:
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from typing import Literal
 
@@ -422,9 +423,9 @@ class CostModel:
 
 FUSED = CostModel("fused", _fused)
 """One attention kernel that takes its mask as arguments or a block mask (flex, flash_attn, xformers)."""
-SDPA = CostModel("fused", _fused, dense_mask="converted")
+FUSED_DENSE_MASK = CostModel("fused", _fused, dense_mask="converted")
 """``fused`` through SDPA: the same bytes, plus the dense ``attn_mask`` it reads for a mask that
-``is_causal`` cannot express."""
+``is_causal`` cannot express. Its label is ``fused`` (rows and reports name the layout, not the mask route)."""
 FUSED_FP8 = CostModel("fused_fp8", _fused_fp8)
 """``fused`` in e4m3 with bf16 edges: the same FLOPs, the bytes of its quantizations and e4m3 operands."""
 NESTED = CostModel("nested", _nested)
@@ -473,3 +474,18 @@ def _with_backward(forward: Cost, weight_elements: int, w: Workload) -> Cost:
         backward_flops=backward_flops,
         padding_share=forward.padding_share,
     )
+
+
+_DEPRECATED_NAMES = {"SDPA": "FUSED_DENSE_MASK"}
+"""Old names plugins may still import, kept working with a warning (``SDPA`` before issue 27)."""
+
+
+def __getattr__(name: str) -> CostModel:
+    """``mhabench.cost.SDPA`` still resolves (a plugin written against it keeps running) but warns once per use."""
+    if name in _DEPRECATED_NAMES:
+        new_name = _DEPRECATED_NAMES[name]
+        warnings.warn(
+            f"mhabench.cost.{name} is deprecated: use mhabench.cost.{new_name}", DeprecationWarning, stacklevel=2
+        )
+        return globals()[new_name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -146,14 +146,14 @@ def tensor_parallel_rows(
         setup.timing,
         repeat=repeat,
         guard=setup.memory_guard,
-        peers=Lockstep(setup, tp),
+        timers=Lockstep(setup, tp),
     )
     for row in rows:
         yield row.with_groups(launch(setup))
 
 
 class Lockstep:
-    """The ranks of a tensor-parallel group as the peers of a case (:class:`mhabench.run.case.Peers`).
+    """The ranks of a tensor-parallel group as the timers of a case (:class:`mhabench.run.case.CaseTimers`).
 
     Rank 0 alone checks the output: after the all-reduce every rank holds the whole of it, and the
     verdict reaches the others through the agreement that follows the call. A rank runs a slice of

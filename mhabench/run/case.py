@@ -9,8 +9,8 @@ Per case, in order:
    (:func:`checked_call`: SDPA backend, ops and allocations per call, counted FLOPs and bytes, the
    CPU peak); on CUDA one more call measures the peak memory and counts the kernels
    (:func:`device_call`); a failure or a mismatch is a row at once;
-3. every implementation that passed is timed by the case's :class:`Peers`: one process times them
-   all in the same interleaved rounds (:class:`Alone`, so sample *i* of each comes from round *i* and
+3. every implementation that passed is timed by the case's :class:`CaseTimers`: one process times them
+   all in the same interleaved rounds (:class:`SingleProcess`, so sample *i* of each comes from round *i* and
    a speedup can be a median of per-round ratios); the ranks of a tensor-parallel group time them in
    lockstep (``mhabench.distributed.rows.Lockstep``);
 4. with ``counters`` (the run's ``counters: hardware`` settings), the ok rows' hardware counters, read once
@@ -19,7 +19,7 @@ Per case, in order:
    intensity where it has one.
 
 A row is assembled from the value objects the trackers and the timer return
-(:meth:`ResultRow.with_groups`), never field by field. Peers agree on every outcome that one of
+(:meth:`ResultRow.with_groups`), never field by field. The case's timers agree on every outcome that one of
 them alone could reach (too little memory, a layer that cannot be built, a mismatch) before their
 next collective call, so no rank is left waiting in an all-reduce the others skipped.
 
@@ -164,8 +164,9 @@ Timed = tuple[object, ...] | BaseException
 exception that ended it (a failure row)."""
 
 
-class Peers(Protocol):
-    """The processes that measure a case together: this one :class:`Alone`, or the ranks of a tensor-parallel group."""
+class CaseTimers(Protocol):
+    """The processes that measure a case together: this one (:class:`SingleProcess`) or a tensor-parallel group's
+    ranks."""
 
     @property
     def checks_output(self) -> bool:
@@ -185,7 +186,7 @@ class Peers(Protocol):
         """Time every checked implementation; per name, what :data:`Timed` says."""
 
 
-class Alone:
+class SingleProcess:
     """One process measures the case: nothing to agree on; every implementation timed in the same interleaved rounds."""
 
     checks_output = True
@@ -259,18 +260,18 @@ def run_case(
     *,
     repeat: int = 0,
     guard: bool = True,
-    peers: Peers | None = None,
+    timers: CaseTimers | None = None,
     energy: EnergyConfig | None = None,
     counters: CounterSettings | None = None,
 ) -> Iterator[ResultRow]:
     """Yield one row per implementation: failures as they happen, then the ok rows after the timing.
 
-    ``guard``: skip what would not fit (:func:`screen`). ``peers``: who measures the case with this
-    process (:class:`Alone` when None, measuring ``energy`` windows); ``peaks``: the roofs its ok rows are placed
-    against; ``counters``: the hardware counters' settings (None: the rows get no hardware group).
+    ``guard``: skip what would not fit (:func:`screen`). ``timers``: who measures the case with this
+    process (:class:`SingleProcess` when None, measuring ``energy`` windows); ``peaks``: the roofs its ok rows are
+    placed against; ``counters``: the hardware counters' settings (None: the rows get no hardware group).
     """
-    peers = peers or Alone(device, energy)
-    refused = {spec.name: peers.agree(screen(spec, case, device, guard)) for spec in specs}
+    timers = timers or SingleProcess(device, energy)
+    refused = {spec.name: timers.agree(screen(spec, case, device, guard)) for spec in specs}
     inputs = _inputs_or_failure(case, device) if None in refused.values() else None
     passed: list[Checked] = []
     for spec in specs:
@@ -282,7 +283,7 @@ def run_case(
         assert inputs is not None
         try:
             with caught_torch_messages() as messages:
-                result = check_impl(spec, case, inputs, device, ident, peers)
+                result = check_impl(spec, case, inputs, device, ident, timers)
         except CudaContextLostError as lost:
             raise CudaContextLostError(str(lost), failure_row(ident, lost.__context__ or lost)) from None
         result = with_note(result, as_note(messages))
@@ -290,7 +291,7 @@ def run_case(
             yield result
         else:
             passed.append(result)
-    timed = timed_rows(passed, case, timing, peers)
+    timed = timed_rows(passed, case, timing, timers)
     del inputs  # with the layers (``passed`` was emptied): the profiled child gets their memory
     yield from (row for row in timed if row.status != "ok")
     ok = [row for row in timed if row.status == "ok"]
@@ -322,48 +323,48 @@ def check_impl(
     inputs: CaseInputs | Exception,
     device: torch.device,
     ident: CaseIdentity,
-    peers: Peers,
+    timers: CaseTimers,
 ) -> Checked | ResultRow:
     """Build ``spec``, check its first call against the float64 reference, measure its memory.
 
     Returns what timing needs, or the row that ends the implementation here: a failure, or a
-    ``mismatch`` when the output is off (NaN/Inf included). The peers agree after each stage (building
+    ``mismatch`` when the output is off (NaN/Inf included). The timers agree after each stage (building
     comes before the first collective), so one that failed alone does not leave the others in the
     next all-reduce.
     """
-    built = _attempt(device, ident, lambda: _build(spec, case, inputs, peers))
-    stop = _agreed(peers, ident, built)
+    built = _attempt(device, ident, lambda: _build(spec, case, inputs, timers))
+    stop = _agreed(timers, ident, built)
     if stop is not None:
         return stop
     module, step = built
     row = ResultRow(ident, Outcome("ok", ""), cost=modelled_cost(spec, case)).with_groups(
         Memory(params=parameter_count(module), kv_cache_bytes=step.kv_cache_bytes)
     )
-    checked = _attempt(device, ident, lambda: _check(spec, case, inputs, step, device, row, peers))
-    stop = _agreed(peers, ident, checked)
+    checked = _attempt(device, ident, lambda: _check(spec, case, inputs, step, device, row, timers))
+    stop = _agreed(timers, ident, checked)
     if stop is not None:
         return stop
     row, compile_time_s = checked
-    measured = _attempt(device, ident, lambda: device_call(spec, step.run, device, peers.whole_layer))
-    stop = _agreed(peers, ident, measured)
+    measured = _attempt(device, ident, lambda: device_call(spec, step.run, device, timers.whole_layer))
+    stop = _agreed(timers, ident, measured)
     return stop if stop is not None else Checked(spec, step, row.with_groups(*measured), compile_time_s)
 
 
-def _build(spec: ImplSpec, case: Case, inputs: CaseInputs | Exception, peers: Peers) -> tuple[nn.Module, Step]:
+def _build(spec: ImplSpec, case: Case, inputs: CaseInputs | Exception, timers: CaseTimers) -> tuple[nn.Module, Step]:
     """The module and its step (forward, decode or train: :mod:`mhabench.run.steps`)."""
     if isinstance(inputs, Exception):
         raise inputs  # drawing the input failed: every runnable row says why
-    with peers.building():
+    with timers.building():
         return prepare(spec, case, inputs.weights, inputs.x)
 
 
 def _check(
-    spec: ImplSpec, case: Case, inputs: CaseInputs, step: Step, device: torch.device, row: ResultRow, peers: Peers
+    spec: ImplSpec, case: Case, inputs: CaseInputs, step: Step, device: torch.device, row: ResultRow, timers: CaseTimers
 ) -> tuple[ResultRow, float] | ResultRow:
     """``row`` with what the checked call measured and its compile time; or its ``mismatch`` row."""
-    output, measured, compile_time_s = checked_call(spec, step.run, device, row.cost, peers.whole_layer)
+    output, measured, compile_time_s = checked_call(spec, step.run, device, row.cost, timers.whole_layer)
     row = row.with_groups(*measured)
-    if peers.checks_output:
+    if timers.checks_output:
         check = check_output(output, inputs.reference_for(spec, case), spec.compute_dtype or case.dtype)
         row = row.with_groups(Correctness(check.max_abs_err, check.max_rel_err))
         if not check.ok:  # reported, never timed; no memory either: CUDA's needs the extra call a mismatch never gets
@@ -378,14 +379,14 @@ def _attempt(device: torch.device, ident: CaseIdentity, stage: Callable[[], Stag
     return failure_row(ident, failed[0])
 
 
-def _agreed(peers: Peers, ident: CaseIdentity, result: object) -> ResultRow | None:
+def _agreed(timers: CaseTimers, ident: CaseIdentity, result: object) -> ResultRow | None:
     """The row that ends the implementation on every peer, or None to go on.
 
     ``result`` is this peer's stage result: a :class:`ResultRow` when it ended here (a failure, a
     mismatch), which every peer then hears of; a peer that went on gets the outcome another reached.
     """
     own = result if isinstance(result, ResultRow) else None
-    problem = peers.agree(own.outcome if own is not None else None)
+    problem = timers.agree(own.outcome if own is not None else None)
     if problem is None:
         return None
     return own if own is not None else ResultRow(ident, problem)
@@ -449,29 +450,29 @@ def device_call(
 # --- the timed rows ----------------------------------------------------------------------------
 
 
-def timed_rows(passed: list[Checked], case: Case, timing: TimingConfig, peers: Peers) -> list[ResultRow]:
-    """Time every checked implementation (``peers``' timer): one timed row each, not yet placed on the
+def timed_rows(passed: list[Checked], case: Case, timing: TimingConfig, timers: CaseTimers) -> list[ResultRow]:
+    """Time every checked implementation (``timers``' timer): one timed row each, not yet placed on the
     roofline, or the failure row of one whose timing failed. ``passed`` is emptied, so nothing here holds
     the layers once they are timed."""
     if not passed:
         return []
     with caught_torch_messages():  # the timed calls repeat the checked one: what torch says again is in its note
-        timed = peers.time(passed, timing, case.seed)
+        timed = timers.time(passed, timing, case.seed)
     rows = []
     for item in passed:
         groups = timed[item.spec.name]
         rows.append(
             failure_row(item.row.case, groups)
             if isinstance(groups, BaseException)
-            else item.row.with_groups(*groups, _stages(item, case, peers))
+            else item.row.with_groups(*groups, _stages(item, case, timers))
         )
     passed.clear()
     return rows
 
 
-def _stages(item: Checked, case: Case, peers: Peers) -> StageBreakdown:
+def _stages(item: Checked, case: Case, timers: CaseTimers) -> StageBreakdown:
     """The row's breakdown by stage from one more call, after the case's timing (a rank's slice has none)."""
-    if not peers.whole_layer:
+    if not timers.whole_layer:
         return StageBreakdown(breakdown_source=SLICE_ONLY)
     return profiled_breakdown(item.step.run, item.spec, case, torch.device(item.row.case.device))
 

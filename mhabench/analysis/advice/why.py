@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from mhabench.analysis.advice import wording
-from mhabench.analysis.advice.cases import Case, Row
+from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.cells import number, text
 from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.statement import WHY, Statement
@@ -90,7 +90,7 @@ def why(one: Pick, environment: Mapping[str, Any]) -> list[Statement]:
     return [statement for statement in found if statement is not None]
 
 
-def _statement(case: Case, rule: str, sentence: str, figures: Mapping[str, Any], impls: list[str]) -> Statement:
+def _statement(case: MeasuredCase, rule: str, sentence: str, figures: Mapping[str, Any], impls: list[str]) -> Statement:
     return Statement(
         WHY, rule, case.group, case.label, f"{case.label}: {sentence}", figures, tuple(map(case.ref, impls))
     )
@@ -149,7 +149,7 @@ def position(row: Row) -> Position | None:
     )
 
 
-def roofline(case: Case, impl: str) -> Statement | None:
+def roofline(case: MeasuredCase, impl: str) -> Statement | None:
     point = position(case.row(impl) or {})
     if point is None:
         return None
@@ -246,7 +246,7 @@ def materializes_scores(impl: str) -> bool:
     return model is not None and model.materializes_scores
 
 
-def scores(case: Case, impl: str, l2_bytes: Any) -> Statement | None:
+def scores(case: MeasuredCase, impl: str, l2_bytes: Any) -> Statement | None:
     row = case.row(impl) or {}
     matrix = score_bytes(row)
     if matrix is None or not materializes_scores(impl):
@@ -266,7 +266,7 @@ def scores(case: Case, impl: str, l2_bytes: Any) -> Statement | None:
     return _statement(case, SCORES, sentence, figures, [impl])
 
 
-def launch(case: Case, impl: str, device_kind: str) -> Statement | None:
+def launch(case: MeasuredCase, impl: str, device_kind: str) -> Statement | None:
     """Launch-bound only far from the roofs: a row near one is limited by the device whatever the host does.
     CPU: its dispatched ops at ``HOST_US_PER_OP`` each are at least ``LAUNCH_BOUND_SHARE`` of its latency. CUDA,
     where launches overlap device work so an op count says nothing: one synchronous call's host time is at least
@@ -309,7 +309,7 @@ def launch(case: Case, impl: str, device_kind: str) -> Statement | None:
     return _statement(case, LAUNCH, sentence, figures, [impl])
 
 
-def memory(case: Case, first: str, runner_up: str) -> Statement | None:
+def memory(case: MeasuredCase, first: str, runner_up: str) -> Statement | None:
     ours, theirs = (number(case.row(impl) or {}, PEAK_MEMORY_BYTES) for impl in (first, runner_up))
     if not ours or not theirs:
         return None
@@ -323,7 +323,7 @@ def memory(case: Case, first: str, runner_up: str) -> Statement | None:
     return _statement(case, MEMORY, sentence, figures, [first, runner_up])
 
 
-def did_not_fit(case: Case) -> Statement | None:
+def did_not_fit(case: MeasuredCase) -> Statement | None:
     failed = [row for row in case.rows if text(row, STATUS) in DID_NOT_FIT]
     if not failed:
         return None

@@ -18,7 +18,7 @@ import pandas as pd
 
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.answers import RunAnswers, answer
-from mhabench.analysis.advice.cases import Case
+from mhabench.analysis.advice.cases import MeasuredCase
 from mhabench.analysis.advice.pick import SLOWER, lead, standing
 from mhabench.analysis.advice.why import row_case
 from mhabench.analysis.explain.rules import REMEDIES, departs, first_match
@@ -132,7 +132,11 @@ def _model(row: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _explained(
-    case: Case, row: Mapping[str, Any], pick_row: Mapping[str, Any], slower_by: float, kernels: pd.DataFrame | None
+    case: MeasuredCase,
+    row: Mapping[str, Any],
+    pick_row: Mapping[str, Any],
+    slower_by: float,
+    kernels: pd.DataFrame | None,
 ) -> Explanation:
     impl, pick = str(row["impl"]), str(pick_row["impl"])
     figures, source = row_stages(row, kernels)
