@@ -37,6 +37,7 @@ from mhabench.results.columns import (
     SAMPLES_COLUMN,
     STATUS,
 )
+from mhabench.results.schema import RowStatus
 
 DEFAULT_BASELINE = "naive"
 MIN_PAIRED_ROUNDS = 3
@@ -66,7 +67,7 @@ def samples_of(row: Row | None) -> list[float]:
 
 
 def is_ok(row: Row) -> bool:
-    return row.get(STATUS) == "ok" and bool(samples_of(row))
+    return row.get(STATUS) == RowStatus.OK and bool(samples_of(row))
 
 
 def shared_rounds(base_ms: list[float], impl_ms: list[float]) -> tuple[list[float], list[float]]:

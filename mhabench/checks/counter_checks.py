@@ -31,6 +31,7 @@ from mhabench.measure.energy_window import Window, WindowMeter
 from mhabench.measure.nvml import RoundSampler, open_sampler
 from mhabench.results.energy import POWER_LIMIT_MARGIN
 from mhabench.results.gpu_groups import HardwareCounters
+from mhabench.results.schema import RowStatus
 from mhabench.run.ncu_child import MARKER_CYCLES, ProfileJob
 from mhabench.run.ncu_profile import Finished, ProcessRunner, profile_case, run_process
 from mhabench.scenario.cases import expand_cases
@@ -157,7 +158,7 @@ def fused_check(device: torch.device) -> Verdict:
     cost = get_spec("fused").cost
     assert cost is not None
     useful = ModelledCost.from_cost(cost(workload(case))).useful_flops
-    row = ResultRow(CaseIdentity(impl="fused", dtype="bfloat16", case_id=case.case_id), Outcome("ok", ""))
+    row = ResultRow(CaseIdentity(impl="fused", dtype="bfloat16", case_id=case.case_id), Outcome(RowStatus.OK, ""))
     job = ProfileJob(case, ("fused",), f"cuda:{device.index or 0}", "steady", None, replay=nsight.RANGE)
     profile = profile_case(job, [row], True, PROFILE_TIMEOUT_S, nsight.find_ncu())
     return flops_verdict(profile.counters["fused"], useful, "model_useful_flops")

@@ -47,6 +47,7 @@ from mhabench.measure.memory import LiveStorageTracker, sdpa_backend
 from mhabench.measure.peaks import match_datasheet, measured_peaks, mig_reason, sheet_peaks
 from mhabench.measure.rounds import interleaved_medians_ms, time_in_rounds
 from mhabench.measure.trackers import CudaMemoryTracker
+from mhabench.results.schema import RowStatus
 from mhabench.scenario.config import TimingConfig
 from mhabench.torch_errors import classify_failure, one_line
 
@@ -206,7 +207,7 @@ def _run_cli(ctx: Context, config: Path, timeout_s: int, *extra: str) -> list[di
 def _expected(row: dict[str, str]) -> bool:
     """ok, or unsupported for a reason that is a fact about the implementation."""
     reason_allowed = any(allowed in row["error"] for allowed in ALLOWED_UNSUPPORTED)
-    return row["status"] == "ok" or (row["status"] == "unsupported" and reason_allowed)
+    return row["status"] == RowStatus.OK or (row["status"] == RowStatus.UNSUPPORTED and reason_allowed)
 
 
 def _status_counts(rows: list[dict[str, str]]) -> dict[str, Any]:
@@ -265,7 +266,7 @@ def check_oom_then_runs(ctx: Context) -> Verdict:
     statuses = [row["status"] for row in _run_cli(ctx, _oom_config(ctx), 300, *extra)]
     figures = {"in_process": in_process, "cli_statuses": statuses, "cli_flags": extra}
     first_ok = statuses[:1] == ["oom"] or (not extra and statuses[:1] == ["skipped"])
-    return in_process[0] == "oom" and first_ok and statuses[1:] == ["ok"], figures
+    return in_process[0] == RowStatus.OOM and first_ok and statuses[1:] == ["ok"], figures
 
 
 STICKY_PROGRAM = """import torch; from mhabench.torch_errors import classify_failure, is_sticky_cuda_error

@@ -31,7 +31,7 @@ from mhabench.measure.comm import CommStats, gather_peak_bytes, lockstep_times_m
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.measure.roofline import group_peaks
 from mhabench.results.gpu_groups import Energy
-from mhabench.results.schema import Distributed, LatencyStats, Outcome, ResultRow
+from mhabench.results.schema import Distributed, LatencyStats, Outcome, ResultRow, RowStatus
 from mhabench.run.case import Checked, Timed, run_case
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import TimingConfig
@@ -104,7 +104,7 @@ def single_rank_rows(case: Case, specs: list[ImplSpec], setup: RankSetup, repeat
         guard=setup.memory_guard,
     )
     for row in rows:
-        if row.status == "ok" and row.latency is not None:
+        if row.status == RowStatus.OK and row.latency is not None:
             peak = row.memory.peak_memory_bytes if row.memory is not None else math.nan
             row = row.with_groups(communication(setup, row.latency, CommStats(0.0, 0, math.nan), [peak]))
         yield row.with_groups(launch(setup))

@@ -30,6 +30,7 @@ from mhabench.results.columns import (
     USEFUL_FLOPS,
 )
 from mhabench.results.fingerprint import Fingerprint
+from mhabench.results.schema import RowStatus
 from mhabench.results.store import Run
 
 ENERGY_PER_CALL_J = "energy_per_call_j"
@@ -119,7 +120,7 @@ def _project_version(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def _row_record(run_id: str, row: dict[str, Any], samples: list[float], version: dict[str, Any]) -> RowRecord:
-    ok = row.get(STATUS) == "ok"
+    ok = row.get(STATUS) == RowStatus.OK
     speedup = (_number(row.get("speedup")), _number(row.get("speedup_ci_low")), _number(row.get("speedup_ci_high")))
     latency = stats.paired_ratio(samples, [1.0] * len(samples)) if ok and samples else None
     lat = (latency.ratio, latency.ci_low, latency.ci_high) if latency else (math.nan,) * 3

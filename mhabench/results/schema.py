@@ -18,6 +18,7 @@ so a new metric is one field here plus the tracker that measures it.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from typing import Any
 
@@ -84,11 +85,35 @@ class CaseIdentity:
     repeat: int = column("repetition of `run --repeat N` this row belongs to (0-based)", role="key", label="rep")
 
 
+class RowStatus(str, enum.Enum):
+    """What became of a row: ``ok`` (measured), or why it has no measurements.
+
+    str-valued, so a status equals its text (``RowStatus.OK == RowStatus.OK``) and files and JSON hold the same words as
+    before; a row's status is one of these once it is a :class:`ResultRow` (an unknown word is refused there)."""
+
+    OK = "ok"
+    MISMATCH = "mismatch"
+    UNSUPPORTED = "unsupported"
+    SKIPPED = "skipped"
+    OOM = "oom"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    PLANNED = "planned"
+    """A ``--dry-run`` row: listed with its modelled cost, never measured."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
 @dataclasses.dataclass(frozen=True)
 class Outcome:
     """``ok``, or why there are no measurements: mismatch, unsupported, oom, error."""
 
-    status: str = column(
+    status: RowStatus = column(
         "ok | mismatch | unsupported | skipped | oom | error | timeout | crashed", role="outcome", label="status"
     )
     error: str = column("one-line reason when status is not ok", role="outcome", label="error")
@@ -98,6 +123,10 @@ class Outcome:
         role="outcome",
         label="note",
     )
+
+    def __post_init__(self) -> None:
+        if isinstance(self.status, str) and not isinstance(self.status, RowStatus):
+            object.__setattr__(self, "status", RowStatus(self.status))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -412,7 +441,8 @@ class ResultRow:
         for attribute, group in GROUPS:
             value = getattr(self, attribute)
             for field in dataclasses.fields(group):
-                flat[field.name] = None if value is None else getattr(value, field.name)
+                cell = None if value is None else getattr(value, field.name)
+                flat[field.name] = cell.value if isinstance(cell, enum.Enum) else cell  # files hold the word
         return flat
 
     @classmethod
@@ -426,7 +456,7 @@ class ResultRow:
         return cls(**groups)
 
     @property
-    def status(self) -> str:
+    def status(self) -> RowStatus:
         return self.outcome.status
 
     def with_groups(self, *values: Any) -> ResultRow:

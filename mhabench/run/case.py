@@ -63,6 +63,7 @@ from mhabench.results.schema import (
     Outcome,
     ResultRow,
     Roofline,
+    RowStatus,
 )
 from mhabench.results.stages import StageBreakdown
 from mhabench.run.breakdown import SLICE_ONLY, profiled_breakdown
@@ -140,9 +141,9 @@ def screen(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True)
         pattern=case.pattern,
     )
     if reason is not None:
-        return Outcome("unsupported", reason)
+        return Outcome(RowStatus.UNSUPPORTED, reason)
     too_big = case_too_big(spec, case, device) if guard else None
-    return Outcome("skipped", too_big) if too_big is not None else None
+    return Outcome(RowStatus.SKIPPED, too_big) if too_big is not None else None
 
 
 # --- who measures the case: one process, or the ranks of a group ------------------------------
@@ -293,8 +294,8 @@ def run_case(
             passed.append(result)
     timed = timed_rows(passed, case, timing, timers)
     del inputs  # with the layers (``passed`` was emptied): the profiled child gets their memory
-    yield from (row for row in timed if row.status != "ok")
-    ok = [row for row in timed if row.status == "ok"]
+    yield from (row for row in timed if row.status != RowStatus.OK)
+    ok = [row for row in timed if row.status == RowStatus.OK]
     hardware = case_counters(case, ok, device, counters) if counters is not None and ok else {}
     yield from (finished(row.with_groups(*hardware.get(row.case.impl, [])), case, peaks) for row in ok)
 
@@ -337,7 +338,7 @@ def check_impl(
     if stop is not None:
         return stop
     module, step = built
-    row = ResultRow(ident, Outcome("ok", ""), cost=modelled_cost(spec, case)).with_groups(
+    row = ResultRow(ident, Outcome(RowStatus.OK, ""), cost=modelled_cost(spec, case)).with_groups(
         Memory(params=parameter_count(module), kv_cache_bytes=step.kv_cache_bytes)
     )
     checked = _attempt(device, ident, lambda: _check(spec, case, inputs, step, device, row, timers))
@@ -368,7 +369,7 @@ def _check(
         check = check_output(output, inputs.reference_for(spec, case), spec.compute_dtype or case.dtype)
         row = row.with_groups(Correctness(check.max_abs_err, check.max_rel_err))
         if not check.ok:  # reported, never timed; no memory either: CUDA's needs the extra call a mismatch never gets
-            return dataclasses.replace(row, outcome=Outcome("mismatch", check.reason), memory=None)
+            return dataclasses.replace(row, outcome=Outcome(RowStatus.MISMATCH, check.reason), memory=None)
     return row, compile_time_s
 
 

@@ -30,7 +30,7 @@ from mhabench.measure.peaks import DevicePeaks, device_peaks
 from mhabench.results.lifecycle import now_iso, run_folder
 from mhabench.results.liveness import liveness_fields
 from mhabench.results.manifest import Manifest
-from mhabench.results.schema import Outcome, ResultRow
+from mhabench.results.schema import Outcome, ResultRow, RowStatus
 from mhabench.results.store import MANIFEST_NAME, RunWriter, new_run_dir, read_manifest, rows_frame
 from mhabench.run.case import CudaContextLostError, identity, modelled_cost, run_case
 from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
@@ -269,7 +269,9 @@ def plan(config: RunConfig, repeats: int = 1) -> list[ResultRow]:
     device = resolve_device(config.device)
     check_row_count(count_cases(config, device) * repeats, len(implementations_of(config)), config.max_rows)
     return [
-        ResultRow(identity("dry-run", case, spec.name, device), Outcome("planned", ""), cost=modelled_cost(spec, case))
+        ResultRow(
+            identity("dry-run", case, spec.name, device), Outcome(RowStatus.PLANNED, ""), cost=modelled_cost(spec, case)
+        )
         for case in expand_cases(config, device)
         for spec in implementations_of(config)
     ]

@@ -66,6 +66,7 @@ from mhabench.results.columns import (
     STATUS,
     label,
 )
+from mhabench.results.schema import RowStatus
 
 # Fields that make two rows different measurements (besides the implementation).
 PLOT_FIELDS = (*SHAPE_FIELDS, DTYPE)
@@ -122,7 +123,7 @@ class Plot:
 
 def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows with a measured latency: only these can be plotted."""
-    return rows[(rows[STATUS] == "ok") & rows[LATENCY_MS].notna()].astype({LATENCY_MS: float})
+    return rows[(rows[STATUS] == RowStatus.OK) & rows[LATENCY_MS].notna()].astype({LATENCY_MS: float})
 
 
 def impl_styles(rows: pd.DataFrame) -> dict[str, tuple[str, str]]:

@@ -41,6 +41,7 @@ from mhabench.analysis.speedup import (
 )
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
 from mhabench.results.columns import IMPL, STATUS
+from mhabench.results.schema import RowStatus
 
 WINNER, TIED, ONLY, CANNOT_TELL, NOTHING = "winner", "tied", "only", "cannot tell", "nothing ran"
 SLOWER = "clearly slower"
@@ -280,7 +281,7 @@ def _method(one: Pick) -> str:
 
 def _excluded(case: MeasuredCase) -> str:
     """Rows that failed their correctness check are never picked; the sentence says so."""
-    failed = [str(row[IMPL]) for row in case.rows if text(row, STATUS) == "mismatch"]
+    failed = [str(row[IMPL]) for row in case.rows if text(row, STATUS) == RowStatus.MISMATCH]
     if not failed:
         return ""
     verb = "is" if len(failed) == 1 else "are"

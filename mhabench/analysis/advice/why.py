@@ -62,11 +62,12 @@ from mhabench.results.columns import (
     WINDOW,
     flag,
 )
+from mhabench.results.schema import RowStatus
 from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case as ShapeCase
 from mhabench.scenario.config import DTYPES
 
-DID_NOT_FIT = ("skipped", "oom")
+DID_NOT_FIT = (RowStatus.SKIPPED, RowStatus.OOM)
 INTENSITY_WORDS = {
     "hardware": "FLOPs and DRAM bytes from the hardware counters",
     "counted": "bytes counted from the ops that ran",

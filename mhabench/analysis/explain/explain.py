@@ -25,6 +25,7 @@ from mhabench.analysis.explain.rules import REMEDIES, departs, first_match
 from mhabench.impls.registry import get_spec
 from mhabench.measure.stages import breakdown, kernel_units
 from mhabench.results.kernels import read_kernels
+from mhabench.results.schema import RowStatus
 from mhabench.results.stages import StageFigures, read_breakdown
 from mhabench.results.store import Run
 from mhabench.run.steps import workload
@@ -90,7 +91,7 @@ def explain_answers(answers: RunAnswers, cases: Sequence[str] = (), impls: Seque
             continue
         for row in case.rows:
             impl = str(row["impl"])
-            if impl == fastest[0] or (impls and impl not in impls) or row.get("status") != "ok":
+            if impl == fastest[0] or (impls and impl not in impls) or row.get("status") != RowStatus.OK:
                 continue
             ratio = lead(pick_row, row).estimate
             if standing(ratio, pick_row, row) != SLOWER:

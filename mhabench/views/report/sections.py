@@ -43,7 +43,7 @@ from mhabench.results.columns import (
     flag,
     label,
 )
-from mhabench.results.schema import MIN_SPREAD_SAMPLES
+from mhabench.results.schema import MIN_SPREAD_SAMPLES, RowStatus
 from mhabench.results.store import Run
 from mhabench.views.advice import report_blocks
 from mhabench.views.plots import all_plots
@@ -102,7 +102,7 @@ def _no_rows_sentence(run: Run) -> str:
 def _summary_sentence(run: Run) -> str:
     env = run.manifest.get("environment", {})
     rows = run.rows
-    ok = int((rows[STATUS] == "ok").sum())
+    ok = int((rows[STATUS] == RowStatus.OK).sum())
     return (
         f"{len(rows)} rows ({ok} ok, {len(rows) - ok} failed) over {rows[CASE_ID].nunique()} cases on "
         f"{env.get('device_name', '?')} ({env.get('device_kind', '?')}), torch {env.get('torch', '?')}, "
@@ -124,7 +124,7 @@ def _scenario_sections(speedups: pd.DataFrame, baseline: str) -> list[Block]:
 
 def _sample_sentences(group: pd.DataFrame) -> list[str]:
     """How many ok rows are noisy, have too few samples to tell, or ran out of their timing cap."""
-    ok = group[group[STATUS] == "ok"]
+    ok = group[group[STATUS] == RowStatus.OK]
     noisy = sum(flag(value) is True for value in ok[NOISY])
     few = int((pd.to_numeric(ok[SAMPLE_COUNT], errors="coerce") < MIN_SPREAD_SAMPLES).sum())
     capped = sum(flag(value) is True for value in ok.get(CAPPED, []))
@@ -246,7 +246,7 @@ def _repeat_spread(speedups: pd.DataFrame, baseline: str) -> list[Block]:
 
 
 def _failures(rows: pd.DataFrame) -> list[Block]:
-    failed = rows[rows[STATUS] != "ok"]
+    failed = rows[rows[STATUS] != RowStatus.OK]
     if failed.empty:
         return [Heading("Failed rows"), Paragraph("None: every row ran and matched the float64 reference.")]
     headers = ("scenario", "case", "impl", "status", "error")
