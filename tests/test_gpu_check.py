@@ -105,20 +105,29 @@ def test_summary_is_one_bounded_line() -> None:
     assert len(gpu_check.summary({"long": "x" * 1000})) == gpu_check.LINE_CHARS
 
 
-def test_status_counts_allow_only_capability_reasons() -> None:
-    def row(impl: str, status: str, error: str = "") -> dict[str, str]:
-        return {"case_id": "c", "impl": impl, "status": status, "error": error}
+def test_status_counts_allow_only_capability_reason_codes() -> None:
+    """The check matches the row's reason code, never the words of its text: a text that happens to say "not
+    installed" under another code is still unexpected."""
+
+    def row(impl: str, status: str, error: str = "", code: str = "") -> dict[str, str]:
+        return {"case_id": "c", "impl": impl, "status": status, "error": error, "reason_code": code}
 
     rows = [
         row("fused", "ok"),
-        row("torch_mha", "unsupported", "torch_mha: no grouped K/V heads (kv_heads 2 < heads 8)"),
-        row("sdpa_flash", "unsupported", "torch 2.11 has no FLASH_ATTENTION SDPA kernel for cuda/float32"),
+        row("torch_mha", "unsupported", "torch_mha: no grouped K/V heads (kv_heads 2 < heads 8)", "grouped_kv"),
+        row(
+            "sdpa_flash",
+            "unsupported",
+            "torch 2.11 has no FLASH_ATTENTION SDPA kernel for cuda/float32",
+            "sdpa_no_kernel",
+        ),
         row("flex", "unsupported", "torch.compile (inductor) failed on cuda: boom"),
+        row("plugin", "unsupported", "plugin: a helper is not installed, it says", "implementation"),
         row("naive", "mismatch", "x"),
     ]
     counts = gpu_check._status_counts(rows)
-    assert (counts["rows"], counts["ok"], counts["unsupported"], counts["mismatch"]) == (5, 1, 3, 1)
-    assert [text.split(":")[0] for text in counts["unexpected"]] == ["c flex", "c naive"]
+    assert (counts["rows"], counts["ok"], counts["unsupported"], counts["mismatch"]) == (6, 1, 4, 1)
+    assert [text.split(":")[0] for text in counts["unexpected"]] == ["c flex", "c plugin", "c naive"]
 
 
 def test_a_check_that_raises_is_a_fail_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,6 +10,7 @@ with ``MHABENCH_REGOLD=1 pytest tests/test_pinned_outputs.py`` and read the diff
 
 from __future__ import annotations
 
+import csv
 import os
 import shutil
 from pathlib import Path
@@ -70,3 +71,32 @@ def test_cpu_run_outputs_are_pinned(cpu_run: Path, tmp_path: Path) -> None:
 def test_h100_run_outputs_are_pinned(h100_run: Path, tmp_path: Path) -> None:
     run = Path(shutil.copytree(h100_run, tmp_path / "runs" / h100_run.name))
     _pin(run, "h100", tmp_path)
+
+
+def test_unsupported_rows_carry_a_reason_code_beside_their_text(tmp_path: Path) -> None:
+    """A fresh CPU run of the pinned scenario: cuDNN's SDPA (torch refuses it on the CPU) and flash_attn (not
+    installed) are unsupported with the codes checks match; ok rows have no code."""
+    result = cli.invoke(
+        app,
+        [
+            "run",
+            str(DATA / "pin.yaml"),
+            "--out",
+            str(tmp_path),
+            "--impl",
+            "fused",
+            "--impl",
+            "sdpa_cudnn",
+            "--impl",
+            "flash_attn",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    (run_dir,) = tmp_path.iterdir()
+    with open(run_dir / "results.csv", encoding="utf-8") as handle:
+        codes = {(row["impl"], row["status"], row["reason_code"]) for row in csv.DictReader(handle)}
+    assert codes == {
+        ("fused", "ok", ""),
+        ("sdpa_cudnn", "unsupported", "sdpa_no_kernel"),
+        ("flash_attn", "unsupported", "not_installed"),
+    }

@@ -29,7 +29,7 @@ import yaml
 from mhabench import cost
 from mhabench.checks import counter_checks
 from mhabench.cost import Workload
-from mhabench.errors import UnsupportedError
+from mhabench.errors import ReasonCode, UnsupportedError
 from mhabench.impls import build
 from mhabench.impls.fp8 import FP8_TOLERANCE
 from mhabench.impls.reference import (
@@ -53,8 +53,18 @@ from mhabench.torch_errors import classify_failure, one_line
 
 Verdict = tuple[bool | None, dict[str, Any]]  # (True PASS, False FAIL, None SKIP), figures for the line and JSON
 BF16 = torch.bfloat16
-# Unsupported rows that are facts about an implementation, not failures (capability and no-kernel reasons).
-ALLOWED_UNSUPPORTED = ("not installed", "no grouped K/V", "no KV-cache decode", "SDPA kernel", "no backward", "runs on")
+# Unsupported rows that are facts about an implementation, not failures (capability and no-kernel reasons): codes.
+ALLOWED_UNSUPPORTED = frozenset(
+    code.value
+    for code in (
+        ReasonCode.NOT_INSTALLED,
+        ReasonCode.GROUPED_KV,
+        ReasonCode.DECODE,
+        ReasonCode.SDPA_NO_KERNEL,
+        ReasonCode.BACKWARD,
+        ReasonCode.DEVICE,
+    )
+)
 LINE_CHARS = 240
 
 
@@ -206,7 +216,7 @@ def _run_cli(ctx: Context, config: Path, timeout_s: int, *extra: str) -> list[di
 
 def _expected(row: dict[str, str]) -> bool:
     """ok, or unsupported for a reason that is a fact about the implementation."""
-    reason_allowed = any(allowed in row["error"] for allowed in ALLOWED_UNSUPPORTED)
+    reason_allowed = row.get("reason_code", "") in ALLOWED_UNSUPPORTED
     return row["status"] == RowStatus.OK or (row["status"] == RowStatus.UNSUPPORTED and reason_allowed)
 
 

@@ -63,7 +63,7 @@ class FusedFp8Attention(AttentionModule):
         frontend = load_frontend()
         reason = frontend_unsupported_reason(frontend, device)
         if reason is not None:
-            raise UnsupportedError(f"fused_fp8: {reason}")
+            raise UnsupportedError(f"fused_fp8: {reason}", reason.code)
         assert frontend is not None
         self.graphs = GraphCache(frontend, device)
         self.qkv_weight = quantize_weight(torch.cat([weights.w_q, weights.w_k, weights.w_v], dim=1))

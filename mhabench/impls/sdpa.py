@@ -20,7 +20,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from mhabench import cost
-from mhabench.errors import UnsupportedError
+from mhabench.errors import ReasonCode, UnsupportedError
 from mhabench.impls.fused import SDPA_PATTERNS, FusedAttention
 from mhabench.impls.registry import Capabilities, register
 from mhabench.impls.weights import AttentionWeights
@@ -44,7 +44,7 @@ class ForcedBackendAttention(FusedAttention):
         except RuntimeError as exc:
             if not is_no_kernel(exc):
                 raise
-            raise UnsupportedError(self._refusal(q, k, v, causal)) from None
+            raise UnsupportedError(self._refusal(q, k, v, causal), ReasonCode.SDPA_NO_KERNEL) from None
 
     def _refusal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> str:
         """What torch refused, in one line: the input it had no kernel for, grouped K/V heads on a backend that

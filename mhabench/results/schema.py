@@ -124,6 +124,14 @@ class Outcome:
         label="note",
     )
 
+    reason_code: str = column(
+        "unsupported: why, as a code checks match (not_installed, device, dtype, grouped_kv, decode, backward, "
+        "head_dim, head_dim_too_wide, mask, documents, score_mod, decode_window, pattern, not_tensor_parallel, "
+        "sdpa_no_kernel, no_kernel, no_capture, version, platform, implementation); error holds the sentence",
+        role="outcome",
+        label="reason",
+    )
+
     def __post_init__(self) -> None:
         if isinstance(self.status, str) and not isinstance(self.status, RowStatus):
             object.__setattr__(self, "status", RowStatus(self.status))

@@ -39,7 +39,7 @@ from typing import Protocol, TypeVar
 import torch
 from torch import nn
 
-from mhabench.errors import MhabenchError
+from mhabench.errors import MhabenchError, ReasonCode
 from mhabench.impls.reference import check_output
 from mhabench.impls.registry import ImplSpec, get_spec
 from mhabench.impls.sdpa import kernel_skips_masked_work
@@ -74,7 +74,7 @@ from mhabench.run.steps import Step, parameter_count, prepare, workload
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import EnergyConfig, TimingConfig
 from mhabench.scenario.device import canonical_device
-from mhabench.torch_errors import classify_failure, is_sticky_cuda_error
+from mhabench.torch_errors import classify_failure, failure_reason_code, is_sticky_cuda_error
 
 Stage = TypeVar("Stage")
 TIMED_ALONE = "not read (timed alone after the shared rounds failed)"
@@ -126,7 +126,9 @@ def screen(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True)
     """
     if case.tensor_parallel > 1 and not is_tensor_parallel(spec):
         return Outcome(
-            "unsupported", f"{spec.name} is not tensor-parallel (one device only); tp_fused and tp_naive split heads"
+            RowStatus.UNSUPPORTED,
+            f"{spec.name} is not tensor-parallel (one device only); tp_fused and tp_naive split heads",
+            reason_code=ReasonCode.NOT_TENSOR_PARALLEL.value,
         )
     reason = spec.capabilities.unsupported_reason(
         spec.name,
@@ -141,7 +143,7 @@ def screen(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True)
         pattern=case.pattern,
     )
     if reason is not None:
-        return Outcome(RowStatus.UNSUPPORTED, reason)
+        return Outcome(RowStatus.UNSUPPORTED, reason, reason_code=reason.code.value)
     too_big = case_too_big(spec, case, device) if guard else None
     return Outcome(RowStatus.SKIPPED, too_big) if too_big is not None else None
 
@@ -542,4 +544,4 @@ class _failures_as_rows:
 
 def failure_row(case_identity: CaseIdentity, exc: BaseException) -> ResultRow:
     """Identity and outcome only: a failure has no measurements to report."""
-    return ResultRow(case_identity, Outcome(*classify_failure(exc)))
+    return ResultRow(case_identity, Outcome(*classify_failure(exc), reason_code=failure_reason_code(exc)))
