@@ -25,7 +25,7 @@ from mhabench.results.manifest import Shard
 from mhabench.results.store import rows_frame
 from mhabench.run import runner
 from mhabench.run.launch import launch_env
-from mhabench.run.runner import Selector
+from mhabench.run.request import RunRequest, Selector
 from mhabench.scenario import config as config_mod
 from mhabench.scenario import overrides, plugins
 from mhabench.scenario.device import resolve_device
@@ -196,30 +196,20 @@ def run(
                 continue
             select, extra = _shard_selection(config, parsed_shard)
             with RichProgress(console) as progress:
-                result = _launch(
-                    config,
-                    out,
-                    progress,
+                request = RunRequest(
+                    argv=tuple(sys.argv),
                     repeats=repeat,
                     select=select,
                     manifest_extra={**(extra or {}), "code": code_versions(runner.implementations_of(config))},
                     config_path=path,
                 )
+                result = _launch(config, out, progress, request)
             _print_run(result, baseline)
             _append_history(result, history_dir or config.history, baseline)
 
 
 def _launch(
-    config: config_mod.RunConfig,
-    out_root: Path,
-    progress: RichProgress,
-    *,
-    repeats: int = 1,
-    select: Selector | None = None,
-    manifest_extra: dict[str, Any] | None = None,
-    config_path: str = "CONFIG",
-    resume_dir: Path | None = None,
-    resume_differences: tuple[str, ...] = (),
+    config: config_mod.RunConfig, out_root: Path, progress: RichProgress, request: RunRequest
 ) -> runner.RunResult | None:
     """Run in this process, or as this rank of a ``torchrun`` launch (None on every rank but 0).
 
@@ -228,32 +218,10 @@ def _launch(
     """
     launch = launch_env()
     if launch is None:
-        return runner.run(
-            config,
-            out_root,
-            progress,
-            sys.argv,
-            repeats=repeats,
-            select=select,
-            resume_dir=resume_dir,
-            manifest_extra=manifest_extra,
-            config_path=config_path,
-            resume_differences=resume_differences,
-        )
+        return runner.run(config, out_root, progress, request)
     from mhabench.distributed.run import run_distributed
 
-    return run_distributed(
-        config,
-        out_root,
-        progress,
-        sys.argv,
-        launch,
-        repeats=repeats,
-        select=select,
-        manifest_extra=manifest_extra,
-        config_path=config_path,
-        resume_dir=resume_dir,
-    )
+    return run_distributed(config, out_root, progress, launch, request)
 
 
 def _shard_selection(
@@ -280,14 +248,10 @@ def _resume(ref: str, results_root: Path, force: bool, baseline: str) -> None:
         return
     select, _ = _shard_selection(plan.config, plan.shard)
     with RichProgress(console) as progress:
-        result = _launch(
-            plan.config,
-            plan.run_dir.parent,
-            progress,
-            select=select,
-            resume_dir=plan.run_dir,
-            resume_differences=plan.differences,
+        request = RunRequest(
+            argv=tuple(sys.argv), select=select, resume_dir=plan.run_dir, resume_differences=plan.differences
         )
+        result = _launch(plan.config, plan.run_dir.parent, progress, request)
     _print_run(result, baseline)
 
 

@@ -106,10 +106,10 @@ def classify_failure(exc: BaseException) -> tuple[FailureStatus, str]:
     return "error", one_line(exc)
 
 
-def failure_reason_code(exc: BaseException) -> str:
-    """The reason code of an ``unsupported`` failure (:class:`ReasonCode`); empty for any other failure."""
+def failure_reason_code(exc: BaseException) -> str | None:
+    """The reason code of an ``unsupported`` failure (:class:`ReasonCode`); None (an empty cell) for any other."""
     if isinstance(exc, UnsupportedError):
         return exc.code.value
     if not is_out_of_memory(exc) and is_no_kernel(exc):
         return ReasonCode.NO_KERNEL.value
-    return ""
+    return None
