@@ -18,6 +18,7 @@ The run summary, ``compare RUN``, the report, the plots and ``advise`` all read 
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -43,7 +44,18 @@ DEFAULT_BASELINE = "naive"
 MIN_PAIRED_ROUNDS = 3
 """Fewer shared rounds than this are too few to pair on: such rows use the ratio of medians (over every sample
 of each side) instead. Their interval needs ``stats.MIN_INTERVAL_SAMPLES`` either way."""
-PAIRED, MEDIANS = "paired", "medians"
+
+
+class SpeedupMethod(str, enum.Enum):
+    """How a speedup was estimated (``speedup_method``): paired per-round ratios, or the ratio of medians."""
+
+    PAIRED = "paired"
+    MEDIANS = "medians"
+
+    __str__ = str.__str__
+
+
+PAIRED, MEDIANS = SpeedupMethod
 
 
 Row = Mapping[str, Any]

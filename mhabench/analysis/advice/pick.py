@@ -19,6 +19,7 @@ faster in 6 of 8 rounds, slower in 2), the answer is "cannot tell" with the spli
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from collections.abc import Iterable, Sequence
 
@@ -43,8 +44,22 @@ from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
 from mhabench.results.columns import IMPL, STATUS
 from mhabench.results.schema import RowStatus
 
-WINNER, TIED, ONLY, CANNOT_TELL, NOTHING = "winner", "tied", "only", "cannot tell", "nothing ran"
-SLOWER = "clearly slower"
+
+class PickVerdict(str, enum.Enum):
+    """What a case's pick says, or how a row stands against the fastest (``SLOWER``). str-valued: the words in
+    ``advise --format json`` and the report are the values."""
+
+    WINNER = "winner"
+    TIED = "tied"
+    ONLY = "only"
+    CANNOT_TELL = "cannot tell"
+    NOTHING = "nothing ran"
+    SLOWER = "clearly slower"
+
+    __str__ = str.__str__
+
+
+WINNER, TIED, ONLY, CANNOT_TELL, NOTHING, SLOWER = PickVerdict
 
 
 @dataclasses.dataclass(frozen=True)
