@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import math
 from typing import Any
 
 import numpy as np
 
+from mhabench.results.cells import cell
 from mhabench.results.column import column
 from mhabench.results.gpu_groups import Energy, HardwareCounters
 from mhabench.results.stages import StageBreakdown
@@ -493,9 +493,7 @@ def _merged(current: Any, update: Any) -> Any:
 
 
 def _clean(value: Any) -> Any:
-    """NaN/None from pandas become None; numpy scalars become Python ones."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
+    """A stored cell as a row field (:func:`mhabench.results.cells.cell`); samples as a tuple of floats."""
     if isinstance(value, np.ndarray | list | tuple):
         return tuple(float(v) for v in value) or None  # no samples is no latency group
-    return value.item() if isinstance(value, np.generic) else value
+    return cell(value)

@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from mhabench.analysis.advice.cells import text
 from mhabench.analysis.advice.statement import RowRef
 from mhabench.analysis.case_label import case_label
+from mhabench.results.cells import plain, text
 from mhabench.results.columns import (
     CASE_ID,
     D_MODEL,
@@ -73,7 +73,7 @@ def _case(run_id: str, case_id: str, repeats: dict[int, list[Row]]) -> MeasuredC
         case_id=case_id,
         group=text(first, SCENARIO) or "run",
         label=case_label(first),
-        fields={name: _value(first.get(name)) for name in SWEEP_FIELDS},
+        fields={name: plain(first.get(name)) for name in SWEEP_FIELDS},
         repeats=tuple(tuple(repeats[repeat]) for repeat in sorted(repeats)),
     )
 
@@ -82,13 +82,6 @@ def _repeat(record: Row) -> int:
     """The row's repeat; 0 where the run has none (a run older than ``--repeat``)."""
     value = record.get(REPEAT)
     return 0 if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
-
-
-def _value(value: Any) -> Any:
-    """A field's value as plain Python (numpy scalars, 8.0 read back from a CSV as 8)."""
-    if hasattr(value, "item"):
-        value = value.item()
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def groups_of(cases: Iterable[MeasuredCase]) -> dict[str, list[MeasuredCase]]:

@@ -21,13 +21,13 @@ from typing import Any
 
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, Row
-from mhabench.analysis.advice.cells import number, text
 from mhabench.analysis.advice.pick import CANNOT_TELL, WINNER, Pick
 from mhabench.analysis.advice.question import Question
 from mhabench.analysis.advice.statement import CAVEAT, RowRef, Statement
 from mhabench.analysis.advice.thresholds import REPRODUCE_MARGIN
 from mhabench.analysis.advice.why import DID_NOT_FIT
 from mhabench.analysis.speedup import is_ok
+from mhabench.results.cells import number, text
 from mhabench.results.columns import CAPPED, ERROR, IMPL, STATUS, flag, noisy
 
 ONE_PROCESS, NO_INTERVAL = "one_process", "no_interval"

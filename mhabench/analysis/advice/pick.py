@@ -28,7 +28,6 @@ import numpy as np
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.ablations import ablation_note, ablations, precision_note
 from mhabench.analysis.advice.cases import MeasuredCase, Row
-from mhabench.analysis.advice.cells import text
 from mhabench.analysis.advice.statement import PICK, Statement
 from mhabench.analysis.advice.thresholds import TIE_MARGIN
 from mhabench.analysis.speedup import (
@@ -41,6 +40,7 @@ from mhabench.analysis.speedup import (
     speedup_estimate,
 )
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
+from mhabench.results.cells import text
 from mhabench.results.columns import IMPL, STATUS
 from mhabench.results.schema import RowStatus
 

@@ -23,7 +23,6 @@ import pandas as pd
 
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, Row
-from mhabench.analysis.advice.cells import number, text
 from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.statement import WHY, Statement
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LAUNCH_BOUND_SHARE, LOW_EFFICIENCY
@@ -33,6 +32,7 @@ from mhabench.analysis.throughput import EXECUTED_OVER_USEFUL, USEFUL_INTENSITY,
 from mhabench.errors import UnknownImplementationError
 from mhabench.impls import get_spec
 from mhabench.measure.peaks import DevicePeaks
+from mhabench.results.cells import number, text
 from mhabench.results.columns import (
     ATTN_BYTES,
     BATCH,
