@@ -24,6 +24,7 @@ from mhabench.analysis.advice.thresholds import HOST_US_PER_OP, LAUNCH_BOUND_SHA
 from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
 from mhabench.errors import InputError
+from mhabench.results.manifest import Manifest
 from mhabench.results.store import load_run
 
 
@@ -356,7 +357,8 @@ def caveat_rules(
     case_list: list[MeasuredCase], manifest: dict[str, Any], question: Question | None = None
 ) -> dict[str, str]:
     picks = {case.case_id: pick(case) for case in case_list}
-    return {s.rule: s.text for s in caveats("run", manifest, case_list, picks, question or Question())}
+    typed = Manifest.model_validate(manifest)
+    return {s.rule: s.text for s in caveats("run", typed, case_list, picks, question or Question())}
 
 
 def test_a_cpu_run_asked_about_a_gpu_says_it_cannot_tell() -> None:

@@ -153,7 +153,7 @@ def test_a_failure_on_rank1_alone_is_an_error_row_and_the_ranks_go_on(tp_run: re
 
 
 def test_manifest_records_the_launch(tp_run: results.Run) -> None:
-    manifest = tp_run.manifest
+    manifest = tp_run.manifest.as_dict()
     assert manifest["status"] == "complete"
     assert (manifest["world_size"], manifest["backend"], manifest["tensor_parallel"]) == (2, "gloo", [1, 2])
     assert manifest["environment"]["threads"] == 1  # torchrun's OMP_NUM_THREADS=1: one core per rank

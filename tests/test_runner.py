@@ -167,7 +167,7 @@ def test_raising_implementation_becomes_an_error_row(
     assert float(on_disk["naive"]["latency_ms"]) > 0 and float(on_disk["fused"]["latency_ms"]) > 0
     loaded = load_run(result.run_dir)
     assert list(loaded.rows["status"]) == ["error", "ok", "ok"]
-    assert loaded.manifest["status"] == "complete"
+    assert loaded.manifest.status == "complete"
 
 
 @pytest.mark.parametrize(
@@ -254,8 +254,8 @@ def test_interrupted_run_keeps_finished_rows(
     assert [row["impl"] for row in csv_rows(run_dir)] == ["naive"]
     loaded = load_run(run_dir)
     assert list(loaded.rows["impl"]) == ["naive"]
-    assert loaded.manifest["status"] == "interrupted"
-    assert loaded.manifest["finished_at"] is not None
+    assert loaded.manifest.status == "interrupted"
+    assert loaded.manifest.finished_at is not None
 
 
 def test_plan_predicts_without_building_or_running(
@@ -468,7 +468,7 @@ def test_after_a_sticky_cuda_error_the_rest_of_the_run_goes_on_in_child_processe
     statuses = {row.case.impl: row.status for row in result.rows}
     assert statuses == {"naive": "ok", "sticky-test": "error", "fused": "ok"}
     assert "illegal memory access" in next(r for r in result.rows if r.case.impl == "sticky-test").outcome.error
-    manifest = load_run(result.run_dir).manifest
+    manifest = load_run(result.run_dir).manifest.as_dict()
     assert manifest["status"] == "complete" and "lost its CUDA context" in manifest["drift"]["stopped"]
 
 

@@ -30,6 +30,7 @@ from mhabench.results.columns import (
     USEFUL_FLOPS,
 )
 from mhabench.results.fingerprint import Fingerprint
+from mhabench.results.manifest import Manifest
 from mhabench.results.schema import RowStatus
 from mhabench.results.store import Run
 
@@ -77,11 +78,11 @@ class RowRecord:
 
 def run_record(run: Run, baseline: str) -> RunRecord:
     manifest = run.manifest
-    environment = manifest.get("environment") or {}
+    environment = manifest.environment
     return RunRecord(
         run_id=run.run_id,
-        started_at=str(manifest.get("started_at") or ""),
-        status=str(manifest.get("status") or ""),
+        started_at=manifest.started_at or "",
+        status=manifest.status or "",
         baseline=baseline,
         fingerprint=Fingerprint.of(environment),
         environment_json=json.dumps(environment, sort_keys=True, default=str),
@@ -103,7 +104,7 @@ def row_records(run: Run, baseline: str) -> list[RowRecord]:
     if run.rows.empty:
         return []
     frame = speedup_rows(run.rows, baseline)
-    code = run.manifest.get("code") or {}
+    code = run.manifest.code
     fallback = _project_version(run.manifest)
     records = []
     for position, row in enumerate(frame.to_dict("records")):
@@ -113,9 +114,9 @@ def row_records(run: Run, baseline: str) -> list[RowRecord]:
     return records
 
 
-def _project_version(manifest: dict[str, Any]) -> dict[str, Any]:
+def _project_version(manifest: Manifest) -> dict[str, Any]:
     """A run written before it recorded ``code``: the commit its environment recorded (time and dirtiness unknown)."""
-    commit = (manifest.get("environment") or {}).get("git_commit")
+    commit = manifest.environment.get("git_commit")
     return {"repo": None, "commit": commit, "commit_time": None, "dirty": None}
 
 

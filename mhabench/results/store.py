@@ -205,12 +205,12 @@ class Run:
     """A run read back from disk."""
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     rows: pd.DataFrame
 
     @property
     def run_id(self) -> str:
-        return str(self.manifest.get("run_id", self.path.name))
+        return self.manifest.run_id or self.path.name
 
 
 PROBE_FILES = ("claims.csv", "probes.csv")
@@ -255,8 +255,8 @@ def resolve_run(ref: str | Path, results_root: Path = Path("results")) -> Path:
 def load_run(path: str | Path, results_root: Path = Path("results")) -> Run:
     """Read a run folder (or run id, or ``latest``): manifest and rows, raw samples included.
 
-    The manifest is typed on the way (:class:`Manifest`: a status outside the vocabulary is refused in one
-    line) and handed back as JSON data, with a ``running`` status judged by liveness."""
+    The manifest is typed (:class:`Manifest`: a status outside the vocabulary is refused in one line; readers use
+    its fields, ``as_dict()`` for the JSON as written), with a ``running`` status judged by liveness."""
     run_dir = resolve_run(path, results_root)
     data = read_manifest(run_dir)
     version = data.get("format_version", 1)  # runs written before the schema had no version: format 1
@@ -268,7 +268,7 @@ def load_run(path: str | Path, results_root: Path = Path("results")) -> Run:
     manifest = Manifest.parse(data, run_dir / MANIFEST_NAME)
     if manifest.status == "running":  # a "running" run whose process is gone reads as interrupted
         manifest.status = effective_status(manifest)
-    return Run(run_dir, manifest.as_dict(), _read_rows(run_dir))
+    return Run(run_dir, manifest, _read_rows(run_dir))
 
 
 def _read(source: Path) -> pd.DataFrame:

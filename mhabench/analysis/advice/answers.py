@@ -21,7 +21,7 @@ class RunAnswers:
 
     @property
     def environment(self) -> Mapping[str, Any]:
-        return self.run.manifest.get("environment") or {}
+        return self.run.manifest.environment
 
     def device(self) -> str:
         """``NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130)``: what a reader calls the machine."""

@@ -29,6 +29,7 @@ from mhabench.analysis.advice.why import DID_NOT_FIT
 from mhabench.analysis.speedup import is_ok
 from mhabench.results.cells import number, text
 from mhabench.results.columns import CAPPED, ERROR, IMPL, STATUS, flag, noisy
+from mhabench.results.manifest import Manifest
 
 ONE_PROCESS, NO_INTERVAL = "one_process", "no_interval"
 """The rule names of the caveats that say an answer itself may not hold, which the run's short answer puts first."""
@@ -38,7 +39,7 @@ NAMED_ROWS = 4
 
 def caveats(
     run_id: str,
-    manifest: Mapping[str, Any],
+    manifest: Manifest,
     cases: Sequence[MeasuredCase],
     picks: Mapping[str, Pick],
     question: Question,
@@ -88,8 +89,8 @@ def _ok_rows(rows: Sequence[tuple[MeasuredCase, Row]]) -> list[tuple[MeasuredCas
     return [(case, row) for case, row in rows if is_ok(row)]
 
 
-def _drift(run_id: str, manifest: Mapping[str, Any], rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
-    drift = manifest.get("drift") or {}
+def _drift(run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
+    drift = manifest.drift or {}
     if not drift.get("exceeded"):
         return None
     change = number(drift, "drift") or 0.0
@@ -102,8 +103,8 @@ def _drift(run_id: str, manifest: Mapping[str, Any], rows: Sequence[tuple[Measur
     return _statement(run_id, "drift", sentence, figures, _refs(_ok_rows(rows)))
 
 
-def _unfinished(run_id: str, manifest: Mapping[str, Any], rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
-    status = str(manifest.get("status") or "complete")
+def _unfinished(run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
+    status = manifest.status or "complete"
     if status == "complete":
         return None
     sentence = f"the run is {status}: cases it did not reach are not answered here (finish it with run --resume)."
@@ -111,9 +112,9 @@ def _unfinished(run_id: str, manifest: Mapping[str, Any], rows: Sequence[tuple[M
 
 
 def _other_device(
-    run_id: str, manifest: Mapping[str, Any], rows: Sequence[tuple[MeasuredCase, Row]], question: Question
+    run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, Row]], question: Question
 ) -> Statement | None:
-    environment = manifest.get("environment") or {}
+    environment = manifest.environment
     measured_on = str(environment.get("device_kind") or "")
     if question.device_kind is None or question.device_kind == measured_on:
         return None

@@ -24,7 +24,7 @@ def energy_blocks(run: Run) -> list[Block]:
     rows = run.rows
     if "energy_source" not in rows or not rows["energy_source"].astype(str).str.startswith("nvml").any():
         return []
-    limit = power_limit_of(run.manifest.get("environment") or {})
+    limit = power_limit_of(run.manifest.environment)
     ok = [record for record in rows.to_dict("records") if record.get("status") == RowStatus.OK]
     shown = [(record, reading(record, limit)) for record in ok]
     resolved = [(record, one) for record, one in shown if one.resolved]
