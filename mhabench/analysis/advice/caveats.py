@@ -22,8 +22,7 @@ from typing import Any
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.pick import CANNOT_TELL, WINNER, Pick
-from mhabench.analysis.advice.question import Question
-from mhabench.analysis.advice.statement import CAVEAT, RowRef, Statement
+from mhabench.analysis.advice.statement import CAVEAT, Question, RowRef, Statement
 from mhabench.analysis.advice.thresholds import REPRODUCE_MARGIN
 from mhabench.analysis.advice.why import DID_NOT_FIT
 from mhabench.analysis.speedup import is_ok
