@@ -268,7 +268,7 @@ def _print_run(result: runner.RunResult | None, baseline: str) -> None:
         return
     for renderable in summary.run_summary(result.frame, baseline, result.run_dir, console.width):
         console.print(renderable)
-    for line in _short_answer(result.run_dir):
+    for line in _short_answer(result):
         console.print(Text(line))
     console.print(f"results: {result.run_dir}")
     for warning in result.warnings:
@@ -285,13 +285,17 @@ def _append_history(result: runner.RunResult | None, directory: Path | str | Non
     console.print(f"history: {added} rows added to {directory}", highlight=False, soft_wrap=True)
 
 
-def _short_answer(run_dir: Path) -> list[str]:
-    """The few lines of ``mhabench advise`` under the run's table: the pick per case group and one why."""
+def _short_answer(result: runner.RunResult) -> list[str]:
+    """The few lines of ``mhabench advise`` under the run's table: the pick per case group and one why, from the
+    rows the command holds (read back from the folder only where the launch kept no manifest)."""
     from mhabench.analysis.advice.advise import advise as advise_runs
-    from mhabench.results.store import load_run
+    from mhabench.results.store import held_run, load_run
     from mhabench.views.advice import short_answer
 
-    return short_answer(advise_runs([load_run(run_dir)]), run_dir)
+    run = (
+        load_run(result.run_dir) if result.manifest is None else held_run(result.run_dir, result.manifest, result.rows)
+    )
+    return short_answer(advise_runs([run]), result.run_dir)
 
 
 @app.command("list")

@@ -100,3 +100,18 @@ def test_unsupported_rows_carry_a_reason_code_beside_their_text(tmp_path: Path) 
         ("sdpa_cudnn", "unsupported", "sdpa_no_kernel"),
         ("flash_attn", "unsupported", "not_installed"),
     }
+
+
+def test_the_advice_under_a_run_is_the_same_from_held_rows_as_from_disk(tmp_path: Path) -> None:
+    """``run`` advises from the rows it holds (no second read of the folder): every statement and figure of
+    ``advise --format json`` equals what the folder, read back, gives."""
+    from mhabench.analysis.advice.advise import advise
+    from mhabench.results.store import held_run, load_run
+    from mhabench.run import runner
+    from mhabench.scenario.config import load_config
+    from mhabench.views.advice import to_json
+
+    result = runner.run(load_config(DATA / "pin.yaml"), tmp_path)
+    assert result.manifest is not None and result.manifest.status == "complete"
+    held = held_run(result.run_dir, result.manifest, result.rows)
+    assert to_json(advise([held])) == to_json(advise([load_run(result.run_dir)]))

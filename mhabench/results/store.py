@@ -297,11 +297,20 @@ def _read_rows(run_dir: Path) -> pd.DataFrame:
         samples = {} if frame is None else dict(zip(_row_keys(frame), frame[SAMPLES_COLUMN], strict=True))
         frame = _read(csv_path).copy()  # one block per column once the CSV has ~100: adding one more warns
         frame[SAMPLES_COLUMN] = [samples.get(key) for key in _row_keys(frame)]
-    if frame is None:
-        frame = rows_frame([])
+    return _as_read(rows_frame([]) if frame is None else frame)
+
+
+def _as_read(frame: pd.DataFrame) -> pd.DataFrame:
+    """The cells every reader may rely on: ``error`` is text, ``times_ms`` a list of floats (empty: none)."""
     frame["error"] = frame["error"].astype(object).fillna("").astype(str)
     frame[SAMPLES_COLUMN] = frame[SAMPLES_COLUMN].apply(lambda v: [float(x) for x in v] if v is not None else [])
     return frame
+
+
+def held_run(run_dir: Path, manifest: Manifest, rows: list[ResultRow]) -> Run:
+    """The run a command holds (its typed rows and final manifest) as :func:`load_run` would read it back, without
+    reading the folder again: what ``run`` hands to the advice under its table."""
+    return Run(run_dir, manifest, _as_read(rows_frame(rows)))
 
 
 def _row_keys(frame: pd.DataFrame) -> list[tuple[Any, ...]]:

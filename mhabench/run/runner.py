@@ -61,6 +61,8 @@ class RunResult:
     rows: list[ResultRow]
     warnings: tuple[str, ...] = ()
     """Lines the user must see after the summary (the machine drifted during the run)."""
+    manifest: Manifest | None = None
+    """The run's final manifest, as written (None where the launch path keeps none: torchrun's rank 0)."""
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -132,7 +134,7 @@ def run(
         live.record(drift=drift.finish())
         warning = drift.result().warning()
     notes = (*covered_windows(config), *([warning] if warning else []))
-    return RunResult(writer.run_dir, list(writer.rows), notes)
+    return RunResult(writer.run_dir, list(writer.rows), notes, manifest)
 
 
 def _resumed_manifest(run_dir: Path, argv: list[str] | None, differences: tuple[str, ...]) -> Manifest:
