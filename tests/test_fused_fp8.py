@@ -38,7 +38,8 @@ from mhabench.measure.op_counts import counted
 from mhabench.measure.peaks import DevicePeaks, datasheet_peaks
 from mhabench.measure.trackers import DispatchTracker
 from mhabench.results.schema import CaseIdentity, LatencyStats, ModelledCost, Outcome, ResultRow
-from mhabench.run.case import placed, screen
+from mhabench.run.case import screen
+from mhabench.run.placement import placed
 from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case, expand_cases
 from mhabench.scenario.config import RunConfig, load_config

@@ -41,14 +41,12 @@ from torch import nn
 
 from mhabench.errors import MhabenchError, ReasonCode
 from mhabench.impls.reference import check_output
-from mhabench.impls.registry import ImplSpec, get_spec
-from mhabench.impls.sdpa import kernel_skips_masked_work
+from mhabench.impls.registry import ImplSpec
 from mhabench.impls.tensor_parallel import is_tensor_parallel
 from mhabench.measure.energy_window import window_energy
-from mhabench.measure.nvml import RoundSampler, open_sampler, per_joule, with_windows
+from mhabench.measure.nvml import RoundSampler, open_sampler, with_windows
 from mhabench.measure.op_counts import count_cuda_kernels, counted
 from mhabench.measure.peaks import DevicePeaks, device_name
-from mhabench.measure.roofline import executed_tflops, roofline
 from mhabench.measure.rounds import time_in_rounds
 from mhabench.measure.torch_messages import as_note, caught_torch_messages
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
@@ -62,7 +60,6 @@ from mhabench.results.schema import (
     ModelledCost,
     Outcome,
     ResultRow,
-    Roofline,
     RowStatus,
 )
 from mhabench.results.stages import StageBreakdown
@@ -70,6 +67,7 @@ from mhabench.run.breakdown import SLICE_ONLY, profiled_breakdown
 from mhabench.run.inputs import CaseInputs, make_inputs
 from mhabench.run.memory_guard import case_too_big
 from mhabench.run.ncu_profile import CounterSettings, case_counters
+from mhabench.run.placement import finished
 from mhabench.run.steps import Step, parameter_count, prepare, workload
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import EnergyConfig, TimingConfig
@@ -478,34 +476,6 @@ def _stages(item: Checked, case: Case, timers: CaseTimers) -> StageBreakdown:
     if not timers.whole_layer:
         return StageBreakdown(breakdown_source=SLICE_ONLY)
     return profiled_breakdown(item.step.run, item.spec, case, torch.device(item.row.case.device))
-
-
-def finished(row: ResultRow, case: Case, peaks: DevicePeaks) -> ResultRow:
-    """A timed row with what follows from its measurements, once all are in (its hardware counters too): its
-    roofline group and its FLOPs and tokens per joule."""
-    row = row.with_groups(placed(row, case, peaks))
-    if row.energy is None or row.roofline is None or row.latency is None:
-        return row
-    tflops = executed_tflops(row.roofline)
-    flops = tflops * 1e12 * row.latency.latency_ms / 1e3 if tflops is not None else None
-    return row.with_groups(per_joule(row.energy, flops, workload(case).real_tokens))
-
-
-def placed(row: ResultRow, case: Case, peaks: DevicePeaks) -> Roofline:
-    """The roofline group of a timed row (throughput from its median latency), against the roof of the dtype
-    its implementation computes in (``fused_fp8``: the fp8 tensor rate); throughput alone where that roof is
-    unknown here."""
-    assert row.latency is not None
-    backend = row.dispatch.sdpa_backend if row.dispatch is not None else None
-    pattern = case.pattern
-    skips = pattern.needs_mask and kernel_skips_masked_work(backend or "", row.case.impl, dense_mask=not pattern.plain)
-    compute_dtype = get_spec(row.case.impl).compute_dtype
-    roof = peaks.for_compute(compute_dtype)
-    tokens = workload(case).real_tokens
-    if roof is None:
-        source = f"{peaks.source}; no {compute_dtype} tensor rate known for this device"
-        return Roofline(tokens_per_s=tokens / (row.latency.latency_ms / 1e3), roofline_source=source)
-    return roofline(tokens, row.cost, row.counted, row.latency, roof, skips, row.hardware)
 
 
 def _sampling(sampler: RoundSampler | str) -> bool:
