@@ -91,3 +91,10 @@ def test_record_round_trip_keeps_groups_and_drops_missing_ones() -> None:
     assert back.case == case and back.correctness == row.correctness
     assert back.latency is not None and back.latency.latency_ms == 2.0 and back.latency.times_ms == (1.0, 2.0, 3.0)
     assert back.memory is None and back.cost is None and back.roofline is None
+
+
+def test_a_status_word_becomes_its_enum_member_and_an_unknown_one_stays_text() -> None:
+    row = schema.ResultRow.from_record({"impl": "fused", "status": "ok"})
+    assert row.status is schema.RowStatus.OK and row.record()["status"] == "ok"
+    newer = schema.ResultRow.from_record({"impl": "fused", "status": "quarantined"})
+    assert newer.status == "quarantined" and not isinstance(newer.status, schema.RowStatus)

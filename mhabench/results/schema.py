@@ -88,8 +88,9 @@ class CaseIdentity:
 class RowStatus(str, enum.Enum):
     """What became of a row: ``ok`` (measured), or why it has no measurements.
 
-    str-valued, so a status equals its text (``RowStatus.OK == RowStatus.OK``) and files and JSON hold the same words as
-    before; a row's status is one of these once it is a :class:`ResultRow` (an unknown word is refused there)."""
+    str-valued, so a status equals its text (``RowStatus.OK == "ok"``) and files and JSON hold the same words as
+    before. A row read from a file gets the member of its word; a word this version does not know (a newer
+    mhabench's) stays the text it was, so reading a folder never fails on it."""
 
     OK = "ok"
     MISMATCH = "mismatch"
@@ -133,7 +134,8 @@ class Outcome:
     )
 
     def __post_init__(self) -> None:
-        if isinstance(self.status, str) and not isinstance(self.status, RowStatus):
+        known = {status.value for status in RowStatus}
+        if isinstance(self.status, str) and not isinstance(self.status, RowStatus) and self.status in known:
             object.__setattr__(self, "status", RowStatus(self.status))
 
 
