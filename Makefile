@@ -29,7 +29,7 @@ GPU_NODEPS_WHEEL_SPECS ?= "nvidia-cudnn-frontend==1.32.0"
 GPU_WHEEL_PYTHON ?= 3.12
 GPU_RUN = PYTHONPATH=$(abspath $(GPU_SITE))$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON)
 
-.PHONY: setup hf browser run test lint clean cuda-warning wheels gpu-check gpu-site gpu-sweep gpu-fp8
+.PHONY: setup hf browser run test lint docs clean cuda-warning wheels gpu-check gpu-site gpu-sweep gpu-fp8
 
 setup: $(STAMP)
 
@@ -72,6 +72,11 @@ browser:
 lint: setup
 	$(BIN)/ruff check mhabench tests
 	$(BIN)/ruff format --check mhabench tests
+
+# The README's implementation table, docs/masks.md's capability table, docs/columns.md and the module map's lines
+# (docs/development.md), regenerated from the code; `make docs CHECK=1` only says which are out of date.
+docs: setup
+	$(BIN)/python -m mhabench.checks.docs $(if $(CHECK),--check)
 
 # Wheels for a GPU machine with no package index (CPython $(GPU_WHEEL_PYTHON), x86_64 Linux), into $(WHEELS)/.
 wheels:

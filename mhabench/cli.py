@@ -25,7 +25,7 @@ from mhabench.results.manifest import Shard
 from mhabench.results.store import rows_frame
 from mhabench.run import runner
 from mhabench.run.launch import launch_env
-from mhabench.run.runner import Selector
+from mhabench.run.request import RunRequest, Selector
 from mhabench.scenario import config as config_mod
 from mhabench.scenario import overrides, plugins
 from mhabench.scenario.device import resolve_device
@@ -197,30 +197,20 @@ def run(
                 continue
             select, extra = _shard_selection(config, parsed_shard)
             with RichProgress(console) as progress:
-                result = _launch(
-                    config,
-                    out,
-                    progress,
+                request = RunRequest(
+                    argv=tuple(sys.argv),
                     repeats=repeat,
                     select=select,
                     manifest_extra={**(extra or {}), "code": code_versions(runner.implementations_of(config))},
                     config_path=path,
                 )
+                result = _launch(config, out, progress, request)
             _print_run(result, baseline)
             _append_history(result, history_dir or config.history, baseline)
 
 
 def _launch(
-    config: config_mod.RunConfig,
-    out_root: Path,
-    progress: RichProgress,
-    *,
-    repeats: int = 1,
-    select: Selector | None = None,
-    manifest_extra: dict[str, Any] | None = None,
-    config_path: str = "CONFIG",
-    resume_dir: Path | None = None,
-    resume_differences: tuple[str, ...] = (),
+    config: config_mod.RunConfig, out_root: Path, progress: RichProgress, request: RunRequest
 ) -> runner.RunResult | None:
     """Run in this process, or as this rank of a ``torchrun`` launch (None on every rank but 0).
 
@@ -229,32 +219,10 @@ def _launch(
     """
     launch = launch_env()
     if launch is None:
-        return runner.run(
-            config,
-            out_root,
-            progress,
-            sys.argv,
-            repeats=repeats,
-            select=select,
-            resume_dir=resume_dir,
-            manifest_extra=manifest_extra,
-            config_path=config_path,
-            resume_differences=resume_differences,
-        )
+        return runner.run(config, out_root, progress, request)
     from mhabench.distributed.run import run_distributed
 
-    return run_distributed(
-        config,
-        out_root,
-        progress,
-        sys.argv,
-        launch,
-        repeats=repeats,
-        select=select,
-        manifest_extra=manifest_extra,
-        config_path=config_path,
-        resume_dir=resume_dir,
-    )
+    return run_distributed(config, out_root, progress, launch, request)
 
 
 def _shard_selection(
@@ -281,14 +249,10 @@ def _resume(ref: str, results_root: Path, force: bool, baseline: str) -> None:
         return
     select, _ = _shard_selection(plan.config, plan.shard)
     with RichProgress(console) as progress:
-        result = _launch(
-            plan.config,
-            plan.run_dir.parent,
-            progress,
-            select=select,
-            resume_dir=plan.run_dir,
-            resume_differences=plan.differences,
+        request = RunRequest(
+            argv=tuple(sys.argv), select=select, resume_dir=plan.run_dir, resume_differences=plan.differences
         )
+        result = _launch(plan.config, plan.run_dir.parent, progress, request)
     _print_run(result, baseline)
 
 
@@ -305,7 +269,7 @@ def _print_run(result: runner.RunResult | None, baseline: str) -> None:
         return
     for renderable in summary.run_summary(result.frame, baseline, result.run_dir, console.width):
         console.print(renderable)
-    for line in _short_answer(result.run_dir):
+    for line in _short_answer(result):
         console.print(Text(line))
     console.print(f"results: {result.run_dir}")
     for warning in result.warnings:
@@ -322,13 +286,17 @@ def _append_history(result: runner.RunResult | None, directory: Path | str | Non
     console.print(f"history: {added} rows added to {directory}", highlight=False, soft_wrap=True)
 
 
-def _short_answer(run_dir: Path) -> list[str]:
-    """The few lines of ``mhabench advise`` under the run's table: the pick per case group and one why."""
+def _short_answer(result: runner.RunResult) -> list[str]:
+    """The few lines of ``mhabench advise`` under the run's table: the pick per case group and one why, from the
+    rows the command holds (read back from the folder only where the launch kept no manifest)."""
     from mhabench.analysis.advice.advise import advise as advise_runs
-    from mhabench.results.store import load_run
+    from mhabench.results.store import held_run, load_run
     from mhabench.views.advice import short_answer
 
-    return short_answer(advise_runs([load_run(run_dir)]), run_dir)
+    run = (
+        load_run(result.run_dir) if result.manifest is None else held_run(result.run_dir, result.manifest, result.rows)
+    )
+    return short_answer(advise_runs([run]), result.run_dir)
 
 
 @app.command("list")
@@ -536,7 +504,7 @@ def advise(
 ) -> None:
     """Which implementation to run for each case, where the answer changes, why, and what the runs cannot tell."""
     from mhabench.analysis.advice.advise import advise as advise_runs
-    from mhabench.analysis.advice.question import Question
+    from mhabench.analysis.advice.statement import Question
     from mhabench.results import store
     from mhabench.views import advice as advice_view
 

@@ -55,6 +55,7 @@ Phases and modes are workload shapes, not separate models:
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from typing import Literal
 
@@ -106,18 +107,14 @@ class Workload:
     @property
     def real_tokens(self) -> int:
         """Query tokens that are not padding: what a throughput counts (tokens per second, per joule)."""
-        return self.tokens if self.shape.lengths is None else sum(self.shape.real_segments(self.batch, self.seq_len))
+        if self.pattern.lengths is None:
+            return self.tokens
+        return sum(self.pattern.real_segments(self.batch, self.seq_len))
 
     @property
     def score_elements(self) -> int:
         """b·h·n·L: the size of the score matrix summed over batch and heads."""
         return self.batch * self.heads * self.seq_len * self.kv_len
-
-    @property
-    def shape(self) -> AttentionPattern:
-        """:attr:`pattern`, never None (set in ``__post_init__``)."""
-        assert self.pattern is not None
-        return self.pattern
 
     @property
     def computed_pairs(self) -> int:
@@ -132,28 +129,28 @@ class Workload:
         against L keys) sees what the last position of an L-token sequence sees.
         """
         if self.decode:
-            return self.shape.last_query_keys(self.kv_len) / self.kv_len
-        rows = self.shape.rows(self.batch, self.seq_len)
-        allowed = sum(self.shape.visible_pairs(segment) for row in rows for segment in row)
+            return self.pattern.last_query_keys(self.kv_len) / self.kv_len
+        rows = self.pattern.rows(self.batch, self.seq_len)
+        allowed = sum(self.pattern.visible_pairs(segment) for row in rows for segment in row)
         return allowed / self.computed_pairs
 
     @property
     def useful_pair_fraction(self) -> float:
         """Share of the computed pairs that the mask allows between real tokens (padding excluded)."""
-        if self.shape.lengths is None:
+        if self.pattern.lengths is None:
             return self.visible_fraction
-        real = self.shape.real_segments(self.batch, self.seq_len)
-        return sum(self.shape.visible_pairs(segment) for segment in real) / self.computed_pairs
+        real = self.pattern.real_segments(self.batch, self.seq_len)
+        return sum(self.pattern.visible_pairs(segment) for segment in real) / self.computed_pairs
 
     @property
     def real_token_fraction(self) -> float:
         """Share of the computed tokens that are real (1 without padding)."""
-        return sum(self.shape.real_segments(self.batch, self.seq_len)) / self.tokens
+        return sum(self.pattern.real_segments(self.batch, self.seq_len)) / self.tokens
 
     @property
     def padding_pair_fraction(self) -> float:
         """Share of the computed pairs that involve a padding query or key (0 without padding)."""
-        real_per_row = self.shape.real_tokens_per_row(self.batch, self.seq_len)
+        real_per_row = self.pattern.real_tokens_per_row(self.batch, self.seq_len)
         return sum(self.seq_len**2 - real**2 for real in real_per_row) / self.computed_pairs
 
 
@@ -347,7 +344,7 @@ def score_pass_elements(w: Workload) -> int:
     """Extra passes over the b·h·n·L scores of a materialized layout beyond plain causal attention: the
     mask's masked_fill where a causal one is not already counted, softcap's divide, tanh and multiply
     (read + write each), ALiBi's add (read + write)."""
-    pattern = w.shape
+    pattern = w.pattern
     masked = not w.decode and not w.causal and pattern.needs_mask
     passes = (2 if masked else 0) + {"softcap": 6, "alibi": 2}.get(pattern.score_mod, 0)
     return passes * w.score_elements
@@ -358,7 +355,7 @@ def dense_mask_bytes(w: Workload, converted: bool) -> int:
     documents differ per row): a materialized layout reads the booleans (1 byte) and an ALiBi bias per head;
     SDPA (``converted``) turns the booleans into an additive mask in the element type on every call (reads
     1 byte, writes e, its kernel reads e), or with ALiBi reads the additive bias built once."""
-    pattern = w.shape
+    pattern = w.pattern
     if pattern.plain or w.decode:  # decode: the window is a slice of the cache
         return 0
     rows = w.batch if pattern.lengths is not None else 1
@@ -422,9 +419,9 @@ class CostModel:
 
 FUSED = CostModel("fused", _fused)
 """One attention kernel that takes its mask as arguments or a block mask (flex, flash_attn, xformers)."""
-SDPA = CostModel("fused", _fused, dense_mask="converted")
+FUSED_DENSE_MASK = CostModel("fused", _fused, dense_mask="converted")
 """``fused`` through SDPA: the same bytes, plus the dense ``attn_mask`` it reads for a mask that
-``is_causal`` cannot express."""
+``is_causal`` cannot express. Its label is ``fused`` (rows and reports name the layout, not the mask route)."""
 FUSED_FP8 = CostModel("fused_fp8", _fused_fp8)
 """``fused`` in e4m3 with bf16 edges: the same FLOPs, the bytes of its quantizations and e4m3 operands."""
 NESTED = CostModel("nested", _nested)
@@ -473,3 +470,18 @@ def _with_backward(forward: Cost, weight_elements: int, w: Workload) -> Cost:
         backward_flops=backward_flops,
         padding_share=forward.padding_share,
     )
+
+
+_DEPRECATED_NAMES = {"SDPA": "FUSED_DENSE_MASK"}
+"""Old names plugins may still import, kept working with a warning (``SDPA`` before issue 27)."""
+
+
+def __getattr__(name: str) -> CostModel:
+    """``mhabench.cost.SDPA`` still resolves (a plugin written against it keeps running) but warns once per use."""
+    if name in _DEPRECATED_NAMES:
+        new_name = _DEPRECATED_NAMES[name]
+        warnings.warn(
+            f"mhabench.cost.{name} is deprecated: use mhabench.cost.{new_name}", DeprecationWarning, stacklevel=2
+        )
+        return globals()[new_name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

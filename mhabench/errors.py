@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import enum
 import re
 import reprlib
 from collections.abc import Callable, Sequence
@@ -53,8 +54,62 @@ class RegistryError(MhabenchError):
     exit_code = 2
 
 
+class ReasonCode(str, enum.Enum):
+    """Why an implementation cannot run a case, as a code: what checks match (never the words of the text).
+
+    An ``unsupported`` row carries both: this code in ``reason_code`` and a sentence in ``error`` for people. The
+    text may be reworded freely; a code is renamed only with every check that names it."""
+
+    NOT_INSTALLED = "not_installed"
+    VERSION = "version"
+    PLATFORM = "platform"
+    DEVICE = "device"
+    DTYPE = "dtype"
+    GROUPED_KV = "grouped_kv"
+    DECODE = "decode"
+    BACKWARD = "backward"
+    HEAD_DIM = "head_dim"
+    HEAD_DIM_TOO_WIDE = "head_dim_too_wide"
+    MASK = "mask"
+    DOCUMENTS = "documents"
+    SCORE_MOD = "score_mod"
+    DECODE_WINDOW = "decode_window"
+    PATTERN = "pattern"
+    NOT_TENSOR_PARALLEL = "not_tensor_parallel"
+    SDPA_NO_KERNEL = "sdpa_no_kernel"
+    """An SDPA backend (forced, or nested SDPA) has no kernel for this input: said before or by torch."""
+    NO_KERNEL = "no_kernel"
+    """torch or a library raised that it has no kernel or plan for this input."""
+    NO_CAPTURE = "no_capture"
+    IMPLEMENTATION = "implementation"
+    """The implementation refused the input for a reason of its own (a plugin's ``UnsupportedError``)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Refusal(str):
+    """A reason an implementation cannot run a case: the text people read, carrying the code checks match."""
+
+    code: ReasonCode
+
+    def __new__(cls, text: str, code: ReasonCode) -> Refusal:
+        refusal = super().__new__(cls, text)
+        refusal.code = code
+        return refusal
+
+
 class UnsupportedError(MhabenchError):
-    """An implementation that cannot run this case (device, dtype, GQA, decode): an ``unsupported`` row."""
+    """An implementation that cannot run this case (device, dtype, GQA, decode): an ``unsupported`` row.
+
+    ``code`` is what checks match; a plugin that raises it without one gets :attr:`ReasonCode.IMPLEMENTATION`."""
+
+    def __init__(self, message: str, code: ReasonCode = ReasonCode.IMPLEMENTATION) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class PluginError(InputError):

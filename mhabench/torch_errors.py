@@ -18,7 +18,7 @@ from typing import Literal
 
 import torch
 
-from mhabench.errors import UnsupportedError
+from mhabench.errors import ReasonCode, UnsupportedError
 
 FailureStatus = Literal["oom", "unsupported", "error"]
 
@@ -104,3 +104,12 @@ def classify_failure(exc: BaseException) -> tuple[FailureStatus, str]:
     if is_no_kernel(exc):
         return "unsupported", one_line(exc)
     return "error", one_line(exc)
+
+
+def failure_reason_code(exc: BaseException) -> str | None:
+    """The reason code of an ``unsupported`` failure (:class:`ReasonCode`); None (an empty cell) for any other."""
+    if isinstance(exc, UnsupportedError):
+        return exc.code.value
+    if not is_out_of_memory(exc) and is_no_kernel(exc):
+        return ReasonCode.NO_KERNEL.value
+    return None

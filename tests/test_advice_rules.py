@@ -14,24 +14,25 @@ from synthetic_runs import rounds, row, samples, write_run
 
 from mhabench.analysis.advice import why, wording
 from mhabench.analysis.advice.advise import advise
-from mhabench.analysis.advice.cases import Case, cases_of
+from mhabench.analysis.advice.cases import MeasuredCase, cases_of
 from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers
 from mhabench.analysis.advice.pick import CANNOT_TELL, NOTHING, ONLY, TIED, WINNER, pick, statement
-from mhabench.analysis.advice.question import Question
+from mhabench.analysis.advice.statement import Question
 from mhabench.analysis.advice.thresholds import HOST_US_PER_OP, LAUNCH_BOUND_SHARE, REPRODUCE_MARGIN, TIE_MARGIN
 from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
 from mhabench.errors import InputError
+from mhabench.results.manifest import Manifest
 from mhabench.results.store import load_run
 
 
-def cases(records: list[dict[str, Any]], run_id: str = "run") -> list[Case]:
+def cases(records: list[dict[str, Any]], run_id: str = "run") -> list[MeasuredCase]:
     return cases_of(run_id, pd.DataFrame(records))
 
 
-def one_case(medians_ms: dict[str, float], count: int = 20, noise: float = 0.01, **fields: Any) -> Case:
+def one_case(medians_ms: dict[str, float], count: int = 20, noise: float = 0.01, **fields: Any) -> MeasuredCase:
     """One case whose implementations were timed in ``count`` shared rounds around these medians."""
     times = rounds(medians_ms, count=count, noise=noise)
     (case,) = cases([row(impl, times[impl], **fields) for impl in medians_ms])
@@ -159,7 +160,7 @@ def test_an_interval_bound_above_1_never_prints_as_1() -> None:
 # --- crossover -------------------------------------------------------------------------------------
 
 
-def sweep(medians_by_n: dict[int, dict[str, float]], noise: float = 0.01) -> list[Case]:
+def sweep(medians_by_n: dict[int, dict[str, float]], noise: float = 0.01) -> list[MeasuredCase]:
     records = []
     for seq_len, medians in medians_by_n.items():
         times = rounds(medians, noise=noise, seed=seq_len)
@@ -218,7 +219,7 @@ def test_values_are_in_numeric_order_and_json_figures_stay_objects_and_lists() -
 # --- why -------------------------------------------------------------------------------------------
 
 
-def with_fields(case: Case, impl: str, **fields: Any) -> Case:
+def with_fields(case: MeasuredCase, impl: str, **fields: Any) -> MeasuredCase:
     """``case`` with these columns set on ``impl``'s row."""
     records = [{**r, **fields} if r["impl"] == impl else dict(r) for r in case.rows]
     (changed,) = cases(records)
@@ -248,7 +249,7 @@ def test_roofline_says_memory_bound_below_the_ridge_and_where_the_intensity_came
     naive = case.row("naive")
     efficiency = naive["achieved_tflops"] / naive["attainable_tflops"]
 
-    def at(target: float, **fields: Any) -> Case:  # useful FLOPs and bytes scaled together: same intensity
+    def at(target: float, **fields: Any) -> MeasuredCase:  # useful FLOPs and bytes scaled together: same intensity
         scale = target / efficiency
         scaled = {"useful_flops": naive["useful_flops"] * scale, "bytes_moved": naive["bytes_moved"] * scale}
         return with_fields(case, "naive", **scaled, **fields)
@@ -362,9 +363,12 @@ def test_a_head_count_with_no_interval_cannot_tell_rather_than_tied() -> None:
 # --- caveats ---------------------------------------------------------------------------------------
 
 
-def caveat_rules(case_list: list[Case], manifest: dict[str, Any], question: Question | None = None) -> dict[str, str]:
+def caveat_rules(
+    case_list: list[MeasuredCase], manifest: dict[str, Any], question: Question | None = None
+) -> dict[str, str]:
     picks = {case.case_id: pick(case) for case in case_list}
-    return {s.rule: s.text for s in caveats("run", manifest, case_list, picks, question or Question())}
+    typed = Manifest.model_validate(manifest)
+    return {s.rule: s.text for s in caveats("run", typed, case_list, picks, question or Question())}
 
 
 def test_a_cpu_run_asked_about_a_gpu_says_it_cannot_tell() -> None:

@@ -13,7 +13,7 @@ from synthetic_runs import rounds, row, write_run
 
 from mhabench.analysis.advice import why
 from mhabench.analysis.advice.advise import advise
-from mhabench.analysis.advice.cases import Case, cases_of
+from mhabench.analysis.advice.cases import MeasuredCase, cases_of
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LOW_EFFICIENCY
 from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
 from mhabench.analysis.throughput import USEFUL_EFFICIENCY, throughput
@@ -22,14 +22,14 @@ from mhabench.results.store import load_run
 from mhabench.views.advice import short_answer, thresholds_record
 
 
-def one_case(medians_ms: dict[str, float], **fields: Any) -> Case:
+def one_case(medians_ms: dict[str, float], **fields: Any) -> MeasuredCase:
     """One case of these implementations, ``fields`` set on every row."""
     times = rounds(medians_ms, count=20)
     (case,) = cases_of("run", pd.DataFrame([{**row(impl, times[impl]), **fields} for impl in medians_ms]))
     return case
 
 
-def at_efficiency(case: Case, impl: str, efficiency: float, **fields: Any) -> Case:
+def at_efficiency(case: MeasuredCase, impl: str, efficiency: float, **fields: Any) -> MeasuredCase:
     """``case`` with ``impl``'s row reaching ``efficiency`` of its attainable throughput, plus ``fields``: its useful
     FLOPs and bytes scaled together, so its intensity (and roof) stay and its useful TFLOP/s moves."""
     row = case.row(impl)

@@ -243,7 +243,7 @@ def test_allocator_option_is_recorded_and_checked(
     config = write_config(tmp_path, {**tiny_config_data, "implementations": ["fused"]})
     assert invoke("run", config, "--out", tmp_path / "out", "--allocator", "system").exit_code == 0
     (run_dir,) = (tmp_path / "out").iterdir()
-    assert load_run(run_dir).manifest["environment"]["allocator"] == "system"
+    assert load_run(run_dir).manifest.environment["allocator"] == "system"
     bad = invoke("run", config, "--out", tmp_path / "out", "--allocator", "jemalloc")
     assert bad.exit_code == 2 and "--allocator: must be steady or system" in bad.output
 
@@ -261,7 +261,7 @@ def test_threads_option_sets_and_records_the_thread_count(
     config = write_config(tmp_path, {**tiny_config_data, "implementations": ["fused"]})
     assert invoke("run", config, "--out", tmp_path / "out", "--threads", "1").exit_code == 0
     (run_dir,) = (tmp_path / "out").iterdir()
-    manifest = load_run(run_dir).manifest
+    manifest = load_run(run_dir).manifest.as_dict()
     assert manifest["environment"]["threads"] == 1 and manifest["config"]["threads"] == 1
     bad = invoke("run", config, "--out", tmp_path / "out", "--threads", "0")
     assert bad.exit_code == 2 and "--threads: must be between 1 and 4096" in bad.output

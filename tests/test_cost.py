@@ -157,3 +157,12 @@ def test_predicted_peak_of_naive_holds_the_score_matrix() -> None:
     naive = cost_model.MATERIALIZED(w).predicted_peak_bytes
     fused = cost_model.FUSED(w).predicted_peak_bytes
     assert naive >= w.score_elements * 4 > fused
+
+
+def test_the_old_name_sdpa_still_resolves_with_a_deprecation_warning() -> None:
+    """A plugin that picked ``mhabench.cost.SDPA`` keeps its model (the dense-mask route) and is told the new name."""
+    with pytest.warns(DeprecationWarning, match="FUSED_DENSE_MASK"):
+        old = cost_model.SDPA
+    assert old is cost_model.FUSED_DENSE_MASK and old.dense_mask == "converted"
+    with pytest.raises(AttributeError):
+        _ = cost_model.NO_SUCH_MODEL

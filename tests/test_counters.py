@@ -18,7 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from mhabench import AttentionWeights, build
 from mhabench.impls import get_spec
 from mhabench.impls.reference import check_output, expected_output
-from mhabench.measure.counters import DISAGREEMENT_LIMIT, OpCounts, count_cuda_kernels, counted
+from mhabench.measure.op_counts import DISAGREEMENT_LIMIT, OpCounts, count_cuda_kernels, counted
 from mhabench.measure.trackers import DispatchTracker
 from mhabench.results.schema import ModelledCost
 from mhabench.run.steps import prepare, workload

@@ -19,6 +19,7 @@ from mhabench.results import store as results
 from mhabench.results.schema import ResultRow
 from mhabench.run import runner
 from mhabench.run.launch import LaunchEnv
+from mhabench.run.request import RunRequest
 from mhabench.scenario import config as config_mod
 from mhabench.scenario.cases import expand_cases
 from mhabench.scenario.device import resolve_device
@@ -152,7 +153,7 @@ def test_a_failure_on_rank1_alone_is_an_error_row_and_the_ranks_go_on(tp_run: re
 
 
 def test_manifest_records_the_launch(tp_run: results.Run) -> None:
-    manifest = tp_run.manifest
+    manifest = tp_run.manifest.as_dict()
     assert manifest["status"] == "complete"
     assert (manifest["world_size"], manifest["backend"], manifest["tensor_parallel"]) == (2, "gloo", [1, 2])
     assert manifest["environment"]["threads"] == 1  # torchrun's OMP_NUM_THREADS=1: one core per rank
@@ -194,10 +195,10 @@ def test_bad_launches_raise_on_rank0_and_end_the_other_ranks_quietly(
     config = config_with(**scenario)
     rank0, rank1 = (LaunchEnv(rank, world_size, rank, "127.0.0.1") for rank in (0, 1))
     with pytest.raises(InputError) as caught:  # checked before any communication: no process group needed
-        run_distributed(config, tmp_path, None, None, rank0, config_path="tp.yaml")
+        run_distributed(config, tmp_path, None, rank0, RunRequest(config_path="tp.yaml"))
     assert words in str(caught.value) and "\n" not in str(caught.value) and caught.value.exit_code == 2
     with pytest.raises(SystemExit) as quiet:
-        run_distributed(config, tmp_path, None, None, rank1, config_path="tp.yaml")
+        run_distributed(config, tmp_path, None, rank1, RunRequest(config_path="tp.yaml"))
     assert quiet.value.code == 2
     assert list(tmp_path.iterdir()) == []  # no run folder
 
@@ -206,15 +207,15 @@ def test_settings_this_launch_cannot_honour_are_refused(tmp_path: Path) -> None:
     rank0 = LaunchEnv(0, 2, 0, "127.0.0.1")
     config = config_with()
     with pytest.raises(InputError, match=r"^--resume: not available under torchrun"):
-        run_distributed(config, tmp_path, None, None, rank0, resume_dir=tmp_path)
+        run_distributed(config, tmp_path, None, rank0, RunRequest(resume_dir=tmp_path))
     with pytest.raises(InputError, match=r"^isolation: 'process' does not apply under torchrun"):
-        run_distributed(config.model_copy(update={"isolation": "process"}), tmp_path, None, None, rank0)
+        run_distributed(config.model_copy(update={"isolation": "process"}), tmp_path, None, rank0)
 
 
 def test_tensor_parallel_without_torchrun_names_the_command(tmp_path: Path) -> None:
     config = config_mod.parse_config(tp_config_data(), "configs/tp.yaml")
     with pytest.raises(InputError) as caught:
-        runner.run(config, tmp_path, config_path="configs/tp.yaml")
+        runner.run(config, tmp_path, request=RunRequest(config_path="configs/tp.yaml"))
     assert "launch it with `torchrun --nproc-per-node 2 -m mhabench run configs/tp.yaml`" in str(caught.value)
     assert list(tmp_path.iterdir()) == []
 

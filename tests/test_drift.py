@@ -70,12 +70,15 @@ def test_the_default_reference_is_a_fixed_matmul_timed_like_a_row(monkeypatch: p
     """No injected measure: the CPU reference is the 512² float32 matmul, and the same inputs every time."""
     calls: list[torch.Tensor] = []
 
-    def fake_latency(call: Callable[[], torch.Tensor], device: torch.device, timing: TimingConfig) -> object:
+    def fake_rounds(
+        named: dict[str, Callable[[], torch.Tensor]], device: torch.device, timing: TimingConfig, seed: int
+    ) -> dict[str, object]:
         assert timing.min_run_time_s == 0.05 and not timing.flush_l2  # as long as asked, L2 left alone
+        ((name, call),) = named.items()
         calls.append(call())
-        return type("Stats", (), {"latency_ms": 3.0})()
+        return {name: type("Timed", (), {"latency": type("Stats", (), {"latency_ms": 3.0})()})()}
 
-    monkeypatch.setattr(drift_module, "measure_latency", fake_latency)
+    monkeypatch.setattr(drift_module, "time_in_rounds", fake_rounds)
     watch = DriftWatch(CPU, 0.1, seconds=0.05)
     watch.finish()
     assert watch.reference_ms == [3.0, 3.0] and watch.workload == "512×512 float32 matmul on cpu"

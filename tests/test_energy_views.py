@@ -10,6 +10,7 @@ from shared_runs import recorded
 
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.statement import ENERGY
+from mhabench.results.manifest import Manifest
 from mhabench.results.store import Run, load_run
 from mhabench.views.report.blocks import Paragraph
 from mhabench.views.report.energy import energy_blocks
@@ -70,7 +71,7 @@ def gpu_run(tmp_path: Path) -> Run:
             },
         ]
     )
-    manifest = {"run_id": "r", "environment": {"device_kind": "cuda", "nvml": {"power_limit_w": 700.0}}}
+    manifest = Manifest(run_id="r", environment={"device_kind": "cuda", "nvml": {"power_limit_w": 700.0}})
     return Run(tmp_path, manifest, rows)
 
 

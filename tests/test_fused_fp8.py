@@ -34,11 +34,12 @@ from mhabench.impls.fp8 import (
 )
 from mhabench.impls.reference import TOLERANCE, check_output, reference_attention
 from mhabench.impls.weights import AttentionWeights
-from mhabench.measure.counters import counted
+from mhabench.measure.op_counts import counted
 from mhabench.measure.peaks import DevicePeaks, datasheet_peaks
 from mhabench.measure.trackers import DispatchTracker
 from mhabench.results.schema import CaseIdentity, LatencyStats, ModelledCost, Outcome, ResultRow
-from mhabench.run.case import placed, screen
+from mhabench.run.case import screen
+from mhabench.run.placement import placed
 from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case, expand_cases
 from mhabench.scenario.config import RunConfig, load_config
@@ -303,7 +304,7 @@ def test_the_probability_scale_is_e4m3s_bound() -> None:
 
 def test_the_cost_model_counts_fused_flops_and_fp8_bytes() -> None:
     w = cost.Workload(batch=2, seq_len=64, kv_len=64, d_model=128, heads=4, kv_heads=4, causal=False, element_bytes=2)
-    fp8, bf16 = cost.FUSED_FP8(w), cost.SDPA(w)
+    fp8, bf16 = cost.FUSED_FP8(w), cost.FUSED_DENSE_MASK(w)
     assert fp8.flops == bf16.flops and fp8.useful_flops == bf16.useful_flops
     tokens, width = 128, 384
     projections = (

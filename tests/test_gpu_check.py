@@ -106,20 +106,29 @@ def test_summary_is_one_bounded_line() -> None:
     assert len(gpu_check.summary({"long": "x" * 1000})) == gpu_check.LINE_CHARS
 
 
-def test_status_counts_allow_only_capability_reasons() -> None:
-    def row(impl: str, status: str, error: str = "") -> dict[str, str]:
-        return {"case_id": "c", "impl": impl, "status": status, "error": error}
+def test_status_counts_allow_only_capability_reason_codes() -> None:
+    """The check matches the row's reason code, never the words of its text: a text that happens to say "not
+    installed" under another code is still unexpected."""
+
+    def row(impl: str, status: str, error: str = "", code: str = "") -> dict[str, str]:
+        return {"case_id": "c", "impl": impl, "status": status, "error": error, "reason_code": code}
 
     rows = [
         row("fused", "ok"),
-        row("torch_mha", "unsupported", "torch_mha: no grouped K/V heads (kv_heads 2 < heads 8)"),
-        row("sdpa_flash", "unsupported", "torch 2.11 has no FLASH_ATTENTION SDPA kernel for cuda/float32"),
+        row("torch_mha", "unsupported", "torch_mha: no grouped K/V heads (kv_heads 2 < heads 8)", "grouped_kv"),
+        row(
+            "sdpa_flash",
+            "unsupported",
+            "torch 2.11 has no FLASH_ATTENTION SDPA kernel for cuda/float32",
+            "sdpa_no_kernel",
+        ),
         row("flex", "unsupported", "torch.compile (inductor) failed on cuda: boom"),
+        row("plugin", "unsupported", "plugin: a helper is not installed, it says", "implementation"),
         row("naive", "mismatch", "x"),
     ]
     counts = gpu_check._status_counts(rows)
-    assert (counts["rows"], counts["ok"], counts["unsupported"], counts["mismatch"]) == (5, 1, 3, 1)
-    assert [text.split(":")[0] for text in counts["unexpected"]] == ["c flex", "c naive"]
+    assert (counts["rows"], counts["ok"], counts["unsupported"], counts["mismatch"]) == (6, 1, 4, 1)
+    assert [text.split(":")[0] for text in counts["unexpected"]] == ["c flex", "c plugin", "c naive"]
 
 
 def test_a_check_that_raises_is_a_fail_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -133,7 +142,7 @@ def test_a_check_that_raises_is_a_fail_line(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_hardware_counter_checks_pass_only_on_their_known_answers() -> None:
-    from mhabench.checks import hardware as checks
+    from mhabench.checks import counter_checks as checks
     from mhabench.results.gpu_groups import HardwareCounters
 
     size = checks.COPY_BYTES
@@ -155,7 +164,7 @@ def test_hardware_counter_checks_pass_only_on_their_known_answers() -> None:
     [("no ncu", None), ("no permission (ERR_NVGPUCTRPERM)", None), ("ncu failed: The application crashed", False)],
 )
 def test_counters_out_of_reach_skip_and_a_failed_profile_fails(source: str, status: bool | None) -> None:
-    from mhabench.checks import hardware as checks
+    from mhabench.checks import counter_checks as checks
     from mhabench.results.gpu_groups import HardwareCounters
 
     verdict, figures = checks.copy_verdict(HardwareCounters(counters_source=source), checks.COPY_BYTES)
@@ -163,7 +172,7 @@ def test_counters_out_of_reach_skip_and_a_failed_profile_fails(source: str, stat
 
 
 def test_without_ncu_the_probe_launches_nothing() -> None:
-    from mhabench.checks import hardware as checks
+    from mhabench.checks import counter_checks as checks
 
     def never(command: list[str], timeout_s: float) -> object:
         raise AssertionError("launched")
@@ -172,7 +181,7 @@ def test_without_ncu_the_probe_launches_nothing() -> None:
 
 
 def test_energy_check_bounds_and_skip_without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mhabench.checks import hardware as checks
+    from mhabench.checks import counter_checks as checks
     from mhabench.measure import nvml
     from mhabench.measure.energy_window import Window
 
@@ -214,13 +223,13 @@ RECORDED_COPY = "h100-20261127/ncu-copy-kernels.csv"
 def test_the_elementwise_copy_kernel_the_h100_profiled_passes_the_copy_check() -> None:
     """ncu saw no kernel for ``y.copy_(x)`` (a cudaMemcpy) and one for ``torch.add(x, 0, out=y)``: that kernel's
     DRAM bytes are within the check's 5 % of twice the 1 GiB copied."""
-    from mhabench.checks import hardware as checks
-    from mhabench.measure import hardware
+    from mhabench.checks import counter_checks as checks
+    from mhabench.measure import nsight
 
-    kernels = hardware.parse_csv(recorded(RECORDED_COPY).read_text(encoding="utf-8"))
+    kernels = nsight.parse_csv(recorded(RECORDED_COPY).read_text(encoding="utf-8"))
     assert len(kernels) == 2  # normal_ filling x, then the add; copy_ left nothing
     add = [kernel for kernel in kernels if "add" in kernel.name.lower()]
-    counters = hardware.counters_of(add, "float32", "ncu 2025.3.1.0", None)
+    counters = nsight.counters_of(add, "float32", "ncu 2025.3.1.0", None)
     verdict, figures = checks.copy_verdict(counters, 1 << 30)
     assert verdict is True and figures["dram_over_2x"] == pytest.approx(0.99, abs=0.01)
 
@@ -228,7 +237,7 @@ def test_the_elementwise_copy_kernel_the_h100_profiled_passes_the_copy_check() -
 def test_the_copy_probe_launches_an_elementwise_add_not_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     from torch.profiler import ProfilerActivity, profile
 
-    from mhabench.checks import hardware as checks
+    from mhabench.checks import counter_checks as checks
 
     monkeypatch.setattr(checks, "COPY_BYTES", 1 << 12)
     call = checks._probe_call("copy", torch.device("cpu"))

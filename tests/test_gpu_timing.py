@@ -21,7 +21,6 @@ from mhabench.errors import UnsupportedError
 from mhabench.measure import cuda_timing
 from mhabench.measure.cuda_timing import Lead, cuda_event_times_ms, event_times_ms, flush_bytes_for
 from mhabench.measure.rounds import time_in_rounds
-from mhabench.measure.timing import measure_latency
 from mhabench.scenario.config import TimingConfig
 
 # A launch-bound call (queuing it takes longer than running it), and leads that outlast a launch, as on a GPU.
@@ -203,8 +202,8 @@ def test_rounds_can_time_one_call_warm_and_flushed(fake: FakeGpu) -> None:
     assert set(before_calls) == {"spin", "flush"} and fake.log.count("spin") - 2 == fake.log.count("flush")
 
 
-def test_measure_latency_on_cuda_keeps_the_host_figure(fake: FakeGpu) -> None:
-    latency = measure_latency(fake.call, CUDA, ROUNDS_TIMING)
+def test_one_call_timed_in_rounds_on_cuda_keeps_the_host_figure(fake: FakeGpu) -> None:
+    latency = time_in_rounds({"call": fake.call}, CUDA, ROUNDS_TIMING, 0)["call"].latency
     assert latency.latency_ms == pytest.approx(CALL_MS)
     assert latency.host_latency_ms == pytest.approx(LAUNCH_MS + CALL_MS + SYNC_MS)
 
@@ -233,7 +232,8 @@ def test_sm_clock_is_nan_without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_events_agree_with_host_on_a_gpu_bound_matmul() -> None:
     """Device and host samples taken in the same rounds: host = device + launch and synchronize (< 10 %)."""
     a, b = torch.randn(4096, 4096, device=CUDA), torch.randn(4096, 4096, device=CUDA)
-    latency = measure_latency(lambda: a @ b, CUDA, TimingConfig(min_run_time_s=0.2, flush_l2=False))
+    timing = TimingConfig(min_run_time_s=0.2, flush_l2=False)
+    latency = time_in_rounds({"mm": lambda: a @ b}, CUDA, timing, 0)["mm"].latency
     assert 0.98 * latency.latency_ms <= latency.host_latency_ms <= 1.1 * latency.latency_ms
 
 

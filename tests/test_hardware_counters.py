@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from mhabench.measure import hardware
+from mhabench.measure import nsight
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.measure.roofline import roofline
 from mhabench.results.gpu_groups import HardwareCounters
 from mhabench.results.kernels import KERNELS_NAME, append_kernels, read_kernels, top_kernels
 from mhabench.results.schema import CaseIdentity, Counted, LatencyStats, Outcome, ResultRow
-from mhabench.run import hardware as run_hardware
-from mhabench.run.profiled_call import ProfileJob
+from mhabench.run import ncu_profile
+from mhabench.run.ncu_child import ProfileJob
 from mhabench.scenario.cases import expand_cases
 from mhabench.scenario.config import RunConfig
 
@@ -78,18 +78,18 @@ def ok_row(impl: str, measured_bytes: int | None = None) -> ResultRow:
 
 
 def test_parse_reads_every_kernel_of_the_recorded_fused_layer_in_launch_order() -> None:
-    kernels = hardware.parse_csv(fixture("ncu_fused.csv"))
+    kernels = nsight.parse_csv(fixture("ncu_fused.csv"))
     assert [k.index for k in kernels] == [0, 1, 2]
     assert kernels[1].name.startswith("cudnn_generated_fort_native_sdpa_sm90_flash_fprop")
-    assert kernels[0].metrics[hardware.DRAM_READ] == 458_732_032  # thousands separators dropped
-    assert kernels[0].metrics[hardware.DURATION] == pytest.approx(620_288e-9)  # ns → s
+    assert kernels[0].metrics[nsight.DRAM_READ] == 458_732_032  # thousands separators dropped
+    assert kernels[0].metrics[nsight.DURATION] == pytest.approx(620_288e-9)  # ns → s
     assert not any(k.is_marker for k in kernels)
 
 
 def test_tensor_flops_of_the_recorded_fused_layer_are_its_gemms_and_attention_exactly() -> None:
     """2 per FMA: QKV + W_o GEMMs 8·b·n·d², QKᵀ and P·V 4·b·n²·d."""
-    kernels = hardware.parse_csv(fixture("ncu_flops.csv"))
-    counters = hardware.counters_of(kernels, "bfloat16", "ncu test", None)
+    kernels = nsight.parse_csv(fixture("ncu_flops.csv"))
+    counters = nsight.counters_of(kernels, "bfloat16", "ncu test", None)
     assert counters.tensor_flops == 8 * B * N * D * D + 4 * B * N * N * D
     assert counters.fp32_flops is None and counters.hardware_intensity is None  # not asked for in that recording
 
@@ -105,19 +105,19 @@ def test_tensor_flops_of_the_recorded_fused_layer_are_its_gemms_and_attention_ex
     ],
 )
 def test_metric_values_are_read_in_base_units(value: str, unit: str, expected: float | None) -> None:
-    assert hardware.metric_value(value, unit) == expected
+    assert nsight.metric_value(value, unit) == expected
 
 
 def test_an_unknown_unit_is_refused_rather_than_read_as_bytes() -> None:
-    with pytest.raises(hardware.NcuOutputError, match="unit"):
-        hardware.metric_value("1", "furlong")
+    with pytest.raises(nsight.NcuOutputError, match="unit"):
+        nsight.metric_value("1", "furlong")
 
 
 def test_counters_sum_the_kernels_and_compare_dram_with_the_counted_bytes() -> None:
-    kernels = hardware.parse_csv(fixture("ncu_fused.csv"))
+    kernels = nsight.parse_csv(fixture("ncu_fused.csv"))
     read = 458_732_032 + 100_729_856 + 148_669_952
     write = 94_455_552 + 22_726_656 + 25_400_320
-    counters = hardware.counters_of(kernels, "bfloat16", "ncu 2025.3.1", counted_bytes=(read + write) / 2)
+    counters = nsight.counters_of(kernels, "bfloat16", "ncu 2025.3.1", counted_bytes=(read + write) / 2)
     assert (counters.dram_read_bytes, counters.dram_write_bytes) == (read, write)
     assert counters.l2_bytes == 3_184_167_296 + 1_479_389_824 + 1_010_699_648
     assert counters.kernels_profiled == 3 and counters.hardware_counted_bytes_ratio == pytest.approx(2.0)
@@ -126,34 +126,34 @@ def test_counters_sum_the_kernels_and_compare_dram_with_the_counted_bytes() -> N
 
 
 def test_fp32_flops_count_an_fma_twice() -> None:
-    kernel = hardware.Kernel(0, "k", {hardware.FFMA: 10.0, hardware.FADD: 3.0, hardware.FMUL: 4.0})
-    assert hardware.fp32_flops([kernel]) == 27
-    assert hardware.fp32_flops([hardware.Kernel(0, "k", {hardware.FFMA: 10.0})]) is None
+    kernel = nsight.Kernel(0, "k", {nsight.FFMA: 10.0, nsight.FADD: 3.0, nsight.FMUL: 4.0})
+    assert nsight.fp32_flops([kernel]) == 27
+    assert nsight.fp32_flops([nsight.Kernel(0, "k", {nsight.FFMA: 10.0})]) is None
 
 
 # --- cutting the profile into calls and attributing them -------------------------------------------
 
 
 def test_markers_cut_a_profile_into_one_call_per_implementation() -> None:
-    kernels = hardware.parse_csv(with_markers(fixture("ncu_fused.csv"), fixture("ncu_naive.csv")))
-    fused, naive = hardware.split_at_markers(kernels, 2)
+    kernels = nsight.parse_csv(with_markers(fixture("ncu_fused.csv"), fixture("ncu_naive.csv")))
+    fused, naive = nsight.split_at_markers(kernels, 2)
     assert len(fused) == 3 and len(naive) == 9
     assert "cunn_SoftMaxForward" in naive[5].name
 
 
 def test_a_profile_whose_markers_do_not_match_the_calls_is_refused() -> None:
-    kernels = hardware.parse_csv(with_markers(fixture("ncu_fused.csv")))
-    with pytest.raises(hardware.NcuOutputError, match="1 marker"):
-        hardware.split_at_markers(kernels, 2)
-    with pytest.raises(hardware.NcuOutputError, match="before the first marker"):
-        hardware.split_at_markers(hardware.parse_csv(fixture("ncu_fused.csv")) + kernels, 1)
+    kernels = nsight.parse_csv(with_markers(fixture("ncu_fused.csv")))
+    with pytest.raises(nsight.NcuOutputError, match="1 marker"):
+        nsight.split_at_markers(kernels, 2)
+    with pytest.raises(nsight.NcuOutputError, match="before the first marker"):
+        nsight.split_at_markers(nsight.parse_csv(fixture("ncu_fused.csv")) + kernels, 1)
 
 
 def test_attribution_gives_each_row_its_own_call_and_the_kernel_lines() -> None:
     output = with_markers(fixture("ncu_fused.csv"), fixture("ncu_naive.csv"))
     status = [{"impl": "fused", "error": None}, {"impl": "naive", "error": None}]
     rows = [ok_row("naive", 7_046_431_232), ok_row("fused", 469_762_048), ok_row("per_head")]
-    profile = run_hardware.attribute(output, status, rows, "ncu 2025.3.1")
+    profile = ncu_profile.attribute(output, status, rows, "ncu 2025.3.1")
     assert profile.counters["fused"].kernels_profiled == 3
     assert profile.counters["naive"].kernels_profiled == 9
     assert profile.counters["per_head"].counters_source.startswith("not profiled")
@@ -167,7 +167,7 @@ def test_an_fp8_row_gets_no_tensor_flops_from_the_bf16_counter() -> None:
     0, so tensor_flops stays empty and counters_source says why (the rest of the profile is kept)."""
     output = with_markers(fixture("ncu_flops.csv"), fixture("ncu_flops.csv"))
     status = [{"impl": "fused", "error": None}, {"impl": "fused_fp8", "error": None}]
-    profile = run_hardware.attribute(output, status, [ok_row("fused"), ok_row("fused_fp8")], "ncu 2025.3.1")
+    profile = ncu_profile.attribute(output, status, [ok_row("fused"), ok_row("fused_fp8")], "ncu 2025.3.1")
     fp8, bf16 = profile.counters["fused_fp8"], profile.counters["fused"]
     assert bf16.tensor_flops == 8 * B * N * D * D + 4 * B * N * N * D and bf16.counters_source == "ncu 2025.3.1"
     assert fp8.tensor_flops is None and fp8.kernels_profiled == bf16.kernels_profiled == 3
@@ -176,7 +176,7 @@ def test_an_fp8_row_gets_no_tensor_flops_from_the_bf16_counter() -> None:
 
 def test_a_call_that_raised_in_the_child_gets_its_error_and_no_numbers() -> None:
     output = with_markers(fixture("ncu_fused.csv"))
-    profile = run_hardware.attribute(
+    profile = ncu_profile.attribute(
         output, [{"impl": "fused", "error": "OutOfMemoryError: x"}], [ok_row("fused")], "ncu"
     )
     assert profile.counters["fused"] == HardwareCounters(counters_source="profiled call failed: OutOfMemoryError: x")
@@ -188,15 +188,15 @@ def test_a_call_that_raised_in_the_child_gets_its_error_and_no_numbers() -> None
 class FakeNcu:
     """Answers ``--version`` and, for a profile, writes the child's status and returns the CSV it was given."""
 
-    def __init__(self, profiles: list[run_hardware.Finished], status: list[dict[str, object]]) -> None:
+    def __init__(self, profiles: list[ncu_profile.Finished], status: list[dict[str, object]]) -> None:
         self.profiles = profiles
         self.status = status
         self.commands: list[list[str]] = []
 
-    def __call__(self, command: list[str], timeout_s: float) -> run_hardware.Finished:
+    def __call__(self, command: list[str], timeout_s: float) -> ncu_profile.Finished:
         self.commands.append(command)
         if command[-1] == "--version":
-            return run_hardware.Finished(0, "NVIDIA (R) Nsight Compute\nVersion 2025.3.1.0 (build 1)\n", "")
+            return ncu_profile.Finished(0, "NVIDIA (R) Nsight Compute\nVersion 2025.3.1.0 (build 1)\n", "")
         done = self.profiles.pop(0)
         if done.returncode == 0:
             Path(command[-1]).write_text(json.dumps(self.status), encoding="utf-8")
@@ -213,34 +213,34 @@ def job() -> ProfileJob:
 
 
 def test_profile_case_runs_the_child_under_ncu_with_the_timings_cache_policy() -> None:
-    fake = FakeNcu([run_hardware.Finished(0, with_markers(fixture("ncu_fused.csv")), "")], [{"impl": "fused"}])
+    fake = FakeNcu([ncu_profile.Finished(0, with_markers(fixture("ncu_fused.csv")), "")], [{"impl": "fused"}])
     dtype_job = job()
-    profile = run_hardware.profile_case(dtype_job, [ok_row("fused")], True, 60, Path("/opt/ncu"), fake)
+    profile = ncu_profile.profile_case(dtype_job, [ok_row("fused")], True, 60, Path("/opt/ncu"), fake)
     command = fake.commands[1]
     assert command[:2] == ["/opt/ncu", "--csv"] and command[command.index("--cache-control") + 1] == "all"
     assert command[command.index("--profile-from-start") + 1] == "off"
     assert command[command.index("--replay-mode") + 1] == "kernel"  # one result per kernel, for kernels.csv
     assert command[command.index("--clock-control") + 1] == "none"
-    assert "mhabench.run.profiled_call" in command
+    assert "mhabench.run.ncu_child" in command
     assert profile.counters["fused"].counters_source == "ncu 2025.3.1.0"
 
 
 def test_counters_taken_without_the_flush_are_flagged_as_warm() -> None:
-    fake = FakeNcu([run_hardware.Finished(0, with_markers(fixture("ncu_fused.csv")), "")], [{"impl": "fused"}])
-    profile = run_hardware.profile_case(job(), [ok_row("fused")], False, 60, Path("/opt/ncu"), fake)
+    fake = FakeNcu([ncu_profile.Finished(0, with_markers(fixture("ncu_fused.csv")), "")], [{"impl": "fused"}])
+    profile = ncu_profile.profile_case(job(), [ok_row("fused")], False, 60, Path("/opt/ncu"), fake)
     assert fake.commands[1][fake.commands[1].index("--cache-control") + 1] == "none"
-    assert profile.counters["fused"].counters_source == f"ncu 2025.3.1.0, {hardware.WARM_L2}"
+    assert profile.counters["fused"].counters_source == f"ncu 2025.3.1.0, {nsight.WARM_L2}"
     assert profile.counters["fused"].dram_read_bytes is not None  # flagged, not refused
-    assert hardware.source_label(None, True) == "ncu"
+    assert nsight.source_label(None, True) == "ncu"
 
 
 def test_an_unknown_metric_is_retried_with_the_checked_metrics_only() -> None:
-    refused = run_hardware.Finished(1, "", "==ERROR== Failed to find metric smsp__sass_thread_inst_executed_op_ffma")
-    fake = FakeNcu([refused, run_hardware.Finished(0, with_markers(fixture("ncu_fused.csv")), "")], [{"impl": "fused"}])
+    refused = ncu_profile.Finished(1, "", "==ERROR== Failed to find metric smsp__sass_thread_inst_executed_op_ffma")
+    fake = FakeNcu([refused, ncu_profile.Finished(0, with_markers(fixture("ncu_fused.csv")), "")], [{"impl": "fused"}])
     dtype_job = job()
-    profile = run_hardware.profile_case(dtype_job, [ok_row("fused")], False, 60, Path("ncu"), fake)
+    profile = ncu_profile.profile_case(dtype_job, [ok_row("fused")], False, 60, Path("ncu"), fake)
     second = fake.commands[2][fake.commands[2].index("--metrics") + 1].split(",")
-    assert hardware.FFMA not in second and "sm__ops_path_tensor_src_bf16_dst_fp32.sum" in second
+    assert nsight.FFMA not in second and "sm__ops_path_tensor_src_bf16_dst_fp32.sum" in second
     assert fake.commands[2][fake.commands[2].index("--cache-control") + 1] == "none"
     assert profile.counters["fused"].dram_read_bytes == 458_732_032 + 100_729_856 + 148_669_952
 
@@ -253,18 +253,18 @@ def test_an_unknown_metric_is_retried_with_the_checked_metrics_only() -> None:
     ],
 )
 def test_ncu_failures_leave_the_columns_empty_with_the_reason(stdout: str, reason: str) -> None:
-    fake = FakeNcu([run_hardware.Finished(1, stdout, "")], [])
+    fake = FakeNcu([ncu_profile.Finished(1, stdout, "")], [])
     dtype_job = job()
-    profile = run_hardware.profile_case(dtype_job, [ok_row("fused")], True, 60, Path("ncu"), fake)
+    profile = ncu_profile.profile_case(dtype_job, [ok_row("fused")], True, 60, Path("ncu"), fake)
     assert profile.counters["fused"].counters_source.startswith(reason)
     assert profile.counters["fused"].dram_read_bytes is None
 
 
 def test_without_ncu_nothing_is_launched() -> None:
-    def never(command: list[str], timeout_s: float) -> run_hardware.Finished:
+    def never(command: list[str], timeout_s: float) -> ncu_profile.Finished:
         raise AssertionError("launched")
 
-    profile = run_hardware.profile_case(job(), [ok_row("fused")], True, 60, None, never)
+    profile = ncu_profile.profile_case(job(), [ok_row("fused")], True, 60, None, never)
     assert profile.counters["fused"].counters_source == "no ncu"
 
 
@@ -272,26 +272,26 @@ def test_find_ncu_looks_on_path(tmp_path: Path) -> None:
     ncu = tmp_path / "ncu"
     ncu.write_text("#!/bin/sh\n")
     ncu.chmod(0o755)
-    assert hardware.find_ncu(str(tmp_path)) == ncu
+    assert nsight.find_ncu(str(tmp_path)) == ncu
 
 
 def test_rows_say_why_they_have_no_counters_when_not_requested_or_on_the_cpu(tmp_path: Path) -> None:
     config = RunConfig.model_validate({"scenarios": [{"name": "s", "seq_len": 8, "d_model": 8, "heads": 2}]})
-    off = run_hardware.case_counters(
-        job().case, [ok_row("fused")], torch.device("cuda"), run_hardware.CounterSettings.of(config, tmp_path)
+    off = ncu_profile.case_counters(
+        job().case, [ok_row("fused")], torch.device("cuda"), ncu_profile.CounterSettings.of(config, tmp_path)
     )
     assert off == {"fused": [HardwareCounters(counters_source="not requested")]}
-    wanted = run_hardware.CounterSettings.of(config.model_copy(update={"counters": "hardware"}), tmp_path)
-    cpu = run_hardware.case_counters(job().case, [ok_row("fused")], torch.device("cpu"), wanted)
+    wanted = ncu_profile.CounterSettings.of(config.model_copy(update={"counters": "hardware"}), tmp_path)
+    cpu = ncu_profile.case_counters(job().case, [ok_row("fused")], torch.device("cpu"), wanted)
     assert cpu == {"fused": [HardwareCounters(counters_source="CPU device")]}
 
 
 def test_the_settings_default_to_range_replay_without_the_fp32_counters(tmp_path: Path) -> None:
     config = RunConfig.model_validate({"scenarios": [{"name": "s", "seq_len": 8, "d_model": 8, "heads": 2}]})
-    settings = run_hardware.CounterSettings.of(config, tmp_path)
+    settings = ncu_profile.CounterSettings.of(config, tmp_path)
     assert (settings.replay, settings.fp32, settings.requested) == ("range", False, False)
-    assert hardware.FFMA not in hardware.metrics_for("bfloat16")
-    assert set(hardware.FP32_METRICS) <= set(hardware.metrics_for("bfloat16", fp32=True))
+    assert nsight.FFMA not in nsight.metrics_for("bfloat16")
+    assert set(nsight.FP32_METRICS) <= set(nsight.metrics_for("bfloat16", fp32=True))
 
 
 def range_output(*outputs: str) -> str:
@@ -306,7 +306,7 @@ def range_output(*outputs: str) -> str:
         first = body[0]
         for row in body:
             metric, unit = row[header.index("Metric Name")], row[header.index("Metric Unit")]
-            value = hardware.metric_value(row[header.index("Metric Value")], unit) or 0.0
+            value = nsight.metric_value(row[header.index("Metric Value")], unit) or 0.0
             totals[(metric, "")] = totals.get((metric, ""), 0.0) + value
         for (metric, unit), value in totals.items():
             row = list(first)
@@ -327,23 +327,23 @@ def range_job() -> ProfileJob:
 
 def test_range_replay_gives_each_call_one_result_and_says_so() -> None:
     output = range_output(fixture("ncu_naive.csv"), fixture("ncu_fused.csv"))
-    fake = FakeNcu([run_hardware.Finished(0, output, "")], [{"impl": "naive"}, {"impl": "fused"}])
-    profile = run_hardware.profile_case(range_job(), [ok_row("naive"), ok_row("fused")], True, 60, Path("ncu"), fake)
+    fake = FakeNcu([ncu_profile.Finished(0, output, "")], [{"impl": "naive"}, {"impl": "fused"}])
+    profile = ncu_profile.profile_case(range_job(), [ok_row("naive"), ok_row("fused")], True, 60, Path("ncu"), fake)
     command = fake.commands[1]
     assert command[command.index("--replay-mode") + 1] == "range"
-    assert hardware.FFMA not in command[command.index("--metrics") + 1]  # one pass: no FP32 counters by default
+    assert nsight.FFMA not in command[command.index("--metrics") + 1]  # one pass: no FP32 counters by default
     fused = profile.counters["fused"]
-    assert fused.counters_source == f"ncu 2025.3.1.0, {hardware.RANGE_NOTE}"
+    assert fused.counters_source == f"ncu 2025.3.1.0, {nsight.RANGE_NOTE}"
     assert fused.dram_read_bytes == 458_732_032 + 100_729_856 + 148_669_952  # the recorded kernels' sum
     assert fused.kernels_profiled is None and profile.kernels == []  # no per-kernel detail from a range
     assert fused.fp32_flops is None  # not asked for
 
 
 def test_a_range_replay_ncu_refuses_is_profiled_again_by_kernel() -> None:
-    refused = run_hardware.Finished(1, "==ERROR== Range replay is not supported for cudaMalloc", "")
-    by_kernel = run_hardware.Finished(0, with_markers(fixture("ncu_naive.csv"), fixture("ncu_fused.csv")), "")
+    refused = ncu_profile.Finished(1, "==ERROR== Range replay is not supported for cudaMalloc", "")
+    by_kernel = ncu_profile.Finished(0, with_markers(fixture("ncu_naive.csv"), fixture("ncu_fused.csv")), "")
     fake = FakeNcu([refused, by_kernel], [{"impl": "naive"}, {"impl": "fused"}])
-    profile = run_hardware.profile_case(range_job(), [ok_row("naive"), ok_row("fused")], True, 60, Path("ncu"), fake)
+    profile = ncu_profile.profile_case(range_job(), [ok_row("naive"), ok_row("fused")], True, 60, Path("ncu"), fake)
     assert [c[c.index("--replay-mode") + 1] for c in fake.commands[1:]] == ["range", "kernel"]
     source = profile.counters["fused"].counters_source
     assert source == "ncu 2025.3.1.0 (range replay failed: ncu failed: Range replay is not supported for cudaMalloc)"
@@ -352,7 +352,7 @@ def test_a_range_replay_ncu_refuses_is_profiled_again_by_kernel() -> None:
 
 def test_a_range_count_that_does_not_match_the_calls_is_refused() -> None:
     output = range_output(fixture("ncu_fused.csv"))
-    profile = run_hardware.attribute(output, [{"impl": "naive"}, {"impl": "fused"}], [ok_row("fused")], "ncu", "range")
+    profile = ncu_profile.attribute(output, [{"impl": "naive"}, {"impl": "fused"}], [ok_row("fused")], "ncu", "range")
     assert (
         profile.counters["fused"].counters_source == "ncu output not attributable: 1 ranges in the profile for 2 calls"
     )
@@ -360,7 +360,7 @@ def test_a_range_count_that_does_not_match_the_calls_is_refused() -> None:
 
 def test_kernels_file_keeps_each_rows_kernels_and_gives_the_longest(tmp_path: Path) -> None:
     output = with_markers(fixture("ncu_naive.csv"))
-    profile = run_hardware.attribute(output, [{"impl": "naive"}], [ok_row("naive")], "ncu")
+    profile = ncu_profile.attribute(output, [{"impl": "naive"}], [ok_row("naive")], "ncu")
     append_kernels(tmp_path, profile.kernels)
     append_kernels(tmp_path, profile.kernels[:1])
     kernels = read_kernels(tmp_path)
@@ -408,7 +408,7 @@ def test_a_cpu_run_says_why_each_row_has_no_counters_or_energy_and_report_lists_
     assert set(rows["counters_source"]) == {"CPU device"} and set(rows["energy_source"]) == {"CPU device"}
     assert rows["dram_read_bytes"].isna().all() and rows["energy_per_call_j"].isna().all()
     naive = rows[rows["impl"] == "naive"].iloc[0]
-    profile = run_hardware.attribute(
+    profile = ncu_profile.attribute(
         with_markers(fixture("ncu_naive.csv")), [{"impl": "naive"}], [ok_row("naive")], "ncu"
     )
     append_kernels(run_dir, [{**line, "case_id": naive["case_id"]} for line in profile.kernels])
@@ -453,7 +453,7 @@ def test_the_counters_stage_runs_once_every_layer_of_the_case_is_freed(
     (case,) = expand_cases(config, torch.device("cpu"))
     peaks = DevicePeaks(1.0, 20.0, "test-fixed")
     specs = [get_spec("held-a"), get_spec("held-b")]
-    settings = run_hardware.CounterSettings(requested=True)
+    settings = ncu_profile.CounterSettings(requested=True)
     rows = list(run_case(case, specs, torch.device("cpu"), "r", peaks, tiny_timing, counters=settings))
     assert [row.status for row in rows] == ["ok", "ok"] and built
     assert alive_at_counters == [0]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from mhabench import AttentionWeights, available_implementations, build, register
-from mhabench.errors import ConfigError, RegistryError, UnknownImplementationError
+from mhabench.errors import ConfigError, ReasonCode, RegistryError, UnknownImplementationError
 from mhabench.impls import core_implementations, get_spec
 from mhabench.impls.reference import TOLERANCE, numerical_error, reference_attention
 
@@ -113,6 +113,7 @@ def test_grouped_query_support_is_a_registry_capability(name: str, grouped: bool
         name, kv_heads=2, heads=4, phase="prefill", mode="forward", device_type="cpu", dtype="float32"
     )
     assert reason == (None if grouped else f"{name}: no grouped K/V heads (kv_heads 2 < heads 4)")
+    assert grouped or reason.code is ReasonCode.GROUPED_KV  # what checks match; the text is for people
     same = capabilities.unsupported_reason(
         name, kv_heads=4, heads=4, phase="prefill", mode="forward", device_type="cpu", dtype="float32"
     )

@@ -157,7 +157,7 @@ def test_a_run_folder_stopped_by_an_exception_says_how_and_raises_it(
         raise exc
     after = on_disk(tmp_path)
     assert after["status"] == status and after["finished_at"] is not None
-    assert load_run(tmp_path).manifest["status"] == status
+    assert load_run(tmp_path).manifest.status == status
     assert list(load_run(tmp_path).rows["impl"]) == ["naive"]  # the finished row is kept, its samples too
 
 

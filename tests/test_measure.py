@@ -12,7 +12,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from mhabench import AttentionWeights, build
 from mhabench.measure.memory import LiveStorageTracker, sdpa_backend
 from mhabench.measure.peaks import DevicePeaks, datasheet_peaks, device_peaks
-from mhabench.measure.timing import measure_latency
+from mhabench.measure.rounds import time_in_rounds
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
 from mhabench.results.schema import MIN_SPREAD_SAMPLES, LatencyStats, Memory
 from mhabench.scenario.config import TimingConfig
@@ -171,7 +171,7 @@ def test_stopwatch_times_the_block_and_waits_for_the_gpu(monkeypatch: pytest.Mon
     assert synced == [torch.device("cuda:0")] and gpu_watch.seconds >= 0
 
 
-def test_measure_latency_returns_enough_consistent_samples() -> None:
+def test_one_call_timed_in_rounds_returns_enough_consistent_samples() -> None:
     """Blocks of min_run_time_s / min_samples (2 ms) after a warm-up: 5 samples fit well within the cap."""
     timing = TimingConfig(min_run_time_s=0.01, max_run_time_s=0.5, min_samples=5, warmup_runs=2)
     calls = []
@@ -181,7 +181,7 @@ def test_measure_latency_returns_enough_consistent_samples() -> None:
         calls.append(1)
         return a @ a
 
-    latency = measure_latency(fn, CPU, timing)
+    latency = time_in_rounds({"fn": fn}, CPU, timing, 0)["fn"].latency
     assert len(latency.times_ms) >= timing.min_samples
     assert all(t > 0 for t in latency.times_ms)
     assert latency.latency_p25_ms <= latency.latency_ms <= latency.latency_p75_ms
@@ -193,10 +193,10 @@ def test_measure_latency_returns_enough_consistent_samples() -> None:
     assert len(calls) >= timing.warmup_runs + len(latency.times_ms) * latency.calls_per_sample
 
 
-def test_measure_latency_stops_at_the_cap(tiny_timing: TimingConfig) -> None:
+def test_one_call_timed_in_rounds_stops_at_the_cap(tiny_timing: TimingConfig) -> None:
     """min_samples is wanted within max_run_time_s: a slow call gets fewer samples, not a longer run."""
     sleepy = TimingConfig(**{**tiny_timing.model_dump(), "min_samples": 50, "max_run_time_s": 0.03})
-    latency = measure_latency(lambda: time.sleep(0.005), CPU, sleepy)
+    latency = time_in_rounds({"sleep": lambda: time.sleep(0.005)}, CPU, sleepy, 0)["sleep"].latency
     assert 1 <= len(latency.times_ms) < 50  # 50 samples of ≥ 5 ms cannot fit in a 30 ms cap
     assert latency.latency_ms >= 5.0
 
@@ -358,7 +358,7 @@ def test_device_call_on_the_cpu_makes_no_call() -> None:
 def test_device_call_on_a_gpu_matches_separate_memory_and_kernel_measurements() -> None:
     """The profiler around the memory call changes neither the peak nor the count."""
     from mhabench.impls import get_spec
-    from mhabench.measure.counters import count_cuda_kernels
+    from mhabench.measure.op_counts import count_cuda_kernels
     from mhabench.run import case as case_runner
 
     device = torch.device("cuda")

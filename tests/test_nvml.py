@@ -15,7 +15,7 @@ from mhabench.measure.roofline import executed_tflops
 from mhabench.measure.rounds import Block, run_rounds
 from mhabench.results.gpu_groups import Energy
 from mhabench.results.schema import CaseIdentity, LatencyStats, ModelledCost, Outcome, ResultRow, Roofline
-from mhabench.run.case import finished
+from mhabench.run.placement import finished
 from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case, expand_cases
 from mhabench.scenario.config import RunConfig, TimingConfig

@@ -445,7 +445,7 @@ def test_a_dense_mask_is_in_the_bytes_of_the_layouts_that_read_one() -> None:
         workload(one_case(mask="causal", seq_len=n)),
     )
     assert cost.MATERIALIZED(window).attn_bytes - cost.MATERIALIZED(causal).attn_bytes == n * n
-    assert cost.SDPA(window).attn_bytes - cost.SDPA(causal).attn_bytes == n * n * (1 + 2 * 4)
+    assert cost.FUSED_DENSE_MASK(window).attn_bytes - cost.FUSED_DENSE_MASK(causal).attn_bytes == n * n * (1 + 2 * 4)
     assert cost.FUSED(window).attn_bytes == cost.FUSED(causal).attn_bytes
 
 

@@ -23,7 +23,7 @@ from mhabench import AttentionWeights, build
 from mhabench.errors import UnsupportedError
 from mhabench.impls import core_implementations, get_spec
 from mhabench.impls.reference import TOLERANCE, numerical_error, reference_attention
-from mhabench.measure.timing import measure_latency
+from mhabench.measure.rounds import time_in_rounds
 from mhabench.run import case as case_runner
 from mhabench.run import runner
 from mhabench.run.steps import workload
@@ -147,7 +147,7 @@ def test_first_call_compiles_once_and_timing_never_recompiles(compiled_case: dic
     module, x = compiled_case["module"], compiled_case["x"]
     graphs_before = counters["stats"]["unique_graphs"]
     with torch.inference_mode():
-        measure_latency(lambda: module(x), CPU, TimingConfig(**TINY_TIMING))
+        time_in_rounds({"module": lambda: module(x)}, CPU, TimingConfig(**TINY_TIMING), 0)
     assert counters["stats"]["unique_graphs"] == graphs_before  # latency samples hold no compilation
 
 

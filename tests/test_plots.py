@@ -235,7 +235,7 @@ def test_no_point_of_the_h100_run_stands_above_its_roof(h100_run: Path) -> None:
     drawn = np.concatenate([collection.get_offsets() for collection in fig.axes[0].collections])
     assert sorted(map(tuple, drawn)) == sorted(zip(points[EXECUTED_INTENSITY], points[EXECUTED_TFLOPS], strict=True))
     spread = (ok[LATENCY_P75_MS] - ok[LATENCY_P25_MS]) / ok[LATENCY_MS]
-    noise = spread.where(ok[SAMPLE_COUNT] >= MIN_SPREAD_SAMPLES, run.manifest["config"]["timing"]["noise_threshold"])
+    noise = spread.where(ok[SAMPLE_COUNT] >= MIN_SPREAD_SAMPLES, run.manifest.config["timing"]["noise_threshold"])
     above = points[points[EXECUTED_TFLOPS] > _roof(points) * (1 + noise)]
     assert above.empty, above
     over = ok[ok[ACHIEVED_TFLOPS] > ok["peak_tflops"]]

@@ -155,7 +155,7 @@ def test_a_probe_run_stopped_by_ctrl_c_is_interrupted(tmp_path: Path, monkeypatc
     with pytest.raises(KeyboardInterrupt):
         run_config(tiny_config(), tmp_path)
     (run_dir,) = tmp_path.iterdir()
-    assert load_run(run_dir).manifest["status"] == "interrupted"
+    assert load_run(run_dir).manifest.status == "interrupted"
     assert {p["case_id"] for p in _read(run_dir / "probes.csv")} == {"t/b1-n12-d32-h4"}  # the finished case stays
 
 
@@ -170,8 +170,8 @@ def test_a_killed_probe_run_is_not_running_forever(tmp_path: Path) -> None:
     while not list(tmp_path.glob("*/probes.csv")) and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     (probes,) = tmp_path.glob("*/probes.csv")
-    assert load_run(probes.parent).manifest["status"] == "running"  # alive: the child is still measuring
+    assert load_run(probes.parent).manifest.status == "running"  # alive: the child is still measuring
     child.send_signal(signal.SIGKILL)
     child.wait()
     assert json.loads((probes.parent / "manifest.json").read_text())["status"] == "running"  # as the kill left it
-    assert load_run(probes.parent).manifest["status"] == "interrupted"
+    assert load_run(probes.parent).manifest.status == "interrupted"

@@ -92,7 +92,8 @@ def test_round_trip_keeps_rows_samples_and_manifest(tmp_path: Path) -> None:
     run = load_run(run_dir)
     assert run.path == run_dir
     assert run.run_id == run_dir.name == "20250102T030405Z-rt"
-    assert run.manifest == {"run_id": run.run_id, "status": "complete", "roofline": {"float32": {"source": "x"}}}
+    expected = {"run_id": run.run_id, "status": "complete", "roofline": {"float32": {"source": "x"}}}
+    assert run.manifest.as_dict() == expected
     assert list(run.rows.columns) == [*COLUMNS, SAMPLES_COLUMN]
     assert list(run.rows["impl"]) == ["naive", "fused"]
     assert run.rows["times_ms"][0] == [1.5, 1.25, 2.0]
@@ -447,15 +448,15 @@ def test_manifests_as_older_mhabench_wrote_them_still_load(tmp_path: Path, name:
     written = OLD_MANIFESTS[name]
     run = load_run(write_run(tmp_path, "old", [row("naive", [1.0])], manifest=written))
     expected = {**written, "status": OLD_STATUSES[written["status"]]} if "status" in written else written
-    assert run.manifest == expected  # a probe run without liveness cannot be judged: it keeps "running"
+    assert run.manifest.as_dict() == expected  # a probe run without liveness cannot be judged: it keeps "running"
 
 
 def test_the_gpu_run_in_shared_runs_still_loads() -> None:
     """The real H100 run in shared/runs (beside the checkout or inside it), read by this mhabench."""
     run_dir = recorded("20261126T070612Z-default-gpu")
     run = load_run(run_dir)
-    assert run.manifest == json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    assert run.manifest["status"] == "complete" and len(run.rows) == 96
+    assert run.manifest.as_dict() == json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    assert run.manifest.status == "complete" and len(run.rows) == 96
 
 
 @pytest.mark.parametrize("status", ["paused", "COMPLETE", "", 1, None])
@@ -463,7 +464,7 @@ def test_a_status_outside_the_vocabulary_is_refused_in_one_line(tmp_path: Path, 
     manifest = {"run_id": "s", "format_version": FORMAT_VERSION, "status": status}
     run_dir = write_run(tmp_path, "odd", [row("naive", [1.0])], manifest=manifest)
     if status is None:  # written as null: no status recorded, like a manifest without the field
-        assert load_run(run_dir).manifest["status"] is None
+        assert load_run(run_dir).manifest.status is None
         return
     with pytest.raises(ResultsCorruptError, match=r"manifest\.json: status: ") as caught:
         load_run(run_dir)

@@ -200,7 +200,7 @@ def test_cli_refuses_in_one_line_then_force_finishes_the_run(tmp_path: Path, fix
     code, stderr = cli("run", "--resume", str(run_dir), "--force")
     assert code == 0, stderr
     assert keys_on_disk(run_dir) == all_keys()
-    manifest = load_run(run_dir).manifest
+    manifest = load_run(run_dir).manifest.as_dict()
     assert manifest["status"] == "complete" and len(manifest["resumed"]) == 1
 
 
@@ -221,14 +221,14 @@ def test_a_run_killed_at_a_random_row_resumes_to_the_uninterrupted_rows(tmp_path
     child.wait()
     killed = keys_on_disk(run_dir)
     assert k <= len(killed) < len(expected), (k, killed)
-    assert load_run(run_dir).manifest["status"] == "interrupted"  # the dead process is noticed
+    assert load_run(run_dir).manifest.status == "interrupted"  # the dead process is noticed
 
     code, stderr = cli("run", "--resume", "latest", "--out", str(tmp_path / "out"))
     assert code == 0, (k, stderr)
     run = load_run(run_dir)
     assert sorted(keys_on_disk(run_dir)) == sorted(expected), k  # every row once, none twice
     assert keys_on_disk(run_dir)[: len(killed)] == killed  # the finished rows were kept, not measured again
-    assert run.manifest["status"] == "complete"
+    assert run.manifest.status == "complete"
     ok = run.rows[run.rows["status"] == "ok"]
     assert all(len(samples) for samples in ok["times_ms"]), k  # no row lost its raw samples
 

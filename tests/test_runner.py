@@ -29,6 +29,7 @@ from mhabench.results.schema import CaseIdentity, Outcome, ResultRow
 from mhabench.results.store import load_run, rows_frame
 from mhabench.run import case as case_runner
 from mhabench.run import memory_guard, runner
+from mhabench.run.request import RunRequest
 from mhabench.scenario.config import RunConfig, TimingConfig, parse_config
 
 
@@ -56,7 +57,7 @@ class RecordingProgress:
 def test_tiny_run_end_to_end_with_real_peak_measurement(tiny_config_data: dict[str, Any], tmp_path: Path) -> None:
     """The one runner test that measures the CPU's roofline peaks for real (~1-2 s)."""
     progress = RecordingProgress()
-    result = runner.run(tiny(tiny_config_data), tmp_path, progress=progress, argv=["mhabench", "run", "tiny.yaml"])
+    result = runner.run(tiny(tiny_config_data), tmp_path, progress, RunRequest(argv=("mhabench", "run", "tiny.yaml")))
 
     assert result.run_dir.parent == tmp_path
     assert re.fullmatch(r"\d{8}T\d{6}Z-tiny", result.run_dir.name)
@@ -166,7 +167,7 @@ def test_raising_implementation_becomes_an_error_row(
     assert float(on_disk["naive"]["latency_ms"]) > 0 and float(on_disk["fused"]["latency_ms"]) > 0
     loaded = load_run(result.run_dir)
     assert list(loaded.rows["status"]) == ["error", "ok", "ok"]
-    assert loaded.manifest["status"] == "complete"
+    assert loaded.manifest.status == "complete"
 
 
 @pytest.mark.parametrize(
@@ -253,8 +254,8 @@ def test_interrupted_run_keeps_finished_rows(
     assert [row["impl"] for row in csv_rows(run_dir)] == ["naive"]
     loaded = load_run(run_dir)
     assert list(loaded.rows["impl"]) == ["naive"]
-    assert loaded.manifest["status"] == "interrupted"
-    assert loaded.manifest["finished_at"] is not None
+    assert loaded.manifest.status == "interrupted"
+    assert loaded.manifest.finished_at is not None
 
 
 def test_plan_predicts_without_building_or_running(
@@ -302,7 +303,10 @@ def test_a_case_outside_the_capabilities_is_an_unsupported_row(
             torch.OutOfMemoryError("CUDA out of memory. Tried"),
             Outcome("oom", "OutOfMemoryError: CUDA out of memory. Tried"),
         ),
-        (UnsupportedError("no flash kernel for d_k 3\ndetail"), Outcome("unsupported", "no flash kernel for d_k 3")),
+        (
+            UnsupportedError("no flash kernel for d_k 3\ndetail"),
+            Outcome("unsupported", "no flash kernel for d_k 3", reason_code="implementation"),
+        ),
         (KeyError(), Outcome("error", "KeyError")),
     ],
 )
@@ -318,7 +322,7 @@ def test_tensor_parallel_without_torchrun_is_refused_before_any_row(tmp_path: Pa
 
     data = {"scenarios": [{"seq_len": 8, "d_model": 16, "heads": 2, "tensor_parallel": [1, 2]}]}
     with pytest.raises(InputError, match=re.escape("torchrun --nproc-per-node 2")):
-        runner.run(parse_config(data, "x.yaml"), tmp_path / "out", config_path="x.yaml")
+        runner.run(parse_config(data, "x.yaml"), tmp_path / "out", request=RunRequest(config_path="x.yaml"))
     assert not (tmp_path / "out").exists()
 
 
@@ -400,8 +404,9 @@ def test_one_screen_refuses_before_anything_is_built(monkeypatch: pytest.MonkeyP
     assert case_runner.screen(get_spec("fused"), split, cpu).error.startswith("fused is not tensor-parallel")
     assert case_runner.screen(get_spec("tp_fused"), split, cpu) is None
     assert case_runner.screen(get_spec("torch_mha"), gqa, cpu) == Outcome(
-        "unsupported", "torch_mha: no grouped K/V heads (kv_heads 2 < heads 4)"
+        "unsupported", "torch_mha: no grouped K/V heads (kv_heads 2 < heads 4)", reason_code="grouped_kv"
     )
+    assert case_runner.screen(get_spec("fused"), split, cpu).reason_code == "not_tensor_parallel"
     monkeypatch.setattr(memory_guard, "fits", lambda *args, **kwargs: "predicted 9 GB > available 1 GB")
     assert case_runner.screen(get_spec("fused"), gqa, cpu) == Outcome("skipped", "predicted 9 GB > available 1 GB")
     assert case_runner.screen(get_spec("fused"), gqa, cpu, guard=False) is None
@@ -463,7 +468,7 @@ def test_after_a_sticky_cuda_error_the_rest_of_the_run_goes_on_in_child_processe
     statuses = {row.case.impl: row.status for row in result.rows}
     assert statuses == {"naive": "ok", "sticky-test": "error", "fused": "ok"}
     assert "illegal memory access" in next(r for r in result.rows if r.case.impl == "sticky-test").outcome.error
-    manifest = load_run(result.run_dir).manifest
+    manifest = load_run(result.run_dir).manifest.as_dict()
     assert manifest["status"] == "complete" and "lost its CUDA context" in manifest["drift"]["stopped"]
 
 

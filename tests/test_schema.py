@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 from pathlib import Path
 
+import pyarrow.parquet as pq
+from synthetic_runs import row, samples, write_run
 from typer.testing import CliRunner
 
 from mhabench.cli import app
 from mhabench.results import columns, schema
 from mhabench.results.column import ROLES
 from mhabench.results.columns import columns_info
+from mhabench.results.store import CSV_NAME, PARQUET_NAME
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "columns.md"
 
@@ -25,10 +29,29 @@ def test_every_column_has_a_unit_role_and_description() -> None:
             assert info.unit == "bytes", info.name
 
 
-def test_columns_and_key_are_derived_from_the_fields() -> None:
-    fields = [f.name for _, group in schema.GROUPS for f in dataclasses.fields(group)]
-    assert [name for name in fields if name != columns.SAMPLES_COLUMN] == columns.COLUMNS
-    assert len(set(fields)) == len(fields), "a column name is defined twice"
+def test_the_files_a_run_writes_hold_exactly_the_declared_columns(tmp_path: Path) -> None:
+    """What the writer puts on disk, read back from the files: the CSV header is ``COLUMNS`` and the Parquet file
+    adds only the samples, so a field added to a group without a column (or a column no group declares) fails."""
+    run_dir = write_run(tmp_path, "run", [row("fused", samples(1.0, 0.01))])
+    with open(run_dir / CSV_NAME, encoding="utf-8") as handle:
+        header = next(csv.reader(handle))
+    assert header == columns.COLUMNS
+    assert len(set(header)) == len(header), "a column name is written twice"
+    parquet = pq.read_schema(run_dir / PARQUET_NAME).names
+    assert [name for name in parquet if name != columns.SAMPLES_COLUMN] == header
+    assert columns.SAMPLES_COLUMN in parquet
+
+
+def test_the_pinned_runs_columns_are_all_still_read() -> None:
+    """A run written before this change (tests/data/pinned_run) keeps every column, in its order: renaming or
+    dropping a column would orphan older runs' data. New columns may be added anywhere."""
+    pinned = next((Path(__file__).parent / "data" / "pinned_run").glob("*/" + CSV_NAME))
+    with open(pinned, encoding="utf-8") as handle:
+        old_header = next(csv.reader(handle))
+    assert [name for name in columns.COLUMNS if name in old_header] == old_header
+
+
+def test_the_case_key_is_what_tells_measurements_apart() -> None:
     assert columns.CASE_KEY[:3] == ["impl", "device", "dtype"]
     assert {"seq_len", "heads", "kv_heads", "mode", "phase", "causal", "bias"} <= set(columns.CASE_KEY)
     assert "run_id" not in columns.CASE_KEY and "model" not in columns.CASE_KEY
@@ -68,3 +91,10 @@ def test_record_round_trip_keeps_groups_and_drops_missing_ones() -> None:
     assert back.case == case and back.correctness == row.correctness
     assert back.latency is not None and back.latency.latency_ms == 2.0 and back.latency.times_ms == (1.0, 2.0, 3.0)
     assert back.memory is None and back.cost is None and back.roofline is None
+
+
+def test_a_status_word_becomes_its_enum_member_and_an_unknown_one_stays_text() -> None:
+    row = schema.ResultRow.from_record({"impl": "fused", "status": "ok"})
+    assert row.status is schema.RowStatus.OK and row.record()["status"] == "ok"
+    newer = schema.ResultRow.from_record({"impl": "fused", "status": "quarantined"})
+    assert newer.status == "quarantined" and not isinstance(newer.status, schema.RowStatus)

@@ -177,8 +177,8 @@ def test_merge_of_two_shards_equals_the_unsharded_run(unsharded: Path, tmp_path:
     assert merged.forced == []
     whole = results.load_run(unsharded)
     again = results.load_run(merged.run_dir)  # read back like any other run (compare, report)
-    assert again.manifest["status"] == "complete" and "shard" not in again.manifest
-    assert [m["shard"] for m in again.manifest["merged_from"]] == ["0/2", "1/2"]
+    assert again.manifest.status == "complete" and again.manifest.shard is None
+    assert [m["shard"] for m in again.manifest.as_dict()["merged_from"]] == ["0/2", "1/2"]
     assert set(again.rows["run_id"]) == {"merged"}
     left, right = (run.rows.sort_values(ROW_KEY).reset_index(drop=True) for run in (whole, again))
     assert left[ROW_KEY].equals(right[ROW_KEY])
@@ -258,7 +258,7 @@ def test_a_forced_merge_of_unfinished_shards_ends_as_they_did(
         edit_manifest(path, status=status, pid=2**22 + 1, host=socket.gethostname())  # no such process
     result = merge_runs(shards, tmp_path / "merged", force=True)
     manifest = json.loads((tmp_path / "merged" / results.MANIFEST_NAME).read_text())
-    assert result.status == manifest["status"] == results.load_run(result.run_dir).manifest["status"] == merged
+    assert result.status == manifest["status"] == results.load_run(result.run_dir).manifest.status == merged
     assert [m["status"] for m in manifest["merged_from"]] == [LOADED.get(s, s) for s in statuses]
     assert manifest["format_version"] == FORMAT_VERSION and manifest["pid"] == os.getpid()  # the merge's own
     assert manifest["run_id"] == "merged" and manifest["finished_at"] >= manifest["started_at"]

@@ -23,6 +23,7 @@ from mhabench.measure.stages import Unit, assign_stages, breakdown, kind_of, pro
 from mhabench.results.stages import StageFigures, breakdown_group, read_breakdown
 from mhabench.results.store import load_run
 from mhabench.run import runner
+from mhabench.run.request import RunRequest
 from mhabench.scenario.config import parse_config
 from mhabench.stage_cost import stage_costs
 from mhabench.views.plots import Plot
@@ -214,7 +215,9 @@ def test_a_cpu_run_stores_every_ok_row_breakdown_and_explain_reads_it(
 ) -> None:
     data = {**tiny_config_data, "implementations": ["fused", "torch_mha"]}
     data["scenarios"] = [{**data["scenarios"][0], "bias": False}]
-    result = runner.run(parse_config(data, "tiny.yaml"), tmp_path, argv=["mhabench", "run", "tiny.yaml"])
+    result = runner.run(
+        parse_config(data, "tiny.yaml"), tmp_path, request=RunRequest(argv=("mhabench", "run", "tiny.yaml"))
+    )
     rows = load_run(result.run_dir).rows
     assert set(rows["breakdown_source"]) == {"profiler"}
     torch_mha = rows[rows["impl"] == "torch_mha"].iloc[0]

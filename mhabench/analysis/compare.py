@@ -130,7 +130,7 @@ def speedups(run: results.Run, baseline: str = DEFAULT_BASELINE) -> Comparison:
 
 
 def device_kind(run: results.Run) -> str:
-    kind = run.manifest.get("environment", {}).get("device_kind")
+    kind = run.manifest.environment.get("device_kind")
     if kind:
         return str(kind)
     devices = sorted({str(d).split(":")[0] for d in run.rows[DEVICE].dropna()})
@@ -141,11 +141,11 @@ def manifest_differences(base: results.Run, candidate: results.Run) -> list[Diff
     """Environment fields, dtypes and timing settings that differ between the two runs."""
 
     def facts(run: results.Run) -> dict[str, str]:
-        env = run.manifest.get("environment", {})
+        env = run.manifest.environment
         values = {name: str(env.get(name)) for name in ENVIRONMENT_FIELDS}
         values["device_kind"] = device_kind(run)
         values["dtypes"] = ",".join(sorted({str(d) for d in run.rows[DTYPE].dropna()}))
-        timing = run.manifest.get("config", {}).get("timing")
+        timing = (run.manifest.config or {}).get("timing")
         values["timing"] = json.dumps(timing, sort_keys=True) if timing is not None else "None"
         return values
 

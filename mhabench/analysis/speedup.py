@@ -18,6 +18,7 @@ The run summary, ``compare RUN``, the report, the plots and ``advise`` all read 
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -37,12 +38,24 @@ from mhabench.results.columns import (
     SAMPLES_COLUMN,
     STATUS,
 )
+from mhabench.results.schema import RowStatus
 
 DEFAULT_BASELINE = "naive"
 MIN_PAIRED_ROUNDS = 3
 """Fewer shared rounds than this are too few to pair on: such rows use the ratio of medians (over every sample
 of each side) instead. Their interval needs ``stats.MIN_INTERVAL_SAMPLES`` either way."""
-PAIRED, MEDIANS = "paired", "medians"
+
+
+class SpeedupMethod(str, enum.Enum):
+    """How a speedup was estimated (``speedup_method``): paired per-round ratios, or the ratio of medians."""
+
+    PAIRED = "paired"
+    MEDIANS = "medians"
+
+    __str__ = str.__str__
+
+
+PAIRED, MEDIANS = SpeedupMethod
 
 
 Row = Mapping[str, Any]
@@ -66,7 +79,7 @@ def samples_of(row: Row | None) -> list[float]:
 
 
 def is_ok(row: Row) -> bool:
-    return row.get(STATUS) == "ok" and bool(samples_of(row))
+    return row.get(STATUS) == RowStatus.OK and bool(samples_of(row))
 
 
 def shared_rounds(base_ms: list[float], impl_ms: list[float]) -> tuple[list[float], list[float]]:

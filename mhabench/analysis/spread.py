@@ -18,6 +18,7 @@ import pandas as pd
 from mhabench.analysis.speedup import Row, speedup_rows
 from mhabench.errors import InputError
 from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, REPEAT, STATUS
+from mhabench.results.schema import RowStatus
 from mhabench.results.store import Run
 
 SPREAD_COLUMNS = [
@@ -55,7 +56,7 @@ def spread_of(speedups: pd.DataFrame) -> pd.DataFrame:
     median latency, the medians and relative ranges of latency and speedup over repeats, how many counted."""
     groups: dict[tuple[Any, Any], list[Row]] = {}
     for row in speedups.to_dict("records"):
-        if row[STATUS] == "ok" and pd.notna(row.get(LATENCY_MS)):
+        if row[STATUS] == RowStatus.OK and pd.notna(row.get(LATENCY_MS)):
             groups.setdefault((row[CASE_ID], row[IMPL]), []).append(row)
     return pd.DataFrame([_spread_line(rows) for rows in groups.values()], columns=SPREAD_COLUMNS)
 

@@ -11,6 +11,7 @@ import pandas as pd
 from mhabench.analysis.speedup import DEFAULT_BASELINE, Row, best, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
 from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, STATUS
+from mhabench.results.schema import RowStatus
 
 
 def case_winners(frame: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
@@ -47,7 +48,7 @@ def _case_line(rows: list[Row], spread: dict[tuple[Any, Any], Row], single_repea
     }
     if winner is None:
         return line
-    top, won = candidates[winner], [row for row in rows if row[IMPL] == winner and row[STATUS] == "ok"]
+    top, won = candidates[winner], [row for row in rows if row[IMPL] == winner and row[STATUS] == RowStatus.OK]
     return {
         **line,
         "winner": winner,

@@ -27,9 +27,9 @@ import torch.nn.functional as F
 import yaml
 
 from mhabench import cost
-from mhabench.checks import hardware as hardware_checks
+from mhabench.checks import counter_checks
 from mhabench.cost import Workload
-from mhabench.errors import UnsupportedError
+from mhabench.errors import ReasonCode, UnsupportedError
 from mhabench.impls import build
 from mhabench.impls.fp8 import FP8_TOLERANCE
 from mhabench.impls.reference import (
@@ -47,13 +47,24 @@ from mhabench.measure.memory import LiveStorageTracker, sdpa_backend
 from mhabench.measure.peaks import match_datasheet, measured_peaks, mig_reason, sheet_peaks
 from mhabench.measure.rounds import interleaved_medians_ms, time_in_rounds
 from mhabench.measure.trackers import CudaMemoryTracker
+from mhabench.results.schema import RowStatus
 from mhabench.scenario.config import TimingConfig
 from mhabench.torch_errors import classify_failure, one_line
 
 Verdict = tuple[bool | None, dict[str, Any]]  # (True PASS, False FAIL, None SKIP), figures for the line and JSON
 BF16 = torch.bfloat16
-# Unsupported rows that are facts about an implementation, not failures (capability and no-kernel reasons).
-ALLOWED_UNSUPPORTED = ("not installed", "no grouped K/V", "no KV-cache decode", "SDPA kernel", "no backward", "runs on")
+# Unsupported rows that are facts about an implementation, not failures (capability and no-kernel reasons): codes.
+ALLOWED_UNSUPPORTED = frozenset(
+    code.value
+    for code in (
+        ReasonCode.NOT_INSTALLED,
+        ReasonCode.GROUPED_KV,
+        ReasonCode.DECODE,
+        ReasonCode.SDPA_NO_KERNEL,
+        ReasonCode.BACKWARD,
+        ReasonCode.DEVICE,
+    )
+)
 LINE_CHARS = 240
 
 
@@ -205,8 +216,8 @@ def _run_cli(ctx: Context, config: Path, timeout_s: int, *extra: str) -> list[di
 
 def _expected(row: dict[str, str]) -> bool:
     """ok, or unsupported for a reason that is a fact about the implementation."""
-    reason_allowed = any(allowed in row["error"] for allowed in ALLOWED_UNSUPPORTED)
-    return row["status"] == "ok" or (row["status"] == "unsupported" and reason_allowed)
+    reason_allowed = row.get("reason_code", "") in ALLOWED_UNSUPPORTED
+    return row["status"] == RowStatus.OK or (row["status"] == RowStatus.UNSUPPORTED and reason_allowed)
 
 
 def _status_counts(rows: list[dict[str, str]]) -> dict[str, Any]:
@@ -265,7 +276,7 @@ def check_oom_then_runs(ctx: Context) -> Verdict:
     statuses = [row["status"] for row in _run_cli(ctx, _oom_config(ctx), 300, *extra)]
     figures = {"in_process": in_process, "cli_statuses": statuses, "cli_flags": extra}
     first_ok = statuses[:1] == ["oom"] or (not extra and statuses[:1] == ["skipped"])
-    return in_process[0] == "oom" and first_ok and statuses[1:] == ["ok"], figures
+    return in_process[0] == RowStatus.OOM and first_ok and statuses[1:] == ["ok"], figures
 
 
 STICKY_PROGRAM = """import torch; from mhabench.torch_errors import classify_failure, is_sticky_cuda_error
@@ -461,24 +472,24 @@ def check_pytest_cuda(ctx: Context) -> Verdict:
 
 def check_dram_copy(ctx: Context) -> Verdict:
     """A 1 GiB copy kernel under ncu: DRAM read + written within 5 % of 2 × its size (SKIP: no ncu or permission)."""
-    return hardware_checks.copy_check(ctx.device)
+    return counter_checks.copy_check(ctx.device)
 
 
 def check_tensor_flops(ctx: Context) -> Verdict:
     """A 4096³ bf16 GEMM under ncu: tensor-core FLOPs = 2·m·n·k (SKIP: no ncu or permission)."""
-    return hardware_checks.gemm_check(ctx.device)
+    return counter_checks.gemm_check(ctx.device)
 
 
 def check_fused_hardware_flops(ctx: Context) -> Verdict:
     """The fused layer (b=1, n=4096, d=4096, 32 heads, bf16, non-causal) through the runner's ncu path: tensor-core
     FLOPs = the model's useful FLOPs (SKIP: no ncu or permission)."""
-    return hardware_checks.fused_check(ctx.device)
+    return counter_checks.fused_check(ctx.device)
 
 
 def check_energy(ctx: Context) -> Verdict:
     """bf16 8192³ matmuls over a ≥ 5 s NVML energy window: between half the power limit and the limit × 1.02
     (SKIP: no nvidia-ml-py)."""
-    return hardware_checks.energy_check(ctx.device)
+    return counter_checks.energy_check(ctx.device)
 
 
 # Every check_* function defined above (not imported), in order: name → check.

@@ -1,7 +1,7 @@
 """``mhabench check-timing CONFIG``: mhabench's CPU medians against an independent timer, case by case.
 
 A benchmark should agree with someone else's stopwatch. For every (case, implementation) of a config
-this times the same call with :func:`mhabench.measure.timing.measure_latency` (warm-up by time, then
+this times the same call with :func:`mhabench.measure.rounds.time_in_rounds` (warm-up by time, then
 blocks) and with ``torch.utils.benchmark.Timer.blocked_autorange``, alternating the two a few times
 so that a machine drifting during the check moves both alike, and compares the medians. On CUDA the
 headline latency is device time with a cold L2, which no host timer measures: ``make gpu-check``
@@ -17,7 +17,7 @@ from torch.utils import benchmark
 
 from mhabench.errors import InputError
 from mhabench.measure.allocator import apply_process_settings
-from mhabench.measure.timing import measure_latency
+from mhabench.measure.rounds import time_in_rounds
 from mhabench.run.case import screen
 from mhabench.run.inputs import make_inputs
 from mhabench.run.launch import check_launch
@@ -89,6 +89,6 @@ def _both_medians_ms(call: object, device: torch.device, config: RunConfig) -> t
     ours, theirs = [], []
     with torch.inference_mode():
         for _ in range(ALTERNATIONS):
-            ours.append(measure_latency(call, device, config.timing).latency_ms)  # type: ignore[arg-type]
+            ours.append(time_in_rounds({"call": call}, device, config.timing, 0)["call"].latency.latency_ms)  # type: ignore[arg-type]
             theirs.append(timer.blocked_autorange(min_run_time=config.timing.min_run_time_s).median * 1e3)
     return statistics.median(ours), statistics.median(theirs)

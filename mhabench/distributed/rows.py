@@ -31,7 +31,7 @@ from mhabench.measure.comm import CommStats, gather_peak_bytes, lockstep_times_m
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.measure.roofline import group_peaks
 from mhabench.results.gpu_groups import Energy
-from mhabench.results.schema import Distributed, LatencyStats, Outcome, ResultRow
+from mhabench.results.schema import Distributed, LatencyStats, Outcome, ResultRow, RowStatus
 from mhabench.run.case import Checked, Timed, run_case
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import TimingConfig
@@ -104,7 +104,7 @@ def single_rank_rows(case: Case, specs: list[ImplSpec], setup: RankSetup, repeat
         guard=setup.memory_guard,
     )
     for row in rows:
-        if row.status == "ok" and row.latency is not None:
+        if row.status == RowStatus.OK and row.latency is not None:
             peak = row.memory.peak_memory_bytes if row.memory is not None else math.nan
             row = row.with_groups(communication(setup, row.latency, CommStats(0.0, 0, math.nan), [peak]))
         yield row.with_groups(launch(setup))
@@ -146,14 +146,14 @@ def tensor_parallel_rows(
         setup.timing,
         repeat=repeat,
         guard=setup.memory_guard,
-        peers=Lockstep(setup, tp),
+        timers=Lockstep(setup, tp),
     )
     for row in rows:
         yield row.with_groups(launch(setup))
 
 
 class Lockstep:
-    """The ranks of a tensor-parallel group as the peers of a case (:class:`mhabench.run.case.Peers`).
+    """The ranks of a tensor-parallel group as the timers of a case (:class:`mhabench.run.case.CaseTimers`).
 
     Rank 0 alone checks the output: after the all-reduce every rank holds the whole of it, and the
     verdict reaches the others through the agreement that follows the call. A rank runs a slice of

@@ -41,7 +41,8 @@ from mhabench.results.manifest import Manifest
 from mhabench.results.schema import ResultRow
 from mhabench.results.store import RunWriter, new_run_dir
 from mhabench.run.launch import LaunchEnv, check_launch
-from mhabench.run.runner import Pending, Progress, RunResult, Selector, implementations_of, pending, roofline_peaks
+from mhabench.run.request import RunRequest, Selector
+from mhabench.run.runner import Pending, Progress, RunResult, implementations_of, pending, roofline_peaks
 from mhabench.run.shard import folder_name
 from mhabench.scenario.cases import Case, count_cases, expand_cases
 from mhabench.scenario.config import RunConfig
@@ -57,20 +58,17 @@ def run_distributed(
     config: RunConfig,
     out_root: Path,
     progress: Progress | None,
-    argv: list[str] | None,
     launch: LaunchEnv,
-    *,
-    repeats: int = 1,
-    select: Selector | None = None,
-    manifest_extra: dict[str, Any] | None = None,
-    config_path: str = "CONFIG",
-    resume_dir: Path | None = None,
+    request: RunRequest | None = None,
 ) -> RunResult | None:
     """Run ``config`` on this rank of a torchrun launch; rank 0 returns the run, every other rank None.
 
-    ``repeats``, ``select`` (a shard) and ``manifest_extra`` mean what they mean in ``runner.run``;
-    ``config_path`` is the file as the user named it, for the torchrun command in error messages.
+    ``request`` means what it means in ``runner.run``; its ``config_path`` names the file in the torchrun
+    command of error messages, and its ``resume_dir`` is refused (a torchrun launch cannot resume).
     """
+    request = request or RunRequest()
+    argv, repeats, select, resume_dir = list(request.argv), request.repeats, request.select, request.resume_dir
+    manifest_extra, config_path = dict(request.manifest_extra), request.config_path
     with errors_end_every_rank(launch), _one_line_failures(launch):
         todo = checked_plan(config, launch, repeats, select, config_path, resume_dir)
         device = init_distributed(launch, resolve_device(config.device).type)

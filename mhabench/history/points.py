@@ -30,6 +30,8 @@ from mhabench.results.columns import (
     USEFUL_FLOPS,
 )
 from mhabench.results.fingerprint import Fingerprint
+from mhabench.results.manifest import Manifest
+from mhabench.results.schema import RowStatus
 from mhabench.results.store import Run
 
 ENERGY_PER_CALL_J = "energy_per_call_j"
@@ -78,11 +80,11 @@ def run_record(run: Run, baseline: str) -> RunRecord:
     """The run as the store keeps it: its fingerprint (what series are keyed by) and its whole environment, so a
     fingerprint change can later be explained field by field."""
     manifest = run.manifest
-    environment = manifest.get("environment") or {}
+    environment = manifest.environment
     return RunRecord(
         run_id=run.run_id,
-        started_at=str(manifest.get("started_at") or ""),
-        status=str(manifest.get("status") or ""),
+        started_at=manifest.started_at or "",
+        status=manifest.status or "",
         baseline=baseline,
         fingerprint=Fingerprint.of(environment),
         environment_json=json.dumps(environment, sort_keys=True, default=str),
@@ -110,7 +112,7 @@ def row_records(run: Run, baseline: str) -> list[RowRecord]:
     if run.rows.empty:
         return []
     frame = speedup_rows(run.rows, baseline)
-    code = run.manifest.get("code") or {}
+    code = run.manifest.code
     fallback = _project_version(run.manifest)
     records = []
     for position, row in enumerate(frame.to_dict("records")):
@@ -120,14 +122,14 @@ def row_records(run: Run, baseline: str) -> list[RowRecord]:
     return records
 
 
-def _project_version(manifest: dict[str, Any]) -> dict[str, Any]:
+def _project_version(manifest: Manifest) -> dict[str, Any]:
     """A run written before it recorded ``code``: the commit its environment recorded (time and dirtiness unknown)."""
-    commit = (manifest.get("environment") or {}).get("git_commit")
+    commit = manifest.environment.get("git_commit")
     return {"repo": None, "commit": commit, "commit_time": None, "dirty": None}
 
 
 def _row_record(run_id: str, row: dict[str, Any], samples: list[float], version: dict[str, Any]) -> RowRecord:
-    ok = row.get(STATUS) == "ok"
+    ok = row.get(STATUS) == RowStatus.OK
     speedup = (_number(row.get("speedup")), _number(row.get("speedup_ci_low")), _number(row.get("speedup_ci_high")))
     latency = stats.paired_ratio(samples, [1.0] * len(samples)) if ok and samples else None
     lat = (latency.ratio, latency.ci_low, latency.ci_high) if latency else (math.nan,) * 3

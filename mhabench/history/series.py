@@ -27,6 +27,7 @@ from mhabench.analysis.step_detection import change_points, segments
 from mhabench.analysis.verdict import Change, judge_change
 from mhabench.errors import InputError
 from mhabench.results.fingerprint import FINGERPRINT_FIELDS, Fingerprint
+from mhabench.results.schema import RowStatus
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,7 +168,7 @@ def _check_filters(rows: pd.DataFrame, cases: Sequence[str], impls: Sequence[str
 
 
 def _chosen_rows(rows: pd.DataFrame, metric: Metric, cases: Sequence[str], impls: Sequence[str]) -> pd.DataFrame:
-    keep = (rows["status"] == "ok") & pd.to_numeric(rows[metric.column], errors="coerce").gt(0)
+    keep = (rows["status"] == RowStatus.OK) & pd.to_numeric(rows[metric.column], errors="coerce").gt(0)
     if metric.name == "ratio":
         keep &= rows["impl"] != rows["baseline"]  # the baseline's ratio to itself is 1 by construction
     if cases:

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from mhabench import cost
-from mhabench.errors import UnsupportedError
+from mhabench.errors import ReasonCode, UnsupportedError
 from mhabench.impls.naive import NaiveAttention
 from mhabench.impls.registry import register
 from mhabench.impls.weights import AttentionWeights
@@ -28,7 +28,9 @@ def compile_fresh(fn: F) -> F:
     import torch._dynamo  # deferred, like every Dynamo import here: it costs seconds at `import mhabench`
 
     if not torch._dynamo.is_dynamo_supported():
-        raise UnsupportedError(f"torch.compile is not supported on this platform (torch {torch.__version__})")
+        raise UnsupportedError(
+            f"torch.compile is not supported on this platform (torch {torch.__version__})", ReasonCode.PLATFORM
+        )
     torch._dynamo.reset()
     return torch.compile(fn, dynamic=False)
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from mhabench.errors import UnsupportedError
+from mhabench.errors import ReasonCode, Refusal, UnsupportedError
 from mhabench.impls.fp8 import PROBABILITY_SCALE, Fp8Tensor
 
 MIN_CUDNN_VERSION = 90100
@@ -85,22 +85,26 @@ class GraphKey:
         return (self.seq_len * self.heads * self.head_dim, self.head_dim, self.heads * self.head_dim, 1)
 
 
-def frontend_unsupported_reason(frontend: ModuleType | None, device: torch.device) -> str | None:
+def frontend_unsupported_reason(frontend: ModuleType | None, device: torch.device) -> Refusal | None:
     """Why the fp8 attention cannot run on ``device`` (None: it can): the device, its architecture, the frontend,
     the cuDNN version."""
     if device.type != "cuda":
-        return f"needs a CUDA GPU of sm90 (Hopper) or newer, not {device.type}"
+        return Refusal(f"needs a CUDA GPU of sm90 (Hopper) or newer, not {device.type}", ReasonCode.DEVICE)
     major, minor = torch.cuda.get_device_capability(device)
     if (major, minor) < MIN_CAPABILITY:
         name = torch.cuda.get_device_name(device)
-        return (
-            f"needs sm90 (Hopper) or newer for fp8 tensor cores and cuDNN's fp8 attention; {name} is sm{major}{minor}"
+        return Refusal(
+            f"needs sm90 (Hopper) or newer for fp8 tensor cores and cuDNN's fp8 attention; {name} is sm{major}{minor}",
+            ReasonCode.DEVICE,
         )
     if frontend is None:
-        return "nvidia-cudnn-frontend not installed (the `cudnn` Python package: `make wheels`, docs/gpu.md)"
+        return Refusal(
+            "nvidia-cudnn-frontend not installed (the `cudnn` Python package: `make wheels`, docs/gpu.md)",
+            ReasonCode.NOT_INSTALLED,
+        )
     version = int(frontend.backend_version())
     if version < MIN_CUDNN_VERSION:
-        return f"cuDNN {version} < {MIN_CUDNN_VERSION} has no fp8 attention forward"
+        return Refusal(f"cuDNN {version} < {MIN_CUDNN_VERSION} has no fp8 attention forward", ReasonCode.VERSION)
     return None
 
 
@@ -162,7 +166,7 @@ def build_graph(frontend: ModuleType, key: GraphKey, handle: Any, device: torch.
         graph.check_support()
         graph.build_plans()
     except frontend.cudnnGraphNotSupportedError as exc:
-        raise UnsupportedError(f"cuDNN has no fp8 attention plan for {key}: {exc}") from None
+        raise UnsupportedError(f"cuDNN has no fp8 attention plan for {key}: {exc}", ReasonCode.NO_KERNEL) from None
 
     def scalar(value: float) -> torch.Tensor:
         return torch.full((1, 1, 1, 1), value, dtype=torch.float32, device=device)

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from mhabench import cost
-from mhabench.errors import UnsupportedError
+from mhabench.errors import ReasonCode, UnsupportedError
 from mhabench.impls.fused import FusedAttention
 from mhabench.impls.registry import Capabilities, optional_import, register
 from mhabench.pattern import alibi_slopes
@@ -55,7 +55,9 @@ class FlashAttnAttention(FusedAttention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.head_dim > MAX_HEAD_DIM:  # the runner screens this out first; the Python API gets it here
-            raise UnsupportedError(f"flash_attn: head_dim {self.head_dim} > {MAX_HEAD_DIM} has no kernel")
+            raise UnsupportedError(
+                f"flash_attn: head_dim {self.head_dim} > {MAX_HEAD_DIM} has no kernel", ReasonCode.HEAD_DIM_TOO_WIDE
+            )
         flash = optional_import("flash_attn")
         batch, seq_len, _ = x.shape
         qkv = F.linear(x, self.w_qkv, self.b_qkv)

@@ -28,7 +28,7 @@ SDPA_PATTERNS = {**EVERY_PATTERN, "score_mods": frozenset({"none", "alibi"})}
 @register(
     "fused",
     description="one packed QKV GEMM, view to heads, F.scaled_dot_product_attention (fastest backend), W_o",
-    cost=cost.SDPA,
+    cost=cost.FUSED_DENSE_MASK,
     capabilities=Capabilities(decode=True, **SDPA_PATTERNS),
     core=True,
 )

@@ -24,7 +24,7 @@ from types import ModuleType
 import torch
 
 from mhabench import cost
-from mhabench.errors import UnsupportedError
+from mhabench.errors import ReasonCode, UnsupportedError
 from mhabench.impls.base import AttentionModule, frozen
 from mhabench.impls.cudnn_fp8 import GraphCache, frontend_unsupported_reason
 from mhabench.impls.fp8 import E4M3, Fp8Tensor, quantize, quantize_weight, scaled_linear
@@ -80,10 +80,10 @@ class FusedFp8Attention(AttentionModule):
         frontend = load_frontend()
         reason = frontend_unsupported_reason(frontend, device)
         if reason is not None:
-            raise UnsupportedError(f"fused_fp8: {reason}")
+            raise UnsupportedError(f"fused_fp8: {reason}", reason.code)
         misaligned = misaligned_reason(weights.d_model, self.head_dim)
         if misaligned is not None:
-            raise UnsupportedError(f"fused_fp8: {misaligned}")
+            raise UnsupportedError(f"fused_fp8: {misaligned}", ReasonCode.HEAD_DIM)
         assert frontend is not None
         self.graphs = GraphCache(frontend, device)
         self.qkv_weight = quantize_weight(torch.cat([weights.w_q, weights.w_k, weights.w_v], dim=1))

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from mhabench import cost
-from mhabench.errors import UnsupportedError
+from mhabench.errors import ReasonCode, UnsupportedError
 from mhabench.impls.compiled import compile_failure, unimplemented
 from mhabench.impls.fused import FusedAttention
 from mhabench.impls.registry import Capabilities, get_spec, optional_import, register
@@ -73,7 +73,8 @@ def load_transformers() -> ModuleType:
     if not low <= release(transformers.__version__) < high:
         raise UnsupportedError(
             f"transformers {transformers.__version__} is outside the supported {low[0]}.{low[1]} to "
-            f"{high[0]}.{high[1] - 1} (pip install 'mhabench[hf]')"
+            f"{high[0]}.{high[1] - 1} (pip install 'mhabench[hf]')",
+            ReasonCode.VERSION,
         )
     return optional_import("transformers.masking_utils")
 
@@ -121,7 +122,8 @@ def refuse_unsupported(pattern: AttentionPattern, attn_implementation: str) -> N
     if documents or pattern.mask not in capabilities.masks or pattern.score_mod not in capabilities.score_mods:
         raise UnsupportedError(
             f"hf_{attn_implementation}: transformers' {attn_implementation} call cannot run {describe(pattern)}"
-            f"{' over documents' if pattern.lengths is not None else ''}"
+            f"{' over documents' if pattern.lengths is not None else ''}",
+            ReasonCode.PATTERN,
         )
 
 
@@ -245,7 +247,9 @@ class HfFlexAttention(HfAttention):
         import torch._dynamo  # deferred: importing Dynamo costs seconds
 
         if not torch._dynamo.is_dynamo_supported():
-            raise UnsupportedError(f"torch.compile is not supported on this platform (torch {torch.__version__})")
+            raise UnsupportedError(
+                f"torch.compile is not supported on this platform (torch {torch.__version__})", ReasonCode.PLATFORM
+            )
         super().__init__(weights, heads, causal, attn_implementation=attn_implementation)
         torch._dynamo.reset()
 

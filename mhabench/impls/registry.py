@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from mhabench.cost import CostModel
-from mhabench.errors import RegistryError, UnknownImplementationError, UnsupportedError
+from mhabench.errors import ReasonCode, Refusal, RegistryError, UnknownImplementationError, UnsupportedError
 from mhabench.impls.weights import AttentionWeights
 from mhabench.pattern import PLAIN, PLAIN_MASKS, AttentionPattern, Layout, MaskName, ScoreModName, as_pattern
 
@@ -80,36 +80,59 @@ class Capabilities:
         head_dim: int | None = None,
         d_model: int | None = None,
         pattern: AttentionPattern = PLAIN,
-    ) -> str | None:
-        """Why ``name`` cannot run this case, or None when it can (``head_dim``/``d_model`` None: d_model / heads)."""
+    ) -> Refusal | None:
+        """Why ``name`` cannot run this case, or None when it can (``head_dim``/``d_model`` None: d_model / heads): the
+        first capability the case needs and it lacks, a text that carries its :class:`ReasonCode`."""
         missing = [package for package in self.requires if importlib.util.find_spec(package) is None]
         apart = head_dim is not None and d_model is not None and heads * head_dim != d_model
         too_wide = head_dim is not None and self.max_head_dim is not None and head_dim > self.max_head_dim
         checks = [
-            (bool(missing), f"{', '.join(missing)} not installed{install_hint(missing)}"),
-            (device_type not in self.devices, f"runs on {'/'.join(sorted(self.devices))} only, not {device_type}"),
-            (dtype not in self.dtypes, f"no {dtype} support (dtypes: {', '.join(sorted(self.dtypes))})"),
-            (kv_heads != heads and not self.grouped_kv, f"no grouped K/V heads (kv_heads {kv_heads} < heads {heads})"),
-            (phase == "decode" and not self.decode, "no KV-cache decode step"),
-            (mode == "train" and not self.train, "no backward pass"),
+            (bool(missing), ReasonCode.NOT_INSTALLED, f"{', '.join(missing)} not installed{install_hint(missing)}"),
+            (
+                device_type not in self.devices,
+                ReasonCode.DEVICE,
+                f"runs on {'/'.join(sorted(self.devices))} only, not {device_type}",
+            ),
+            (
+                dtype not in self.dtypes,
+                ReasonCode.DTYPE,
+                f"no {dtype} support (dtypes: {', '.join(sorted(self.dtypes))})",
+            ),
+            (
+                kv_heads != heads and not self.grouped_kv,
+                ReasonCode.GROUPED_KV,
+                f"no grouped K/V heads (kv_heads {kv_heads} < heads {heads})",
+            ),
+            (phase == "decode" and not self.decode, ReasonCode.DECODE, "no KV-cache decode step"),
+            (mode == "train" and not self.train, ReasonCode.BACKWARD, "no backward pass"),
             (
                 apart and not self.own_head_dim,
+                ReasonCode.HEAD_DIM,
                 f"no head_dim apart from d_model / heads ({heads} × {head_dim} ≠ {d_model})",
             ),
-            (too_wide, f"head_dim {head_dim} > {self.max_head_dim} has no kernel"),
+            (too_wide, ReasonCode.HEAD_DIM_TOO_WIDE, f"head_dim {head_dim} > {self.max_head_dim} has no kernel"),
             *self._pattern_checks(pattern, phase),
         ]
-        return next((f"{name}: {reason}" for failed, reason in checks if failed), None)
+        return next((Refusal(f"{name}: {reason}", code) for failed, code, reason in checks if failed), None)
 
-    def _pattern_checks(self, pattern: AttentionPattern, phase: str) -> list[tuple[bool, str]]:
-        """(fails, reason) for the mask, documents and score modifier of a case."""
+    def _pattern_checks(self, pattern: AttentionPattern, phase: str) -> list[tuple[bool, ReasonCode, str]]:
+        """(fails, code, reason) for the mask, documents and score modifier of a case."""
         layout = pattern.layout if pattern.lengths is not None else None
         return [
-            (pattern.mask not in self.masks, f"no {pattern.mask} mask (masks: {', '.join(sorted(self.masks))})"),
-            (layout is not None and layout not in self.layouts, f"no {layout} documents (varying lengths)"),
-            (pattern.score_mod not in self.score_mods, f"no {pattern.score_mod} score modifier"),
+            (
+                pattern.mask not in self.masks,
+                ReasonCode.MASK,
+                f"no {pattern.mask} mask (masks: {', '.join(sorted(self.masks))})",
+            ),
+            (
+                layout is not None and layout not in self.layouts,
+                ReasonCode.DOCUMENTS,
+                f"no {layout} documents (varying lengths)",
+            ),
+            (pattern.score_mod not in self.score_mods, ReasonCode.SCORE_MOD, f"no {pattern.score_mod} score modifier"),
             (
                 phase == "decode" and pattern.mask == "sliding_window" and not self.decode_window,
+                ReasonCode.DECODE_WINDOW,
                 "no windowed decode step",
             ),
         ]
@@ -132,7 +155,7 @@ def optional_import(module: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise UnsupportedError(f"{module.split('.')[0]}: not installed ({exc})") from None
+        raise UnsupportedError(f"{module.split('.')[0]}: not installed ({exc})", ReasonCode.NOT_INSTALLED) from None
 
 
 @dataclasses.dataclass(frozen=True)

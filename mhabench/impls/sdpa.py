@@ -20,7 +20,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from mhabench import cost
-from mhabench.errors import UnsupportedError
+from mhabench.errors import ReasonCode, UnsupportedError
 from mhabench.impls.fused import SDPA_PATTERNS, FusedAttention
 from mhabench.impls.registry import Capabilities, register
 from mhabench.impls.weights import AttentionWeights
@@ -44,7 +44,7 @@ class ForcedBackendAttention(FusedAttention):
         except RuntimeError as exc:
             if not is_no_kernel(exc):
                 raise
-            raise UnsupportedError(self._refusal(q, k, v, causal)) from None
+            raise UnsupportedError(self._refusal(q, k, v, causal), ReasonCode.SDPA_NO_KERNEL) from None
 
     def _refusal(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> str:
         """What torch refused, in one line: the input it had no kernel for, grouped K/V heads on a backend that
@@ -85,9 +85,9 @@ def _torch_reasons(call: Callable[[], object], backend: SDPBackend) -> str:
 # (name, backend, what it is, bytes model): the math backend writes and re-reads the n×L scores like naive
 _BACKENDS: list[tuple[str, SDPBackend, str, cost.CostModel]] = [
     ("sdpa_math", SDPBackend.MATH, "the math backend (plain aten ops, scores materialized)", cost.MATERIALIZED),
-    ("sdpa_flash", SDPBackend.FLASH_ATTENTION, "the flash-attention backend", cost.SDPA),
-    ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION, "the memory-efficient backend", cost.SDPA),
-    ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION, "the cuDNN backend", cost.SDPA),
+    ("sdpa_flash", SDPBackend.FLASH_ATTENTION, "the flash-attention backend", cost.FUSED_DENSE_MASK),
+    ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION, "the memory-efficient backend", cost.FUSED_DENSE_MASK),
+    ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION, "the cuDNN backend", cost.FUSED_DENSE_MASK),
 ]
 # Each takes what fused takes; a backend without a kernel for a dense mask says so as an unsupported row.
 for _name, _backend, _what, _cost in _BACKENDS:

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from mhabench import cost
-from mhabench.errors import UnsupportedError
+from mhabench.errors import ReasonCode, UnsupportedError
 from mhabench.impls.fused import FusedAttention
 from mhabench.impls.registry import Capabilities, register
 from mhabench.impls.weights import AttentionWeights
@@ -64,7 +64,7 @@ class NestedSdpaAttention(FusedAttention):
                 raise
             what = "is_causal on nested queries" if self.causal else "these nested inputs"
             raise UnsupportedError(
-                f"torch {torch.__version__} has no SDPA kernel for {what} on {x.device.type}"
+                f"torch {torch.__version__} has no SDPA kernel for {what} on {x.device.type}", ReasonCode.SDPA_NO_KERNEL
             ) from None
         merged = out.transpose(1, 2).values().reshape(rows, tokens, -1)
         return F.linear(merged, self.w_out, self.b_out)

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from mhabench.errors import UnsupportedError
+from mhabench.errors import ReasonCode, UnsupportedError
 from mhabench.torch_errors import is_sticky_cuda_error, one_line
 
 FALLBACK_L2_BYTES = 64 * 2**20  # torch builds that do not report L2_cache_size
@@ -147,7 +147,9 @@ def capture_graph(fn: Callable[[], object], device: torch.device) -> Callable[[]
     except RuntimeError as exc:
         if is_sticky_cuda_error(exc) or isinstance(exc, torch.OutOfMemoryError):
             raise  # the context is lost, or memory ran out: not a property of graph capture
-        raise UnsupportedError(f"cuda_graphs: the call cannot be captured in a CUDA graph ({one_line(exc)})") from None
+        raise UnsupportedError(
+            f"cuda_graphs: the call cannot be captured in a CUDA graph ({one_line(exc)})", ReasonCode.NO_CAPTURE
+        ) from None
     return graph.replay
 
 

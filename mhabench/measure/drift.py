@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from mhabench.measure.timing import measure_latency
+from mhabench.measure.rounds import time_in_rounds
 from mhabench.scenario.config import TimingConfig
 
 CHECK_INTERVAL_S = 60.0  # between cases, the reference is timed again once this much time has passed
@@ -40,7 +40,7 @@ def time_reference_ms(call: Callable[[], object], device: torch.device, seconds:
         min_run_time_s=seconds, max_run_time_s=2 * seconds, min_samples=10, warmup_max_s=seconds, flush_l2=False
     )
     with torch.inference_mode():
-        return measure_latency(call, device, timing).latency_ms
+        return time_in_rounds({"call": call}, device, timing, 0)["call"].latency.latency_ms
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 OpObserver = Callable[[Any, tuple[Any, ...], dict[str, Any], Any], None]
-"""Called with ``(func, args, kwargs, out)`` after every op (e.g. :class:`mhabench.measure.counters.OpCounter`)."""
+"""Called with ``(func, args, kwargs, out)`` after every op (e.g. :class:`mhabench.measure.op_counts.OpCounter`)."""
 
 
 class LiveStorageTracker(TorchDispatchMode):

@@ -285,8 +285,19 @@ def time_in_rounds(
     clock: Clock = time.perf_counter,
     sampler: RoundSampler | None = None,
 ) -> dict[str, Timed]:
-    """:func:`interleaved_latency` with each implementation's :class:`WarmUp` beside its latency.
+    """Time every implementation of one case in the same shuffled rounds, after a warm-up by time: the one timer.
 
+    ``calls`` maps an implementation's name to a zero-argument call of it on the case (run it under
+    ``torch.inference_mode()`` as the runner does); one callable timed like a row is the one-entry case. The
+    contract paired statistics rely on: ``times_ms[i]`` of every implementation was taken in round *i*, so for
+    every *i* below both lengths ``a.times_ms[i] / b.times_ms[i]`` is a per-round ratio of two samples taken
+    moments apart. The lengths differ when an implementation left the rounds early (``capped``: it spent
+    ``max_run_time_s`` first). ``calls_per_sample`` is the block size fixed after warm-up. The same ``seed``
+    gives the same orders. A call that raises ends the whole measurement. Each result holds the latency and
+    the implementation's :class:`WarmUp`.
+
+    CUDA: device time per call from CUDA events, each call behind its lead (the L2 flush unless
+    ``timing.flush_l2`` is off), plus ``host_latency_ms``. CPU: ``time.perf_counter`` around blocks.
     ``flush_l2`` overrides ``timing.flush_l2`` per name on CUDA (the L2 check times one call warm and
     flushed in the same rounds); ``clock`` is injectable for tests; ``sampler`` reads NVML after each timed
     block (:mod:`mhabench.measure.nvml`; warm-up blocks are not read).
@@ -312,24 +323,3 @@ def time_in_rounds(
         )
         for name in calls
     }
-
-
-def interleaved_latency(
-    calls: Mapping[str, Callable[[], object]],
-    device: torch.device,
-    timing: TimingConfig,
-    seed: int,
-    compile_time_s: Mapping[str, float] | None = None,
-) -> dict[str, LatencyStats]:
-    """Time every implementation of one case in the same shuffled rounds, after a warm-up by time.
-
-    ``calls`` maps an implementation's name to a zero-argument call of it on the case (run it under
-    ``torch.inference_mode()`` as the runner does). The contract paired statistics rely on:
-    ``times_ms[i]`` of every implementation was taken in round *i*, so for every *i* below both
-    lengths ``a.times_ms[i] / b.times_ms[i]`` is a per-round ratio of two samples taken moments apart.
-    The lengths differ when an implementation left the rounds early (``capped``: it spent
-    ``max_run_time_s`` first). ``calls_per_sample`` is the block size fixed after warm-up. The same
-    ``seed`` gives the same orders. A call that raises ends the whole measurement.
-    """
-    timed = time_in_rounds(calls, device, timing, seed, compile_time_s)
-    return {name: result.latency for name, result in timed.items()}

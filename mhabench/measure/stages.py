@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from mhabench.measure.counters import is_kernel
+from mhabench.measure.op_counts import is_kernel
 from mhabench.results.stages import StageFigures
 from mhabench.stage_cost import STAGES, StageCost
 

@@ -8,7 +8,7 @@ the row. A new measurement is one schema class (or field) plus the tracker that 
 - :class:`DispatchTracker`: the aten ops one call dispatched (which SDPA backend ran, how many ops,
   how many tensor storages they allocated), on the CPU the peak of live tensor storage
   (:class:`mhabench.measure.memory.LiveStorageTracker`), and the FLOPs and bytes those ops add up
-  to (:class:`mhabench.measure.counters.OpCounter`), all in one pass.
+  to (:class:`mhabench.measure.op_counts.OpCounter`), all in one pass.
 - :class:`CudaMemoryTracker`: the caching allocator's peak above what was allocated before.
 - :class:`Stopwatch`: wall time of the enclosed block, device work included.
 """
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from mhabench.measure.counters import OpCounter, OpCounts
 from mhabench.measure.memory import LiveStorageTracker, sdpa_backend, tracker_method
+from mhabench.measure.op_counts import OpCounter, OpCounts
 from mhabench.results.schema import Dispatch, Memory
 
 if TYPE_CHECKING:

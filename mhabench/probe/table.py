@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mhabench.probe.claims import FAIL, INFO, NO_GUARANTEE, PASS, UNTESTABLE
+from mhabench.results.cells import number_of
 from mhabench.views.table import TableModel
 
 HEADERS = ("case", "verdict", "claim", "theory", "measured ± sd", "tolerance", "source", "note")
@@ -20,20 +21,9 @@ VERDICT_STYLES = {PASS: "", FAIL: "failed", NO_GUARANTEE: "maybe", INFO: "same",
 """Verdict → row style of :data:`mhabench.views.table.RICH_STYLES` (red, yellow, dim, magenta)."""
 
 
-def _number(value: Any) -> float | None:
-    """A finite number from a float or a CSV cell; None for text, empty cells and NaN."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def format_value(value: Any) -> str:
     """4 significant digits, whole numbers with thousands separators, text as it is, "—" for nothing."""
-    number = _number(value)
+    number = number_of(value)
     if number is None:
         return "—" if value in (None, "") or (isinstance(value, float) and math.isnan(value)) else str(value)
     if number == int(number) and abs(number) < 1e15:
@@ -42,7 +32,7 @@ def format_value(value: Any) -> str:
 
 
 def _measured(record: Mapping[str, Any]) -> str:
-    sd = _number(record.get("sd"))
+    sd = number_of(record.get("sd"))
     measured = format_value(record.get("measured"))
     return f"{measured} ± {format_value(sd)}" if sd else measured
 

@@ -8,12 +8,10 @@ back (a run from an older format included) and how the columns are documented (d
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
+from mhabench.results.cells import flag, whole_of
 from mhabench.results.column import ROLES, ColumnInfo
 from mhabench.results.schema import FORMAT_VERSION, GROUPS, MIN_SPREAD_SAMPLES, CaseIdentity
 
@@ -69,27 +67,6 @@ def with_key_defaults(frame: Any) -> Any:
     if "mask" not in frame.columns and "causal" in frame.columns:
         frame["mask"] = ["causal" if flag(value) else "none" for value in frame["causal"]]
     return frame
-
-
-def number(row: Mapping[str, Any], column: str) -> float | None:
-    """The cell as a finite float, or None where there is none (a failed row, an older run, NaN, CSV text that
-    is no number): Parquet, CSV and older formats give NaN, None or numpy scalars for the same fact."""
-    value = row.get(column)
-    try:
-        result = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return result if math.isfinite(result) else None
-
-
-def flag(value: Any) -> bool | None:
-    """A boolean column's value as read back: True or False, None where it is empty (CSV "", pandas NaN).
-
-    Why not ``bool(value)``: ``bool(nan)`` is True, so an undefined ``noisy`` would read as noisy."""
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    text = str(value).strip().lower()
-    return True if text == "true" else False if text == "false" else None
 
 
 def label(name: str) -> str:
@@ -201,12 +178,7 @@ def reference_markdown() -> str:
 
 def sample_count(row: Mapping[str, Any]) -> int | None:
     """The row's ``samples`` column as an int; None where it is empty (a failed row)."""
-    value = row.get(SAMPLE_COUNT)
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return int(number) if math.isfinite(number) else None
+    return whole_of(row.get(SAMPLE_COUNT))
 
 
 def noisy(row: Mapping[str, Any]) -> bool | None:

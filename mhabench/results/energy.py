@@ -17,7 +17,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from mhabench.results.columns import number
+from mhabench.results.cells import number
 
 MIN_WINDOW_S = 1.0
 """The shortest window whose energy counts: 10 counter steps, so at most ~10 % off (a 0.3 s window read 773 W

@@ -99,6 +99,12 @@ class Manifest(BaseModel):
     """Plugin files the run loaded; ``--resume`` loads them again."""
     resumed: list[dict[str, Any]] = Field(default_factory=list)
     """One entry per ``--resume``: when, the command, what ``--force`` overrode, and the resuming process."""
+    roofline: dict[str, Any] = Field(default_factory=dict)
+    """The roofs (peak TFLOP/s and GB/s, their source) per dtype the rows were placed against."""
+    code: dict[str, Any] = Field(default_factory=dict)
+    """The code each implementation ran: per name, its repository, commit, commit time and dirtiness."""
+    drift: dict[str, Any] | None = None
+    """The drift watch's reference timings of the run and what they say (:mod:`mhabench.measure.drift`)."""
 
     @field_validator("status", mode="before")
     @classmethod

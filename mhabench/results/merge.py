@@ -23,7 +23,7 @@ from mhabench.errors import InputError, OutputFolderError
 from mhabench.results.columns import SAMPLES_COLUMN
 from mhabench.results.lifecycle import run_folder
 from mhabench.results.manifest import Ending, Manifest, Shard
-from mhabench.results.store import CSV_NAME, MANIFEST_NAME, PARQUET_NAME, Run, load_run
+from mhabench.results.store import CSV_NAME, PARQUET_NAME, Run, load_run
 
 ROW_KEY = ["case_id", "impl", "repeat"]
 """The columns that name one row; a merged run holds each at most once."""
@@ -82,7 +82,7 @@ def merge_runs(run_dirs: Sequence[Path], out_dir: Path, force: bool = False) -> 
 def shard_run(path: Path) -> ShardRun:
     """The run at ``path``, which must be a shard (its manifest records ``shard: {index, count}``)."""
     run = load_run(path)
-    manifest = Manifest.parse(run.manifest, run.path / MANIFEST_NAME)
+    manifest = run.manifest
     if manifest.shard is None:
         raise InputError(f"{run.path}: not a shard (its manifest has no 'shard': {{index, count}})")
     return ShardRun(run, manifest, manifest.shard)

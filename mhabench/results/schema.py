@@ -18,11 +18,12 @@ so a new metric is one field here plus the tracker that measures it.
 from __future__ import annotations
 
 import dataclasses
-import math
+import enum
 from typing import Any
 
 import numpy as np
 
+from mhabench.results.cells import cell
 from mhabench.results.column import column
 from mhabench.results.gpu_groups import Energy, HardwareCounters
 from mhabench.results.stages import StageBreakdown
@@ -84,11 +85,36 @@ class CaseIdentity:
     repeat: int = column("repetition of `run --repeat N` this row belongs to (0-based)", role="key", label="rep")
 
 
+class RowStatus(str, enum.Enum):
+    """What became of a row: ``ok`` (measured), or why it has no measurements.
+
+    str-valued, so a status equals its text (``RowStatus.OK == "ok"``) and files and JSON hold the same words as
+    before. A row read from a file gets the member of its word; a word this version does not know (a newer
+    mhabench's) stays the text it was, so reading a folder never fails on it."""
+
+    OK = "ok"
+    MISMATCH = "mismatch"
+    UNSUPPORTED = "unsupported"
+    SKIPPED = "skipped"
+    OOM = "oom"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    PLANNED = "planned"
+    """A ``--dry-run`` row: listed with its modelled cost, never measured."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
 @dataclasses.dataclass(frozen=True)
 class Outcome:
     """``ok``, or why there are no measurements: mismatch, unsupported, oom, error."""
 
-    status: str = column(
+    status: RowStatus = column(
         "ok | mismatch | unsupported | skipped | oom | error | timeout | crashed", role="outcome", label="status"
     )
     error: str = column("one-line reason when status is not ok", role="outcome", label="error")
@@ -98,6 +124,19 @@ class Outcome:
         role="outcome",
         label="note",
     )
+
+    reason_code: str = column(
+        "unsupported: why, as a code checks match (not_installed, device, dtype, grouped_kv, decode, backward, "
+        "head_dim, head_dim_too_wide, mask, documents, score_mod, decode_window, pattern, not_tensor_parallel, "
+        "sdpa_no_kernel, no_kernel, no_capture, version, platform, implementation); error holds the sentence",
+        role="outcome",
+        label="reason",
+    )
+
+    def __post_init__(self) -> None:
+        known = {status.value for status in RowStatus}
+        if isinstance(self.status, str) and not isinstance(self.status, RowStatus) and self.status in known:
+            object.__setattr__(self, "status", RowStatus(self.status))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -412,7 +451,8 @@ class ResultRow:
         for attribute, group in GROUPS:
             value = getattr(self, attribute)
             for field in dataclasses.fields(group):
-                flat[field.name] = None if value is None else getattr(value, field.name)
+                cell = None if value is None else getattr(value, field.name)
+                flat[field.name] = cell.value if isinstance(cell, enum.Enum) else cell  # files hold the word
         return flat
 
     @classmethod
@@ -426,7 +466,7 @@ class ResultRow:
         return cls(**groups)
 
     @property
-    def status(self) -> str:
+    def status(self) -> RowStatus:
         return self.outcome.status
 
     def with_groups(self, *values: Any) -> ResultRow:
@@ -455,9 +495,7 @@ def _merged(current: Any, update: Any) -> Any:
 
 
 def _clean(value: Any) -> Any:
-    """NaN/None from pandas become None; numpy scalars become Python ones."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
+    """A stored cell as a row field (:func:`mhabench.results.cells.cell`); samples as a tuple of floats."""
     if isinstance(value, np.ndarray | list | tuple):
         return tuple(float(v) for v in value) or None  # no samples is no latency group
-    return value.item() if isinstance(value, np.generic) else value
+    return cell(value)

@@ -205,12 +205,12 @@ class Run:
     """A run read back from disk."""
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     rows: pd.DataFrame
 
     @property
     def run_id(self) -> str:
-        return str(self.manifest.get("run_id", self.path.name))
+        return self.manifest.run_id or self.path.name
 
 
 PROBE_FILES = ("claims.csv", "probes.csv")
@@ -255,8 +255,8 @@ def resolve_run(ref: str | Path, results_root: Path = Path("results")) -> Path:
 def load_run(path: str | Path, results_root: Path = Path("results")) -> Run:
     """Read a run folder (or run id, or ``latest``): manifest and rows, raw samples included.
 
-    The manifest is typed on the way (:class:`Manifest`: a status outside the vocabulary is refused in one
-    line) and handed back as JSON data, with a ``running`` status judged by liveness."""
+    The manifest is typed (:class:`Manifest`: a status outside the vocabulary is refused in one line; readers use
+    its fields, ``as_dict()`` for the JSON as written), with a ``running`` status judged by liveness."""
     run_dir = resolve_run(path, results_root)
     data = read_manifest(run_dir)
     version = data.get("format_version", 1)  # runs written before the schema had no version: format 1
@@ -268,7 +268,7 @@ def load_run(path: str | Path, results_root: Path = Path("results")) -> Run:
     manifest = Manifest.parse(data, run_dir / MANIFEST_NAME)
     if manifest.status == "running":  # a "running" run whose process is gone reads as interrupted
         manifest.status = effective_status(manifest)
-    return Run(run_dir, manifest.as_dict(), _read_rows(run_dir))
+    return Run(run_dir, manifest, _read_rows(run_dir))
 
 
 def _read(source: Path) -> pd.DataFrame:
@@ -297,11 +297,20 @@ def _read_rows(run_dir: Path) -> pd.DataFrame:
         samples = {} if frame is None else dict(zip(_row_keys(frame), frame[SAMPLES_COLUMN], strict=True))
         frame = _read(csv_path).copy()  # one block per column once the CSV has ~100: adding one more warns
         frame[SAMPLES_COLUMN] = [samples.get(key) for key in _row_keys(frame)]
-    if frame is None:
-        frame = rows_frame([])
+    return _as_read(rows_frame([]) if frame is None else frame)
+
+
+def _as_read(frame: pd.DataFrame) -> pd.DataFrame:
+    """The cells every reader may rely on: ``error`` is text, ``times_ms`` a list of floats (empty: none)."""
     frame["error"] = frame["error"].astype(object).fillna("").astype(str)
     frame[SAMPLES_COLUMN] = frame[SAMPLES_COLUMN].apply(lambda v: [float(x) for x in v] if v is not None else [])
     return frame
+
+
+def held_run(run_dir: Path, manifest: Manifest, rows: list[ResultRow]) -> Run:
+    """The run a command holds (its typed rows and final manifest) as :func:`load_run` would read it back, without
+    reading the folder again: what ``run`` hands to the advice under its table."""
+    return Run(run_dir, manifest, _as_read(rows_frame(rows)))
 
 
 def _row_keys(frame: pd.DataFrame) -> list[tuple[Any, ...]]:

@@ -9,17 +9,17 @@ Per case, in order:
    (:func:`checked_call`: SDPA backend, ops and allocations per call, counted FLOPs and bytes, the
    CPU peak); on CUDA one more call measures the peak memory and counts the kernels
    (:func:`device_call`); a failure or a mismatch is a row at once;
-3. every implementation that passed is timed by the case's :class:`Peers`: one process times them
-   all in the same interleaved rounds (:class:`Alone`, so sample *i* of each comes from round *i* and
+3. every implementation that passed is timed by the case's :class:`CaseTimers`: one process times them
+   all in the same interleaved rounds (:class:`SingleProcess`, so sample *i* of each comes from round *i* and
    a speedup can be a median of per-round ratios); the ranks of a tensor-parallel group time them in
    lockstep (``mhabench.distributed.rows.Lockstep``);
 4. with ``counters`` (the run's ``counters: hardware`` settings), the ok rows' hardware counters, read once
-   the case's layers are freed (:mod:`mhabench.run.hardware`, the last stage);
+   the case's layers are freed (:mod:`mhabench.run.ncu_profile`, the last stage);
 5. the ok rows follow, each placed on the roofline (:mod:`mhabench.measure.roofline`), by its hardware
    intensity where it has one.
 
 A row is assembled from the value objects the trackers and the timer return
-(:meth:`ResultRow.with_groups`), never field by field. Peers agree on every outcome that one of
+(:meth:`ResultRow.with_groups`), never field by field. The case's timers agree on every outcome that one of
 them alone could reach (too little memory, a layer that cannot be built, a mismatch) before their
 next collective call, so no rank is left waiting in an all-reduce the others skipped.
 
@@ -39,18 +39,15 @@ from typing import Protocol, TypeVar
 import torch
 from torch import nn
 
-from mhabench.errors import MhabenchError
+from mhabench.errors import MhabenchError, ReasonCode
 from mhabench.impls.reference import check_output
-from mhabench.impls.registry import ImplSpec, get_spec
-from mhabench.impls.sdpa import kernel_skips_masked_work
+from mhabench.impls.registry import ImplSpec
 from mhabench.impls.tensor_parallel import is_tensor_parallel
-from mhabench.measure.counters import count_cuda_kernels, counted
 from mhabench.measure.energy_window import window_energy
-from mhabench.measure.nvml import RoundSampler, open_sampler, per_joule, with_windows
+from mhabench.measure.nvml import RoundSampler, open_sampler, with_windows
+from mhabench.measure.op_counts import count_cuda_kernels, counted
 from mhabench.measure.peaks import DevicePeaks, device_name
-from mhabench.measure.roofline import executed_tflops, roofline
 from mhabench.measure.rounds import time_in_rounds
-from mhabench.measure.timing import measure_latency
 from mhabench.measure.torch_messages import as_note, caught_torch_messages
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
 from mhabench.results.columns import SHAPE_FIELDS
@@ -63,18 +60,19 @@ from mhabench.results.schema import (
     ModelledCost,
     Outcome,
     ResultRow,
-    Roofline,
+    RowStatus,
 )
 from mhabench.results.stages import StageBreakdown
 from mhabench.run.breakdown import SLICE_ONLY, profiled_breakdown
-from mhabench.run.hardware import CounterSettings, case_counters
 from mhabench.run.inputs import CaseInputs, make_inputs
 from mhabench.run.memory_guard import case_too_big
+from mhabench.run.ncu_profile import CounterSettings, case_counters
+from mhabench.run.placement import finished
 from mhabench.run.steps import Step, parameter_count, prepare, workload
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import EnergyConfig, TimingConfig
 from mhabench.scenario.device import canonical_device
-from mhabench.torch_errors import classify_failure, is_sticky_cuda_error
+from mhabench.torch_errors import classify_failure, failure_reason_code, is_sticky_cuda_error
 
 Stage = TypeVar("Stage")
 TIMED_ALONE = "not read (timed alone after the shared rounds failed)"
@@ -126,7 +124,9 @@ def screen(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True)
     """
     if case.tensor_parallel > 1 and not is_tensor_parallel(spec):
         return Outcome(
-            "unsupported", f"{spec.name} is not tensor-parallel (one device only); tp_fused and tp_naive split heads"
+            RowStatus.UNSUPPORTED,
+            f"{spec.name} is not tensor-parallel (one device only); tp_fused and tp_naive split heads",
+            reason_code=ReasonCode.NOT_TENSOR_PARALLEL.value,
         )
     reason = spec.capabilities.unsupported_reason(
         spec.name,
@@ -141,9 +141,9 @@ def screen(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True)
         pattern=case.pattern,
     )
     if reason is not None:
-        return Outcome("unsupported", reason)
+        return Outcome(RowStatus.UNSUPPORTED, reason, reason_code=reason.code.value)
     too_big = case_too_big(spec, case, device) if guard else None
-    return Outcome("skipped", too_big) if too_big is not None else None
+    return Outcome(RowStatus.SKIPPED, too_big) if too_big is not None else None
 
 
 # --- who measures the case: one process, or the ranks of a group ------------------------------
@@ -165,8 +165,9 @@ Timed = tuple[object, ...] | BaseException
 exception that ended it (a failure row)."""
 
 
-class Peers(Protocol):
-    """The processes that measure a case together: this one :class:`Alone`, or the ranks of a tensor-parallel group."""
+class CaseTimers(Protocol):
+    """The processes that measure a case together: this one (:class:`SingleProcess`) or a tensor-parallel group's
+    ranks."""
 
     @property
     def checks_output(self) -> bool:
@@ -186,7 +187,7 @@ class Peers(Protocol):
         """Time every checked implementation; per name, what :data:`Timed` says."""
 
 
-class Alone:
+class SingleProcess:
     """One process measures the case: nothing to agree on; every implementation timed in the same interleaved rounds."""
 
     checks_output = True
@@ -203,7 +204,7 @@ class Alone:
         return contextlib.nullcontext()
 
     def time(self, passed: Sequence[Checked], timing: TimingConfig, seed: int) -> dict[str, Timed]:
-        """The shared rounds of :func:`~mhabench.measure.rounds.interleaved_latency`.
+        """The shared rounds of :func:`~mhabench.measure.rounds.time_in_rounds`.
 
         When they fail (one call raised, or could not be captured in a CUDA graph), each implementation
         is timed alone, so the failure lands on the row that caused it; those rows then have unpaired
@@ -241,7 +242,7 @@ class Alone:
         """Timed by itself, without the rounds' NVML reads: its energy group (``unread``) only says why it is empty
         (the reason NVML could not be read at all, or that the row was timed alone)."""
         with _failures_as_rows(self.device) as failed, torch.inference_mode():
-            latency = measure_latency(call, self.device, timing, compile_time_s)
+            latency = time_in_rounds({"call": call}, self.device, timing, 0, {"call": compile_time_s})["call"].latency
         if failed:
             return failed[0]
         return dataclasses.replace(latency, rounds_id=None), unread
@@ -260,18 +261,18 @@ def run_case(
     *,
     repeat: int = 0,
     guard: bool = True,
-    peers: Peers | None = None,
+    timers: CaseTimers | None = None,
     energy: EnergyConfig | None = None,
     counters: CounterSettings | None = None,
 ) -> Iterator[ResultRow]:
     """Yield one row per implementation: failures as they happen, then the ok rows after the timing.
 
-    ``guard``: skip what would not fit (:func:`screen`). ``peers``: who measures the case with this
-    process (:class:`Alone` when None, measuring ``energy`` windows); ``peaks``: the roofs its ok rows are placed
-    against; ``counters``: the hardware counters' settings (None: the rows get no hardware group).
+    ``guard``: skip what would not fit (:func:`screen`). ``timers``: who measures the case with this
+    process (:class:`SingleProcess` when None, measuring ``energy`` windows); ``peaks``: the roofs its ok rows are
+    placed against; ``counters``: the hardware counters' settings (None: the rows get no hardware group).
     """
-    peers = peers or Alone(device, energy)
-    refused = {spec.name: peers.agree(screen(spec, case, device, guard)) for spec in specs}
+    timers = timers or SingleProcess(device, energy)
+    refused = {spec.name: timers.agree(screen(spec, case, device, guard)) for spec in specs}
     inputs = _inputs_or_failure(case, device) if None in refused.values() else None
     passed: list[Checked] = []
     for spec in specs:
@@ -283,7 +284,7 @@ def run_case(
         assert inputs is not None
         try:
             with caught_torch_messages() as messages:
-                result = check_impl(spec, case, inputs, device, ident, peers)
+                result = check_impl(spec, case, inputs, device, ident, timers)
         except CudaContextLostError as lost:
             raise CudaContextLostError(str(lost), failure_row(ident, lost.__context__ or lost)) from None
         result = with_note(result, as_note(messages))
@@ -292,10 +293,10 @@ def run_case(
         else:
             passed.append(result)
         del result  # ``passed`` alone holds the layers, so that emptying it frees them for the profiled child
-    timed = timed_rows(passed, case, timing, peers)
+    timed = timed_rows(passed, case, timing, timers)
     del inputs  # with the layers (``passed`` was emptied): the profiled child gets their memory
-    yield from (row for row in timed if row.status != "ok")
-    ok = [row for row in timed if row.status == "ok"]
+    yield from (row for row in timed if row.status != RowStatus.OK)
+    ok = [row for row in timed if row.status == RowStatus.OK]
     hardware = case_counters(case, ok, device, counters) if counters is not None and ok else {}
     yield from (finished(row.with_groups(*hardware.get(row.case.impl, [])), case, peaks) for row in ok)
 
@@ -324,52 +325,52 @@ def check_impl(
     inputs: CaseInputs | Exception,
     device: torch.device,
     ident: CaseIdentity,
-    peers: Peers,
+    timers: CaseTimers,
 ) -> Checked | ResultRow:
     """Build ``spec``, check its first call against the float64 reference, measure its memory.
 
     Returns what timing needs, or the row that ends the implementation here: a failure, or a
-    ``mismatch`` when the output is off (NaN/Inf included). The peers agree after each stage (building
+    ``mismatch`` when the output is off (NaN/Inf included). The timers agree after each stage (building
     comes before the first collective), so one that failed alone does not leave the others in the
     next all-reduce.
     """
-    built = _attempt(device, ident, lambda: _build(spec, case, inputs, peers))
-    stop = _agreed(peers, ident, built)
+    built = _attempt(device, ident, lambda: _build(spec, case, inputs, timers))
+    stop = _agreed(timers, ident, built)
     if stop is not None:
         return stop
     module, step = built
-    row = ResultRow(ident, Outcome("ok", ""), cost=modelled_cost(spec, case)).with_groups(
+    row = ResultRow(ident, Outcome(RowStatus.OK, ""), cost=modelled_cost(spec, case)).with_groups(
         Memory(params=parameter_count(module), kv_cache_bytes=step.kv_cache_bytes)
     )
-    checked = _attempt(device, ident, lambda: _check(spec, case, inputs, step, device, row, peers))
-    stop = _agreed(peers, ident, checked)
+    checked = _attempt(device, ident, lambda: _check(spec, case, inputs, step, device, row, timers))
+    stop = _agreed(timers, ident, checked)
     if stop is not None:
         return stop
     row, compile_time_s = checked
-    measured = _attempt(device, ident, lambda: device_call(spec, step.run, device, peers.whole_layer))
-    stop = _agreed(peers, ident, measured)
+    measured = _attempt(device, ident, lambda: device_call(spec, step.run, device, timers.whole_layer))
+    stop = _agreed(timers, ident, measured)
     return stop if stop is not None else Checked(spec, step, row.with_groups(*measured), compile_time_s)
 
 
-def _build(spec: ImplSpec, case: Case, inputs: CaseInputs | Exception, peers: Peers) -> tuple[nn.Module, Step]:
+def _build(spec: ImplSpec, case: Case, inputs: CaseInputs | Exception, timers: CaseTimers) -> tuple[nn.Module, Step]:
     """The module and its step (forward, decode or train: :mod:`mhabench.run.steps`)."""
     if isinstance(inputs, Exception):
         raise inputs  # drawing the input failed: every runnable row says why
-    with peers.building():
+    with timers.building():
         return prepare(spec, case, inputs.weights, inputs.x)
 
 
 def _check(
-    spec: ImplSpec, case: Case, inputs: CaseInputs, step: Step, device: torch.device, row: ResultRow, peers: Peers
+    spec: ImplSpec, case: Case, inputs: CaseInputs, step: Step, device: torch.device, row: ResultRow, timers: CaseTimers
 ) -> tuple[ResultRow, float] | ResultRow:
     """``row`` with what the checked call measured and its compile time; or its ``mismatch`` row."""
-    output, measured, compile_time_s = checked_call(spec, step.run, device, row.cost, peers.whole_layer)
+    output, measured, compile_time_s = checked_call(spec, step.run, device, row.cost, timers.whole_layer)
     row = row.with_groups(*measured)
-    if peers.checks_output:
+    if timers.checks_output:
         check = check_output(output, inputs.reference_for(spec, case), spec.compute_dtype or case.dtype)
         row = row.with_groups(Correctness(check.max_abs_err, check.max_rel_err))
         if not check.ok:  # reported, never timed; no memory either: CUDA's needs the extra call a mismatch never gets
-            return dataclasses.replace(row, outcome=Outcome("mismatch", check.reason), memory=None)
+            return dataclasses.replace(row, outcome=Outcome(RowStatus.MISMATCH, check.reason), memory=None)
     return row, compile_time_s
 
 
@@ -380,14 +381,14 @@ def _attempt(device: torch.device, ident: CaseIdentity, stage: Callable[[], Stag
     return failure_row(ident, failed[0])
 
 
-def _agreed(peers: Peers, ident: CaseIdentity, result: object) -> ResultRow | None:
+def _agreed(timers: CaseTimers, ident: CaseIdentity, result: object) -> ResultRow | None:
     """The row that ends the implementation on every peer, or None to go on.
 
     ``result`` is this peer's stage result: a :class:`ResultRow` when it ended here (a failure, a
     mismatch), which every peer then hears of; a peer that went on gets the outcome another reached.
     """
     own = result if isinstance(result, ResultRow) else None
-    problem = peers.agree(own.outcome if own is not None else None)
+    problem = timers.agree(own.outcome if own is not None else None)
     if problem is None:
         return None
     return own if own is not None else ResultRow(ident, problem)
@@ -451,59 +452,31 @@ def device_call(
 # --- the timed rows ----------------------------------------------------------------------------
 
 
-def timed_rows(passed: list[Checked], case: Case, timing: TimingConfig, peers: Peers) -> list[ResultRow]:
-    """Time every checked implementation (``peers``' timer): one timed row each, not yet placed on the
+def timed_rows(passed: list[Checked], case: Case, timing: TimingConfig, timers: CaseTimers) -> list[ResultRow]:
+    """Time every checked implementation (``timers``' timer): one timed row each, not yet placed on the
     roofline, or the failure row of one whose timing failed. ``passed`` is emptied, so nothing here holds
     the layers once they are timed."""
     if not passed:
         return []
     with caught_torch_messages():  # the timed calls repeat the checked one: what torch says again is in its note
-        timed = peers.time(passed, timing, case.seed)
+        timed = timers.time(passed, timing, case.seed)
     rows = []
     for item in passed:
         groups = timed[item.spec.name]
         rows.append(
             failure_row(item.row.case, groups)
             if isinstance(groups, BaseException)
-            else item.row.with_groups(*groups, _stages(item, case, peers))
+            else item.row.with_groups(*groups, _stages(item, case, timers))
         )
     passed.clear()
     return rows
 
 
-def _stages(item: Checked, case: Case, peers: Peers) -> StageBreakdown:
+def _stages(item: Checked, case: Case, timers: CaseTimers) -> StageBreakdown:
     """The row's breakdown by stage from one more call, after the case's timing (a rank's slice has none)."""
-    if not peers.whole_layer:
+    if not timers.whole_layer:
         return StageBreakdown(breakdown_source=SLICE_ONLY)
     return profiled_breakdown(item.step.run, item.spec, case, torch.device(item.row.case.device))
-
-
-def finished(row: ResultRow, case: Case, peaks: DevicePeaks) -> ResultRow:
-    """A timed row with what follows from its measurements, once all are in (its hardware counters too): its
-    roofline group and its FLOPs and tokens per joule."""
-    row = row.with_groups(placed(row, case, peaks))
-    if row.energy is None or row.roofline is None or row.latency is None:
-        return row
-    tflops = executed_tflops(row.roofline)
-    flops = tflops * 1e12 * row.latency.latency_ms / 1e3 if tflops is not None else None
-    return row.with_groups(per_joule(row.energy, flops, workload(case).real_tokens))
-
-
-def placed(row: ResultRow, case: Case, peaks: DevicePeaks) -> Roofline:
-    """The roofline group of a timed row (throughput from its median latency), against the roof of the dtype
-    its implementation computes in (``fused_fp8``: the fp8 tensor rate); throughput alone where that roof is
-    unknown here."""
-    assert row.latency is not None
-    backend = row.dispatch.sdpa_backend if row.dispatch is not None else None
-    pattern = case.pattern
-    skips = pattern.needs_mask and kernel_skips_masked_work(backend or "", row.case.impl, dense_mask=not pattern.plain)
-    compute_dtype = get_spec(row.case.impl).compute_dtype
-    roof = peaks.for_compute(compute_dtype)
-    tokens = workload(case).real_tokens
-    if roof is None:
-        source = f"{peaks.source}; no {compute_dtype} tensor rate known for this device"
-        return Roofline(tokens_per_s=tokens / (row.latency.latency_ms / 1e3), roofline_source=source)
-    return roofline(tokens, row.cost, row.counted, row.latency, roof, skips, row.hardware)
 
 
 def _sampling(sampler: RoundSampler | str) -> bool:
@@ -541,4 +514,4 @@ class _failures_as_rows:
 
 def failure_row(case_identity: CaseIdentity, exc: BaseException) -> ResultRow:
     """Identity and outcome only: a failure has no measurements to report."""
-    return ResultRow(case_identity, Outcome(*classify_failure(exc)))
+    return ResultRow(case_identity, Outcome(*classify_failure(exc), reason_code=failure_reason_code(exc)))

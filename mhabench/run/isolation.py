@@ -32,7 +32,7 @@ from mhabench.scenario import plugins
 
 if TYPE_CHECKING:
     from mhabench.measure.peaks import DevicePeaks
-    from mhabench.run.hardware import CounterSettings
+    from mhabench.run.ncu_profile import CounterSettings
     from mhabench.scenario.cases import Case
     from mhabench.scenario.config import EnergyConfig, TimingConfig
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,12 +30,13 @@ from mhabench.measure.peaks import DevicePeaks, device_peaks
 from mhabench.results.lifecycle import now_iso, run_folder
 from mhabench.results.liveness import liveness_fields
 from mhabench.results.manifest import Manifest
-from mhabench.results.schema import Outcome, ResultRow
+from mhabench.results.schema import Outcome, ResultRow, RowStatus
 from mhabench.results.store import MANIFEST_NAME, RunWriter, new_run_dir, read_manifest, rows_frame
 from mhabench.run.case import CudaContextLostError, identity, modelled_cost, run_case
-from mhabench.run.hardware import CounterSettings
 from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
 from mhabench.run.launch import check_launch
+from mhabench.run.ncu_profile import CounterSettings
+from mhabench.run.request import RunRequest, Selector
 from mhabench.run.shard import folder_name
 from mhabench.scenario import plugins
 from mhabench.scenario.cases import Case, count_cases, covered_windows, expand_cases
@@ -43,7 +44,6 @@ from mhabench.scenario.config import DTYPES, RunConfig
 from mhabench.scenario.device import canonical_device, resolve_device
 from mhabench.scenario.limits import check_row_count
 
-Selector = Callable[[Case, str, int], bool]
 """(case, implementation name, repeat) → measure it in this run? (``--shard``, ``--resume``)"""
 
 
@@ -61,6 +61,8 @@ class RunResult:
     rows: list[ResultRow]
     warnings: tuple[str, ...] = ()
     """Lines the user must see after the summary (the machine drifted during the run)."""
+    manifest: Manifest | None = None
+    """The run's final manifest, as written (None where the launch path keeps none: torchrun's rank 0)."""
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -80,23 +82,19 @@ def run(
     config: RunConfig,
     out_root: Path,
     progress: Progress | None = None,
-    argv: list[str] | None = None,
-    *,
-    repeats: int = 1,
-    select: Selector | None = None,
-    resume_dir: Path | None = None,
-    manifest_extra: dict[str, Any] | None = None,
-    config_path: str = "CONFIG",
-    resume_differences: tuple[str, ...] = (),
+    request: RunRequest | None = None,
 ) -> RunResult:
-    """Run every case of ``config`` ``repeats`` times; write ``out_root/<run_id>/``; return the rows.
+    """Run every case of ``config`` ``request.repeats`` times; write ``out_root/<run_id>/``; return the rows.
 
-    ``select`` keeps a subset of the (case, implementation, repeat) triples (a shard). With
+    ``select`` (of the :class:`RunRequest`) keeps a subset of the (case, implementation, repeat) triples (a shard). With
     ``resume_dir`` the rows already in that folder are kept and only the missing triples run
     (``resume_differences``: what ``--force`` overrode, recorded in the manifest). A sweep with
     ``tensor_parallel`` above 1 is refused with the ``torchrun`` command that runs it
     (:func:`mhabench.distributed.run.run_distributed`; the CLI chooses).
     """
+    request = request or RunRequest()
+    argv, repeats, select, resume_dir = list(request.argv), request.repeats, request.select, request.resume_dir
+    manifest_extra, config_path = dict(request.manifest_extra), request.config_path
     device = resolve_device(config.device)
     specs = implementations_of(config)
     check_row_count(count_cases(config, device) * repeats, len(specs), config.max_rows)
@@ -107,7 +105,7 @@ def run(
         # with an explicit index (torch 2.11 refuses a bare "cuda"), so every kernel targets cuda:N
         torch.cuda.set_device(torch.device(canonical_device(device)))
     if resume_dir is not None:
-        writer, manifest = RunWriter.reopen(resume_dir), _resumed_manifest(resume_dir, argv, resume_differences)
+        writer, manifest = RunWriter.reopen(resume_dir), _resumed_manifest(resume_dir, argv, request.resume_differences)
         repeats = manifest.repeats
     else:
         started = dt.datetime.now(dt.timezone.utc)
@@ -136,7 +134,7 @@ def run(
         live.record(drift=drift.finish())
         warning = drift.result().warning()
     notes = (*covered_windows(config), *([warning] if warning else []))
-    return RunResult(writer.run_dir, list(writer.rows), notes)
+    return RunResult(writer.run_dir, list(writer.rows), notes, manifest)
 
 
 def _resumed_manifest(run_dir: Path, argv: list[str] | None, differences: tuple[str, ...]) -> Manifest:
@@ -269,7 +267,9 @@ def plan(config: RunConfig, repeats: int = 1) -> list[ResultRow]:
     device = resolve_device(config.device)
     check_row_count(count_cases(config, device) * repeats, len(implementations_of(config)), config.max_rows)
     return [
-        ResultRow(identity("dry-run", case, spec.name, device), Outcome("planned", ""), cost=modelled_cost(spec, case))
+        ResultRow(
+            identity("dry-run", case, spec.name, device), Outcome(RowStatus.PLANNED, ""), cost=modelled_cost(spec, case)
+        )
         for case in expand_cases(config, device)
         for spec in implementations_of(config)
     ]

@@ -278,7 +278,7 @@ def to_json(advice: Advice) -> str:
             "device_kind": run.answers.environment.get("device_kind"),
             "torch": run.answers.environment.get("torch"),
             "git_commit": run.answers.environment.get("git_commit"),
-            "status": run.answers.run.manifest.get("status"),
+            "status": run.answers.run.manifest.status,
         }
         for run in advice.runs
     ]

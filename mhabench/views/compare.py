@@ -23,6 +23,7 @@ from mhabench.analysis.throughput import USEFUL_INTENSITY, throughput
 from mhabench.analysis.verdict import Change
 from mhabench.errors import InputError
 from mhabench.results.columns import IMPL, LATENCY_MS, REPEAT, STATUS
+from mhabench.results.schema import RowStatus
 from mhabench.views import table
 from mhabench.views.summary import method_phrase, status_text
 from mhabench.views.table import TableModel, format_number
@@ -105,7 +106,7 @@ def _speedup_table(comparison: Comparison) -> TableModel:
         ]
         for index, r in frame.iterrows()
     ]
-    styles = ["failed" if r[STATUS] != "ok" else "winner" if r["winner"] else "" for _, r in frame.iterrows()]
+    styles = ["failed" if r[STATUS] != RowStatus.OK else "winner" if r["winner"] else "" for _, r in frame.iterrows()]
     phrase = method_phrase(frame.get("speedup_method", []))
     title = f"{comparison.base_id}: speedup vs {comparison.baseline} ({phrase}, 95% bootstrap CI)"
     return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), frame)

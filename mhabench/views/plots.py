@@ -35,6 +35,7 @@ from mhabench.analysis.executed import (
     source_points,
 )
 from mhabench.analysis.speedup import DEFAULT_BASELINE
+from mhabench.results.cells import cell
 from mhabench.results.columns import (
     BATCH,
     CASE_ID,
@@ -66,6 +67,7 @@ from mhabench.results.columns import (
     STATUS,
     label,
 )
+from mhabench.results.schema import RowStatus
 
 # Fields that make two rows different measurements (besides the implementation).
 PLOT_FIELDS = (*SHAPE_FIELDS, DTYPE)
@@ -122,7 +124,7 @@ class Plot:
 
 def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows with a measured latency: only these can be plotted."""
-    return rows[(rows[STATUS] == "ok") & rows[LATENCY_MS].notna()].astype({LATENCY_MS: float})
+    return rows[(rows[STATUS] == RowStatus.OK) & rows[LATENCY_MS].notna()].astype({LATENCY_MS: float})
 
 
 def impl_styles(rows: pd.DataFrame) -> dict[str, tuple[str, str]]:
@@ -161,22 +163,18 @@ def field_text(field: str, value: object) -> str:
     return str(value) if field == DTYPE else f"{short.get(field, field)}={value}"
 
 
-def _known(value: object) -> bool:
-    """False for the NaN/None a field has in rows written before that field existed."""
-    return value is not None and not (isinstance(value, float) and math.isnan(value)) and value is not pd.NA
-
-
 def says_something(field: str, values: Mapping[str, object]) -> bool:
     """False where the field's value adds nothing to a label: a pattern field at its "none" (``window=0``,
     ``lengths=none``, one rank, a forward prefill), or ``causal`` beside a mask that already says it."""
     value = values[field]
-    if not _known(value) or (field in INERT and value == INERT[field]):
+    if cell(value) is None or (field in INERT and value == INERT[field]):
         return False
     implied = {
-        CAUSAL: _known(values.get(MASK)),  # the mask says it
-        SCORE_MOD: value == "softcap" and _known(values.get(SOFTCAP)),  # softcap=50 says it
+        CAUSAL: cell(values.get(MASK)) is not None,  # the mask says it
+        SCORE_MOD: value == "softcap" and cell(values.get(SOFTCAP)) is not None,  # softcap=50 says it
         KV_HEADS: value == values.get(HEADS),  # plain multi-head attention
-        HEAD_DIM: _known(values.get(HEADS)) and value * values.get(HEADS, 0) == values.get(D_MODEL),  # d / h
+        HEAD_DIM: (cell(values.get(HEADS)) is not None)
+        and value * values.get(HEADS, 0) == values.get(D_MODEL),  # d / h
     }
     return not implied.get(field, False)
 

@@ -18,6 +18,7 @@ from matplotlib.patches import Patch
 from mhabench.analysis.explain.explain import row_stages
 from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, PEAK_GBPS, PEAK_TFLOPS, STATUS
 from mhabench.results.kernels import read_kernels
+from mhabench.results.schema import RowStatus
 from mhabench.results.stages import StageFigures
 from mhabench.results.store import Run
 from mhabench.stage_cost import STAGE_LABELS, STAGES
@@ -58,7 +59,7 @@ Bar = tuple[str, dict[str, float], dict[str, float]]
 def _bars(case_rows: pd.DataFrame, kernels: pd.DataFrame | None) -> list[Bar]:
     """Per implementation with a breakdown: (impl, model ms per stage, measured ms per stage)."""
     bars = []
-    for _, row in case_rows[case_rows[STATUS] == "ok"].iterrows():
+    for _, row in case_rows[case_rows[STATUS] == RowStatus.OK].iterrows():
         figures, _ = row_stages(row.to_dict(), kernels)
         latency_ms = float(row[LATENCY_MS])
         if not figures or math.isnan(latency_ms):

@@ -54,14 +54,14 @@ from mhabench.results.columns import (
     noisy,
     sample_count,
 )
-from mhabench.results.schema import MIN_SPREAD_SAMPLES
+from mhabench.results.schema import MIN_SPREAD_SAMPLES, RowStatus
 from mhabench.results.store import CSV_NAME, PARQUET_NAME
 from mhabench.views.run_notes import LEGEND, lines_under_table
 from mhabench.views.table import TableModel, fit_columns, format_number, human_bytes, human_count, to_rich
 
 COMPACT_ABOVE_ROWS = 40
 """A run with more rows than this gets the compact summary: about a terminal screen of table."""
-STATUSES = ("ok", "mismatch", "unsupported", "skipped", "oom", "error", "timeout", "crashed")
+STATUSES = tuple(status for status in RowStatus if status is not RowStatus.PLANNED)
 """Every row status, in the order the summary counts them."""
 
 
@@ -88,7 +88,7 @@ def method_phrase(methods: Iterable[str]) -> str:
 
 def status_text(row: pd.Series) -> str:
     """``ok``, ``ok (noisy)``, ``ok (capped, 1 sample)``, or the status and its one-line error."""
-    if row[STATUS] != "ok":
+    if row[STATUS] != RowStatus.OK:
         return f"{row[STATUS]}: {row.get(ERROR) or ''}"
     notes = sample_notes(row)
     return f"ok ({', '.join(notes)})" if notes else "ok"
@@ -108,7 +108,7 @@ def sample_notes(row: pd.Series) -> list[str]:
 
 def _latency_text(row: pd.Series) -> str:
     """``median (IQR)``; the IQR is ``n/a`` below ``MIN_SPREAD_SAMPLES`` samples (one sample's would read 0)."""
-    if row[STATUS] != "ok":
+    if row[STATUS] != RowStatus.OK:
         return "-"
     count = sample_count(row)
     iqr = float(row[LATENCY_P75_MS]) - float(row[LATENCY_P25_MS])
@@ -128,7 +128,10 @@ def _columns(baseline: str, with_compile: bool, with_repeats: bool) -> list[tupl
     columns += [("median ms (IQR)", _latency_text), (f"speedup vs {baseline}", speedup_text)]
     columns += [("speedup spread", lambda r: format_number(r["speedup_spread"], ".1%"))] if with_repeats else []
     columns += [
-        (label(PEAK_MEMORY_BYTES), lambda r: human_bytes(r.get(PEAK_MEMORY_BYTES)) if r[STATUS] == "ok" else "-"),
+        (
+            label(PEAK_MEMORY_BYTES),
+            lambda r: human_bytes(r.get(PEAK_MEMORY_BYTES)) if r[STATUS] == RowStatus.OK else "-",
+        ),
         (label(BYTES_MOVED), lambda r: human_bytes(r.get(BYTES_MOVED))),
         *(
             _throughput_column(name)
@@ -167,7 +170,13 @@ def results_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, titl
     headers = [header for header, _ in columns]
     cells = [[cell(row) for _, cell in columns] for _, row in frame.iterrows()]
     styles = [
-        "failed" if r[STATUS] != "ok" else "winner" if r.get("winner") else "noisy" if flag(r.get(NOISY)) else ""
+        "failed"
+        if r[STATUS] != RowStatus.OK
+        else "winner"
+        if r.get("winner")
+        else "noisy"
+        if flag(r.get(NOISY))
+        else ""
         for _, r in frame.iterrows()
     ]
     numeric = [h not in ("case", "impl", "status") for h in headers]

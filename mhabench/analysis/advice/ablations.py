@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mhabench.analysis.advice import wording
-from mhabench.analysis.advice.cells import number
 from mhabench.impls import get_spec
 from mhabench.impls.registry import available_implementations
+from mhabench.results.cells import number
 from mhabench.results.columns import IMPL, MAX_REL_ERR
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.answers import RunAnswers
-from mhabench.analysis.advice.cases import Case
+from mhabench.analysis.advice.cases import MeasuredCase
 from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.statement import ACROSS, RowRef, Statement
 from mhabench.analysis.advice.summary import counts_text
@@ -35,7 +35,7 @@ def across(runs: Sequence[RunAnswers]) -> list[Statement]:
     return statements + _per_case(runs)
 
 
-def _refs(run: RunAnswers, cases: Sequence[Case]) -> tuple[RowRef, ...]:
+def _refs(run: RunAnswers, cases: Sequence[MeasuredCase]) -> tuple[RowRef, ...]:
     return tuple(case.ref(impl) for case in cases for impl in run.picks[case.case_id].impls)
 
 
@@ -85,20 +85,24 @@ def _per_case(runs: Sequence[RunAnswers]) -> list[Statement]:
     return statements + ([_agree(runs, agreeing, len(matched), scope, fields)] if agreeing else [])
 
 
-def _key(case: Case, fields: Sequence[str]) -> Key:
+def _key(case: MeasuredCase, fields: Sequence[str]) -> Key:
     return tuple(repr(case.fields[name]) for name in fields)
 
 
-def _answers(runs: Sequence[RunAnswers], line: Sequence[Case]) -> set[tuple[str, tuple[str, ...]]]:
+def _answers(runs: Sequence[RunAnswers], line: Sequence[MeasuredCase]) -> set[tuple[str, tuple[str, ...]]]:
     return {run.picks[case.case_id].answer for run, case in zip(runs, line, strict=True)}
 
 
-def _line_refs(runs: Sequence[RunAnswers], line: Sequence[Case]) -> tuple[RowRef, ...]:
+def _line_refs(runs: Sequence[RunAnswers], line: Sequence[MeasuredCase]) -> tuple[RowRef, ...]:
     return tuple(ref for run, case in zip(runs, line, strict=True) for ref in _refs(run, [case]))
 
 
 def _agree(
-    runs: Sequence[RunAnswers], agreeing: Sequence[Sequence[Case]], matched: int, scope: str, fields: Sequence[str]
+    runs: Sequence[RunAnswers],
+    agreeing: Sequence[Sequence[MeasuredCase]],
+    matched: int,
+    scope: str,
+    fields: Sequence[str],
 ) -> Statement:
     labels = ", ".join(line[0].label for line in agreeing)
     sentence = (
@@ -116,7 +120,7 @@ def _lead(one: Pick) -> str:
     return f"{one.phrase()}, {wording.ratio(one.estimate)} over {wording.impl(one.runner_up)}"
 
 
-def _differs(runs: Sequence[RunAnswers], line: Sequence[Case]) -> Statement:
+def _differs(runs: Sequence[RunAnswers], line: Sequence[MeasuredCase]) -> Statement:
     picks = [run.picks[case.case_id] for run, case in zip(runs, line, strict=True)]
     dtypes = sorted({str(case.fields[DTYPE]) for case in line})
     said = "; ".join(f"{_lead(one)} in {run.run.run_id}" for run, one in zip(runs, picks, strict=True))

@@ -19,8 +19,7 @@ from mhabench.analysis.advice.crossover import crossovers
 from mhabench.analysis.advice.energy import energy_statements
 from mhabench.analysis.advice.explained import explained
 from mhabench.analysis.advice.pick import statement
-from mhabench.analysis.advice.question import DEVICE_KINDS, Question
-from mhabench.analysis.advice.statement import Statement
+from mhabench.analysis.advice.statement import DEVICE_KINDS, Question, Statement
 from mhabench.analysis.advice.summary import group_answer
 from mhabench.analysis.advice.why import why
 from mhabench.errors import InputError

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mhabench.analysis.advice.cases import Case, cases_of
+from mhabench.analysis.advice.cases import MeasuredCase, cases_of
 from mhabench.analysis.advice.pick import Pick, pick
 from mhabench.results.store import Run
 
@@ -16,12 +16,12 @@ class RunAnswers:
     """One run read for advice: its cases in run order and their picks by case_id."""
 
     run: Run
-    cases: Sequence[Case]
+    cases: Sequence[MeasuredCase]
     picks: Mapping[str, Pick]
 
     @property
     def environment(self) -> Mapping[str, Any]:
-        return self.run.manifest.get("environment") or {}
+        return self.run.manifest.environment
 
     def device(self) -> str:
         """``NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130)``: what a reader calls the machine."""

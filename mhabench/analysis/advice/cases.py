@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from mhabench.analysis.advice.cells import text
 from mhabench.analysis.advice.statement import RowRef
 from mhabench.analysis.case_label import case_label
+from mhabench.results.cells import plain, text
 from mhabench.results.columns import (
     CASE_ID,
     D_MODEL,
@@ -36,7 +36,7 @@ SWEEP_FIELDS = (*SHAPE_FIELDS, DTYPE)
 
 
 @dataclasses.dataclass(frozen=True)
-class Case:
+class MeasuredCase:
     """One case of one run: where it sits in its group's sweep, and its rows, repeat by repeat."""
 
     run_id: str
@@ -58,7 +58,7 @@ class Case:
         return RowRef(self.run_id, self.case_id, impl)
 
 
-def cases_of(run_id: str, rows: pd.DataFrame) -> list[Case]:
+def cases_of(run_id: str, rows: pd.DataFrame) -> list[MeasuredCase]:
     """Every case of a run, in the order the run measured them."""
     by_case: dict[str, dict[int, list[Row]]] = {}
     for record in rows.to_dict("records"):
@@ -66,14 +66,14 @@ def cases_of(run_id: str, rows: pd.DataFrame) -> list[Case]:
     return [_case(run_id, case_id, repeats) for case_id, repeats in by_case.items()]
 
 
-def _case(run_id: str, case_id: str, repeats: dict[int, list[Row]]) -> Case:
+def _case(run_id: str, case_id: str, repeats: dict[int, list[Row]]) -> MeasuredCase:
     first = repeats[min(repeats)][0]
-    return Case(
+    return MeasuredCase(
         run_id=run_id,
         case_id=case_id,
         group=text(first, SCENARIO) or "run",
         label=case_label(first),
-        fields={name: _value(first.get(name)) for name in SWEEP_FIELDS},
+        fields={name: plain(first.get(name)) for name in SWEEP_FIELDS},
         repeats=tuple(tuple(repeats[repeat]) for repeat in sorted(repeats)),
     )
 
@@ -84,22 +84,15 @@ def _repeat(record: Row) -> int:
     return 0 if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
 
 
-def _value(value: Any) -> Any:
-    """A field's value as plain Python (numpy scalars, 8.0 read back from a CSV as 8)."""
-    if hasattr(value, "item"):
-        value = value.item()
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-def groups_of(cases: Iterable[Case]) -> dict[str, list[Case]]:
+def groups_of(cases: Iterable[MeasuredCase]) -> dict[str, list[MeasuredCase]]:
     """The cases of each group (scenario), in run order."""
-    grouped: dict[str, list[Case]] = {}
+    grouped: dict[str, list[MeasuredCase]] = {}
     for case in cases:
         grouped.setdefault(case.group, []).append(case)
     return grouped
 
 
-def swept(cases: Sequence[Case]) -> list[str]:
+def swept(cases: Sequence[MeasuredCase]) -> list[str]:
     """The fields that take more than one value among ``cases``: the group's axes. ``kv_heads`` is not one
     where every case is plain multi-head attention (kv_heads = heads): there it only follows ``heads``;
     nor is ``head_dim`` where every case's heads are d_model / heads wide: there it follows both."""
@@ -127,11 +120,11 @@ def order(value: Any) -> tuple[int, float, str]:
     return (1, 0.0, str(value))
 
 
-def lines_along(cases: Sequence[Case], axis: str) -> list[tuple[list[tuple[str, Any]], list[Case]]]:
+def lines_along(cases: Sequence[MeasuredCase], axis: str) -> list[tuple[list[tuple[str, Any]], list[MeasuredCase]]]:
     """The cases along ``axis`` with every other swept field held fixed: (the fixed fields, the cases
     ordered by ``axis``) per combination; only lines with at least two points."""
     others = [name for name in swept(cases) if name != axis]
-    lines: dict[tuple[str, ...], list[Case]] = {}
+    lines: dict[tuple[str, ...], list[MeasuredCase]] = {}
     for case in cases:
         lines.setdefault(tuple(repr(case.fields[name]) for name in others), []).append(case)
     return [

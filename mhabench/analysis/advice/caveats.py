@@ -20,15 +20,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mhabench.analysis.advice import wording
-from mhabench.analysis.advice.cases import Case, Row
-from mhabench.analysis.advice.cells import number, text
+from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.pick import CANNOT_TELL, WINNER, Pick
-from mhabench.analysis.advice.question import Question
-from mhabench.analysis.advice.statement import CAVEAT, RowRef, Statement
+from mhabench.analysis.advice.statement import CAVEAT, Question, RowRef, Statement
 from mhabench.analysis.advice.thresholds import REPRODUCE_MARGIN
 from mhabench.analysis.advice.why import DID_NOT_FIT
 from mhabench.analysis.speedup import is_ok
-from mhabench.results.columns import CAPPED, ERROR, IMPL, STATUS, flag, noisy
+from mhabench.results.cells import flag, number, text
+from mhabench.results.columns import CAPPED, ERROR, IMPL, STATUS, noisy
+from mhabench.results.manifest import Manifest
 
 ONE_PROCESS, NO_INTERVAL = "one_process", "no_interval"
 """The rule names of the caveats that say an answer itself may not hold, which the run's short answer puts first."""
@@ -37,7 +37,11 @@ NAMED_ROWS = 4
 
 
 def caveats(
-    run_id: str, manifest: Mapping[str, Any], cases: Sequence[Case], picks: Mapping[str, Pick], question: Question
+    run_id: str,
+    manifest: Manifest,
+    cases: Sequence[MeasuredCase],
+    picks: Mapping[str, Pick],
+    question: Question,
 ) -> list[Statement]:
     """Every caveat of one run, the run-wide ones first."""
     rows = [(case, row) for case in cases for repeat in case.repeats for row in repeat]
@@ -63,29 +67,29 @@ def _statement(run_id: str, rule: str, sentence: str, figures: Mapping[str, Any]
     return Statement(CAVEAT, rule, "", run_id, sentence, figures, tuple(refs))
 
 
-def _refs(rows: Sequence[tuple[Case, Row]]) -> list[RowRef]:
+def _refs(rows: Sequence[tuple[MeasuredCase, Row]]) -> list[RowRef]:
     return [case.ref(str(row[IMPL])) for case, row in rows]
 
 
-def _named(rows: Sequence[tuple[Case, Row]]) -> str:
+def _named(rows: Sequence[tuple[MeasuredCase, Row]]) -> str:
     """The first ``NAMED_ROWS`` rows as "`impl` at case", and how many more there are."""
     named = [f"{wording.impl(str(row[IMPL]))} at {case.label}" for case, row in rows[:NAMED_ROWS]]
     more = f" and {len(rows) - NAMED_ROWS} more" if len(rows) > NAMED_ROWS else ""
     return "; ".join(named) + more
 
 
-def _flagged(run_id: str, rule: str, rows: Sequence[tuple[Case, Row]], what: str) -> Statement | None:
+def _flagged(run_id: str, rule: str, rows: Sequence[tuple[MeasuredCase, Row]], what: str) -> Statement | None:
     if not rows:
         return None
     return _statement(run_id, rule, f"{len(rows)} {what}: {_named(rows)}.", {"rows": len(rows)}, _refs(rows))
 
 
-def _ok_rows(rows: Sequence[tuple[Case, Row]]) -> list[tuple[Case, Row]]:
+def _ok_rows(rows: Sequence[tuple[MeasuredCase, Row]]) -> list[tuple[MeasuredCase, Row]]:
     return [(case, row) for case, row in rows if is_ok(row)]
 
 
-def _drift(run_id: str, manifest: Mapping[str, Any], rows: Sequence[tuple[Case, Row]]) -> Statement | None:
-    drift = manifest.get("drift") or {}
+def _drift(run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
+    drift = manifest.drift or {}
     if not drift.get("exceeded"):
         return None
     change = number(drift, "drift") or 0.0
@@ -98,8 +102,8 @@ def _drift(run_id: str, manifest: Mapping[str, Any], rows: Sequence[tuple[Case, 
     return _statement(run_id, "drift", sentence, figures, _refs(_ok_rows(rows)))
 
 
-def _unfinished(run_id: str, manifest: Mapping[str, Any], rows: Sequence[tuple[Case, Row]]) -> Statement | None:
-    status = str(manifest.get("status") or "complete")
+def _unfinished(run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
+    status = manifest.status or "complete"
     if status == "complete":
         return None
     sentence = f"the run is {status}: cases it did not reach are not answered here (finish it with run --resume)."
@@ -107,9 +111,9 @@ def _unfinished(run_id: str, manifest: Mapping[str, Any], rows: Sequence[tuple[C
 
 
 def _other_device(
-    run_id: str, manifest: Mapping[str, Any], rows: Sequence[tuple[Case, Row]], question: Question
+    run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, Row]], question: Question
 ) -> Statement | None:
-    environment = manifest.get("environment") or {}
+    environment = manifest.environment
     measured_on = str(environment.get("device_kind") or "")
     if question.device_kind is None or question.device_kind == measured_on:
         return None
@@ -122,7 +126,7 @@ def _other_device(
     return _statement(run_id, "other_device", sentence, figures, _refs(_ok_rows(rows)))
 
 
-def _not_measured(run_id: str, rows: Sequence[tuple[Case, Row]], question: Question) -> Statement | None:
+def _not_measured(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]], question: Question) -> Statement | None:
     present = {str(row[IMPL]) for _, row in rows}
     missing = [impl for impl in question.impls if impl not in present]
     if not missing:
@@ -135,7 +139,7 @@ def _not_measured(run_id: str, rows: Sequence[tuple[Case, Row]], question: Quest
     return _statement(run_id, "not_measured", sentence, {"missing": missing}, [])
 
 
-def _no_interval(run_id: str, cases: Sequence[Case], picks: Mapping[str, Pick]) -> Statement | None:
+def _no_interval(run_id: str, cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> Statement | None:
     unknown = [picks[case.case_id] for case in cases if picks[case.case_id].verdict == CANNOT_TELL]
     if not unknown:
         return None
@@ -146,7 +150,7 @@ def _no_interval(run_id: str, cases: Sequence[Case], picks: Mapping[str, Pick]) 
     return _statement(run_id, NO_INTERVAL, sentence, {"cases": len(unknown)}, refs)
 
 
-def _one_process(run_id: str, cases: Sequence[Case], picks: Mapping[str, Pick]) -> Statement | None:
+def _one_process(run_id: str, cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> Statement | None:
     """Winners by a small lead in a run of one repeat: nothing in the run says another process agrees."""
     close = [
         one
@@ -167,9 +171,9 @@ def _one_process(run_id: str, cases: Sequence[Case], picks: Mapping[str, Pick]) 
     return _statement(run_id, ONE_PROCESS, sentence, {"cases": len(close)}, refs)
 
 
-def _did_not_run(run_id: str, rows: Sequence[tuple[Case, Row]]) -> list[Statement]:
+def _did_not_run(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> list[Statement]:
     """Failed rows other than the memory ones (the why rule ``did_not_fit`` has those), by implementation and status."""
-    failed: dict[tuple[str, str], list[tuple[Case, Row]]] = collections.defaultdict(list)
+    failed: dict[tuple[str, str], list[tuple[MeasuredCase, Row]]] = collections.defaultdict(list)
     for case, row in rows:
         status = text(row, STATUS)
         if status not in ("ok", "", *DID_NOT_FIT):

@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mhabench.analysis.advice import wording
-from mhabench.analysis.advice.cases import Case, Row, lines_along, swept
-from mhabench.analysis.advice.cells import number
+from mhabench.analysis.advice.cases import MeasuredCase, Row, lines_along, swept
 from mhabench.analysis.advice.pick import CANNOT_TELL, SLOWER, TIED, fastest_first, median_ms, standing
 from mhabench.analysis.advice.statement import CHANGE, Statement
 from mhabench.analysis.speedup import is_ok, samples_of
 from mhabench.analysis.stats import ratio_of_medians
+from mhabench.results.cells import number
 from mhabench.results.columns import D_MODEL, HEAD_DIM, HEADS, IMPL, KV_CACHE_BYTES, KV_HEADS, LATENCY_MS, PHASE
 
 STANDING_WORDS = {
@@ -34,7 +34,7 @@ CHANGE_AXES = (HEADS, KV_HEADS)
 MODEL_CHANGE = {HEADS: "head count (so head size)", KV_HEADS: "key/value head count"}
 
 
-def changes(cases: Sequence[Case]) -> list[Statement]:
+def changes(cases: Sequence[MeasuredCase]) -> list[Statement]:
     """One statement per line along a head-count axis where at least two points ran."""
     statements = []
     for axis in (axis for axis in CHANGE_AXES if axis in swept(cases)):
@@ -45,13 +45,13 @@ def changes(cases: Sequence[Case]) -> list[Statement]:
     return statements
 
 
-def fastest_row(case: Case) -> Row | None:
+def fastest_row(case: MeasuredCase) -> Row | None:
     """The case's fastest row that passed its check (lowest median), None when none did."""
     ok = fastest_first(row for row in case.rows if is_ok(row))
     return ok[0] if ok else None
 
 
-def _point(axis: str, case: Case, row: Row) -> str:
+def _point(axis: str, case: MeasuredCase, row: Row) -> str:
     """``h=2 (d_k=256)``, ``kv=2 (KV cache 128 KiB)``: the value and what it means for the layer."""
     value = wording.field(axis, case.fields[axis])
     if axis == HEADS and number(row, HEAD_DIM):
@@ -60,7 +60,7 @@ def _point(axis: str, case: Case, row: Row) -> str:
     return f"{value} (KV cache {wording.size(cache)})" if cache else value
 
 
-def _line(axis: str, fixed: list[tuple[str, Any]], best: Sequence[tuple[Case, Row]]) -> Statement:
+def _line(axis: str, fixed: list[tuple[str, Any]], best: Sequence[tuple[MeasuredCase, Row]]) -> Statement:
     top_case, top_row = min(best, key=lambda pair: median_ms(pair[1]))
     leads = {case.case_id: ratio_of_medians(samples_of(row), samples_of(top_row)) for case, row in best}
     others = [(case, row) for case, row in best if case is not top_case]
@@ -84,16 +84,16 @@ def _line(axis: str, fixed: list[tuple[str, Any]], best: Sequence[tuple[Case, Ro
     return Statement(CHANGE, f"{axis}_change", top_case.group, place, sentence[0].upper() + sentence[1:], figures, refs)
 
 
-def _with_width(fixed: list[tuple[str, Any]], case: Case) -> list[tuple[str, Any]]:
+def _with_width(fixed: list[tuple[str, Any]], case: MeasuredCase) -> list[tuple[str, Any]]:
     """The line's fixed fields, with d_model named even when the group never varies it (the same width)."""
     return fixed if any(name == D_MODEL for name, _ in fixed) else [(D_MODEL, case.fields[D_MODEL]), *fixed]
 
 
 def _figures(
     axis: str,
-    top_case: Case,
+    top_case: MeasuredCase,
     top_row: Row,
-    best: Sequence[tuple[Case, Row]],
+    best: Sequence[tuple[MeasuredCase, Row]],
     leads: Mapping[str, Any],
     states: Mapping[str, str],
 ) -> dict[str, Any]:

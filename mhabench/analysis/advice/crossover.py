@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mhabench.analysis.advice import wording
-from mhabench.analysis.advice.cases import Case, lines_along, order, swept
+from mhabench.analysis.advice.cases import MeasuredCase, lines_along, order, swept
 from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, Pick
 from mhabench.analysis.advice.statement import CROSSOVER, RowRef, Statement
 from mhabench.analysis.speedup import is_ok, samples_of
@@ -48,7 +48,7 @@ def same_answer(one: Pick, two: Pick) -> bool:
     return one.answer == two.answer
 
 
-def segments(axis: str, line: Sequence[Case], picks: Mapping[str, Pick]) -> list[Segment]:
+def segments(axis: str, line: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> list[Segment]:
     """The line's points merged where consecutive answers agree; each "cannot tell" point stays a gap of its own."""
     found: list[Segment] = []
     for case in line:
@@ -94,7 +94,7 @@ def steps(found: Sequence[Segment]) -> list[tuple[Any, Any]]:
     ]
 
 
-def crossovers(cases: Sequence[Case], picks: Mapping[str, Pick]) -> list[Statement]:
+def crossovers(cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> list[Statement]:
     """One statement per line whose answer changes, and one per axis along which no line's does."""
     statements: list[Statement] = []
     for axis in swept(cases):
@@ -107,12 +107,14 @@ def crossovers(cases: Sequence[Case], picks: Mapping[str, Pick]) -> list[Stateme
     return statements
 
 
-def _refs(line: Sequence[Case], picks: Mapping[str, Pick]) -> tuple[RowRef, ...]:
+def _refs(line: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> tuple[RowRef, ...]:
     """The rows the answers along a line rest on: each case's picked (or tied, or fastest) rows."""
     return tuple(case.ref(impl) for case in line for impl in picks[case.case_id].impls)
 
 
-def _change(axis: str, fixed: list[tuple[str, Any]], line: Sequence[Case], picks: Mapping[str, Pick]) -> Statement:
+def _change(
+    axis: str, fixed: list[tuple[str, Any]], line: Sequence[MeasuredCase], picks: Mapping[str, Pick]
+) -> Statement:
     found = segments(axis, line, picks)
     changes = steps(found)
     brackets = "; ".join(f"{wording.field(axis, low)} and {wording.field(axis, high)}" for low, high in changes)
@@ -132,7 +134,9 @@ def _change(axis: str, fixed: list[tuple[str, Any]], line: Sequence[Case], picks
     return Statement(CROSSOVER, "crossover", line[0].group, where, sentence, figures, _refs(line, picks))
 
 
-def _by_setting(axis: str, fixed: list[tuple[str, Any]], line: Sequence[Case], picks: Mapping[str, Pick]) -> Statement:
+def _by_setting(
+    axis: str, fixed: list[tuple[str, Any]], line: Sequence[MeasuredCase], picks: Mapping[str, Pick]
+) -> Statement:
     """Along a yes/no or named setting: the answer per setting, no bracket (nothing lies between packed and padded)."""
     where = " ".join(part for part in (_axis(axis), wording.place(fixed)) if part)
     found = segments(axis, line, picks)
@@ -145,7 +149,7 @@ def _by_setting(axis: str, fixed: list[tuple[str, Any]], line: Sequence[Case], p
     return Statement(CROSSOVER, "by_setting", line[0].group, where, sentence, figures, _refs(line, picks))
 
 
-def _steady(axis: str, lines: Sequence[Sequence[Case]], picks: Mapping[str, Pick]) -> Statement:
+def _steady(axis: str, lines: Sequence[Sequence[MeasuredCase]], picks: Mapping[str, Pick]) -> Statement:
     points = [case for line in lines for case in line]
     gaps = [case for case in points if picks[case.case_id].verdict == CANNOT_TELL]
     answers = sorted({picks[case.case_id].phrase() for case in points if case not in gaps})

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mhabench.analysis.advice import wording
-from mhabench.analysis.advice.cases import Case
+from mhabench.analysis.advice.cases import MeasuredCase
 from mhabench.analysis.advice.statement import ENERGY, Statement
 from mhabench.analysis.speedup import is_ok
 from mhabench.results.columns import IMPL
@@ -21,7 +21,7 @@ from mhabench.results.energy import EnergyReading, power_limit_of, reading
 PER_CALL = "energy per call"
 
 
-def energy_statements(cases: Sequence[Case], environment: Mapping[str, Any]) -> list[Statement]:
+def energy_statements(cases: Sequence[MeasuredCase], environment: Mapping[str, Any]) -> list[Statement]:
     """Per case with at least one resolved row: those rows' energy, lowest J/call first."""
     limit = power_limit_of(environment)
     statements = []
@@ -38,7 +38,7 @@ def _joules(one: EnergyReading) -> float:
     return one.energy_per_call_j
 
 
-def _statement(case: Case, resolved: list[tuple[str, EnergyReading]]) -> Statement:
+def _statement(case: MeasuredCase, resolved: list[tuple[str, EnergyReading]]) -> Statement:
     parts = [f"{wording.impl(impl)} {_figures(one)}" for impl, one in resolved]
     sentence = f"{case.label}: {PER_CALL} (NVML windows, back-to-back calls): " + "; ".join(parts) + "."
     figures = {

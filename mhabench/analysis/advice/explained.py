@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mhabench.analysis.advice.answers import RunAnswers
-from mhabench.analysis.advice.cases import Case
+from mhabench.analysis.advice.cases import MeasuredCase
 from mhabench.analysis.advice.statement import WHY, Statement
 from mhabench.analysis.explain.explain import explain_answers
 
@@ -18,7 +18,7 @@ EXPLAINED = "explained"
 """The rule name of these statements."""
 
 
-def explained(answers: RunAnswers, cases: Sequence[Case]) -> list[Statement]:
+def explained(answers: RunAnswers, cases: Sequence[MeasuredCase]) -> list[Statement]:
     """One statement per clearly-slower implementation of ``cases`` that has a breakdown."""
     by_id = {case.case_id: case for case in cases}
     statements = []

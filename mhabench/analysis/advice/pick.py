@@ -19,6 +19,7 @@ faster in 6 of 8 rounds, slower in 2), the answer is "cannot tell" with the spli
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from collections.abc import Iterable, Sequence
 
@@ -26,8 +27,7 @@ import numpy as np
 
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.ablations import ablation_note, ablations, precision_note
-from mhabench.analysis.advice.cases import Case, Row
-from mhabench.analysis.advice.cells import text
+from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.statement import PICK, Statement
 from mhabench.analysis.advice.thresholds import TIE_MARGIN
 from mhabench.analysis.speedup import (
@@ -40,10 +40,26 @@ from mhabench.analysis.speedup import (
     speedup_estimate,
 )
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
+from mhabench.results.cells import text
 from mhabench.results.columns import IMPL, STATUS
+from mhabench.results.schema import RowStatus
 
-WINNER, TIED, ONLY, CANNOT_TELL, NOTHING = "winner", "tied", "only", "cannot tell", "nothing ran"
-SLOWER = "clearly slower"
+
+class PickVerdict(str, enum.Enum):
+    """What a case's pick says, or how a row stands against the fastest (``SLOWER``). str-valued: the words in
+    ``advise --format json`` and the report are the values."""
+
+    WINNER = "winner"
+    TIED = "tied"
+    ONLY = "only"
+    CANNOT_TELL = "cannot tell"
+    NOTHING = "nothing ran"
+    SLOWER = "clearly slower"
+
+    __str__ = str.__str__
+
+
+WINNER, TIED, ONLY, CANNOT_TELL, NOTHING, SLOWER = PickVerdict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +103,7 @@ class Pick:
     ran, or (cannot tell) the row with the lowest median; ``estimate``: impls[0]'s lead over ``runner_up``,
     ``unpaired`` why that lead is a ratio of medians ("" when paired)."""
 
-    case: Case
+    case: MeasuredCase
     verdict: str
     impls: tuple[str, ...]
     runner_up: str | None = None
@@ -115,7 +131,7 @@ class Pick:
         return self.verdict
 
 
-def pick(case: Case) -> Pick:
+def pick(case: MeasuredCase) -> Pick:
     """The case's answer: one per repeat, the same answer when they agree, else "cannot tell"."""
     picks = [_pick_rows(case, rows) for rows in case.repeats]
     if len({one.answer for one in picks}) == 1:
@@ -137,7 +153,7 @@ def fastest_first(rows: Iterable[Row]) -> list[Row]:
     return sorted(rows, key=median_ms)
 
 
-def _pick_rows(case: Case, rows: Sequence[Row]) -> Pick:
+def _pick_rows(case: MeasuredCase, rows: Sequence[Row]) -> Pick:
     ok = fastest_first(row for row in rows if is_ok(row))
     if not ok:
         return Pick(case, NOTHING, ())
@@ -278,9 +294,9 @@ def _method(one: Pick) -> str:
     return f"ratio of medians: {one.unpaired}"
 
 
-def _excluded(case: Case) -> str:
+def _excluded(case: MeasuredCase) -> str:
     """Rows that failed their correctness check are never picked; the sentence says so."""
-    failed = [str(row[IMPL]) for row in case.rows if text(row, STATUS) == "mismatch"]
+    failed = [str(row[IMPL]) for row in case.rows if text(row, STATUS) == RowStatus.MISMATCH]
     if not failed:
         return ""
     verb = "is" if len(failed) == 1 else "are"

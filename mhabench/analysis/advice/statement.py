@@ -1,4 +1,5 @@
-"""One statement of advice: a sentence a rule made, the figures in it, and the rows it rests on.
+"""One statement of advice: a sentence a rule made, the figures in it, and the rows it rests on; and the
+question it answers.
 
 Advice is only as good as the measurements under it, so every sentence names the rows (run, case,
 implementation) whose columns it quotes: a reader can look them up in results.csv, and a tool or a
@@ -16,6 +17,15 @@ PICK, CROSSOVER, WHY, CHANGE, CAVEAT, ACROSS = "pick", "crossover", "why", "chan
 ENERGY = "energy"
 KINDS = (PICK, CROSSOVER, WHY, ENERGY, CHANGE, CAVEAT, ACROSS)
 """Every kind of statement, in the order a reader wants them: the answer first, what it cannot tell last."""
+DEVICE_KINDS = ("cpu", "cuda")
+
+
+@dataclasses.dataclass(frozen=True)
+class Question:
+    """What the reader asks about beyond the run: a device kind (``--for``) and implementations (``--impl``)."""
+
+    device_kind: str | None = None
+    impls: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Mapping, Sequence
 
-from mhabench.analysis.advice.cases import Case, lines_along, swept
+from mhabench.analysis.advice.cases import MeasuredCase, lines_along, swept
 from mhabench.analysis.advice.crossover import segments, segments_text
 from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.statement import PICK, Statement
@@ -22,9 +22,9 @@ NAMED_CASES = 3
 """An answer held by at most this many cases names them; a larger share is only counted."""
 
 
-def counts_text(cases: Sequence[Case], picks: Mapping[str, Pick]) -> str:
+def counts_text(cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> str:
     """``fused` wins in 20 of 24 cases; cannot tell in 4 (…)``, the commonest answer first."""
-    by_answer: dict[str, list[Case]] = collections.defaultdict(list)
+    by_answer: dict[str, list[MeasuredCase]] = collections.defaultdict(list)
     for case in cases:
         by_answer[picks[case.case_id].phrase()].append(case)
     ordered = sorted(by_answer.items(), key=lambda item: -len(item[1]))
@@ -35,7 +35,7 @@ def counts_text(cases: Sequence[Case], picks: Mapping[str, Pick]) -> str:
     return "; ".join(parts)
 
 
-def group_answer(group: str, cases: Sequence[Case], picks: Mapping[str, Pick]) -> Statement:
+def group_answer(group: str, cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> Statement:
     """The group's answer: segments along its one swept field, else the counts per answer."""
     axes = swept(cases)
     lines = lines_along(cases, axes[0]) if len(axes) == 1 else []

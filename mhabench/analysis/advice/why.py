@@ -22,8 +22,7 @@ from typing import Any
 import pandas as pd
 
 from mhabench.analysis.advice import wording
-from mhabench.analysis.advice.cases import Case, Row
-from mhabench.analysis.advice.cells import number, text
+from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.statement import WHY, Statement
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LAUNCH_BOUND_SHARE, LOW_EFFICIENCY
@@ -40,6 +39,7 @@ from mhabench.analysis.throughput import (
 from mhabench.errors import UnknownImplementationError
 from mhabench.impls import get_spec
 from mhabench.measure.peaks import DevicePeaks
+from mhabench.results.cells import number, text
 from mhabench.results.columns import (
     ATTN_BYTES,
     BATCH,
@@ -69,11 +69,12 @@ from mhabench.results.columns import (
     WINDOW,
     flag,
 )
+from mhabench.results.schema import RowStatus
 from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case as ShapeCase
 from mhabench.scenario.config import DTYPES
 
-DID_NOT_FIT = ("skipped", "oom")
+DID_NOT_FIT = (RowStatus.SKIPPED, RowStatus.OOM)
 INTENSITY_WORDS = {
     "hardware": "FLOPs and DRAM bytes from the hardware counters",
     "counted": "bytes counted from the ops that ran",
@@ -97,7 +98,7 @@ def why(one: Pick, environment: Mapping[str, Any]) -> list[Statement]:
     return [statement for statement in found if statement is not None]
 
 
-def _statement(case: Case, rule: str, sentence: str, figures: Mapping[str, Any], impls: list[str]) -> Statement:
+def _statement(case: MeasuredCase, rule: str, sentence: str, figures: Mapping[str, Any], impls: list[str]) -> Statement:
     return Statement(
         WHY, rule, case.group, case.label, f"{case.label}: {sentence}", figures, tuple(map(case.ref, impls))
     )
@@ -156,7 +157,7 @@ def position(row: Row) -> Position | None:
     )
 
 
-def roofline(case: Case, impl: str) -> Statement | None:
+def roofline(case: MeasuredCase, impl: str) -> Statement | None:
     point = position(case.row(impl) or {})
     if point is None:
         return None
@@ -255,7 +256,7 @@ def materializes_scores(impl: str) -> bool:
     return model is not None and model.materializes_scores
 
 
-def scores(case: Case, impl: str, l2_bytes: Any) -> Statement | None:
+def scores(case: MeasuredCase, impl: str, l2_bytes: Any) -> Statement | None:
     row = case.row(impl) or {}
     matrix = score_bytes(row)
     if matrix is None or not materializes_scores(impl):
@@ -275,7 +276,7 @@ def scores(case: Case, impl: str, l2_bytes: Any) -> Statement | None:
     return _statement(case, SCORES, sentence, figures, [impl])
 
 
-def launch(case: Case, impl: str, device_kind: str) -> Statement | None:
+def launch(case: MeasuredCase, impl: str, device_kind: str) -> Statement | None:
     """Launch-bound only far from the roofs: a row near one is limited by the device whatever the host does.
     CPU: its dispatched ops at ``HOST_US_PER_OP`` each are at least ``LAUNCH_BOUND_SHARE`` of its latency. CUDA,
     where launches overlap device work so an op count says nothing: one synchronous call's host time is at least
@@ -318,7 +319,7 @@ def launch(case: Case, impl: str, device_kind: str) -> Statement | None:
     return _statement(case, LAUNCH, sentence, figures, [impl])
 
 
-def memory(case: Case, first: str, runner_up: str) -> Statement | None:
+def memory(case: MeasuredCase, first: str, runner_up: str) -> Statement | None:
     ours, theirs = (number(case.row(impl) or {}, PEAK_MEMORY_BYTES) for impl in (first, runner_up))
     if not ours or not theirs:
         return None
@@ -332,7 +333,7 @@ def memory(case: Case, first: str, runner_up: str) -> Statement | None:
     return _statement(case, MEMORY, sentence, figures, [first, runner_up])
 
 
-def did_not_fit(case: Case) -> Statement | None:
+def did_not_fit(case: MeasuredCase) -> Statement | None:
     failed = [row for row in case.rows if text(row, STATUS) in DID_NOT_FIT]
     if not failed:
         return None

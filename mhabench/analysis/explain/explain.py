@@ -18,7 +18,7 @@ import pandas as pd
 
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.answers import RunAnswers, answer
-from mhabench.analysis.advice.cases import Case
+from mhabench.analysis.advice.cases import MeasuredCase
 from mhabench.analysis.advice.pick import SLOWER, lead, standing
 from mhabench.analysis.advice.why import row_case
 from mhabench.analysis.explain.rules import REMEDIES, departs, first_match
@@ -26,6 +26,7 @@ from mhabench.errors import InputError
 from mhabench.impls.registry import get_spec
 from mhabench.measure.stages import breakdown, kernel_units
 from mhabench.results.kernels import read_kernels
+from mhabench.results.schema import RowStatus
 from mhabench.results.stages import StageFigures, read_breakdown
 from mhabench.results.store import Run
 from mhabench.run.steps import workload
@@ -93,7 +94,7 @@ def explain_answers(answers: RunAnswers, cases: Sequence[str] = (), impls: Seque
             continue
         for row in case.rows:
             impl = str(row["impl"])
-            if impl == fastest[0] or (impls and impl not in impls) or row.get("status") != "ok":
+            if impl == fastest[0] or (impls and impl not in impls) or row.get("status") != RowStatus.OK:
                 continue
             ratio = lead(pick_row, row).estimate
             if standing(ratio, pick_row, row) != SLOWER:
@@ -147,7 +148,11 @@ def _model(row: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _explained(
-    case: Case, row: Mapping[str, Any], pick_row: Mapping[str, Any], slower_by: float, kernels: pd.DataFrame | None
+    case: MeasuredCase,
+    row: Mapping[str, Any],
+    pick_row: Mapping[str, Any],
+    slower_by: float,
+    kernels: pd.DataFrame | None,
 ) -> Explanation:
     impl, pick = str(row["impl"]), str(pick_row["impl"])
     figures, source = row_stages(row, kernels)

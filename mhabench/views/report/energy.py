@@ -11,6 +11,7 @@ from collections import Counter
 
 from mhabench.analysis.case_label import case_label
 from mhabench.results.energy import EnergyReading, power_limit_of, reading
+from mhabench.results.schema import RowStatus
 from mhabench.results.store import Run
 from mhabench.views.report.blocks import Block, Heading, Paragraph
 from mhabench.views.table import TableModel, format_number
@@ -23,8 +24,8 @@ def energy_blocks(run: Run) -> list[Block]:
     rows = run.rows
     if "energy_source" not in rows or not rows["energy_source"].astype(str).str.startswith("nvml").any():
         return []
-    limit = power_limit_of(run.manifest.get("environment") or {})
-    ok = [record for record in rows.to_dict("records") if record.get("status") == "ok"]
+    limit = power_limit_of(run.manifest.environment)
+    ok = [record for record in rows.to_dict("records") if record.get("status") == RowStatus.OK]
     shown = [(record, reading(record, limit)) for record in ok]
     resolved = [(record, one) for record, one in shown if one.resolved]
     blocks: list[Block] = [

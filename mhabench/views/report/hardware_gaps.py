@@ -15,7 +15,7 @@ import pandas as pd
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.executed import numeric_column, skips_masked_work
 from mhabench.analysis.throughput import useful_flops
-from mhabench.measure.counters import DISAGREEMENT_LIMIT
+from mhabench.measure.op_counts import DISAGREEMENT_LIMIT
 from mhabench.results.columns import (
     BYTES_MOVED,
     CASE_ID,

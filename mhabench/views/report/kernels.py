@@ -11,6 +11,7 @@ import math
 
 import pandas as pd
 
+from mhabench.results.cells import number_of
 from mhabench.results.kernels import read_kernels, top_kernels
 from mhabench.results.store import Run
 from mhabench.views.report.blocks import Block, Heading, Paragraph
@@ -49,14 +50,9 @@ def kernel_table_label(case_id: str, impl: str, repeat: int | None = None) -> st
 
 
 def _intensity(kernel: pd.Series) -> float:
-    flops = _number(kernel["tensor_flops"]) + _number(kernel["fp32_flops"])
-    dram = _number(kernel["dram_read_bytes"]) + _number(kernel["dram_write_bytes"])
+    flops = (number_of(kernel["tensor_flops"]) or 0.0) + (number_of(kernel["fp32_flops"]) or 0.0)
+    dram = (number_of(kernel["dram_read_bytes"]) or 0.0) + (number_of(kernel["dram_write_bytes"]) or 0.0)
     return flops / dram if dram > 0 else math.nan
-
-
-def _number(value: object) -> float:
-    number = pd.to_numeric(value, errors="coerce")
-    return 0.0 if pd.isna(number) else float(number)
 
 
 def _table(title: str, top: pd.DataFrame) -> TableModel:

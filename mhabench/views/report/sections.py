@@ -43,7 +43,7 @@ from mhabench.results.columns import (
     flag,
     label,
 )
-from mhabench.results.schema import MIN_SPREAD_SAMPLES
+from mhabench.results.schema import MIN_SPREAD_SAMPLES, RowStatus
 from mhabench.results.store import Run
 from mhabench.views.advice import report_blocks
 from mhabench.views.plots import all_plots
@@ -73,8 +73,8 @@ def build(run: Run, baseline: str = DEFAULT_BASELINE, first: Sequence[Block] = (
         _environment_table(run),
         *_roofline_table(run),
         Heading("Configuration"),
-        Paragraph("Command: " + " ".join(str(a) for a in run.manifest.get("command", []))),
-        Code(yaml.safe_dump(run.manifest.get("config", {}), sort_keys=False).rstrip()),
+        Paragraph("Command: " + " ".join(str(a) for a in run.manifest.command)),
+        Code(yaml.safe_dump(run.manifest.config or {}, sort_keys=False).rstrip()),
     ]
 
 
@@ -95,19 +95,19 @@ def _result_blocks(run: Run, baseline: str) -> list[Block]:
 
 
 def _no_rows_sentence(run: Run) -> str:
-    kind = "a probe run" if run.manifest.get("kind") == "probe" else f"run {run.manifest.get('status', '?')}"
+    kind = "a probe run" if run.manifest.kind == "probe" else f"run {run.manifest.status or '?'}"
     return f"No benchmark rows ({kind}): the plots and result tables are left out."
 
 
 def _summary_sentence(run: Run) -> str:
-    env = run.manifest.get("environment", {})
+    env = run.manifest.environment
     rows = run.rows
-    ok = int((rows[STATUS] == "ok").sum())
+    ok = int((rows[STATUS] == RowStatus.OK).sum())
     return (
         f"{len(rows)} rows ({ok} ok, {len(rows) - ok} failed) over {rows[CASE_ID].nunique()} cases on "
         f"{env.get('device_name', '?')} ({env.get('device_kind', '?')}), torch {env.get('torch', '?')}, "
-        f"{env.get('threads', '?')} threads; run {run.manifest.get('status', '?')}, "
-        f"started {run.manifest.get('started_at', '?')}."
+        f"{env.get('threads', '?')} threads; run {run.manifest.status or '?'}, "
+        f"started {run.manifest.started_at or '?'}."
     )
 
 
@@ -124,7 +124,7 @@ def _scenario_sections(speedups: pd.DataFrame, baseline: str) -> list[Block]:
 
 def _sample_sentences(group: pd.DataFrame) -> list[str]:
     """How many ok rows are noisy, have too few samples to tell, or ran out of their timing cap."""
-    ok = group[group[STATUS] == "ok"]
+    ok = group[group[STATUS] == RowStatus.OK]
     noisy = sum(flag(value) is True for value in ok[NOISY])
     few = int((pd.to_numeric(ok[SAMPLE_COUNT], errors="coerce") < MIN_SPREAD_SAMPLES).sum())
     capped = sum(flag(value) is True for value in ok.get(CAPPED, []))
@@ -246,7 +246,7 @@ def _repeat_spread(speedups: pd.DataFrame, baseline: str) -> list[Block]:
 
 
 def _failures(rows: pd.DataFrame) -> list[Block]:
-    failed = rows[rows[STATUS] != "ok"]
+    failed = rows[rows[STATUS] != RowStatus.OK]
     if failed.empty:
         return [Heading("Failed rows"), Paragraph("None: every row ran and matched the float64 reference.")]
     headers = ("scenario", "case", "impl", "status", "error")
@@ -259,17 +259,17 @@ def _failures(rows: pd.DataFrame) -> list[Block]:
 def _environment_table(run: Run) -> TableModel:
     facts = {
         "run id": run.run_id,
-        "status": run.manifest.get("status"),
-        "started": run.manifest.get("started_at"),
-        "finished": run.manifest.get("finished_at"),
-        **run.manifest.get("environment", {}),
+        "status": run.manifest.status,
+        "started": run.manifest.started_at,
+        "finished": run.manifest.finished_at,
+        **run.manifest.environment,
     }
     return TableModel("Environment", ("field", "value"), [[k, str(v)] for k, v in facts.items()], [False, False])
 
 
 def _roofline_table(run: Run) -> list[Block]:
     """The device peaks the run's roofline used, per dtype (the manifest's ``roofline``)."""
-    peaks = run.manifest.get("roofline", {})
+    peaks = run.manifest.roofline
     if not peaks:
         return []
     headers = ("dtype", "peak TFLOP/s", "peak GB/s", "source")

@@ -1,12 +1,12 @@
 """Hardware counters of one call, read by Nsight Compute (``ncu``): the command, its CSV, and what a row gets.
 
-Counting the bytes each dispatched op reads and writes (:mod:`mhabench.measure.counters`) cannot see a GEMM
+Counting the bytes each dispatched op reads and writes (:mod:`mhabench.measure.op_counts`) cannot see a GEMM
 re-reading its tiles, L2 hits between kernels or a fused kernel's spills; DRAM counters can. ``ncu`` replays
 every kernel once per metric pass, so it must never run around a timed call: the runner profiles a case's ok
-rows in a separate process after their rounds are over (:mod:`mhabench.run.hardware`), and this module holds
+rows in a separate process after their rounds are over (:mod:`mhabench.run.ncu_profile`), and this module holds
 the parts that need no GPU: finding ``ncu``, the metrics per dtype, the command line, parsing ``ncu --csv``
 and cutting the kernel sequence into one call per implementation at the marker kernels the profiled child
-launches between them (:mod:`mhabench.run.profiled_call`).
+launches between them (:mod:`mhabench.run.ncu_child`).
 
 The metric names are those checked on the H100/H200 test machines (docs/measurement.md): DRAM and L2 bytes,
 kernel duration, and the tensor-core op counter of the dtype, which counts 2 per FMA: one replay pass on GH100.

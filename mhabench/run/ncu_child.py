@@ -1,7 +1,7 @@
 """The process ``ncu`` profiles: exactly one call of each implementation's step on one case.
 
-``python -m mhabench.run.profiled_call JOB STATUS`` is started under ``ncu --profile-from-start off``
-(:func:`mhabench.measure.hardware.ncu_command`) by :mod:`mhabench.run.hardware`, after the case's rows were
+``python -m mhabench.run.ncu_child JOB STATUS`` is started under ``ncu --profile-from-start off``
+(:func:`mhabench.measure.nsight.ncu_command`) by :mod:`mhabench.run.ncu_profile`, after the case's rows were
 timed in another process. Per implementation, one at a time (so only one layer's memory is held): build it on
 the case's inputs, warm it up (compiling implementations compile here, cuBLAS picks its kernels and the caching
 allocator holds the blocks the call needs, so range replay sees no allocation inside its range), then, between

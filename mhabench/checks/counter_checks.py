@@ -5,14 +5,14 @@
 - an m×n×k bf16 GEMM executes 2·m·n·k tensor-core FLOPs (the counter counts 2 per FMA);
 - the fused layer (non-causal, bf16) executes on the tensor cores exactly the model's useful FLOPs,
   8·b·n·d² + 4·b·n²·d, profiled through the runner's own path and its default range replay
-  (:func:`mhabench.run.hardware.profile_case`);
+  (:func:`mhabench.run.ncu_profile.profile_case`);
 - bf16 8192³ matmuls back to back over an energy window of at least 5 s (:mod:`mhabench.measure.energy_window`)
   draw between half the power limit and the limit × 1.02: an H100 read 697 W of 700 W over 4.8 s, so a loop
   that reads less measured something else (211 W over 74 ms was a check that could not fail).
 
 The verdicts are pure functions of the figures (unit-tested with made-up figures on the CPU); without ``ncu`` or
 ``nvidia-ml-py``, or without permission to read the counters, a check is a SKIP that says so. The copy and GEMM
-are profiled in a child (``python -m mhabench.checks.hardware copy|gemm``) started under ``ncu``, with the
+are profiled in a child (``python -m mhabench.checks.counter_checks copy|gemm``) started under ``ncu``, with the
 same marker kernel and profiler start/stop as the runner's child.
 """
 
@@ -26,13 +26,14 @@ from typing import Any
 
 import torch
 
-from mhabench.measure import hardware
+from mhabench.measure import nsight
 from mhabench.measure.energy_window import Window, WindowMeter
 from mhabench.measure.nvml import RoundSampler, open_sampler
 from mhabench.results.energy import POWER_LIMIT_MARGIN
 from mhabench.results.gpu_groups import HardwareCounters
-from mhabench.run.hardware import Finished, ProcessRunner, profile_case, run_process
-from mhabench.run.profiled_call import MARKER_CYCLES, ProfileJob
+from mhabench.results.schema import RowStatus
+from mhabench.run.ncu_child import MARKER_CYCLES, ProfileJob
+from mhabench.run.ncu_profile import Finished, ProcessRunner, profile_case, run_process
 from mhabench.scenario.cases import expand_cases
 from mhabench.scenario.config import RunConfig
 
@@ -50,7 +51,7 @@ ENERGY_WINDOW_S = 5.0
 ENERGY_MIN_POWER_SHARE = 0.5
 """Dense bf16 matmuls hold an H100 or H200 near its power limit (655–730 W of 700 W measured); half is a bound a
 real loop clears with room and a misread (too short a window, an idle GPU, the wrong device) does not."""
-SKIPPED_REASONS = (hardware.PERMISSION_ERROR, "no ncu")
+SKIPPED_REASONS = (nsight.PERMISSION_ERROR, "no ncu")
 PROFILE_TIMEOUT_S = 300.0
 
 
@@ -122,28 +123,28 @@ def profile_probe(probe: str, ncu: Path | None, runner: ProcessRunner = run_proc
     """One call of ``probe`` (this module's child: copy or gemm) profiled under ncu, as a row's counters."""
     if ncu is None:
         return HardwareCounters(counters_source="no ncu")
-    child = [sys.executable, "-m", "mhabench.checks.hardware", probe]
-    done: Finished = runner(hardware.ncu_command(ncu, hardware.metrics_for("bfloat16"), True, child), PROFILE_TIMEOUT_S)
-    if done.returncode != 0 and hardware.unknown_metric(done.stdout + done.stderr):
-        command = hardware.ncu_command(ncu, hardware.metrics_for("bfloat16", optional=False), True, child)
+    child = [sys.executable, "-m", "mhabench.checks.counter_checks", probe]
+    done: Finished = runner(nsight.ncu_command(ncu, nsight.metrics_for("bfloat16"), True, child), PROFILE_TIMEOUT_S)
+    if done.returncode != 0 and nsight.unknown_metric(done.stdout + done.stderr):
+        command = nsight.ncu_command(ncu, nsight.metrics_for("bfloat16", optional=False), True, child)
         done = runner(command, PROFILE_TIMEOUT_S)
     if done.returncode != 0:
-        return HardwareCounters(counters_source=hardware.failure_reason(done.stdout + "\n" + done.stderr))
-    version = hardware.ncu_version(runner([str(ncu), "--version"], 30.0).stdout) or "?"
+        return HardwareCounters(counters_source=nsight.failure_reason(done.stdout + "\n" + done.stderr))
+    version = nsight.ncu_version(runner([str(ncu), "--version"], 30.0).stdout) or "?"
     try:
-        (kernels,) = hardware.split_at_markers(hardware.parse_csv(done.stdout), 1)
-    except (hardware.NcuOutputError, ValueError) as exc:
+        (kernels,) = nsight.split_at_markers(nsight.parse_csv(done.stdout), 1)
+    except (nsight.NcuOutputError, ValueError) as exc:
         return HardwareCounters(counters_source=f"ncu output not attributable: {exc}")
-    return hardware.counters_of(kernels, "bfloat16", f"ncu {version}", None)
+    return nsight.counters_of(kernels, "bfloat16", f"ncu {version}", None)
 
 
 def copy_check(device: torch.device) -> Verdict:
-    return copy_verdict(profile_probe("copy", hardware.find_ncu()), COPY_BYTES)
+    return copy_verdict(profile_probe("copy", nsight.find_ncu()), COPY_BYTES)
 
 
 def gemm_check(device: torch.device) -> Verdict:
     m, n, k = GEMM_SHAPE
-    return flops_verdict(profile_probe("gemm", hardware.find_ncu()), 2 * m * n * k, "expected_2mnk")
+    return flops_verdict(profile_probe("gemm", nsight.find_ncu()), 2 * m * n * k, "expected_2mnk")
 
 
 def fused_check(device: torch.device) -> Verdict:
@@ -157,9 +158,9 @@ def fused_check(device: torch.device) -> Verdict:
     cost = get_spec("fused").cost
     assert cost is not None
     useful = ModelledCost.from_cost(cost(workload(case))).useful_flops
-    row = ResultRow(CaseIdentity(impl="fused", dtype="bfloat16", case_id=case.case_id), Outcome("ok", ""))
-    job = ProfileJob(case, ("fused",), f"cuda:{device.index or 0}", "steady", None, replay=hardware.RANGE)
-    profile = profile_case(job, [row], True, PROFILE_TIMEOUT_S, hardware.find_ncu())
+    row = ResultRow(CaseIdentity(impl="fused", dtype="bfloat16", case_id=case.case_id), Outcome(RowStatus.OK, ""))
+    job = ProfileJob(case, ("fused",), f"cuda:{device.index or 0}", "steady", None, replay=nsight.RANGE)
+    profile = profile_case(job, [row], True, PROFILE_TIMEOUT_S, nsight.find_ncu())
     return flops_verdict(profile.counters["fused"], useful, "model_useful_flops")
 
 

@@ -2,7 +2,7 @@
 
 The last stage of :func:`mhabench.run.case.run_case`: once the case's rounds are over and its layers freed, one
 child process, started under ``ncu``, profiles one call of each ok implementation
-(:mod:`mhabench.run.profiled_call`). By default each call is replayed whole (``counters_replay: range``: one
+(:mod:`mhabench.run.ncu_child`). By default each call is replayed whole (``counters_replay: range``: one
 result per call, caches flushed once per call as the timing does); ``kernel`` replays kernel by kernel and cuts
 the profile into calls at the child's marker kernels, keeping each kernel for kernels.csv. A range replay that
 ncu refuses (an API it cannot replay inside a range) is profiled again by kernel, and says so. No timed call is
@@ -24,12 +24,12 @@ from pathlib import Path
 import torch
 
 from mhabench.impls.registry import available_implementations, get_spec
-from mhabench.measure import hardware
+from mhabench.measure import nsight
 from mhabench.results.gpu_groups import HardwareCounters
 from mhabench.results.kernels import append_kernels
 from mhabench.results.schema import ResultRow
 from mhabench.run.breakdown import counters_breakdown
-from mhabench.run.profiled_call import ProfileJob
+from mhabench.run.ncu_child import ProfileJob
 from mhabench.scenario import plugins
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import RunConfig
@@ -91,8 +91,8 @@ def profile_case(
     (``counters_source`` then says why)."""
     if ncu is None:
         return Profile({row.case.impl: unprofiled(NO_NCU) for row in rows}, [])
-    version = hardware.ncu_version(runner([str(ncu), "--version"], VERSION_TIMEOUT_S).stdout)
-    replays = [job.replay, hardware.KERNEL] if job.replay == hardware.RANGE else [job.replay]
+    version = nsight.ncu_version(runner([str(ncu), "--version"], VERSION_TIMEOUT_S).stdout)
+    replays = [job.replay, nsight.KERNEL] if job.replay == nsight.RANGE else [job.replay]
     refused = ""
     for replay in replays:
         done, status = _profiled_child(
@@ -100,12 +100,12 @@ def profile_case(
         )
         output = done.stdout + "\n" + done.stderr
         if done.returncode == 0 and status is not None:
-            source = hardware.source_label(version, flush_caches, replay)
+            source = nsight.source_label(version, flush_caches, replay)
             if refused:
                 source += f" (range replay failed: {refused})"
             return attribute(done.stdout, status, rows, source, replay)
-        refused = hardware.failure_reason(output)
-        if hardware.PERMISSION_ERROR in output:
+        refused = nsight.failure_reason(output)
+        if nsight.PERMISSION_ERROR in output:
             break
     return Profile({row.case.impl: unprofiled(refused) for row in rows}, [])
 
@@ -118,12 +118,12 @@ def _profiled_child(
     with tempfile.TemporaryDirectory(prefix="mhabench-ncu-") as folder:
         job_path, status_path = Path(folder) / "job.pickle", Path(folder) / "status.json"
         job_path.write_bytes(pickle.dumps(job))
-        child = [sys.executable, "-m", "mhabench.run.profiled_call", str(job_path), str(status_path)]
+        child = [sys.executable, "-m", "mhabench.run.ncu_child", str(job_path), str(status_path)]
         done = Finished(-1, "", "")
         for optional in (True, False):
-            metrics = hardware.metrics_for(job.case.dtype, optional, fp32)
-            done = runner(hardware.ncu_command(ncu, metrics, flush_caches, child, job.replay), timeout_s)
-            if done.returncode == 0 or not (optional and hardware.unknown_metric(done.stdout + done.stderr)):
+            metrics = nsight.metrics_for(job.case.dtype, optional, fp32)
+            done = runner(nsight.ncu_command(ncu, metrics, flush_caches, child, job.replay), timeout_s)
+            if done.returncode == 0 or not (optional and nsight.unknown_metric(done.stdout + done.stderr)):
                 break
         status = json.loads(status_path.read_text(encoding="utf-8")) if status_path.is_file() else None
     return done, status
@@ -134,19 +134,17 @@ def attribute(
     status: list[dict[str, object]],
     rows: Sequence[ResultRow],
     source: str,
-    replay: str = hardware.KERNEL,
+    replay: str = nsight.KERNEL,
 ) -> Profile:
     """Each row's counters from ncu's CSV: call *i* to the *i*-th status entry (kernel replay: the profile cut
     at the markers, each kernel kept for kernels.csv; range replay: one result per call)."""
-    per_kernel = replay == hardware.KERNEL
+    per_kernel = replay == nsight.KERNEL
     try:
-        results = hardware.parse_csv(output)
+        results = nsight.parse_csv(output)
         calls = (
-            hardware.split_at_markers(results, len(status))
-            if per_kernel
-            else hardware.split_ranges(results, len(status))
+            nsight.split_at_markers(results, len(status)) if per_kernel else nsight.split_ranges(results, len(status))
         )
-    except hardware.NcuOutputError as exc:
+    except nsight.NcuOutputError as exc:
         return Profile({row.case.impl: unprofiled(f"ncu output not attributable: {exc}") for row in rows}, [])
     by_impl = {str(entry["impl"]): (entry.get("error"), kernels) for entry, kernels in zip(status, calls, strict=True)}
     counters: dict[str, HardwareCounters] = {}
@@ -162,10 +160,10 @@ def attribute(
             continue
         counted_bytes = row.counted.measured_bytes if row.counted is not None else None
         dtype, note = tensor_dtype(impl, row.case.dtype)
-        counters[impl] = hardware.counters_of(kernels, dtype, source + note, counted_bytes, per_kernel)
+        counters[impl] = nsight.counters_of(kernels, dtype, source + note, counted_bytes, per_kernel)
         if per_kernel:
             key = {"case_id": row.case.case_id, "impl": impl, "repeat": row.case.repeat}
-            lines += [{**key, **record} for record in hardware.kernel_records(kernels, dtype)]
+            lines += [{**key, **record} for record in nsight.kernel_records(kernels, dtype)]
     return Profile(counters, lines)
 
 
@@ -177,7 +175,7 @@ def tensor_dtype(impl: str, case_dtype: str) -> tuple[str, str]:
     compute = get_spec(impl).compute_dtype if impl in available_implementations() else None
     if compute is None:
         return case_dtype, ""
-    if compute in hardware.TENSOR_METRICS:
+    if compute in nsight.TENSOR_METRICS:
         return compute, ""
     return compute, f", no {compute} tensor counter checked: tensor_flops not read"
 
@@ -189,7 +187,7 @@ class CounterSettings:
 
     requested: bool
     run_dir: Path | None = None
-    replay: str = hardware.RANGE
+    replay: str = nsight.RANGE
     fp32: bool = False
     flush_caches: bool = True
     timeout_s: float = 600.0
@@ -231,9 +229,7 @@ def case_counters(
         plugins.loaded_plugin_files(),
         settings.replay,
     )
-    profile = profile_case(
-        job, rows, settings.flush_caches, settings.timeout_s, hardware.find_ncu(), fp32=settings.fp32
-    )
+    profile = profile_case(job, rows, settings.flush_caches, settings.timeout_s, nsight.find_ncu(), fp32=settings.fp32)
     if settings.run_dir is not None:
         append_kernels(settings.run_dir, profile.kernels)
     return {row.case.impl: _groups(row.case.impl, profile, case) for row in rows}
