@@ -22,6 +22,7 @@ from mhabench.impls.registry import available_implementations
 from mhabench.results.columns import columns_info, reference_markdown
 from mhabench.results.manifest import Shard
 from mhabench.results.store import rows_frame
+from mhabench.run import replicates as replicated_run
 from mhabench.run import runner
 from mhabench.run.launch import launch_env
 from mhabench.run.runner import Selector
@@ -132,6 +133,11 @@ def run(
         str | None,
         typer.Option("--counters", help="off | hardware (CUDA: Nsight Compute counters of one call per ok row)."),
     ] = None,
+    replicates: Annotated[
+        int | None,
+        typer.Option("--replicates", help="Run the config as N independent processes (default: the config's)."),
+    ] = None,
+    replicate: Annotated[str | None, typer.Option("--replicate", hidden=True, help="I/N: be replicate I.")] = None,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     from mhabench.distributed.launch import errors_end_every_rank
@@ -157,6 +163,7 @@ def run(
                     "--max-rows": max_rows,
                     "--threads": threads,
                     "--counters": counters,
+                    "--replicates": replicates is not None,
                 },
             )
             _resume(resume, out, force, baseline)
@@ -177,12 +184,16 @@ def run(
                 allocator=allocator,
                 threads=threads,
                 counters=counters,
+                replicates=replicates,
             )
             for c in loaded
         ]
         for path, config in zip(paths, loaded, strict=True):
             if dry_run:
                 console.print(to_rich(summary.plan_table(rows_frame(runner.plan(config, repeat)))))
+                continue
+            if replicate is not None or config.replicates > 1:
+                _run_replicate_or_replicated(config, out, replicate, repeat, parsed_shard, baseline)
                 continue
             select, extra = _shard_selection(config, parsed_shard)
             with RichProgress(console) as progress:
@@ -245,6 +256,20 @@ def _launch(
     )
 
 
+def _run_replicate_or_replicated(
+    config: config_mod.RunConfig, out: Path, replicate: str | None, repeat: int, shard: Shard | None, baseline: str
+) -> None:
+    """``--replicate I/N`` (a child the parent started: measure, print nothing) or ``replicates: N`` (the parent)."""
+    replicated_run.check_replicable(config.replicates, repeat, shard, launch_env())
+    if replicate is not None:
+        one = replicated_run.parse_replicate(replicate)
+        runner.run(config, out, None, sys.argv, case_order_seed=one.index, manifest_extra={"replicate": vars(one)})
+        return
+    files = plugins.loaded_plugin_files()
+    result = replicated_run.run_replicated(config, out, sys.argv, files, lambda line: console.print(escape(line)))
+    _print_run(result, baseline)
+
+
 def _shard_selection(
     config: config_mod.RunConfig, shard: Shard | None
 ) -> tuple[Selector | None, dict[str, Any] | None]:
@@ -287,7 +312,7 @@ def _refuse_with_resume(**given: Any) -> None:
         raise InputError(f"--resume: finishes a run with the settings it started with; drop {', '.join(named)}")
 
 
-def _print_run(result: runner.RunResult | None, baseline: str) -> None:
+def _print_run(result: runner.RunResult | replicated_run.ReplicatedResult | None, baseline: str) -> None:
     """The run summary (compact above a few dozen rows); nothing on the non-zero ranks of torchrun."""
     if result is None:
         return

@@ -1,6 +1,7 @@
 """Command-line options over a loaded config: ``--device``, ``--impl``, ``--max-rows``, ``--isolation``,
-``--no-memory-guard``, ``--allocator`` and ``--threads`` take precedence over the file, each checked with a one-line
-error that names the option (the file's own values were checked when it was parsed).
+``--no-memory-guard``, ``--allocator``, ``--threads`` and ``--replicates`` take precedence over the file,
+each checked with a one-line error that names the option (the file's own values were checked when it was
+parsed).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any, get_args
 
 from mhabench.errors import ConfigError, quote
 from mhabench.scenario.config import (
+    MAX_REPLICATES,
     MAX_ROWS_LIMIT,
     IsolationMode,
     RunConfig,
@@ -27,6 +29,7 @@ def with_overrides(
     allocator: str | None = None,
     threads: int | None = None,
     counters: str | None = None,
+    replicates: int | None = None,
 ) -> RunConfig:
     """The config with the command line's values, where given, in place of the file's."""
     update: dict[str, Any] = {}
@@ -59,4 +62,8 @@ def with_overrides(
         if counters not in ("off", "hardware"):
             raise ConfigError(f"--counters: must be off or hardware (got {quote(counters)})")
         update["counters"] = counters
+    if replicates is not None:
+        if isinstance(replicates, bool) or not 1 <= replicates <= MAX_REPLICATES:
+            raise ConfigError(f"--replicates: must be between 1 and {MAX_REPLICATES} (got {quote(replicates)})")
+        update["replicates"] = replicates
     return config.model_copy(update=update)
