@@ -558,6 +558,35 @@ def spread(
         _fresh_console().print(to_rich(spread_table(spread_mod.speedup_spread(frame, baseline), baseline)))
 
 
+@app.command()
+def calibrate(
+    out: Annotated[Path, typer.Option("--out", help="Folder that receives the calibration run.")] = Path("results"),
+    device: Annotated[str | None, typer.Option("--device", help="auto | cpu | cuda | cuda:N")] = None,
+    processes: Annotated[
+        int, typer.Option("--processes", min=2, max=100, help="Independent processes to measure.")
+    ] = 5,
+    show: Annotated[
+        bool, typer.Option("--show", help="Print this machine's stored calibration; measure nothing.")
+    ] = False,
+) -> None:
+    """Measure this machine's between-process spread (cached per machine fingerprint; advise and compare use it)."""
+    from mhabench.analysis.calibration import calibrate as measure_calibration
+    from mhabench.measure.environment import environment
+    from mhabench.results.calibration import calibration_path, load_calibration
+    from mhabench.results.fingerprint import Fingerprint
+
+    with user_errors():
+        if show:
+            fingerprint = Fingerprint.of(environment(resolve_device(config_mod.check_device_option(device or "auto"))))
+            found = load_calibration(fingerprint)
+            if found is None:
+                raise InputError(f"no calibration for this machine ({fingerprint.key}); run mhabench calibrate")
+            console.print(escape(f"{found.describe()}\n{calibration_path(fingerprint)}"), highlight=False)
+            return
+        found, path = measure_calibration(out, sys.argv, device, processes, lambda line: console.print(escape(line)))
+        console.print(escape(f"{found.describe()}\nstored in {path}"), highlight=False)
+
+
 @app.command("check-timing")
 def check_timing(
     config_path: Annotated[Path, typer.Argument(metavar="CONFIG", help="Scenario YAML (CPU).")],

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from mhabench.analysis.advice.across import across
 from mhabench.analysis.advice.answers import RunAnswers, answer
+from mhabench.analysis.advice.calibrated import calibrated_caveats
 from mhabench.analysis.advice.cases import groups_of
 from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
@@ -70,4 +71,5 @@ def _run_advice(answers: RunAnswers, question: Question) -> RunAdvice:
         statements += changes(cases)
     run = answers.run
     statements += caveats(run.run_id, run.manifest, answers.cases, answers.picks, question)
+    statements += calibrated_caveats(answers)
     return RunAdvice(answers, tuple(statements))
