@@ -398,6 +398,10 @@ def compare(
         bool, typer.Option("--fail-on-regression", help="Exit 1 if a row is significantly slower.")
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Compare runs from different device kinds.")] = False,
+    process_spread: Annotated[
+        str,
+        typer.Option("--process-spread", help="Two runs: between-process spread, auto (mhabench calibrate) or 3%."),
+    ] = "auto",
     output: Annotated[Path | None, typer.Option("--output", help="Also write .csv, .json or .md.")] = None,
     results_root: Annotated[Path, typer.Option("--results-root", help="Where run ids are looked up.")] = Path(
         "results"
@@ -419,8 +423,15 @@ def compare(
         else:
             limit = stats.parse_threshold(threshold)
             base, candidate = (store.require_results(store.load_run(r, results_root)) for r in (run_ref, candidate_ref))
-            comparison = compare_mod.compare_runs(base, candidate, limit, force=force)
+            spread = (
+                compare_mod.machine_spread([base, candidate])
+                if process_spread == "auto"
+                else stats.parse_threshold(process_spread, "--process-spread")
+            )
+            comparison = compare_mod.compare_runs(base, candidate, limit, force=force, between_process_spread=spread)
         out = _fresh_console()
+        if comparison.between_process_spread > 0:
+            out.print(f"intervals widened by the between-process spread {comparison.between_process_spread:.1%}")
         differences = compare_output.differences_text(comparison)
         if differences is not None:
             out.print(differences)

@@ -25,9 +25,12 @@ import pandas as pd
 from mhabench.analysis import stats
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import DEFAULT_BASELINE, is_ok, samples_of, speedup_rows
+from mhabench.analysis.verdict import Change, judge_change
 from mhabench.errors import InputError
 from mhabench.results import store as results
+from mhabench.results.calibration import load_calibration
 from mhabench.results.columns import CASE_KEY, DEVICE, DTYPE, ERROR, IMPL, LATENCY_MS, SCENARIO, STATUS
+from mhabench.results.fingerprint import Fingerprint
 
 ENVIRONMENT_FIELDS = (
     "device_kind",
@@ -70,6 +73,8 @@ class Comparison:
     differences: list[Difference]
     threshold: float | None = None
     baseline: str | None = None
+    between_process_spread: float = 0.0
+    """Two runs: the relative spread every interval was widened by before a verdict (0: none)."""
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -126,8 +131,18 @@ def match_key(base: pd.DataFrame, candidate: pd.DataFrame) -> list[str]:
     return key
 
 
-def compare_runs(base: results.Run, candidate: results.Run, threshold: float, force: bool = False) -> Comparison:
-    """Match rows on the case key; ratio with CI, Holm-corrected Mann-Whitney p-value and a verdict per row."""
+def compare_runs(
+    base: results.Run,
+    candidate: results.Run,
+    threshold: float,
+    force: bool = False,
+    between_process_spread: float = 0.0,
+) -> Comparison:
+    """Match rows on the case key; ratio with CI, Holm-corrected Mann-Whitney p-value and a verdict per row.
+
+    Two runs are two processes: a ``faster`` or ``slower`` whose interval, widened by the machine's
+    ``between_process_spread`` (``mhabench calibrate``), reaches back across the threshold becomes ``~``
+    (:func:`mhabench.analysis.verdict.judge_change`)."""
     differences = manifest_differences(base, candidate)
     base_kind, candidate_kind = device_kind(base), device_kind(candidate)
     if base_kind != candidate_kind and not force:
@@ -156,7 +171,33 @@ def compare_runs(base: results.Run, candidate: results.Run, threshold: float, fo
         row["p_holm"] = p_holm
         if row["verdict"] is None:
             row["verdict"] = stats.verdict(row["ratio"], p_holm, threshold)
-    return Comparison(base.run_id, candidate.run_id, pd.DataFrame(rows), differences, threshold=threshold)
+        within_process_spread(row, threshold, between_process_spread)
+    return Comparison(
+        base.run_id,
+        candidate.run_id,
+        pd.DataFrame(rows),
+        differences,
+        threshold=threshold,
+        between_process_spread=between_process_spread,
+    )
+
+
+def within_process_spread(row: dict[str, Any], threshold: float, between_process_spread: float) -> None:
+    """A ``faster`` / ``slower`` row whose interval, widened by the between-process spread, no longer clears the
+    threshold becomes ``~``, with a note: the difference is one the machine makes between its own processes."""
+    if between_process_spread <= 0 or row["verdict"] not in (Change.FASTER.value, Change.SLOWER.value):
+        return
+    if judge_change(row["ci_low"], row["ci_high"], threshold, between_process_spread).value != row["verdict"]:
+        row["verdict"] = Change.UNCLEAR.value
+        note = f"within this machine's between-process spread ({between_process_spread:.0%})"
+        row["note"] = f"{row['note']}; {note}" if row["note"] else note
+
+
+def machine_spread(runs: list[results.Run]) -> float:
+    """The largest calibrated between-process spread among the runs' machines (0 where none is calibrated)."""
+    found = [load_calibration(Fingerprint.of(run.manifest.get("environment") or {})) for run in runs]
+    spreads = [c.between_process_spread for c in found if c is not None and math.isfinite(c.between_process_spread)]
+    return max(spreads, default=0.0)
 
 
 def _side(row: pd.Series, key: list[str], suffix: str) -> pd.Series:
