@@ -17,6 +17,7 @@ from mhabench.analysis.advice.cases import groups_of
 from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers
+from mhabench.analysis.advice.flips import flips
 from mhabench.analysis.advice.pick import statement
 from mhabench.analysis.advice.question import DEVICE_KINDS, Question
 from mhabench.analysis.advice.statement import Statement
@@ -56,7 +57,7 @@ def advise(runs: Sequence[Run], question: Question | None = None) -> Advice:
     if question.device_kind is not None and question.device_kind not in DEVICE_KINDS:
         raise InputError(f"--for: {question.device_kind!r} is not a device kind; use one of {', '.join(DEVICE_KINDS)}")
     answered = [answer(run) for run in runs]
-    return Advice(tuple(_run_advice(one, question) for one in answered), tuple(across(answered)))
+    return Advice(tuple(_run_advice(one, question) for one in answered), (*across(answered), *flips(answered)))
 
 
 def _run_advice(answers: RunAnswers, question: Question) -> RunAdvice:
