@@ -579,12 +579,17 @@ def calibrate(
     show: Annotated[
         bool, typer.Option("--show", help="Print this machine's stored calibration; measure nothing.")
     ] = False,
+    from_run: Annotated[
+        str | None, typer.Option("--from", help="Calibrate from a replicated run already on disk; measure nothing.")
+    ] = None,
 ) -> None:
     """Measure this machine's between-process spread (cached per machine fingerprint; advise and compare use it)."""
     from mhabench.analysis.calibration import calibrate as measure_calibration
+    from mhabench.analysis.calibration import calibrate_from
     from mhabench.measure.environment import environment
     from mhabench.results.calibration import calibration_path, load_calibration
     from mhabench.results.fingerprint import Fingerprint
+    from mhabench.results.store import load_run
 
     with user_errors():
         if show:
@@ -594,7 +599,12 @@ def calibrate(
                 raise InputError(f"no calibration for this machine ({fingerprint.key}); run mhabench calibrate")
             console.print(escape(f"{found.describe()}\n{calibration_path(fingerprint)}"), highlight=False)
             return
-        found, path = measure_calibration(out, sys.argv, device, processes, lambda line: console.print(escape(line)))
+        if from_run is not None:
+            found, path = calibrate_from(load_run(from_run, out))
+        else:
+            found, path = measure_calibration(
+                out, sys.argv, device, processes, lambda line: console.print(escape(line))
+            )
         console.print(escape(f"{found.describe()}\nstored in {path}"), highlight=False)
 
 

@@ -111,3 +111,11 @@ def test_calibrate_show_prints_this_machine_s_calibration_or_one_line_without_on
 def test_calibrate_refuses_a_single_process() -> None:
     result = CliRunner().invoke(app, ["calibrate", "--processes", "1"])
     assert result.exit_code == 2 and "--processes" in result.output
+
+
+def test_calibrate_from_reads_a_replicated_run_on_disk_and_refuses_a_single_process(tmp_path: Path) -> None:
+    from synthetic_runs import write_run
+
+    single = write_run(tmp_path, "single", [row("naive", [1.0] * 6), row("fused", [0.5] * 6)])
+    refused = CliRunner().invoke(app, ["calibrate", "--from", str(single)])
+    assert refused.exit_code == 2 and "not a replicated run" in refused.output

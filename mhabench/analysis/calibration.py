@@ -8,7 +8,8 @@ sweep (the default config's layouts at two short lengths, where the audit saw th
 as ``processes`` replicates; per (case, implementation) the replicates' ratios to ``naive`` and their
 range ``max / min − 1``; the machine's spread is the median of those ranges (a typical pair of
 processes, not the one worst ratio; every range is kept in the file). It is stored per fingerprint
-(``mhabench.results.calibration``) and its run folder is an ordinary run, so it can be replayed.
+(``mhabench.results.calibration``) and its run folder is an ordinary run, so it can be replayed;
+``calibrate --from RUN`` reads the spread from any replicated run already on disk instead.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from mhabench.analysis.advice.replicated import is_replicated
 from mhabench.analysis.replication import between_process_range
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
+from mhabench.errors import InputError
 from mhabench.results.calibration import Calibration, save_calibration
 from mhabench.results.columns import CASE_ID, IMPL, REPEAT, STATUS
 from mhabench.results.fingerprint import Fingerprint
@@ -56,6 +59,14 @@ def calibrate(
     """Run the calibration sweep, measure the spread, store it for this machine; the calibration and its file."""
     result = run_replicated(calibration_config(device, processes), out_root, argv, report=report)
     calibration = calibration_of(load_run(result.run_dir))
+    return calibration, save_calibration(calibration)
+
+
+def calibrate_from(run: Run) -> tuple[Calibration, Path]:
+    """``calibrate --from RUN``: the spread of a replicated run already on disk, stored for its machine."""
+    if not is_replicated(run.manifest):
+        raise InputError(f"--from: {run.run_id} is not a replicated run (run it with --replicates 3 or more)")
+    calibration = calibration_of(run)
     return calibration, save_calibration(calibration)
 
 
