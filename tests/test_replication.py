@@ -166,7 +166,7 @@ def test_replicate_options_are_checked_in_one_line() -> None:
             parse_replicate(bad)
     check_replicable(1, 4, object(), object())  # one replicate: any launch
     for repeat, shard, launch, said in ((2, None, None, "--repeat"), (1, 1, None, "--shard"), (1, None, 1, "torchrun")):
-        with pytest.raises(InputError, match=said):
+        with pytest.raises(InputError, match=f"{said}: the config runs 3 replicates .*pass --replicates 1"):
             check_replicable(3, repeat, shard, launch)
 
 

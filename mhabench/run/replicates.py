@@ -190,9 +190,10 @@ def check_replicable(replicates: int, repeat: int, shard: object | None, launch:
     """Replicates are whole runs of the config in fresh processes: not with ``--repeat``, ``--shard`` or torchrun."""
     if replicates <= 1:
         return
+    one = f"the config runs {replicates} replicates (independent processes); pass --replicates 1"
     if repeat > 1:
-        raise InputError(f"--replicates: {replicates} replicates already repeat the sweep; drop --repeat {repeat}")
+        raise InputError(f"--repeat: {one} to repeat the sweep within one process")
     if shard is not None:
-        raise InputError("--replicates: replicate each shard's merged run instead; drop --shard")
+        raise InputError(f"--shard: {one} to run a shard")
     if launch is not None:
-        raise InputError("--replicates: not under torchrun (each replicate is a process of its own)")
+        raise InputError(f"torchrun: {one} (each rank is already a process of its own)")

@@ -1,0 +1,130 @@
+"""The findings can be replayed: every run a page cites is stored under docs/findings/runs/, and advise on
+the stored folders gives the figures replication.md quotes."""
+
+from __future__ import annotations
+
+import re
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from mhabench.analysis.advice.advise import advise
+from mhabench.analysis.advice.flips import FLIPS
+from mhabench.analysis.advice.pick import TIED, WINNER, Pick
+from mhabench.analysis.calibration import calibration_of
+from mhabench.results.store import load_run
+
+FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings"
+RUNS = FINDINGS / "runs"
+RUN_ID = re.compile(r"\b[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9._-]*[A-Za-z0-9]")
+UNSTORED_PAGES = {
+    "advise.md",
+    "claims.md",
+    "decode.md",
+    "default-run.md",
+    "dot-vs-additive.md",
+    "gpu-h200.md",
+    "gqa.md",
+    "head-dim-reduction.md",
+    "heads-sweep.md",
+    "masks.md",
+    "models.md",
+    "peers.md",
+    "reproducibility.md",
+    "scaling.md",
+    "shared-qk.md",
+    "train-vs-forward.md",
+}
+"""Pages written before issue 26 from runs that were never kept (on VMs since gone). This set may only
+shrink: a page re-run from now on stores its runs, and then every run id it cites is checked."""
+
+
+def stored_ids() -> set[str]:
+    return {path.name.removesuffix(".tar.xz") for path in RUNS.glob("*.tar.xz")}
+
+
+def cited(page: Path) -> set[str]:
+    return set(RUN_ID.findall(page.read_text()))
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in FINDINGS.glob("*.md")))
+def test_every_run_a_page_cites_is_stored(page: str) -> None:
+    if page in UNSTORED_PAGES:
+        pytest.skip(f"{page}: its runs were not kept (written before runs were stored)")
+    missing = cited(FINDINGS / page) - stored_ids()
+    assert not missing, f"{page} cites runs not under docs/findings/runs/: {sorted(missing)}"
+
+
+def test_the_unstored_list_names_only_pages_that_exist() -> None:
+    assert {p.name for p in FINDINGS.glob("*.md")} >= UNSTORED_PAGES
+    assert "replication.md" not in UNSTORED_PAGES
+
+
+def unpack(run_ids: list[str], into: Path) -> list[Path]:
+    """The stored archives of ``run_ids`` unpacked under ``into``: one run folder each."""
+    for run_id in run_ids:
+        with tarfile.open(RUNS / f"{run_id}.tar.xz") as archive:
+            archive.extractall(into, filter="data")
+    return [into / run_id for run_id in run_ids]
+
+
+def replication_runs(label: str) -> list[str]:
+    """The run ids of one row of replication.md's "runs" table (``label`` is its first cell)."""
+    text = (FINDINGS / "replication.md").read_text()
+    (line,) = [line for line in text.splitlines() if line.startswith(f"| {label} |") and RUN_ID.search(line)]
+    return RUN_ID.findall(line)
+
+
+@pytest.mark.parametrize(
+    ("label", "flipped", "cases"),
+    [
+        ("default, one process", 0, 3),
+        ("default, `--replicates 3`", 0, 3),
+        ("models-replication, one process", 2, 6),
+    ],
+)
+def test_advise_on_the_stored_runs_gives_the_flip_rates_replication_md_quotes(
+    tmp_path: Path, label: str, flipped: int, cases: int
+) -> None:
+    run_ids = replication_runs(label)
+    found = advise([load_run(path) for path in unpack(run_ids, tmp_path)])
+    (statement,) = [s for s in found.across if s.rule == FLIPS]
+    assert (statement.figures["flipped"], statement.figures["cases"]) == (flipped, cases)
+    assert f"| {label} | {len(run_ids)} | {flipped} of {cases} |" in (FINDINGS / "replication.md").read_text()
+
+
+def test_the_clear_case_is_resolved_in_every_replicated_default_run(tmp_path: Path) -> None:
+    run_ids = replication_runs("default, `--replicates 3`")
+    for advice in advise([load_run(path) for path in unpack(run_ids, tmp_path)]).runs:
+        (largest,) = [pick for pick in advice.answers.picks.values() if pick.case.fields["seq_len"] == 2048]
+        assert (largest.verdict, largest.impls) == (WINNER, ("fused",))
+
+
+def cell(pick: Pick) -> str:
+    """A pick as replication.md's per-case tables write it."""
+    if pick.verdict == WINNER and pick.estimate is not None:
+        estimate = pick.estimate
+        return f"`{pick.impls[0]}` {estimate.ratio:.2f}× [{estimate.ci_low:.2f}–{estimate.ci_high:.2f}]"
+    if pick.verdict == TIED:
+        return "tied: " + ", ".join(f"`{impl}`" for impl in sorted(pick.impls))
+    return pick.verdict
+
+
+@pytest.mark.parametrize(
+    "label", ["default, one process", "default, `--replicates 3`", "models-replication, one process"]
+)
+def test_every_pick_in_the_per_case_tables_is_what_advise_says_on_the_stored_runs(tmp_path: Path, label: str) -> None:
+    found = advise([load_run(path) for path in unpack(replication_runs(label), tmp_path)])
+    by_case = zip(*([cell(pick) for pick in run.answers.picks.values()] for run in found.runs), strict=True)
+    text = (FINDINGS / "replication.md").read_text()
+    rows = text.split(f"| {label} | run 1 |", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    assert [line.split(" | ")[1:] for line in rows] == [[*cells[:-1], cells[-1] + " |"] for cells in by_case]
+
+
+def test_the_calibrations_quoted_are_those_of_the_stored_replicated_runs(tmp_path: Path) -> None:
+    runs = unpack(replication_runs("default, `--replicates 3`"), tmp_path)
+    spreads = [f"{calibration_of(load_run(path)).between_process_spread:.1%}".replace("%", " %") for path in runs]
+    assert ", ".join(spreads[:-1]) + f" and {spreads[-1]}" in " ".join(
+        (FINDINGS / "replication.md").read_text().split()
+    )
