@@ -210,3 +210,36 @@ def test_bad_replicate_options_are_one_line_and_exit_2(tmp_path: Path, args: lis
     config.write_text(TINY)
     result = CliRunner().invoke(app, ["run", str(config), *args, "--out", str(tmp_path / "out")])
     assert result.exit_code == 2 and said in result.output and "Traceback" not in result.output
+
+
+def test_a_failed_replicate_ends_the_run_with_the_finished_rows_merged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replicate 0 finishes, replicate 1 fails: the run folder holds replicate 0's rows, says failed, and the
+    error names the failing replicate; replicate 2 never starts."""
+    from synthetic_runs import write_run
+
+    from mhabench.run import replicates as replicated
+    from mhabench.scenario.config import parse_config
+
+    started: list[int] = []
+
+    def fake_child(config_file: Path, out_root: Path, replicate: Replicate, plugin_files: Any) -> Any:
+        started.append(replicate.index)
+        if replicate.index == 0:
+            return write_run(out_root, "first", [row("naive", [1.0] * 6), row("fused", [0.5] * 6)]), None
+        return None, f"replicate {replicate} exited with status 1 (its log: …boom)"
+
+    monkeypatch.setattr(replicated, "_run_child", fake_child)
+    config = parse_config(
+        {"name": "tiny", "replicates": 3, "scenarios": [{"seq_len": 16, "d_model": 32, "heads": 2}]}, "x"
+    )
+    with pytest.raises(
+        replicated.ReplicateFailedError, match=r"replicate 1/3 exited with status 1.*rows of 1 replicate"
+    ):
+        replicated.run_replicated(config, tmp_path / "out", ["mhabench", "run"])
+    assert started == [0, 1]
+    (run_dir,) = (tmp_path / "out").iterdir()
+    run = load_run(run_dir)
+    assert run.manifest["status"] == "failed" and len(run.rows) == 2 and set(run.rows["repeat"]) == {0}
+    assert [entry["run_id"] for entry in run.manifest["replicated_from"]] == ["first"]

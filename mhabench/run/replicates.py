@@ -14,7 +14,8 @@ are merged into the run folder with replicate *i* as ``repeat`` *i* (the column 
 groups by, so no new column: ``replicates`` in the manifest says the repeats are processes), and the
 replicates' folders are removed. The manifest keeps each replicate's run id, times, status, drift and
 case order seed under ``replicated_from``. A replicate that fails ends the run: the rows of those
-that finished are merged, the run is ``failed``, and the error names the replicate's log.
+that finished are merged, the run is ``failed``, and the error names the replicate's log; Ctrl-C
+merges what finished as ``interrupted``.
 """
 
 from __future__ import annotations
@@ -112,14 +113,18 @@ def run_replicated(
     config_file.write_text(json.dumps(config.model_copy(update={"replicates": 1}).model_dump(mode="json")))
     finished: list[Path] = []
     failure: str | None = None
-    for index in range(config.replicates):
-        replicate = Replicate(index, config.replicates)
-        folder, failure = _run_child(config_file, work / f"replicate-{index}", replicate, plugin_files)
-        if folder is not None:
-            finished.append(folder)
-        if failure is not None:
-            break
-        report(f"replicate {replicate}: {folder.name if folder else '?'}")
+    try:
+        for index in range(config.replicates):
+            replicate = Replicate(index, config.replicates)
+            folder, failure = _run_child(config_file, work / f"replicate-{index}", replicate, plugin_files)
+            if folder is not None:
+                finished.append(folder)
+            if failure is not None:
+                break
+            report(f"replicate {replicate}: {folder.name if folder else '?'}")
+    except KeyboardInterrupt:  # Ctrl-C reaches the child too; what finished is merged before stopping
+        _merge(run_dir, _folders(work), argv, started, config.replicates, "interrupted")
+        raise
     frame = _merge(run_dir, finished, argv, started, config.replicates, "failed" if failure else "complete")
     if failure is not None:
         raise ReplicateFailedError(f"{failure}; the rows of {len(finished)} replicate(s) are in {run_dir}")
@@ -144,12 +149,18 @@ def _run_child(
         code = subprocess.run(
             child_command(config_file, out_root, replicate, plugin_files), stdout=sink, stderr=subprocess.STDOUT
         ).returncode
-    folders = sorted(path for path in out_root.iterdir() if (path / MANIFEST_NAME).exists())
-    folder = folders[0] if folders else None
+    folders = _folders(out_root.parent)
+    folder = next((path for path in folders if path.parent == out_root), None)
     if code == 0 and folder is not None:
         return folder, None
     tail = " ".join(log.read_text(errors="replace").split())[-LOG_TAIL_CHARS:]
     return folder, f"replicate {replicate} exited with status {code} ({log}: …{tail})"
+
+
+def _folders(work: Path) -> list[Path]:
+    """The replicates' run folders that have a manifest, in replicate order."""
+    found = [path.parent for path in work.glob(f"replicate-*/*/{MANIFEST_NAME}")]
+    return sorted(found, key=lambda folder: int(folder.parent.name.removeprefix("replicate-")))
 
 
 def _merge(
