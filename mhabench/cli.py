@@ -585,19 +585,13 @@ def calibrate(
 ) -> None:
     """Measure this machine's between-process spread (cached per machine fingerprint; advise and compare use it)."""
     from mhabench.analysis.calibration import calibrate as measure_calibration
-    from mhabench.analysis.calibration import calibrate_from
-    from mhabench.measure.environment import environment
-    from mhabench.results.calibration import calibration_path, load_calibration
-    from mhabench.results.fingerprint import Fingerprint
+    from mhabench.analysis.calibration import calibrate_from, this_machine
     from mhabench.results.store import load_run
 
     with user_errors():
         if show:
-            fingerprint = Fingerprint.of(environment(resolve_device(config_mod.check_device_option(device or "auto"))))
-            found = load_calibration(fingerprint)
-            if found is None:
-                raise InputError(f"no calibration for this machine ({fingerprint.key}); run mhabench calibrate")
-            console.print(escape(f"{found.describe()}\n{calibration_path(fingerprint)}"), highlight=False)
+            found, path = this_machine(config_mod.check_device_option(device or "auto"))
+            console.print(escape(f"{found.describe()}\n{path}"), highlight=False)
             return
         if from_run is not None:
             found, path = calibrate_from(load_run(from_run, out))

@@ -25,12 +25,14 @@ from mhabench.analysis.advice.replicated import is_replicated
 from mhabench.analysis.replication import between_process_range
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.errors import InputError
-from mhabench.results.calibration import Calibration, save_calibration
+from mhabench.measure.environment import environment
+from mhabench.results.calibration import Calibration, calibration_path, load_calibration, save_calibration
 from mhabench.results.columns import CASE_ID, IMPL, REPEAT, STATUS
 from mhabench.results.fingerprint import Fingerprint
 from mhabench.results.store import Run, load_run
 from mhabench.run.replicates import run_replicated
 from mhabench.scenario.config import RunConfig, parse_config
+from mhabench.scenario.device import resolve_device
 
 DEFAULT_PROCESSES = 5
 """Processes a calibration runs: five give a range that a sixth process rarely leaves, in about a minute
@@ -68,6 +70,15 @@ def calibrate_from(run: Run) -> tuple[Calibration, Path]:
         raise InputError(f"--from: {run.run_id} is not a replicated run (run it with --replicates 3 or more)")
     calibration = calibration_of(run)
     return calibration, save_calibration(calibration)
+
+
+def this_machine(device: str) -> tuple[Calibration, Path]:
+    """``calibrate --show``: the calibration stored for this machine's fingerprint on ``device``, and its file."""
+    fingerprint = Fingerprint.of(environment(resolve_device(device)))
+    found = load_calibration(fingerprint)
+    if found is None:
+        raise InputError(f"no calibration for this machine ({fingerprint.key}); run mhabench calibrate")
+    return found, calibration_path(fingerprint)
 
 
 def calibration_of(run: Run, baseline: str = DEFAULT_BASELINE) -> Calibration:
