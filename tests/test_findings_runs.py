@@ -128,3 +128,10 @@ def test_the_calibrations_quoted_are_those_of_the_stored_replicated_runs(tmp_pat
     assert ", ".join(spreads[:-1]) + f" and {spreads[-1]}" in " ".join(
         (FINDINGS / "replication.md").read_text().split()
     )
+
+
+def test_the_calibration_sweep_quoted_is_the_stored_calibration_run(tmp_path: Path) -> None:
+    (run_dir,) = unpack(["20261127T085726Z-calibration"], tmp_path)
+    found = calibration_of(load_run(run_dir))
+    assert f"{found.between_process_spread:.1%}" == "78.6%" and found.processes == 3
+    assert "gave 78.6 %" in (FINDINGS / "replication.md").read_text()
