@@ -134,4 +134,6 @@ def test_the_calibration_sweep_quoted_is_the_stored_calibration_run(tmp_path: Pa
     (run_dir,) = unpack(["20261127T085726Z-calibration"], tmp_path)
     found = calibration_of(load_run(run_dir))
     assert f"{found.between_process_spread:.1%}" == "78.6%" and found.processes == 3
+    (per_head,) = [r for r in found.ratios if r["impl"] == "per_head" and "n128" in r["case_id"]]
+    assert [f"{ratio:.2f}" for ratio in per_head["by_process"]] == ["0.14", "9.09", "0.40"]
     assert "gave 78.6 %" in (FINDINGS / "replication.md").read_text()
