@@ -137,3 +137,10 @@ def test_the_calibration_sweep_quoted_is_the_stored_calibration_run(tmp_path: Pa
     (per_head,) = [r for r in found.ratios if r["impl"] == "per_head" and "n128" in r["case_id"]]
     assert [f"{ratio:.2f}" for ratio in per_head["by_process"]] == ["0.14", "9.09", "0.40"]
     assert "gave 78.6 %" in (FINDINGS / "replication.md").read_text()
+
+
+def test_the_spread_at_n_128_quoted_is_that_of_the_first_replicated_default_run(tmp_path: Path) -> None:
+    (run_dir,) = unpack(["20261127T091136Z-default"], tmp_path)
+    (fused,) = [r for r in calibration_of(load_run(run_dir)).ratios if r["impl"] == "fused" and "n128" in r["case_id"]]
+    low, high = min(fused["by_process"]), max(fused["by_process"])
+    assert f"moved from {low:.1f}× to {high:.1f}×" in " ".join((FINDINGS / "replication.md").read_text().split())
