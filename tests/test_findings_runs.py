@@ -7,6 +7,7 @@ import re
 import tarfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from mhabench.analysis.advice.advise import advise
@@ -144,3 +145,12 @@ def test_the_spread_at_n_128_quoted_is_that_of_the_first_replicated_default_run(
     (fused,) = [r for r in calibration_of(load_run(run_dir)).ratios if r["impl"] == "fused" and "n128" in r["case_id"]]
     low, high = min(fused["by_process"]), max(fused["by_process"])
     assert f"moved from {low:.1f}× to {high:.1f}×" in " ".join((FINDINGS / "replication.md").read_text().split())
+
+
+def test_the_compile_times_quoted_are_those_of_the_stored_models_runs(tmp_path: Path) -> None:
+    runs = [load_run(path) for path in unpack(replication_runs("models-replication, one process"), tmp_path)]
+    seconds = [run.rows[run.rows["impl"] == "flex"]["compile_time_s"] for run in runs]
+    cold, warm = seconds[0], pd.concat(seconds[1:])
+    text = " ".join((FINDINGS / "replication.md").read_text().split())
+    assert f"in {cold.min():.1f}–{cold.max():.1f} s per case" in text
+    assert f"warm: {warm.min():.1f}–{warm.max():.1f} s per case" in text
