@@ -83,6 +83,7 @@ def replication_runs(label: str) -> list[str]:
         ("default, one process", 0, 3),
         ("default, `--replicates 3`", 0, 3),
         ("models-replication, one process", 2, 6),
+        ("models-replication, `--replicates 3`", 0, 6),
     ],
 )
 def test_advise_on_the_stored_runs_gives_the_flip_rates_replication_md_quotes(
@@ -113,7 +114,13 @@ def cell(pick: Pick) -> str:
 
 
 @pytest.mark.parametrize(
-    "label", ["default, one process", "default, `--replicates 3`", "models-replication, one process"]
+    "label",
+    [
+        "default, one process",
+        "default, `--replicates 3`",
+        "models-replication, one process",
+        "models-replication, `--replicates 3`",
+    ],
 )
 def test_every_pick_in_the_per_case_tables_is_what_advise_says_on_the_stored_runs(tmp_path: Path, label: str) -> None:
     found = advise([load_run(path) for path in unpack(replication_runs(label), tmp_path)])
@@ -154,3 +161,25 @@ def test_the_compile_times_quoted_are_those_of_the_stored_models_runs(tmp_path: 
     text = " ".join((FINDINGS / "replication.md").read_text().split())
     assert f"in {cold.min():.1f}–{cold.max():.1f} s per case" in text
     assert f"warm: {warm.min():.1f}–{warm.max():.1f} s per case" in text
+
+
+def test_the_call_times_and_rounds_quoted_for_the_8b_models_at_1024(tmp_path: Path) -> None:
+    runs = [load_run(path) for path in unpack(replication_runs("models-replication, one process"), tmp_path)]
+    rows = pd.concat([run.rows for run in runs])
+    large = rows[rows["case_id"].str.contains("n1024") & ~rows["scenario"].eq("gpt2")]
+    seconds, rounds = large["latency_ms"] / 1000, large["samples"].astype(int)
+    text = " ".join((FINDINGS / "replication.md").read_text().split())
+    assert f"a call took {seconds.min():.1f}–{seconds.max():.0f} s" in text
+    assert f"left each row {rounds.min()} to {rounds.max()} rounds" in text
+
+
+def test_the_coverages_quoted_are_those_of_the_test_model() -> None:
+    from test_replication import coverage
+
+    text = " ".join((FINDINGS / "replication.md").read_text().split())
+    (three, pooled_three), (five, _) = coverage(3), coverage(5)
+    assert (
+        f"covered the true ratio in {three:.0%} of draws with 3 processes and {five:.0%} with 5".replace("%", " %")
+        in text
+    )
+    assert f"pooled, in {pooled_three:.0%}".replace("%", " %") in text
