@@ -171,7 +171,7 @@ def compare_runs(
         row["p_holm"] = p_holm
         if row["verdict"] is None:
             row["verdict"] = stats.verdict(row["ratio"], p_holm, threshold)
-        within_process_spread(row, threshold, between_process_spread)
+        unclear_within_spread(row, threshold, between_process_spread)
     return Comparison(
         base.run_id,
         candidate.run_id,
@@ -182,7 +182,7 @@ def compare_runs(
     )
 
 
-def within_process_spread(row: dict[str, Any], threshold: float, between_process_spread: float) -> None:
+def unclear_within_spread(row: dict[str, Any], threshold: float, between_process_spread: float) -> None:
     """A ``faster`` / ``slower`` row whose interval, widened by the between-process spread, no longer clears the
     threshold becomes ``~``, with a note: the difference is one the machine makes between its own processes."""
     if between_process_spread <= 0 or row["verdict"] not in (Change.FASTER.value, Change.SLOWER.value):
