@@ -243,3 +243,19 @@ def test_a_failed_replicate_ends_the_run_with_the_finished_rows_merged(
     run = load_run(run_dir)
     assert run.manifest["status"] == "failed" and len(run.rows) == 2 and set(run.rows["repeat"]) == {0}
     assert [entry["run_id"] for entry in run.manifest["replicated_from"]] == ["first"]
+
+
+def test_a_tied_row_that_sorts_behind_a_clearly_slower_one_is_the_runner_up_quoted() -> None:
+    """per_head is 4.5× slower than fused in one process and close to it in two: it sorts behind naive (steadily
+    1.8× slower) by its geometric-mean median, yet it is the tied row, so the sentence quotes its lead."""
+    case = replicated_case(
+        [
+            {"naive": 1.8, "fused": 1.0, "per_head": 4.5},
+            {"naive": 1.8, "fused": 1.0, "per_head": 1.05},
+            {"naive": 1.85, "fused": 1.0, "per_head": 1.5},
+        ]
+    )
+    found = pick_replicated(case)
+    assert found.verdict == TIED and set(found.impls) == {"fused", "per_head"} and found.runner_up == "per_head"
+    assert found.estimate is not None and found.estimate.ci_low <= 1
+    assert "over `per_head`" in statement(found).text and "the interval includes 1" in statement(found).text

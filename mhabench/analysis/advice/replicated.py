@@ -6,7 +6,9 @@ disagreement is the between-process spread itself, and the answer is read across
 implementation is the one with the lowest geometric mean of its replicates' medians, and each other
 row's lead over it is the per-replicate paired ratio combined across replicates
 (:func:`mhabench.analysis.replication.across_replicates`: the t interval that holds both spreads).
-The tie rule is the one-process rule (``pick.clearly_slower``), applied to that interval. Only the
+The tie rule is the one-process rule (``pick.clearly_slower``), applied to that interval, and the
+runner-up a pick quotes is the closest row: a tied one if any (a row whose median is large in one
+process sorts behind others yet may be tied), else the smallest lead. Only the
 replicates where both rows ran ok count; a lead resting on fewer than ``MIN_REPLICATES`` is "cannot
 tell".
 """
@@ -46,13 +48,9 @@ def pick_replicated(case: Case) -> Pick:
     order = sorted(by_impl, key=lambda impl: _typical_ms(by_impl[impl].values()))
     fastest, others = order[0], order[1:]
     leads = {impl: replicated_lead(by_impl[impl], by_impl[fastest]) for impl in others}
-    first = leads[others[0]]
-    common = {
-        "runner_up": others[0],
-        "estimate": first,
-        "method": REPLICATES,
-        "rounds": len(set(by_impl[others[0]]) & set(by_impl[fastest])),
-    }
+    closest = min(others, key=lambda impl: (clearly_slower(leads[impl]), _finite_or_inf(leads[impl].ratio)))
+    rounds = len(set(by_impl[closest]) & set(by_impl[fastest]))
+    common = {"runner_up": closest, "estimate": leads[closest], "method": REPLICATES, "rounds": rounds}
     unknown = [impl for impl in others if not math.isfinite(leads[impl].ci_low)]
     if unknown:
         reason = f"{unknown[0]} ran ok in fewer than {MIN_REPLICATES} of the replicates {fastest} ran in"
@@ -71,6 +69,10 @@ def replicated_lead(slower: Mapping[int, Row], fastest: Mapping[int, Row]) -> Ra
         estimate, _ = speedup_estimate(samples_of(other), samples_of(best), same_rounds)
         ratios.append(estimate.ratio)
     return across_replicates(ratios)
+
+
+def _finite_or_inf(value: float) -> float:
+    return value if math.isfinite(value) else math.inf
 
 
 def _ok_rows_by_impl(repeats: Sequence[Sequence[Row]]) -> dict[str, dict[int, Row]]:
