@@ -3,6 +3,7 @@ the stored folders gives the figures replication.md quotes."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import tarfile
 from pathlib import Path
@@ -14,6 +15,7 @@ from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.flips import FLIPS
 from mhabench.analysis.advice.pick import TIED, WINNER, Pick
 from mhabench.analysis.calibration import calibration_of
+from mhabench.analysis.spread import speedup_spread
 from mhabench.results.store import load_run
 
 FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings"
@@ -183,3 +185,27 @@ def test_the_coverages_quoted_are_those_of_the_test_model() -> None:
         in text
     )
     assert f"pooled, in {pooled_three:.0%}".replace("%", " %") in text
+
+
+def test_the_sixth_replicated_default_run_and_the_shipped_calibration_quoted(tmp_path: Path) -> None:
+    default, calibration = unpack(["20261127T100806Z-default", "20261127T100922Z-calibration"], tmp_path)
+    text = " ".join((FINDINGS / "replication.md").read_text().split())
+    run = load_run(default)
+    seconds = [
+        (dt.datetime.fromisoformat(p["finished_at"]) - dt.datetime.fromisoformat(p["started_at"])).total_seconds()
+        for p in run.manifest["replicated_from"]
+    ]
+    assert f"its processes {seconds[0]:.1f}, {seconds[1]:.1f} and {seconds[2]:.1f} s" in text
+    (advice,) = advise([run]).runs
+    (largest,) = [pick for pick in advice.answers.picks.values() if pick.case.fields["seq_len"] == 2048]
+    assert (largest.verdict, set(largest.impls), largest.runner_up) == (TIED, {"fused", "per_head"}, "per_head")
+    assert largest.estimate is not None
+    estimate = largest.estimate
+    assert f"{estimate.ratio:.2f}× [{estimate.ci_low:.2f}–{estimate.ci_high:.2f}], includes 1" in text
+    lines = speedup_spread(run.rows, "naive")
+    (per_head,) = lines[(lines["impl"] == "per_head") & lines["case_id"].str.contains("n2048")]["speedup_by_repeat"]
+    assert "`per_head` ran at " + ", ".join(f"{r:.2f}×" for r in per_head[:2]) + f" and {per_head[2]:.2f}×" in text
+    found = calibration_of(load_run(calibration))
+    assert f"gave {found.between_process_spread:.1%}".replace("%", " %") in text and found.processes == 5
+    (fused,) = [r for r in found.ratios if r["impl"] == "fused" and "n128" in r["case_id"]]
+    assert ", ".join(f"{r:.2f}×" for r in fused["by_process"][:4]) in text.replace(" and ", ", ")
