@@ -209,3 +209,30 @@ def test_the_sixth_replicated_default_run_and_the_shipped_calibration_quoted(tmp
     assert f"gave {found.between_process_spread:.1%}".replace("%", " %") in text and found.processes == 5
     (fused,) = [r for r in found.ratios if r["impl"] == "fused" and "n128" in r["case_id"]]
     assert ", ".join(f"{r:.2f}×" for r in fused["by_process"][:4]) in text.replace(" and ", ", ")
+
+
+def test_the_replicated_masks_picks_quoted_are_advise_on_the_stored_run(tmp_path: Path) -> None:
+    (run_dir,) = unpack(["20261127T101318Z-masks"], tmp_path)
+    (advice,) = advise([load_run(run_dir)]).runs
+    text = " ".join((FINDINGS / "masks.md").read_text().split())
+    winners = [pick for pick in advice.answers.picks.values() if pick.verdict == WINNER and pick.estimate is not None]
+    quoted = {
+        ("fused", "flex", "2.14× [1.62–2.82]"),
+        ("flex", "fused", "1.70× [1.25–2.30]"),
+        ("flex", "fused", "1.14× [1.04–1.24]"),
+        ("fused", "flex", "1.52× [1.43–1.62]"),
+        ("fused", "flex", "1.43× [1.18–1.74]"),
+        ("fused", "flex", "1.47× [1.22–1.75]"),
+    }
+    said = {
+        (p.impls[0], p.runner_up, f"{p.estimate.ratio:.2f}× [{p.estimate.ci_low:.2f}–{p.estimate.ci_high:.2f}]")
+        for p in winners
+        if p.estimate is not None
+    }
+    assert quoted <= said
+    for winner, runner_up, lead in quoted - {
+        ("fused", "flex", "1.43× [1.18–1.74]"),
+        ("fused", "flex", "1.47× [1.22–1.75]"),
+    }:
+        assert f"`{winner}` wins, {lead} over `{runner_up}`" in text
+    assert "`fused` wins, 1.43× [1.18–1.74] / 1.47× [1.22–1.75] over `flex`" in text
