@@ -23,6 +23,7 @@ from mhabench.impls.registry import available_implementations
 from mhabench.results.columns import columns_info, reference_markdown
 from mhabench.results.manifest import Shard
 from mhabench.results.store import rows_frame
+from mhabench.run import replicates as replicated_run
 from mhabench.run import runner
 from mhabench.run.launch import launch_env
 from mhabench.run.request import RunRequest, Selector
@@ -140,6 +141,11 @@ def run(
     history_dir: Annotated[
         Path | None, typer.Option("--history", help="Append the run's rows to this history folder (docs/history.md).")
     ] = None,
+    replicates: Annotated[
+        int | None,
+        typer.Option("--replicates", help="Run the config as N independent processes (default: the config's)."),
+    ] = None,
+    replicate: Annotated[str | None, typer.Option("--replicate", hidden=True, help="I/N: be replicate I.")] = None,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     from mhabench.distributed.launch import errors_end_every_rank
@@ -167,6 +173,7 @@ def run(
                     "--counters": counters,
                     "--energy-windows": energy_windows is not None,
                     "--history": history_dir,  # a resumed run: `mhabench history DIR --import RUN` once it is done
+                    "--replicates": replicates is not None,
                 },
             )
             _resume(resume, out, force, baseline)
@@ -188,12 +195,18 @@ def run(
                 threads=threads,
                 counters=counters,
                 energy_windows=energy_windows,
+                replicates=replicates,
             )
             for c in loaded
         ]
         for path, config in zip(paths, loaded, strict=True):
             if dry_run:
                 console.print(to_rich(summary.plan_table(rows_frame(runner.plan(config, repeat)))))
+                continue
+            if replicate is not None or config.replicates > 1:
+                replicated = _run_replicate_or_replicated(config, out, replicate, repeat, parsed_shard, baseline)
+                if replicated is not None:
+                    _append_history(replicated, history_dir or config.history, baseline)
                 continue
             select, extra = _shard_selection(config, parsed_shard)
             with RichProgress(console) as progress:
@@ -223,6 +236,24 @@ def _launch(
     from mhabench.distributed.run import run_distributed
 
     return run_distributed(config, out_root, progress, launch, request)
+
+
+def _run_replicate_or_replicated(
+    config: config_mod.RunConfig, out: Path, replicate: str | None, repeat: int, shard: Shard | None, baseline: str
+) -> runner.RunResult | None:
+    """``--replicate I/N`` (a child the parent started: measure, print nothing, None) or ``replicates: N`` (the
+    parent: the merged run, printed)."""
+    replicated_run.check_replicable(config.replicates, repeat, shard, launch_env())
+    if replicate is not None:
+        one = replicated_run.parse_replicate(replicate)
+        extra = {"replicate": vars(one), "code": code_versions(runner.implementations_of(config))}
+        request = RunRequest(argv=tuple(sys.argv), case_order_seed=one.index, manifest_extra=extra)
+        runner.run(config, out, None, request)
+        return None
+    files = plugins.loaded_plugin_files()
+    result = replicated_run.run_replicated(config, out, sys.argv, files, lambda line: console.print(escape(line)))
+    _print_run(result, baseline)
+    return result
 
 
 def _shard_selection(
@@ -263,7 +294,7 @@ def _refuse_with_resume(**given: Any) -> None:
         raise InputError(f"--resume: finishes a run with the settings it started with; drop {', '.join(named)}")
 
 
-def _print_run(result: runner.RunResult | None, baseline: str) -> None:
+def _print_run(result: runner.RunResult | replicated_run.ReplicatedResult | None, baseline: str) -> None:
     """The run summary (compact above a few dozen rows); nothing on the non-zero ranks of torchrun."""
     if result is None:
         return
@@ -363,6 +394,10 @@ def compare(
         bool, typer.Option("--fail-on-regression", help="Exit 1 if a row's whole CI is slower than the threshold.")
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Compare runs from different device kinds.")] = False,
+    process_spread: Annotated[
+        str,
+        typer.Option("--process-spread", help="Two runs: between-process spread, auto (mhabench calibrate) or 3%."),
+    ] = "auto",
     output: Annotated[Path | None, typer.Option("--output", help="Also write .csv, .json or .md.")] = None,
     results_root: Annotated[Path, typer.Option("--results-root", help="Where run ids are looked up.")] = Path(
         "results"
@@ -386,8 +421,16 @@ def compare(
         else:
             limit = stats.parse_threshold(threshold)
             base, candidate = (store.require_results(store.load_run(r, results_root)) for r in (run_ref, candidate_ref))
-            comparison, drifts = compare_mod.compare_runs(base, candidate, limit, force=force), []
+            spread = (
+                compare_mod.machine_spread([base, candidate])
+                if process_spread == "auto"
+                else stats.parse_threshold(process_spread, "--process-spread")
+            )
+            comparison = compare_mod.compare_runs(base, candidate, limit, force=force, between_process_spread=spread)
+            drifts = []
         out = _fresh_console()
+        if comparison.between_process_spread > 0:
+            out.print(f"intervals widened by the between-process spread {comparison.between_process_spread:.1%}")
         differences = compare_output.differences_text(comparison)
         if differences is not None:
             out.print(differences)
@@ -563,6 +606,39 @@ def spread(
     with user_errors():
         frame = spread_mod.runs_as_repeats([store.load_run(ref, results_root) for ref in run_refs])
         _fresh_console().print(to_rich(spread_table(spread_mod.speedup_spread(frame, baseline), baseline)))
+
+
+@app.command()
+def calibrate(
+    out: Annotated[Path, typer.Option("--out", help="Folder that receives the calibration run.")] = Path("results"),
+    device: Annotated[str | None, typer.Option("--device", help="auto | cpu | cuda | cuda:N")] = None,
+    processes: Annotated[
+        int, typer.Option("--processes", min=2, max=100, help="Independent processes to measure.")
+    ] = 5,
+    show: Annotated[
+        bool, typer.Option("--show", help="Print this machine's stored calibration; measure nothing.")
+    ] = False,
+    from_run: Annotated[
+        str | None, typer.Option("--from", help="Calibrate from a replicated run already on disk; measure nothing.")
+    ] = None,
+) -> None:
+    """Measure this machine's between-process spread (cached per machine fingerprint; advise and compare use it)."""
+    from mhabench.analysis.calibration import calibrate as measure_calibration
+    from mhabench.analysis.calibration import calibrate_from, this_machine
+    from mhabench.results.store import load_run
+
+    with user_errors():
+        if show:
+            found, path = this_machine(config_mod.check_device_option(device or "auto"))
+            console.print(escape(f"{found.describe()}\n{path}"), highlight=False)
+            return
+        if from_run is not None:
+            found, path = calibrate_from(load_run(from_run, out))
+        else:
+            found, path = measure_calibration(
+                out, sys.argv, device, processes, lambda line: console.print(escape(line))
+            )
+        console.print(escape(f"{found.describe()}\nstored in {path}"), highlight=False)
 
 
 @app.command("check-timing")

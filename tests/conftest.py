@@ -37,6 +37,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def empty_calibration_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test starts with no machine calibration (``mhabench calibrate``), whatever this machine's cache holds."""
+    folder = tmp_path_factory.mktemp("calibration-cache")
+    monkeypatch.setenv("MHABENCH_CACHE_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture
 def h100_run() -> Path:
     """The H100 run folder in shared/runs (inside the checkout or beside it: :mod:`shared_runs`)."""

@@ -33,7 +33,9 @@ from mhabench.analysis.speedup import DEFAULT_BASELINE, is_ok, samples_of, speed
 from mhabench.analysis.verdict import Change, judge_change
 from mhabench.errors import InputError
 from mhabench.results import store as results
+from mhabench.results.calibration import load_calibration
 from mhabench.results.columns import CASE_KEY, DEVICE, DTYPE, ERROR, IMPL, LATENCY_MS, SCENARIO, STATUS
+from mhabench.results.fingerprint import Fingerprint
 
 ENVIRONMENT_FIELDS = (
     "device_kind",
@@ -94,6 +96,8 @@ class Comparison:
     differences: list[Difference]
     threshold: float | None = None
     baseline: str | None = None
+    between_process_spread: float = 0.0
+    """Two runs: the relative spread every interval was widened by before a verdict (0: none)."""
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -115,7 +119,7 @@ class Comparison:
             return Summary(counts)
         low, high = _geometric_mean_interval(ratios)
         shift = float(np.exp(np.log(ratios).mean()))
-        return Summary(counts, shift, (low, high), judged(low, high, self.threshold))
+        return Summary(counts, shift, (low, high), judged(low, high, self.threshold, self.between_process_spread))
 
 
 def speedups(run: results.Run, baseline: str = DEFAULT_BASELINE) -> Comparison:
@@ -165,8 +169,18 @@ def match_key(base: pd.DataFrame, candidate: pd.DataFrame) -> list[str]:
     return key
 
 
-def compare_runs(base: results.Run, candidate: results.Run, threshold: float, force: bool = False) -> Comparison:
-    """Match rows on the case key; ratio with CI, Holm-corrected Mann-Whitney p-value and a verdict per row."""
+def compare_runs(
+    base: results.Run,
+    candidate: results.Run,
+    threshold: float,
+    force: bool = False,
+    between_process_spread: float = 0.0,
+) -> Comparison:
+    """Match rows on the case key; ratio with CI, Holm-corrected Mann-Whitney p-value and a verdict per row.
+
+    Two runs are two processes: a ``faster`` or ``slower`` whose interval, widened by the machine's
+    ``between_process_spread`` (``mhabench calibrate``), reaches back across the threshold becomes ``~``
+    (:func:`mhabench.analysis.verdict.judge_change`)."""
     differences = manifest_differences(base, candidate)
     base_kind, candidate_kind = device_kind(base), device_kind(candidate)
     if base_kind != candidate_kind and not force:
@@ -195,13 +209,39 @@ def compare_runs(base: results.Run, candidate: results.Run, threshold: float, fo
         row["p_holm"] = p_holm
         if row["verdict"] is None:
             row["verdict"] = row_verdict(row["ci_low"], row["ci_high"], threshold)
-    return Comparison(base.run_id, candidate.run_id, pd.DataFrame(rows), differences, threshold=threshold)
+        unclear_within_spread(row, threshold, between_process_spread)
+    return Comparison(
+        base.run_id,
+        candidate.run_id,
+        pd.DataFrame(rows),
+        differences,
+        threshold=threshold,
+        between_process_spread=between_process_spread,
+    )
 
 
-def judged(ci_low: float, ci_high: float, threshold: float) -> Change:
+def unclear_within_spread(row: dict[str, Any], threshold: float, between_process_spread: float) -> None:
+    """A ``faster`` / ``slower`` row whose interval, widened by the between-process spread, no longer clears the
+    threshold becomes ``~``, with a note: the difference is one the machine makes between its own processes."""
+    if between_process_spread <= 0 or row["verdict"] not in (Change.FASTER.value, Change.SLOWER.value):
+        return
+    if judge_change(row["ci_low"], row["ci_high"], threshold, between_process_spread).value != row["verdict"]:
+        row["verdict"] = Change.UNCLEAR.value
+        note = f"within this machine's between-process spread ({between_process_spread:.0%})"
+        row["note"] = f"{row['note']}; {note}" if row["note"] else note
+
+
+def machine_spread(runs: list[results.Run]) -> float:
+    """The largest calibrated between-process spread among the runs' machines (0 where none is calibrated)."""
+    found = [load_calibration(Fingerprint.of(run.manifest.environment or {})) for run in runs]
+    spreads = [c.between_process_spread for c in found if c is not None and math.isfinite(c.between_process_spread)]
+    return max(spreads, default=0.0)
+
+
+def judged(ci_low: float, ci_high: float, threshold: float, between_process_spread: float = 0.0) -> Change:
     """The project's one rule (``judge_change``) for every verdict of a comparison, rows and run-wide shift alike:
     the one call a between-process spread is threaded into."""
-    return judge_change(ci_low, ci_high, threshold)
+    return judge_change(ci_low, ci_high, threshold, between_process_spread)
 
 
 def row_verdict(ci_low: float, ci_high: float, threshold: float) -> str:

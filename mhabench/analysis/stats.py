@@ -154,13 +154,13 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def parse_threshold(text: str | float) -> float:
+def parse_threshold(text: str | float, option: str = "--threshold") -> float:
     """``"5%"`` or ``0.05`` → 0.05; the relative change below which a difference is called ``same``."""
     raw = str(text).strip()
     try:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise InputError(f"--threshold: {text!r} is not a number or a percentage like 5%") from None
+        raise InputError(f"{option}: {text!r} is not a number or a percentage like 5%") from None
     if not (0 <= value < 10) or math.isnan(value):
-        raise InputError(f"--threshold: {text!r} must be between 0% and 1000%")
+        raise InputError(f"{option}: {text!r} must be between 0% and 1000%")
     return value

@@ -75,7 +75,7 @@ def merge_runs(run_dirs: Sequence[Path], out_dir: Path, force: bool = False) -> 
     with run_folder(
         out_dir, _merged_manifest(shards, rows, forced), finished_as=status, finished_at=max(finished, default=None)
     ):
-        _write_rows(out_dir, rows)
+        write_rows(out_dir, rows)
     return MergeResult(out_dir, rows, forced, status)
 
 
@@ -192,7 +192,7 @@ def _merged_manifest(shards: Sequence[ShardRun], rows: pd.DataFrame, forced: lis
     )
 
 
-def _write_rows(out_dir: Path, rows: pd.DataFrame) -> None:
+def write_rows(out_dir: Path, rows: pd.DataFrame) -> None:
     """results.csv (no raw samples) and results.parquet (with them)."""
     rows.drop(columns=[SAMPLES_COLUMN], errors="ignore").to_csv(out_dir / CSV_NAME, index=False)
     rows.to_parquet(out_dir / PARQUET_NAME, index=False)

@@ -36,3 +36,5 @@ class RunRequest:
     """Entries the manifest gets beside the fields every writer records (the shard, the code versions)."""
     config_path: str = "CONFIG"
     """The config file as the user named it, for the commands error messages suggest."""
+    case_order_seed: int = 0
+    """A replicate's case order: 0 the config's, above 0 a seeded permutation (:mod:`mhabench.run.replicates`)."""

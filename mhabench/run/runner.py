@@ -36,6 +36,7 @@ from mhabench.run.case import CudaContextLostError, identity, modelled_cost, run
 from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
 from mhabench.run.launch import check_launch
 from mhabench.run.ncu_profile import CounterSettings
+from mhabench.run.replicates import case_order
 from mhabench.run.request import RunRequest, Selector
 from mhabench.run.shard import folder_name
 from mhabench.scenario import plugins
@@ -88,7 +89,8 @@ def run(
 
     ``select`` (of the :class:`RunRequest`) keeps a subset of the (case, implementation, repeat) triples (a shard). With
     ``resume_dir`` the rows already in that folder are kept and only the missing triples run
-    (``resume_differences``: what ``--force`` overrode, recorded in the manifest). A sweep with
+    (``resume_differences``: what ``--force`` overrode, recorded in the manifest). Its ``case_order_seed``
+    above 0 runs the cases in a seeded permutation (a replicate, ``mhabench.run.replicates``). A sweep with
     ``tensor_parallel`` above 1 is refused with the ``torchrun`` command that runs it
     (:func:`mhabench.distributed.run.run_distributed`; the CLI chooses).
     """
@@ -98,7 +100,7 @@ def run(
     device = resolve_device(config.device)
     specs = implementations_of(config)
     check_row_count(count_cases(config, device) * repeats, len(specs), config.max_rows)
-    cases = expand_cases(config, device)
+    cases = case_order(expand_cases(config, device), request.case_order_seed)
     check_launch(sorted({case.tensor_parallel for case in cases}), None, config_path)
     process = apply_process_settings(config.allocator, config.threads)  # before any case allocates
     if device.type == "cuda":

@@ -65,6 +65,8 @@ Seconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
 INT64_MAX = 2**63 - 1
 DEFAULT_MAX_ROWS = 10_000
 MAX_ROWS_LIMIT = 100_000_000
+MAX_REPLICATES = 100
+"""Most processes one run may be replicated in (``replicates:``, ``run --replicates``)."""
 DEFAULT_CONFIG_NAME = "default.yaml"
 GPU_DEFAULT_CONFIG_NAME = "default_gpu.yaml"
 IsolationMode = Literal["inprocess", "process"]
@@ -359,6 +361,14 @@ class RunConfig(_Strict):
         None,
         description="a history folder (docs/history.md, relative to this file) each finished run appends its rows to; "
         "--history wins",
+    )
+    replicates: int = Field(
+        1,
+        ge=1,
+        le=MAX_REPLICATES,
+        strict=True,
+        description="independent processes the config runs in, one after another, each with its own case order; "
+        "their rows share one run folder (replicate i as repeat i) and ratios get intervals across them",
     )
 
     @field_validator("dtype", mode="before")

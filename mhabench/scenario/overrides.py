@@ -1,6 +1,7 @@
 """Command-line options over a loaded config: ``--device``, ``--impl``, ``--max-rows``, ``--isolation``,
-``--no-memory-guard``, ``--allocator`` and ``--threads`` take precedence over the file, each checked with a one-line
-error that names the option (the file's own values were checked when it was parsed).
+``--no-memory-guard``, ``--allocator``, ``--threads`` and ``--replicates`` take precedence over the file,
+each checked with a one-line error that names the option (the file's own values were checked when it was
+parsed).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any, get_args
 
 from mhabench.errors import ConfigError, quote
 from mhabench.scenario.config import (
+    MAX_REPLICATES,
     MAX_ROWS_LIMIT,
     IsolationMode,
     RunConfig,
@@ -28,6 +30,7 @@ def with_overrides(
     threads: int | None = None,
     counters: str | None = None,
     energy_windows: int | None = None,
+    replicates: int | None = None,
 ) -> RunConfig:
     """The config with the command line's values, where given, in place of the file's."""
     update: dict[str, Any] = {}
@@ -64,4 +67,8 @@ def with_overrides(
         if isinstance(energy_windows, bool) or not 0 <= energy_windows <= 100:
             raise ConfigError(f"--energy-windows: must be between 0 and 100 (got {quote(energy_windows)})")
         update["energy"] = config.energy.model_copy(update={"windows": energy_windows})
+    if replicates is not None:
+        if isinstance(replicates, bool) or not 1 <= replicates <= MAX_REPLICATES:
+            raise ConfigError(f"--replicates: must be between 1 and {MAX_REPLICATES} (got {quote(replicates)})")
+        update["replicates"] = replicates
     return config.model_copy(update=update)

@@ -12,12 +12,14 @@ from collections.abc import Sequence
 
 from mhabench.analysis.advice.across import across
 from mhabench.analysis.advice.answers import RunAnswers, answer
+from mhabench.analysis.advice.calibrated import calibrated_caveats
 from mhabench.analysis.advice.cases import groups_of
 from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers
 from mhabench.analysis.advice.energy import energy_statements
 from mhabench.analysis.advice.explained import explained
+from mhabench.analysis.advice.flips import flips
 from mhabench.analysis.advice.pick import statement
 from mhabench.analysis.advice.statement import DEVICE_KINDS, Question, Statement
 from mhabench.analysis.advice.summary import group_answer
@@ -56,7 +58,7 @@ def advise(runs: Sequence[Run], question: Question | None = None) -> Advice:
     if question.device_kind is not None and question.device_kind not in DEVICE_KINDS:
         raise InputError(f"--for: {question.device_kind!r} is not a device kind; use one of {', '.join(DEVICE_KINDS)}")
     answered = [answer(run) for run in runs]
-    return Advice(tuple(_run_advice(one, question) for one in answered), tuple(across(answered)))
+    return Advice(tuple(_run_advice(one, question) for one in answered), (*across(answered), *flips(answered)))
 
 
 def _run_advice(answers: RunAnswers, question: Question) -> RunAdvice:
@@ -73,4 +75,5 @@ def _run_advice(answers: RunAnswers, question: Question) -> RunAdvice:
         statements += changes(cases)
     run = answers.run
     statements += caveats(run.run_id, run.manifest, answers.cases, answers.picks, question)
+    statements += calibrated_caveats(answers)
     return RunAdvice(answers, tuple(statements))

@@ -8,6 +8,7 @@ from typing import Any
 
 from mhabench.analysis.advice.cases import MeasuredCase, cases_of
 from mhabench.analysis.advice.pick import Pick, pick
+from mhabench.analysis.advice.replicated import is_replicated, pick_replicated
 from mhabench.results.store import Run
 
 
@@ -31,5 +32,7 @@ class RunAnswers:
 
 
 def answer(run: Run) -> RunAnswers:
+    """The run's cases and picks: across processes for a replicated run, per repeat otherwise."""
     cases = cases_of(run.run_id, run.rows)
-    return RunAnswers(run, cases, {case.case_id: pick(case) for case in cases})
+    pick_of = pick_replicated if is_replicated(run.manifest) else pick
+    return RunAnswers(run, cases, {case.case_id: pick_of(case) for case in cases})

@@ -291,6 +291,8 @@ def _sentence(one: Pick) -> str:
 def _method(one: Pick) -> str:
     if one.method == PAIRED:
         return f"paired over {one.rounds} rounds"
+    if one.method == "replicates":  # mhabench.analysis.advice.replicated: a lead combined across processes
+        return f"across {one.rounds} replicates, each paired over its rounds"
     return f"ratio of medians: {one.unpaired}"
 
 

@@ -1,0 +1,213 @@
+"""``replicates: N`` (``run --replicates N``): one config run as N independent processes, one after another.
+
+A ratio measured in one process carries that process's state: allocator history, thread placement,
+clocks, whatever else the machine ran meanwhile. Paired rounds cancel what changes *within* the
+process, nothing of what changes *between* processes, so a pick with a tight interval can flip in
+the next run (docs/findings/replication.md). A replicated run measures that movement instead of
+assuming it away: replicate *i* is a fresh ``python -m mhabench run`` of the same resolved config
+with its own case order (replicate 0 keeps the config's order, replicate *i* > 0 a permutation
+seeded by *i*), so no case always runs first, on a cold allocator, or last, after the others warmed
+the machine.
+
+The replicates write their own folders under ``<run folder>/.replicates/``; once they end, their rows
+are merged into the run folder with replicate *i* as ``repeat`` *i* (the column every view already
+groups by, so no new column: ``replicates`` in the manifest says the repeats are processes), and the
+replicates' folders are removed. The manifest keeps each replicate's run id, times, status, drift and
+case order seed under ``replicated_from``. A replicate that fails ends the run: the rows of those
+that finished are merged, the run is ``failed``, and the error names the replicate's log; Ctrl-C
+merges what finished as ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mhabench.errors import InputError, MhabenchError
+from mhabench.results.columns import REPEAT
+from mhabench.results.lifecycle import run_folder
+from mhabench.results.manifest import Ending, Manifest
+from mhabench.results.merge import write_rows
+from mhabench.results.store import MANIFEST_NAME, load_run, new_run_dir
+from mhabench.run.shard import folder_name
+from mhabench.scenario.cases import Case
+from mhabench.scenario.config import RunConfig
+
+REPLICATES_FOLDER = ".replicates"
+"""Where the replicates' own run folders live while the run is being measured."""
+LOG_TAIL_CHARS = 300
+"""How much of a failed replicate's log its error line quotes."""
+
+
+class ReplicateFailedError(MhabenchError):
+    """A replicate process ended with an error; the rows of the replicates that finished are on disk."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Replicate:
+    """Which replicate this process is (``run --replicate I/N``, passed by the parent): its case order seed."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicatedResult:
+    """The merged run folder and its rows (raw samples included), as the run summary reads them."""
+
+    run_dir: Path
+    frame: pd.DataFrame
+    warnings: tuple[str, ...] = ()
+    manifest: None = None
+    """No manifest held: the run's short answer reads the merged folder back (its rows came from the replicates'
+    folders, not from this process)."""
+
+
+def parse_replicate(text: str) -> Replicate:
+    """``I/N`` with 0 ≤ I < N: the replicate a child process is."""
+    index, _, count = text.partition("/")
+    try:
+        parsed = Replicate(int(index), int(count))
+    except ValueError:
+        raise InputError(f"--replicate: {text!r} is not I/N") from None
+    if not 0 <= parsed.index < parsed.count:
+        raise InputError(f"--replicate: {text!r} needs 0 <= I < N")
+    return parsed
+
+
+def case_order(cases: Sequence[Case], seed: int) -> list[Case]:
+    """The cases in the order replicate ``seed`` runs them: the config's order for 0, else a seeded permutation."""
+    if seed == 0:
+        return list(cases)
+    order = np.random.default_rng(seed).permutation(len(cases))
+    return [cases[int(position)] for position in order]
+
+
+def run_replicated(
+    config: RunConfig,
+    out_root: Path,
+    argv: list[str],
+    plugin_files: Sequence[str] = (),
+    report: Callable[[str], None] = lambda line: None,
+) -> ReplicatedResult:
+    """Run ``config`` as ``config.replicates`` child processes, one after another; merge their rows into one folder.
+
+    ``report`` receives one line as each replicate ends (the CLI prints it). Raises
+    :class:`ReplicateFailedError` after merging what finished when a replicate fails.
+    """
+    started = dt.datetime.now(dt.timezone.utc)
+    run_dir = new_run_dir(out_root, folder_name(config.name, None), started)
+    work = run_dir / REPLICATES_FOLDER
+    work.mkdir()
+    config_file = work / "config.json"
+    config_file.write_text(json.dumps(config.model_copy(update={"replicates": 1}).model_dump(mode="json")))
+    finished: list[Path] = []
+    failure: str | None = None
+    try:
+        for index in range(config.replicates):
+            replicate = Replicate(index, config.replicates)
+            folder, failure = _run_child(config_file, work / f"replicate-{index}", replicate, plugin_files)
+            if folder is not None:
+                finished.append(folder)
+            if failure is not None:
+                break
+            report(f"replicate {replicate}: {folder.name if folder else '?'}")
+    except KeyboardInterrupt:  # Ctrl-C reaches the child too; what finished is merged before stopping
+        _merge(run_dir, _folders(work), argv, started, config.replicates, "interrupted")
+        raise
+    frame = _merge(run_dir, finished, argv, started, config.replicates, "failed" if failure else "complete")
+    if failure is not None:
+        raise ReplicateFailedError(f"{failure}; the rows of {len(finished)} replicate(s) are in {run_dir}")
+    shutil.rmtree(work, ignore_errors=True)
+    return ReplicatedResult(run_dir, frame)
+
+
+def child_command(config_file: Path, out_root: Path, replicate: Replicate, plugin_files: Sequence[str]) -> list[str]:
+    """The command line of one replicate: a fresh interpreter running the resolved config as replicate I/N."""
+    plugins = [part for path in plugin_files for part in ("--plugin", path)]
+    command = [sys.executable, "-m", "mhabench", "run", str(config_file), "--out", str(out_root)]
+    return [*command, "--replicate", str(replicate), *plugins]
+
+
+def _run_child(
+    config_file: Path, out_root: Path, replicate: Replicate, plugin_files: Sequence[str]
+) -> tuple[Path | None, str | None]:
+    """Run one replicate; its run folder (None if it made none) and why it failed (None when it did not)."""
+    out_root.mkdir()
+    log = out_root.with_suffix(".log")
+    with log.open("w") as sink:
+        code = subprocess.run(
+            child_command(config_file, out_root, replicate, plugin_files), stdout=sink, stderr=subprocess.STDOUT
+        ).returncode
+    folders = _folders(out_root.parent)
+    folder = next((path for path in folders if path.parent == out_root), None)
+    if code == 0 and folder is not None:
+        return folder, None
+    tail = " ".join(log.read_text(errors="replace").split())[-LOG_TAIL_CHARS:]
+    return folder, f"replicate {replicate} exited with status {code} ({log}: …{tail})"
+
+
+def _folders(work: Path) -> list[Path]:
+    """The replicates' run folders that have a manifest, in replicate order."""
+    found = [path.parent for path in work.glob(f"replicate-*/*/{MANIFEST_NAME}")]
+    return sorted(found, key=lambda folder: int(folder.parent.name.removeprefix("replicate-")))
+
+
+def _merge(
+    run_dir: Path, folders: Sequence[Path], argv: list[str], started: dt.datetime, count: int, status: Ending
+) -> pd.DataFrame:
+    """The replicates' rows in ``run_dir`` (replicate i as repeat i) under a manifest that names them all."""
+    runs = [load_run(folder) for folder in folders]
+    frames = [run.rows.assign(**{REPEAT: index}) for index, run in enumerate(runs)]
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if len(rows):
+        rows["run_id"] = run_dir.name
+    first: dict[str, Any] = runs[0].manifest.as_dict() if runs else {}
+    kept = {key: value for key, value in first.items() if key not in ("replicate", "run_id", "drift")}
+    manifest = Manifest.model_validate(
+        {
+            **kept,
+            "command": argv,
+            "started_at": started.isoformat(),
+            "repeats": count,
+            "replicates": count,
+            "replicated_from": [_provenance(index, run.manifest.as_dict()) for index, run in enumerate(runs)],
+        }
+    )
+    ends = [run.manifest.finished_at for run in runs if run.manifest.finished_at]
+    with run_folder(run_dir, manifest, finished_as=status, finished_at=max(ends, default=None)):
+        if len(rows):
+            write_rows(run_dir, rows)
+    return rows
+
+
+def _provenance(index: int, manifest: dict[str, Any]) -> dict[str, Any]:
+    """What the merged manifest keeps of one replicate: its id, times, status, drift and case order seed."""
+    keys = ("run_id", "status", "started_at", "finished_at", "drift")
+    return {"replicate": index, "case_order_seed": index, **{key: manifest.get(key) for key in keys}}
+
+
+def check_replicable(replicates: int, repeat: int, shard: object | None, launch: object | None) -> None:
+    """Replicates are whole runs of the config in fresh processes: not with ``--repeat``, ``--shard`` or torchrun."""
+    if replicates <= 1:
+        return
+    one = f"the config runs {replicates} replicates (independent processes); pass --replicates 1"
+    if repeat > 1:
+        raise InputError(f"--repeat: {one} to repeat the sweep within one process")
+    if shard is not None:
+        raise InputError(f"--shard: {one} to run a shard")
+    if launch is not None:
+        raise InputError(f"torchrun: {one} (each rank is already a process of its own)")

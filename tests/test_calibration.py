@@ -1,0 +1,124 @@
+"""The machine calibration: its spread from a replicated run, its file per fingerprint, the advise caveat it
+drives, and ``mhabench calibrate --show``."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from synthetic_runs import ENVIRONMENT, rounds, row
+from typer.testing import CliRunner
+
+from mhabench.analysis.advice.answers import answer
+from mhabench.analysis.advice.calibrated import MAY_NOT_REPLICATE, UNCALIBRATED, calibrated_caveats
+from mhabench.analysis.calibration import calibration_config, calibration_of
+from mhabench.cli import app
+from mhabench.errors import ResultsCorruptError
+from mhabench.measure.environment import environment
+from mhabench.results.calibration import Calibration, calibration_path, load_calibration, save_calibration
+from mhabench.results.fingerprint import Fingerprint
+from mhabench.results.manifest import Manifest
+from mhabench.results.store import Run
+
+
+def replicated_run(speedups_by_process: list[dict[str, float]]) -> Run:
+    """A run of ``len(speedups_by_process)`` replicates of one case; process i's implementations run
+    ``speedups_by_process[i][impl]`` times faster than ``naive``."""
+    records = []
+    for index, speedups in enumerate(speedups_by_process):
+        medians = {"naive": 1.0, **{impl: 1.0 / value for impl, value in speedups.items()}}
+        times = rounds(medians, count=20, noise=0.001, seed=index)
+        records += [row(impl, times[impl], repeat=index) for impl in medians]
+    manifest = {"run_id": "cal", "environment": ENVIRONMENT, "replicates": len(speedups_by_process)}
+    return Run(Path("cal"), Manifest.model_validate(manifest), pd.DataFrame(records))
+
+
+def calibration(spread: float, fingerprint: Fingerprint) -> Calibration:
+    return Calibration(fingerprint.key, fingerprint.describe(), spread, 5, "cal-run", "results/cal-run", "now", [])
+
+
+def test_the_spread_is_the_median_over_ratios_of_their_range_across_processes() -> None:
+    run = replicated_run(
+        [{"fused": 2.0, "per_head": 0.5}, {"fused": 2.2, "per_head": 0.5}, {"fused": 2.1, "per_head": 0.6}]
+    )
+    found = calibration_of(run)
+    ranges = {entry["impl"]: entry["range"] for entry in found.ratios}
+    assert ranges == pytest.approx({"fused": 0.1, "per_head": 0.2}, rel=0.02)
+    assert found.between_process_spread == pytest.approx(0.15, rel=0.02)
+    assert (found.processes, found.run_id) == (3, "cal")
+    assert found.fingerprint_key == Fingerprint.of(ENVIRONMENT).key and "Test CPU" in found.machine
+
+
+def test_a_calibration_is_stored_per_fingerprint_and_read_back(empty_calibration_cache: Path) -> None:
+    here, other = Fingerprint.of(ENVIRONMENT), Fingerprint.of({**ENVIRONMENT, "torch": "2.14.0"})
+    path = save_calibration(calibration(0.05, here))
+    assert path == calibration_path(here) and path.parent == empty_calibration_cache
+    assert load_calibration(here) == calibration(0.05, here)
+    assert load_calibration(other) is None  # a torch upgrade needs its own calibration
+    path.write_text("{not json")
+    with pytest.raises(ResultsCorruptError, match="run mhabench calibrate again"):
+        load_calibration(here)
+
+
+def one_process_run(leads: dict[int, float]) -> Run:
+    """One process, one case per seq_len: ``fused`` faster than ``naive`` by ``leads[seq_len]``."""
+    records = []
+    for seq_len, lead in leads.items():
+        times = rounds({"naive": lead, "fused": 1.0}, count=20, noise=0.002, seed=seq_len)
+        records += [row(impl, times[impl], seq_len=seq_len) for impl in ("naive", "fused")]
+    return Run(
+        Path("one"), Manifest.model_validate({"run_id": "one", "environment": ENVIRONMENT}), pd.DataFrame(records)
+    )
+
+
+def test_a_winner_whose_lead_is_within_the_machine_spread_may_not_replicate() -> None:
+    save_calibration(calibration(0.10, Fingerprint.of(ENVIRONMENT)))
+    answers = answer(one_process_run({128: 1.06, 512: 1.5}))
+    (found,) = calibrated_caveats(answers)
+    assert found.rule == MAY_NOT_REPLICATE and found.figures["between_process_spread"] == 0.10
+    assert "n=128" in found.text and "n=512" not in found.text and "10 %" in found.text and "cal-run" in found.text
+    assert {ref.impl for ref in found.rows} == {"fused", "naive"}
+
+
+def test_leads_beyond_the_spread_say_nothing_and_a_missing_calibration_says_so() -> None:
+    answers = answer(one_process_run({128: 1.06, 512: 1.5}))
+    (unknown,) = calibrated_caveats(answers)
+    assert unknown.rule == UNCALIBRATED and "mhabench calibrate" in unknown.text and "2 pick(s)" in unknown.text
+    save_calibration(calibration(0.02, Fingerprint.of(ENVIRONMENT)))
+    assert calibrated_caveats(answers) == []
+
+
+def test_a_replicated_run_needs_no_calibration_caveat() -> None:
+    run = replicated_run([{"fused": 1.06}, {"fused": 1.07}, {"fused": 1.05}])
+    assert calibrated_caveats(answer(run)) == []
+
+
+def test_the_calibration_sweep_is_a_valid_replicated_config() -> None:
+    config = calibration_config("cpu", 4)
+    assert (config.replicates, config.device, config.name) == (4, "cpu", "calibration")
+    assert config.implementations == ["naive", "per_head", "fused"]
+
+
+def test_calibrate_show_prints_this_machine_s_calibration_or_one_line_without_one() -> None:
+    missing = CliRunner().invoke(app, ["calibrate", "--show", "--device", "cpu"])
+    assert missing.exit_code == 2 and "no calibration for this machine" in missing.output
+    here = Fingerprint.of(environment(torch.device("cpu")))
+    save_calibration(dataclasses.replace(calibration(0.07, here), ratios=[{"impl": "fused", "range": 0.07}]))
+    shown = CliRunner().invoke(app, ["calibrate", "--show", "--device", "cpu"])
+    assert shown.exit_code == 0 and "between-process spread 7.0%" in shown.output and here.key in shown.output
+
+
+def test_calibrate_refuses_a_single_process() -> None:
+    result = CliRunner().invoke(app, ["calibrate", "--processes", "1"])
+    assert result.exit_code == 2 and "--processes" in result.output
+
+
+def test_calibrate_from_reads_a_replicated_run_on_disk_and_refuses_a_single_process(tmp_path: Path) -> None:
+    from synthetic_runs import write_run
+
+    single = write_run(tmp_path, "single", [row("naive", [1.0] * 6), row("fused", [0.5] * 6)])
+    refused = CliRunner().invoke(app, ["calibrate", "--from", str(single)])
+    assert refused.exit_code == 2 and "not a replicated run" in refused.output

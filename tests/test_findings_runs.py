@@ -1,0 +1,238 @@
+"""The findings can be replayed: every run a page cites is stored under docs/findings/runs/, and advise on
+the stored folders gives the figures replication.md quotes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import tarfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mhabench.analysis.advice.advise import advise
+from mhabench.analysis.advice.flips import FLIPS
+from mhabench.analysis.advice.pick import TIED, WINNER, Pick
+from mhabench.analysis.calibration import calibration_of
+from mhabench.analysis.spread import speedup_spread
+from mhabench.results.store import load_run
+
+FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings"
+RUNS = FINDINGS / "runs"
+RUN_ID = re.compile(r"\b[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9._-]*[A-Za-z0-9]")
+UNSTORED_PAGES = {
+    "advise.md",
+    "claims.md",
+    "decode.md",
+    "default-run.md",
+    "dot-vs-additive.md",
+    "gpu-h200.md",
+    "gqa.md",
+    "head-dim-reduction.md",
+    "heads-sweep.md",
+    "masks.md",
+    "models.md",
+    "peers.md",
+    "reproducibility.md",
+    "scaling.md",
+    "shared-qk.md",
+    "train-vs-forward.md",
+}
+"""Pages written before issue 26 from runs that were never kept (on VMs since gone). This set may only
+shrink: a page re-run from now on stores its runs, and then every run id it cites is checked."""
+
+
+def stored_ids() -> set[str]:
+    return {path.name.removesuffix(".tar.xz") for path in RUNS.glob("*.tar.xz")}
+
+
+def cited(page: Path) -> set[str]:
+    return set(RUN_ID.findall(page.read_text()))
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in FINDINGS.glob("*.md")))
+def test_every_run_a_page_cites_is_stored(page: str) -> None:
+    if page in UNSTORED_PAGES:
+        pytest.skip(f"{page}: its runs were not kept (written before runs were stored)")
+    missing = cited(FINDINGS / page) - stored_ids()
+    assert not missing, f"{page} cites runs not under docs/findings/runs/: {sorted(missing)}"
+
+
+def test_the_unstored_list_names_only_pages_that_exist() -> None:
+    assert {p.name for p in FINDINGS.glob("*.md")} >= UNSTORED_PAGES
+    assert "replication.md" not in UNSTORED_PAGES
+
+
+def unpack(run_ids: list[str], into: Path) -> list[Path]:
+    """The stored archives of ``run_ids`` unpacked under ``into``: one run folder each."""
+    for run_id in run_ids:
+        with tarfile.open(RUNS / f"{run_id}.tar.xz") as archive:
+            archive.extractall(into, filter="data")
+    return [into / run_id for run_id in run_ids]
+
+
+def replication_runs(label: str) -> list[str]:
+    """The run ids of one row of replication.md's "runs" table (``label`` is its first cell)."""
+    text = (FINDINGS / "replication.md").read_text()
+    (line,) = [line for line in text.splitlines() if line.startswith(f"| {label} |") and RUN_ID.search(line)]
+    return RUN_ID.findall(line)
+
+
+@pytest.mark.parametrize(
+    ("label", "flipped", "cases"),
+    [
+        ("default, one process", 0, 3),
+        ("default, `--replicates 3`", 0, 3),
+        ("models-replication, one process", 2, 6),
+        ("models-replication, `--replicates 3`", 0, 6),
+    ],
+)
+def test_advise_on_the_stored_runs_gives_the_flip_rates_replication_md_quotes(
+    tmp_path: Path, label: str, flipped: int, cases: int
+) -> None:
+    run_ids = replication_runs(label)
+    found = advise([load_run(path) for path in unpack(run_ids, tmp_path)])
+    (statement,) = [s for s in found.across if s.rule == FLIPS]
+    assert (statement.figures["flipped"], statement.figures["cases"]) == (flipped, cases)
+    assert f"| {label} | {len(run_ids)} | {flipped} of {cases} |" in (FINDINGS / "replication.md").read_text()
+
+
+def test_the_clear_case_is_resolved_in_every_replicated_default_run(tmp_path: Path) -> None:
+    run_ids = replication_runs("default, `--replicates 3`")
+    for advice in advise([load_run(path) for path in unpack(run_ids, tmp_path)]).runs:
+        (largest,) = [pick for pick in advice.answers.picks.values() if pick.case.fields["seq_len"] == 2048]
+        assert (largest.verdict, largest.impls) == (WINNER, ("fused",))
+
+
+def cell(pick: Pick) -> str:
+    """A pick as replication.md's per-case tables write it."""
+    if pick.verdict == WINNER and pick.estimate is not None:
+        estimate = pick.estimate
+        return f"`{pick.impls[0]}` {estimate.ratio:.2f}× [{estimate.ci_low:.2f}–{estimate.ci_high:.2f}]"
+    if pick.verdict == TIED:
+        return "tied: " + ", ".join(f"`{impl}`" for impl in sorted(pick.impls))
+    return pick.verdict
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "default, one process",
+        "default, `--replicates 3`",
+        "models-replication, one process",
+        "models-replication, `--replicates 3`",
+    ],
+)
+def test_every_pick_in_the_per_case_tables_is_what_advise_says_on_the_stored_runs(tmp_path: Path, label: str) -> None:
+    found = advise([load_run(path) for path in unpack(replication_runs(label), tmp_path)])
+    by_case = zip(*([cell(pick) for pick in run.answers.picks.values()] for run in found.runs), strict=True)
+    text = (FINDINGS / "replication.md").read_text()
+    rows = text.split(f"| {label} | run 1 |", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    assert [line.split(" | ")[1:] for line in rows] == [[*cells[:-1], cells[-1] + " |"] for cells in by_case]
+
+
+def test_the_calibrations_quoted_are_those_of_the_stored_replicated_runs(tmp_path: Path) -> None:
+    runs = unpack(replication_runs("default, `--replicates 3`"), tmp_path)
+    spreads = [f"{calibration_of(load_run(path)).between_process_spread:.1%}".replace("%", " %") for path in runs]
+    assert ", ".join(spreads[:-1]) + f" and {spreads[-1]}" in " ".join(
+        (FINDINGS / "replication.md").read_text().split()
+    )
+
+
+def test_the_calibration_sweep_quoted_is_the_stored_calibration_run(tmp_path: Path) -> None:
+    (run_dir,) = unpack(["20261127T085726Z-calibration"], tmp_path)
+    found = calibration_of(load_run(run_dir))
+    assert f"{found.between_process_spread:.1%}" == "78.6%" and found.processes == 3
+    (per_head,) = [r for r in found.ratios if r["impl"] == "per_head" and "n128" in r["case_id"]]
+    assert [f"{ratio:.2f}" for ratio in per_head["by_process"]] == ["0.14", "9.09", "0.40"]
+    assert "gave 78.6 %" in (FINDINGS / "replication.md").read_text()
+
+
+def test_the_spread_at_n_128_quoted_is_that_of_the_first_replicated_default_run(tmp_path: Path) -> None:
+    (run_dir,) = unpack(["20261127T091136Z-default"], tmp_path)
+    (fused,) = [r for r in calibration_of(load_run(run_dir)).ratios if r["impl"] == "fused" and "n128" in r["case_id"]]
+    low, high = min(fused["by_process"]), max(fused["by_process"])
+    assert f"moved from {low:.1f}× to {high:.1f}×" in " ".join((FINDINGS / "replication.md").read_text().split())
+
+
+def test_the_compile_times_quoted_are_those_of_the_stored_models_runs(tmp_path: Path) -> None:
+    runs = [load_run(path) for path in unpack(replication_runs("models-replication, one process"), tmp_path)]
+    seconds = [run.rows[run.rows["impl"] == "flex"]["compile_time_s"] for run in runs]
+    cold, warm = seconds[0], pd.concat(seconds[1:])
+    text = " ".join((FINDINGS / "replication.md").read_text().split())
+    assert f"in {cold.min():.1f}–{cold.max():.1f} s per case" in text
+    assert f"warm: {warm.min():.1f}–{warm.max():.1f} s per case" in text
+
+
+def test_the_call_times_and_rounds_quoted_for_the_8b_models_at_1024(tmp_path: Path) -> None:
+    runs = [load_run(path) for path in unpack(replication_runs("models-replication, one process"), tmp_path)]
+    rows = pd.concat([run.rows for run in runs])
+    large = rows[rows["case_id"].str.contains("n1024") & ~rows["scenario"].eq("gpt2") & rows["status"].eq("ok")]
+    seconds, rounds = large["latency_ms"] / 1000, large["samples"].astype(int)
+    text = " ".join((FINDINGS / "replication.md").read_text().split())
+    assert f"a call took {seconds.min():.1f}–{seconds.max():.0f} s" in text
+    assert f"left each row {rounds.min()} to {rounds.max()} rounds" in text
+
+
+def test_the_coverages_quoted_are_those_of_the_test_model() -> None:
+    from test_replication import coverage
+
+    text = " ".join((FINDINGS / "replication.md").read_text().split())
+    (three, pooled_three), (five, _) = coverage(3), coverage(5)
+    assert (
+        f"covered the true ratio in {three:.0%} of draws with 3 processes and {five:.0%} with 5".replace("%", " %")
+        in text
+    )
+    assert f"pooled, in {pooled_three:.0%}".replace("%", " %") in text
+
+
+def test_the_sixth_replicated_default_run_and_the_shipped_calibration_quoted(tmp_path: Path) -> None:
+    default, calibration = unpack(["20261127T100806Z-default", "20261127T100922Z-calibration"], tmp_path)
+    text = " ".join((FINDINGS / "replication.md").read_text().split())
+    run = load_run(default)
+    seconds = [
+        (dt.datetime.fromisoformat(p["finished_at"]) - dt.datetime.fromisoformat(p["started_at"])).total_seconds()
+        for p in run.manifest.as_dict()["replicated_from"]
+    ]
+    assert f"its processes {seconds[0]:.1f}, {seconds[1]:.1f} and {seconds[2]:.1f} s" in text
+    (advice,) = advise([run]).runs
+    (largest,) = [pick for pick in advice.answers.picks.values() if pick.case.fields["seq_len"] == 2048]
+    assert (largest.verdict, set(largest.impls), largest.runner_up) == (TIED, {"fused", "per_head"}, "per_head")
+    assert largest.estimate is not None
+    estimate = largest.estimate
+    assert f"{estimate.ratio:.2f}× [{estimate.ci_low:.2f}–{estimate.ci_high:.2f}], includes 1" in text
+    lines = speedup_spread(run.rows, "naive")
+    (per_head,) = lines[(lines["impl"] == "per_head") & lines["case_id"].str.contains("n2048")]["speedup_by_repeat"]
+    assert "`per_head` ran at " + ", ".join(f"{r:.2f}×" for r in per_head[:2]) + f" and {per_head[2]:.2f}×" in text
+    found = calibration_of(load_run(calibration))
+    assert f"gave {found.between_process_spread:.1%}".replace("%", " %") in text and found.processes == 5
+    (fused,) = [r for r in found.ratios if r["impl"] == "fused" and "n128" in r["case_id"]]
+    assert ", ".join(f"{r:.2f}×" for r in fused["by_process"][:4]) in text.replace(" and ", ", ")
+
+
+def test_the_replicated_masks_picks_quoted_are_advise_on_the_stored_run(tmp_path: Path) -> None:
+    (run_dir,) = unpack(["20261127T101318Z-masks"], tmp_path)
+    (advice,) = advise([load_run(run_dir)]).runs
+    text = " ".join((FINDINGS / "masks.md").read_text().split())
+    winners = [pick for pick in advice.answers.picks.values() if pick.verdict == WINNER and pick.estimate is not None]
+    quoted = {
+        ("fused", "flex", "2.14× [1.62–2.82]"),
+        ("flex", "fused", "1.70× [1.25–2.30]"),
+        ("flex", "fused", "1.14× [1.04–1.24]"),
+        ("fused", "flex", "1.52× [1.43–1.62]"),
+        ("fused", "flex", "1.43× [1.18–1.74]"),
+        ("fused", "flex", "1.47× [1.22–1.75]"),
+    }
+    said = {
+        (p.impls[0], p.runner_up, f"{p.estimate.ratio:.2f}× [{p.estimate.ci_low:.2f}–{p.estimate.ci_high:.2f}]")
+        for p in winners
+        if p.estimate is not None
+    }
+    assert quoted <= said
+    for winner, runner_up, lead in quoted - {
+        ("fused", "flex", "1.43× [1.18–1.74]"),
+        ("fused", "flex", "1.47× [1.22–1.75]"),
+    }:
+        assert f"`{winner}` wins, {lead} over `{runner_up}`" in text
+    assert "`fused` wins, 1.43× [1.18–1.74] / 1.47× [1.22–1.75] over `flex`" in text
