@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import torch
 from shared_runs import recorded
@@ -20,6 +21,7 @@ from mhabench.cost import Workload
 from mhabench.impls.registry import available_implementations, build, get_spec
 from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.stages import Unit, assign_stages, breakdown, kind_of, profile_cpu
+from mhabench.results.kernels import read_kernels
 from mhabench.results.stages import StageFigures, breakdown_group, read_breakdown
 from mhabench.results.store import load_run
 from mhabench.run import runner
@@ -253,6 +255,18 @@ def test_the_report_draws_model_and_measured_stages_for_the_recorded_run(counter
     assert isinstance(blocks[0], Heading) and blocks[0].text == "Stages"
     plots = [block for block in blocks if isinstance(block, Plot)]
     assert len(plots) == 4 and all(plot.png for plot in plots)
+
+
+def test_a_case_with_several_repeats_draws_each_implementation_once(counters_run: Path) -> None:
+    """A replicated run repeats every row per process: the stacked bars take the first repeat, not all of them."""
+    from mhabench.views import stage_plot
+
+    run = load_run(counters_run)
+    case_id = run.rows["case_id"].iloc[0]
+    one = run.rows[run.rows["case_id"] == case_id]
+    twice = pd.concat([one, one.assign(repeat=1)], ignore_index=True)
+    bars = stage_plot._bars(twice, read_kernels(counters_run))
+    assert sorted(impl for impl, _, _ in bars) == sorted(one[one["status"] == "ok"]["impl"])
 
 
 def test_model_disagreements_include_the_hardware_figures(counters_run: Path) -> None:

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from mhabench.analysis.explain.explain import row_stages
-from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, PEAK_GBPS, PEAK_TFLOPS, STATUS
+from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, PEAK_GBPS, PEAK_TFLOPS, REPEAT, STATUS
 from mhabench.results.kernels import read_kernels
 from mhabench.results.schema import RowStatus
 from mhabench.results.stages import StageFigures
@@ -45,7 +45,8 @@ def stage_blocks(run: Run) -> list[Block]:
     intro = (
         "Per implementation, the measured bar splits its median latency as its profiled call split, stage by stage; "
         "the model bar is each stage's cost-model FLOPs and bytes at the row's roofs (the least time the stage could "
-        "take). `mhabench explain RUN` says why a slower implementation's stage costs more."
+        "take); a run with several repeats or replicates draws its first. `mhabench explain RUN` says why a slower "
+        "implementation's stage costs more."
     )
     left = rows[CASE_ID].nunique() - len(plots)
     more = f" {left} more case(s) are not drawn." if left > 0 else ""
@@ -57,7 +58,10 @@ Bar = tuple[str, dict[str, float], dict[str, float]]
 
 
 def _bars(case_rows: pd.DataFrame, kernels: pd.DataFrame | None) -> list[Bar]:
-    """Per implementation with a breakdown: (impl, model ms per stage, measured ms per stage)."""
+    """Per implementation with a breakdown: (impl, model ms per stage, measured ms per stage), from the case's
+    first repeat only: a replicated or ``--repeat`` run would otherwise draw every implementation once per pass."""
+    if REPEAT in case_rows:
+        case_rows = case_rows[case_rows[REPEAT] == case_rows[REPEAT].min()]
     bars = []
     for _, row in case_rows[case_rows[STATUS] == RowStatus.OK].iterrows():
         figures, _ = row_stages(row.to_dict(), kernels)
