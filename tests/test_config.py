@@ -352,6 +352,17 @@ def test_every_error_of_a_file_is_named_at_once() -> None:
     assert lines[-1].startswith(f"{SOURCE}: implementations: unknown implementation 'flash'; did you mean")
 
 
+def test_a_covering_window_is_named_beside_the_files_other_errors() -> None:
+    """The window check ran first and alone: a file with it, a typo and an unknown implementation showed only it."""
+    window = scenario(seq_len=64, mask="sliding_window", window=128)
+    lines = file_errors({"scenarios": [{**window, "batchh": 2}], "implementations": ["fusd"]})
+    assert lines[0] == f"{SOURCE}: scenarios[0].batchh: unknown field; did you mean 'batch'?"
+    assert any(line.startswith(f"{SOURCE}: scenarios[0].window: 128 is not below seq_len 64") for line in lines)
+    assert lines[-1].startswith(f"{SOURCE}: implementations: unknown implementation 'fusd'")
+    valid_otherwise = file_errors({"scenarios": [window], "implementations": ["fusd"]})
+    assert len(valid_otherwise) == 2 and "window" in valid_otherwise[0] and "'fusd'" in valid_otherwise[1]
+
+
 def test_a_long_list_of_errors_stops_at_a_screenful() -> None:
     lines = file_errors({"scenarios": [scenario(seq_len=-i - 1) for i in range(30)]})
     assert len(lines) == MAX_LISTED_ERRORS + 1 and lines[-1] == f"{SOURCE}: (and 10 more)"

@@ -405,12 +405,16 @@ def parse_config(data: Any, source: str) -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of fields, got a {type(data).__name__}")
     check_document_size(data, source)
+    windows = window_problems(data)
     try:
         config = RunConfig.model_validate(with_models(data, source))
     except ValidationError as exc:
         names = data.get("implementations")
         extra = [f"implementations: {p}" for p in unknown_implementations(names)] if isinstance(names, list) else []
-        raise ConfigError(describe_validation_error(exc, _known_fields, source, extra)) from None
+        raise ConfigError(describe_validation_error(exc, _known_fields, source, [*windows, *extra])) from None
+    if windows:  # named with the file's other problems, so one fix-and-rerun finds them all
+        unknown = [f"implementations: {p}" for p in unknown_implementations(config.implementations or [])]
+        raise ConfigError("\n".join(f"{source}: {line}" for line in [*windows, *unknown]))
     if config.name is None:
         config = config.model_copy(update={"name": Path(source).stem})
     config = config.model_copy(update={"scenarios": [with_corpus_files(spec, source) for spec in config.scenarios]})
@@ -448,9 +452,6 @@ def with_models(data: dict[str, Any], source: str) -> dict[str, Any]:
         return data
     expanded = []
     for index, scenario in enumerate(scenarios):
-        problem = own_window_problem(scenario) if isinstance(scenario, dict) else None
-        if problem:
-            raise ConfigError(f"{source}: scenarios[{index}].window: {problem}")
         if isinstance(scenario, dict) and scenario.get("model") is not None:
             try:
                 scenario = models.with_model(scenario, Path(source).parent)
@@ -458,6 +459,15 @@ def with_models(data: dict[str, Any], source: str) -> dict[str, Any]:
                 raise ConfigError(f"{source}: scenarios[{index}].model: {exc}") from None
         expanded.append(scenario)
     return {**data, "scenarios": expanded}
+
+
+def window_problems(data: dict[str, Any]) -> list[str]:
+    """One line per scenario whose own window never acts (:func:`own_window_problem`), with its location."""
+    scenarios = data.get("scenarios")
+    if not isinstance(scenarios, list):
+        return []
+    found = [(index, own_window_problem(s)) for index, s in enumerate(scenarios) if isinstance(s, dict)]
+    return [f"scenarios[{index}].window: {problem}" for index, problem in found if problem]
 
 
 def own_window_problem(scenario: dict[str, Any]) -> str | None:
