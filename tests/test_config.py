@@ -352,6 +352,15 @@ def test_every_error_of_a_file_is_named_at_once() -> None:
     assert lines[-1].startswith(f"{SOURCE}: implementations: unknown implementation 'flash'; did you mean")
 
 
+def test_a_resolved_model_config_written_back_out_parses_again() -> None:
+    """Each replicate re-reads the resolved config: Gemma 2's preset window (4096) at n=64 is written out explicitly
+    there, and was refused as if the user had written it (``run configs/models.yaml --replicates 3`` exited 2)."""
+    resolved = parse_config({"scenarios": [{"model": "gemma-2-9b", "seq_len": 64}]}, SOURCE)
+    again = parse_config(resolved.model_dump(mode="json"), SOURCE)
+    assert again.scenarios[0].window == resolved.scenarios[0].window == [4096]
+    config_error({"scenarios": [{"model": "gemma-2-9b", "seq_len": 64, "mask": "sliding_window", "window": 128}]})
+
+
 def test_a_covering_window_is_named_beside_the_files_other_errors() -> None:
     """The window check ran first and alone: a file with it, a typo and an unknown implementation showed only it."""
     window = scenario(seq_len=64, mask="sliding_window", window=128)

@@ -405,7 +405,7 @@ def parse_config(data: Any, source: str) -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of fields, got a {type(data).__name__}")
     check_document_size(data, source)
-    windows = window_problems(data)
+    windows = window_problems(data, Path(source).parent)
     try:
         config = RunConfig.model_validate(with_models(data, source))
     except ValidationError as exc:
@@ -461,13 +461,33 @@ def with_models(data: dict[str, Any], source: str) -> dict[str, Any]:
     return {**data, "scenarios": expanded}
 
 
-def window_problems(data: dict[str, Any]) -> list[str]:
-    """One line per scenario whose own window never acts (:func:`own_window_problem`), with its location."""
+def window_problems(data: dict[str, Any], folder: Path) -> list[str]:
+    """One line per scenario whose own window never acts (:func:`own_window_problem`), with its location.
+
+    A window equal to the one the scenario's model fills is the model's, run as causal where it covers the
+    sequence (:func:`mhabench.scenario.cases.covered_windows`), never refused: a resolved config written back out
+    (each replicate's copy) names the preset's window explicitly and must parse again as it did."""
     scenarios = data.get("scenarios")
     if not isinstance(scenarios, list):
         return []
-    found = [(index, own_window_problem(s)) for index, s in enumerate(scenarios) if isinstance(s, dict)]
+    found = [
+        (index, own_window_problem(s))
+        for index, s in enumerate(scenarios)
+        if isinstance(s, dict) and not _is_models_window(s, folder)
+    ]
     return [f"scenarios[{index}].window: {problem}" for index, problem in found if problem]
+
+
+def _is_models_window(scenario: dict[str, Any], folder: Path) -> bool:
+    """Whether the scenario's window is the one its ``model`` would fill (a bad model is reported elsewhere)."""
+    if scenario.get("model") is None or "window" not in scenario:
+        return False
+    bare = {key: value for key, value in scenario.items() if key not in ("window", "mask", "causal")}
+    try:
+        filled = models.with_model(bare, folder).get("window")
+    except ValueError:
+        return False
+    return filled is not None and _ints(filled) == _ints(scenario["window"])  # one value or a one-value sweep
 
 
 def own_window_problem(scenario: dict[str, Any]) -> str | None:
