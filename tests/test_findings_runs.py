@@ -28,7 +28,6 @@ UNSTORED_PAGES = {
     "default-run.md",
     "dot-vs-additive.md",
     "gpu-h200.md",
-    "gqa.md",
     "head-dim-reduction.md",
     "heads-sweep.md",
     "masks.md",
