@@ -31,7 +31,6 @@ UNSTORED_PAGES = {
     "head-dim-reduction.md",
     "heads-sweep.md",
     "masks.md",
-    "models.md",
     "peers.md",
     "reproducibility.md",
     "scaling.md",
