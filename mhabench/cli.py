@@ -2,62 +2,36 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
-from typer.core import TyperGroup
 
+from mhabench import cli_run
 from mhabench.analysis.speedup import DEFAULT_BASELINE
-from mhabench.errors import InputError, MhabenchError
+from mhabench.cli_shell import OneLineErrors, console, err_console, user_errors
+from mhabench.errors import InputError
 from mhabench.history.provenance import code_versions
 from mhabench.impls import get_spec
 from mhabench.impls.registry import available_implementations
 from mhabench.results.columns import columns_info, reference_markdown
-from mhabench.results.manifest import Shard
 from mhabench.results.store import rows_frame
-from mhabench.run import replicates as replicated_run
 from mhabench.run import runner
 from mhabench.run.launch import launch_env
-from mhabench.run.request import RunRequest, Selector
+from mhabench.run.request import RunRequest
 from mhabench.scenario import config as config_mod
 from mhabench.scenario import overrides, plugins
-from mhabench.scenario.device import resolve_device
 from mhabench.version import __version__
 from mhabench.views import summary
 from mhabench.views.implementations import implementations_markdown
 from mhabench.views.models import models_table
 from mhabench.views.progress import RichProgress
 from mhabench.views.table import to_markdown, to_rich
-
-
-class OneLineErrors(TyperGroup):
-    """Usage errors (an unknown flag, a missing argument) as one line and exit 2, like every other error."""
-
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs["standalone_mode"] = False
-        try:
-            code = super().main(*args, **kwargs)
-        except typer.Exit as exc:
-            sys.exit(exc.exit_code)
-        except typer.Abort:
-            sys.exit(130)
-        except Exception as exc:  # click's usage errors (click may be vendored by typer): duck-typed
-            if not (hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int)):
-                raise
-            message = exc.format_message()
-            if message:
-                err_console.print(f"error: {escape(message)}", highlight=False, soft_wrap=True)
-            sys.exit(exc.exit_code)
-        sys.exit(code if isinstance(code, int) else 0)
-
 
 app = typer.Typer(
     cls=OneLineErrors,
@@ -66,23 +40,6 @@ app = typer.Typer(
     help="Ablation and benchmarking lab for multi-head attention.",
     pretty_exceptions_enable=False,
 )
-PIPE_WIDTH = 200  # output to a file or a pipe: wide enough that the run summary's table never wraps
-console = Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else PIPE_WIDTH)
-
-
-@contextlib.contextmanager
-def user_errors() -> Iterator[None]:
-    """Turn mhabench's typed errors into one line on stderr and their exit code (2 input, 1 failure)."""
-    try:
-        yield
-    except (MhabenchError, OSError) as exc:  # OSError: e.g. a full disk mid-run; finished rows stay on disk
-        for line in str(exc).splitlines() or [""]:  # a file's every problem, one line each
-            err_console.print(f"[bold red]error:[/bold red] {escape(line)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(exc.exit_code if isinstance(exc, MhabenchError) else 1) from None
-    except KeyboardInterrupt:
-        err_console.print("interrupted: every finished row is already on disk")
-        raise typer.Exit(130) from None
 
 
 def _version(value: bool) -> None:
@@ -157,7 +114,7 @@ def run(
             known = ", ".join(sorted(available_implementations()))
             raise InputError(f"--baseline: unknown implementation {baseline!r}; known: {known}")
         if resume is not None:
-            _refuse_with_resume(
+            cli_run.refuse_with_resume(
                 CONFIG=configs,
                 **{
                     "--device": device,
@@ -176,7 +133,7 @@ def run(
                     "--replicates": replicates is not None,
                 },
             )
-            _resume(resume, out, force, baseline)
+            cli_run.resume(resume, out, force, baseline)
             return
         parsed_shard = parse_shard(shard) if shard is not None else None
         paths = [str(path) for path in configs] if configs else [config_mod.default_config_name(device)]
@@ -204,11 +161,11 @@ def run(
                 console.print(to_rich(summary.plan_table(rows_frame(runner.plan(config, repeat)))))
                 continue
             if replicate is not None or config.replicates > 1:
-                replicated = _run_replicate_or_replicated(config, out, replicate, repeat, parsed_shard, baseline)
+                replicated = cli_run.run_replicate_or_replicated(config, out, replicate, repeat, parsed_shard, baseline)
                 if replicated is not None:
-                    _append_history(replicated, history_dir or config.history, baseline)
+                    cli_run.append_history(replicated, history_dir or config.history, baseline)
                 continue
-            select, extra = _shard_selection(config, parsed_shard)
+            select, extra = cli_run.shard_selection(config, parsed_shard)
             with RichProgress(console) as progress:
                 request = RunRequest(
                     argv=tuple(sys.argv),
@@ -217,117 +174,9 @@ def run(
                     manifest_extra={**(extra or {}), "code": code_versions(runner.implementations_of(config))},
                     config_path=path,
                 )
-                result = _launch(config, out, progress, request)
-            _print_run(result, baseline)
-            _append_history(result, history_dir or config.history, baseline)
-
-
-def _launch(
-    config: config_mod.RunConfig, out_root: Path, progress: RichProgress, request: RunRequest
-) -> runner.RunResult | None:
-    """Run in this process, or as this rank of a ``torchrun`` launch (None on every rank but 0).
-
-    The one place that looks at how mhabench was started. Under torchrun ``--resume`` is refused by
-    the launch's own checks, so ``resume_differences`` only concerns a run in this process.
-    """
-    launch = launch_env()
-    if launch is None:
-        return runner.run(config, out_root, progress, request)
-    from mhabench.distributed.run import run_distributed
-
-    return run_distributed(config, out_root, progress, launch, request)
-
-
-def _run_replicate_or_replicated(
-    config: config_mod.RunConfig, out: Path, replicate: str | None, repeat: int, shard: Shard | None, baseline: str
-) -> runner.RunResult | None:
-    """``--replicate I/N`` (a child the parent started: measure, print nothing, None) or ``replicates: N`` (the
-    parent: the merged run, printed)."""
-    replicated_run.check_replicable(config.replicates, repeat, shard, launch_env())
-    if replicate is not None:
-        one = replicated_run.parse_replicate(replicate)
-        extra = {"replicate": vars(one), "code": code_versions(runner.implementations_of(config))}
-        request = RunRequest(argv=tuple(sys.argv), case_order_seed=one.index, manifest_extra=extra)
-        runner.run(config, out, None, request)
-        return None
-    files = plugins.loaded_plugin_files()
-    result = replicated_run.run_replicated(config, out, sys.argv, files, lambda line: console.print(escape(line)))
-    _print_run(result, baseline)
-    return result
-
-
-def _shard_selection(
-    config: config_mod.RunConfig, shard: Shard | None
-) -> tuple[Selector | None, dict[str, Any] | None]:
-    """``--shard I/N``: the selector of this shard's (case, implementation) pairs and its manifest entry."""
-    if shard is None:
-        return None, None
-    from mhabench.run.shard import shard_selector
-
-    device = resolve_device(config.device)
-    select = shard_selector(config, device, runner.implementations_of(config), shard)
-    return select, {"shard": {"index": shard.index, "count": shard.count}}
-
-
-def _resume(ref: str, results_root: Path, force: bool, baseline: str) -> None:
-    """``--resume``: measure the (case, implementation, repeat) triples the run folder lacks."""
-    from mhabench.run.resume import NothingToResumeError, prepare_resume
-
-    try:
-        plan = prepare_resume(ref, results_root, force)
-    except NothingToResumeError as exc:  # a finished run: success, so a retry loop may always --resume
-        err_console.print(escape(str(exc)), highlight=False, soft_wrap=True)
-        return
-    select, _ = _shard_selection(plan.config, plan.shard)
-    with RichProgress(console) as progress:
-        request = RunRequest(
-            argv=tuple(sys.argv), select=select, resume_dir=plan.run_dir, resume_differences=plan.differences
-        )
-        result = _launch(plan.config, plan.run_dir.parent, progress, request)
-    _print_run(result, baseline)
-
-
-def _refuse_with_resume(**given: Any) -> None:
-    """A resumed run keeps the settings it was started with: other run options are refused, not ignored."""
-    named = [name for name, value in given.items() if value]
-    if named:
-        raise InputError(f"--resume: finishes a run with the settings it started with; drop {', '.join(named)}")
-
-
-def _print_run(result: runner.RunResult | replicated_run.ReplicatedResult | None, baseline: str) -> None:
-    """The run summary (compact above a few dozen rows); nothing on the non-zero ranks of torchrun."""
-    if result is None:
-        return
-    for renderable in summary.run_summary(result.frame, baseline, result.run_dir, console.width):
-        console.print(renderable)
-    for line in _short_answer(result):
-        console.print(Text(line))
-    console.print(f"results: {result.run_dir}")
-    for warning in result.warnings:
-        err_console.print(escape(warning), style="yellow", highlight=False, soft_wrap=True)
-
-
-def _append_history(result: runner.RunResult | None, directory: Path | str | None, baseline: str) -> None:
-    """``--history DIR`` (or the config's ``history:``): the finished run's rows into the store."""
-    if result is None or directory is None:
-        return
-    from mhabench.history.ingest import add_run
-
-    _, added = add_run(Path(directory), result.run_dir, baseline, strict_baseline=False)
-    console.print(f"history: {added} rows added to {directory}", highlight=False, soft_wrap=True)
-
-
-def _short_answer(result: runner.RunResult) -> list[str]:
-    """The few lines of ``mhabench advise`` under the run's table: the pick per case group and one why, from the
-    rows the command holds (read back from the folder only where the launch kept no manifest)."""
-    from mhabench.analysis.advice.advise import advise as advise_runs
-    from mhabench.results.store import held_run, load_run
-    from mhabench.views.advice import short_answer
-
-    run = (
-        load_run(result.run_dir) if result.manifest is None else held_run(result.run_dir, result.manifest, result.rows)
-    )
-    return short_answer(advise_runs([run]), result.run_dir)
+                result = cli_run.launch(config, out, progress, request)
+            cli_run.print_run(result, baseline)
+            cli_run.append_history(result, history_dir or config.history, baseline)
 
 
 @app.command("list")
