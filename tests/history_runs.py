@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +49,13 @@ def timeline(root: Path, ratios: list[float], runs_per_commit: int = 1, **enviro
             name = f"run-{environment.get('torch', 'x')}-{index:02d}-{run}"
             folders.append(commit_run(root, name, f"c{index:02d}", 1000 + index, ratio, seed=seed, **environment))
     return folders
+
+
+def git(repo: Path, *args: str) -> str:
+    """``git -C repo ARGS`` with a throwaway identity; its stdout, stripped (the provenance and bisect tests)."""
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()

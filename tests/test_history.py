@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
-from history_runs import PLUGIN, commit_run, timeline
+from history_runs import PLUGIN, commit_run, git, timeline
 from typer.testing import CliRunner
 
 from mhabench.analysis.verdict import Change
@@ -209,15 +208,6 @@ def test_run_resume_refuses_history_rather_than_ignoring_it(tmp_path: Path) -> N
 def test_history_cli_without_a_store_is_one_line(tmp_path: Path) -> None:
     done = RUNNER.invoke(app, ["history", str(tmp_path / "none")])
     assert done.exit_code == 2 and "no store in" in done.stderr
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 def test_provenance_is_the_plugin_repositorys_commit_and_marks_a_dirty_tree(tmp_path: Path) -> None:

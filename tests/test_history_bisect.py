@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from history_runs import git
 from typer.testing import CliRunner
 
 from mhabench.analysis.verdict import Change
@@ -16,15 +17,6 @@ from mhabench.history.series import Point, Series
 from mhabench.results.fingerprint import Fingerprint
 
 FINGERPRINT = Fingerprint.of({"torch": "2.13.0"})
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 def fake_history(values: dict[str, float]) -> tuple[list[str], object, object]:
