@@ -202,6 +202,33 @@ def test_energy_check_bounds_and_skip_without_nvml(monkeypatch: pytest.MonkeyPat
     assert checks.energy_check(torch.device("cuda:0")) == (None, {"reason": "no nvidia-ml-py"})
 
 
+def test_the_energy_bound_read_on_the_recorded_h100_files() -> None:
+    """The rule against what the H100 wrote, not only hand-made windows: its gpu_check.json energy entry (211 W over
+    74 ms, PASSed then) fails now, and so does each of its matmul-loop windows: 73 ms, 307 ms and 1.6 s are shorter
+    than the check's 5 s (the 1.6 s one, unaligned to the counter's steps, also read 730 W, above the limit × 1.02);
+    the 4.8 s one has the power of a loaded board (697 W) and misses only the length."""
+    from mhabench.checks import counter_checks as checks
+    from mhabench.measure.energy_window import Window
+
+    report = json.loads(recorded("h100-20261127/gpu_check.json").read_text(encoding="utf-8"))
+    (entry,) = [check for check in report["checks"] if check["name"] == "energy"]
+    old = Window(energy_j=entry["energy_j"], seconds=entry["seconds"], calls=50, step_s=0.1)
+    assert checks.energy_verdict(old, entry["power_limit_w"])[0] is False
+    lines = recorded("h100-20261127/nvml-energy-windows.txt").read_text(encoding="utf-8").splitlines()
+    fields = [dict(part.split("=", 1) for part in line.split() if "=" in part) for line in lines if line.strip()]
+    verdicts = {
+        float(f["s"]): checks.energy_verdict(
+            Window(energy_j=float(f["J"]), seconds=float(f["s"]), calls=int(f["n"]), step_s=0.1),
+            entry["power_limit_w"],
+        )
+        for f in fields
+    }
+    assert [passed for passed, _ in verdicts.values()] == [False] * 4
+    longest = verdicts[4.8222][1]
+    assert longest["lower_bound_w"] <= longest["average_power_w"] <= entry["power_limit_w"] * 1.02
+    assert longest["seconds"] < checks.ENERGY_WINDOW_S
+
+
 def test_the_fp8_error_distribution_is_relative_to_the_largest_reference_element() -> None:
     """The fp8 check's error figures: |out − ref| / max |ref| over the compared rows, its median, p99, max and RMS."""
     reference = Reference(torch.tensor([[4.0, -2.0], [1.0, 0.0]], dtype=torch.float64))
