@@ -266,7 +266,7 @@ def compare(
             if fail_on_regression:
                 raise InputError("--fail-on-regression: needs two runs (RUN CANDIDATE)")
             run = store.require_results(store.load_run(run_ref, results_root))
-            comparison, drifts = compare_mod.speedups(run, baseline), drift_lines(run.rows)
+            comparison, drifts = compare_mod.speedups(run, baseline), drift_lines(run.frame)
         else:
             limit = stats.parse_threshold(threshold)
             base, candidate = (store.require_results(store.load_run(r, results_root)) for r in (run_ref, candidate_ref))
@@ -373,7 +373,7 @@ def merge(
             err_console.print(f"[yellow]forced:[/yellow] {escape(difference)}", highlight=False, soft_wrap=True)
         status = "" if merged.status == "complete" else f" (status {merged.status}: a shard did not complete)"
         _fresh_console().print(
-            f"merged {len(merged.rows)} rows from {len(runs)} shards{status}\nresults: {merged.run_dir}",
+            f"merged {len(merged.frame)} rows from {len(runs)} shards{status}\nresults: {merged.run_dir}",
             highlight=False,
         )
 

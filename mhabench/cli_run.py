@@ -110,24 +110,25 @@ def print_run(result: runner.RunResult | replicated_run.ReplicatedResult | None,
         err_console.print(escape(warning), style="yellow", highlight=False, soft_wrap=True)
 
 
-def append_history(result: runner.RunResult | None, directory: Path | str | None, baseline: str) -> None:
+def append_history(
+    result: runner.RunResult | replicated_run.ReplicatedResult | None, directory: Path | str | None, baseline: str
+) -> None:
     """``--history DIR`` (or the config's ``history:``): the finished run's rows into the store."""
     if result is None or directory is None:
         return
-    from mhabench.history.ingest import add_run
+    from mhabench.history.ingest import add_held_run
+    from mhabench.results.store import held_run
 
-    _, added = add_run(Path(directory), result.run_dir, baseline, strict_baseline=False)
+    run = held_run(result.run_dir, result.manifest, result.rows)
+    _, added = add_held_run(Path(directory), run, baseline, strict_baseline=False)
     console.print(f"history: {added} rows added to {directory}", highlight=False, soft_wrap=True)
 
 
-def short_answer(result: runner.RunResult) -> list[str]:
+def short_answer(result: runner.RunResult | replicated_run.ReplicatedResult) -> list[str]:
     """The few lines of ``mhabench advise`` under the run's table: the pick per case group and one why, from the
-    rows the command holds (read back from the folder only where the launch kept no manifest)."""
+    rows and the final manifest the command holds (the folder is never read back)."""
     from mhabench.analysis.advice.advise import advise as advise_runs
-    from mhabench.results.store import held_run, load_run
+    from mhabench.results.store import held_run
     from mhabench.views.advice import short_answer
 
-    run = (
-        load_run(result.run_dir) if result.manifest is None else held_run(result.run_dir, result.manifest, result.rows)
-    )
-    return short_answer(advise_runs([run]), result.run_dir)
+    return short_answer(advise_runs([held_run(result.run_dir, result.manifest, result.rows)]), result.run_dir)

@@ -21,7 +21,7 @@ from mhabench.measure.environment import environment
 from mhabench.results.calibration import Calibration, calibration_path, load_calibration, save_calibration
 from mhabench.results.fingerprint import Fingerprint
 from mhabench.results.manifest import Manifest
-from mhabench.results.store import Run
+from mhabench.results.store import Run, typed_rows
 
 
 def replicated_run(speedups_by_process: list[dict[str, float]]) -> Run:
@@ -33,7 +33,7 @@ def replicated_run(speedups_by_process: list[dict[str, float]]) -> Run:
         times = rounds(medians, count=20, noise=0.001, seed=index)
         records += [row(impl, times[impl], repeat=index) for impl in medians]
     manifest = {"run_id": "cal", "environment": ENVIRONMENT, "replicates": len(speedups_by_process)}
-    return Run(Path("cal"), Manifest.model_validate(manifest), pd.DataFrame(records))
+    return Run(Path("cal"), Manifest.model_validate(manifest), typed_rows(pd.DataFrame(records)))
 
 
 def calibration(spread: float, fingerprint: Fingerprint) -> Calibration:
@@ -70,7 +70,9 @@ def one_process_run(leads: dict[int, float]) -> Run:
         times = rounds({"naive": lead, "fused": 1.0}, count=20, noise=0.002, seed=seq_len)
         records += [row(impl, times[impl], seq_len=seq_len) for impl in ("naive", "fused")]
     return Run(
-        Path("one"), Manifest.model_validate({"run_id": "one", "environment": ENVIRONMENT}), pd.DataFrame(records)
+        Path("one"),
+        Manifest.model_validate({"run_id": "one", "environment": ENVIRONMENT}),
+        typed_rows(pd.DataFrame(records)),
     )
 
 

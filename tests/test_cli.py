@@ -68,7 +68,7 @@ def test_tiny_run_writes_three_files_and_prints_table(
     assert {p.name for p in run_dir.iterdir()} == {"results.csv", "results.parquet", "manifest.json"}
     assert f"results: {run_dir}" in result.output
     table = table_rows(result.output)
-    measured = load_run(run_dir).rows.set_index("impl")
+    measured = load_run(run_dir).frame.set_index("impl")
     assert [row["impl"] for row in table] == ["naive", "fused"] == list(measured.index)
     assert all(row["case"].startswith("n=9 h=2 d=16 b=2") for row in table)  # the one case, both rows
     assert all(row["status"].startswith("ok") for row in table)
@@ -234,7 +234,7 @@ def test_no_memory_guard_tries_what_the_guard_would_skip(
     result = invoke("run", config, "--out", tmp_path / "out", *flags)
     assert result.exit_code == 0, result.output
     (run_dir,) = (tmp_path / "out").iterdir()
-    assert list(load_run(run_dir).rows["status"]) == [status]
+    assert list(load_run(run_dir).frame["status"]) == [status]
 
 
 def test_allocator_option_is_recorded_and_checked(

@@ -225,7 +225,7 @@ def test_an_older_run_matches_a_new_one_on_the_key_defaults(tmp_path: Path) -> N
     new = write_run(tmp_path, "new", [row("naive", samples(10, 0.01, seed=3)), row("fused", samples(4, 0.01, seed=4))])
     assert "repeat" not in pd.read_csv(older / "results.csv").columns
     comparison = compare.compare_runs(load_run(older), load_run(new), 0.05)
-    assert {"repeat", "tensor_parallel"} <= set(compare.match_key(load_run(older).rows, load_run(new).rows))
+    assert {"repeat", "tensor_parallel"} <= set(compare.match_key(load_run(older).frame, load_run(new).frame))
     assert list(comparison.rows["verdict"]) == ["same", "same"]
     within = compare.speedups(load_run(older), "naive").rows.set_index("impl")
     assert within.loc["fused", "speedup_method"] == "paired"  # one rounds_id: the 9 rounds both took part in

@@ -57,8 +57,8 @@ def test_two_runs_in_the_same_second_get_separate_complete_folders(tmp_path: Pat
     for name in folders:
         run = load_run(tmp_path / "out" / name)
         assert (run.manifest.run_id, run.manifest.status) == (name, "complete")
-        assert set(run.rows["run_id"]) == {name}
-        assert len(run.rows) == 4 and not run.rows.duplicated(["case_id", "impl"]).any()
-        assert set(run.rows["status"]) == {"ok"}
+        assert set(run.frame["run_id"]) == {name}
+        assert len(run.frame) == 4 and not run.frame.duplicated(["case_id", "impl"]).any()
+        assert set(run.frame["status"]) == {"ok"}
         writers.add(run.manifest.pid)
     assert writers == {child.pid for child in children}  # each folder was written by its own process

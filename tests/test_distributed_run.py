@@ -103,7 +103,7 @@ def tp_run(tmp_path_factory: pytest.TempPathFactory) -> results.Run:
 
 
 def rows_of(run: results.Run, impl: str, tensor_parallel: int) -> Any:
-    rows = run.rows
+    rows = run.frame
     return rows[(rows["impl"] == impl) & (rows["tensor_parallel"] == tensor_parallel)]
 
 
@@ -132,7 +132,7 @@ def test_t2_rows_split_latency_into_compute_and_all_reduce(tp_run: results.Run, 
 
 
 def test_t1_rows_come_from_rank0_alone_without_communication(tp_run: results.Run) -> None:
-    rows = tp_run.rows[tp_run.rows["tensor_parallel"] == 1]
+    rows = tp_run.frame[tp_run.frame["tensor_parallel"] == 1]
     assert len(rows) == 4 and set(rows["status"]) == {"ok"}  # tp_flaky too: rank 1 builds no T = 1 layer
     assert (rows["max_rel_err"] <= 1e-5).all()
     assert (rows["comm_ms"] == 0).all() and (rows["allreduce_bytes"] == 0).all()

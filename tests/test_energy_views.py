@@ -3,6 +3,7 @@ recorded H100 run's block readings among them)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +12,7 @@ from shared_runs import recorded
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.statement import ENERGY
 from mhabench.results.manifest import Manifest
-from mhabench.results.store import Run, load_run
+from mhabench.results.store import Run, load_run, typed_rows
 from mhabench.views.report.blocks import Paragraph
 from mhabench.views.report.energy import energy_blocks
 from mhabench.views.table import TableModel
@@ -72,7 +73,7 @@ def gpu_run(tmp_path: Path) -> Run:
         ]
     )
     manifest = Manifest(run_id="r", environment={"device_kind": "cuda", "nvml": {"power_limit_w": 700.0}})
-    return Run(tmp_path, manifest, rows)
+    return Run(tmp_path, manifest, typed_rows(rows))
 
 
 def test_the_report_shows_resolved_rows_and_counts_the_others_with_their_reason(tmp_path: Path) -> None:
@@ -85,8 +86,9 @@ def test_the_report_shows_resolved_rows_and_counts_the_others_with_their_reason(
 
 
 def test_a_cpu_run_has_no_energy_section(tmp_path: Path) -> None:
-    run = gpu_run(tmp_path)
-    run.rows["energy_source"] = "CPU device"
+    gpu = gpu_run(tmp_path)
+    rows = [dataclasses.replace(r, energy=dataclasses.replace(r.energy, energy_source="CPU device")) for r in gpu.rows]
+    run = dataclasses.replace(gpu, rows=rows)
     assert energy_blocks(run) == []
 
 

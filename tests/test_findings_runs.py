@@ -156,7 +156,7 @@ def test_the_spread_at_n_128_quoted_is_that_of_the_first_replicated_default_run(
 
 def test_the_compile_times_quoted_are_those_of_the_stored_models_runs(tmp_path: Path) -> None:
     runs = [load_run(path) for path in unpack(replication_runs("models-replication, one process"), tmp_path)]
-    seconds = [run.rows[run.rows["impl"] == "flex"]["compile_time_s"] for run in runs]
+    seconds = [run.frame[run.frame["impl"] == "flex"]["compile_time_s"] for run in runs]
     cold, warm = seconds[0], pd.concat(seconds[1:])
     text = " ".join((FINDINGS / "replication.md").read_text().split())
     assert f"in {cold.min():.1f}–{cold.max():.1f} s per case" in text
@@ -165,7 +165,7 @@ def test_the_compile_times_quoted_are_those_of_the_stored_models_runs(tmp_path: 
 
 def test_the_call_times_and_rounds_quoted_for_the_8b_models_at_1024(tmp_path: Path) -> None:
     runs = [load_run(path) for path in unpack(replication_runs("models-replication, one process"), tmp_path)]
-    rows = pd.concat([run.rows for run in runs])
+    rows = pd.concat([run.frame for run in runs])
     large = rows[rows["case_id"].str.contains("n1024") & ~rows["scenario"].eq("gpt2") & rows["status"].eq("ok")]
     seconds, rounds = large["latency_ms"] / 1000, large["samples"].astype(int)
     text = " ".join((FINDINGS / "replication.md").read_text().split())
@@ -200,7 +200,7 @@ def test_the_sixth_replicated_default_run_and_the_shipped_calibration_quoted(tmp
     assert largest.estimate is not None
     estimate = largest.estimate
     assert f"{estimate.ratio:.2f}× [{estimate.ci_low:.2f}–{estimate.ci_high:.2f}], includes 1" in text
-    lines = speedup_spread(run.rows, "naive")
+    lines = speedup_spread(run.frame, "naive")
     (per_head,) = lines[(lines["impl"] == "per_head") & lines["case_id"].str.contains("n2048")]["speedup_by_repeat"]
     assert "`per_head` ran at " + ", ".join(f"{r:.2f}×" for r in per_head[:2]) + f" and {per_head[2]:.2f}×" in text
     found = calibration_of(load_run(calibration))

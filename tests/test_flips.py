@@ -11,7 +11,7 @@ from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.answers import answer
 from mhabench.analysis.advice.flips import FLIPS, flipped_case, flips
 from mhabench.results.manifest import Manifest
-from mhabench.results.store import Run
+from mhabench.results.store import Run, typed_rows
 
 
 def run_of(run_id: str, medians_by_n: dict[int, dict[str, float]]) -> Run:
@@ -21,7 +21,9 @@ def run_of(run_id: str, medians_by_n: dict[int, dict[str, float]]) -> Run:
         times = rounds(medians, count=20, noise=0.002, seed=seq_len)
         records += [row(impl, times[impl], seq_len=seq_len, run_id=run_id) for impl in medians]
     return Run(
-        Path(run_id), Manifest.model_validate({"run_id": run_id, "environment": ENVIRONMENT}), pd.DataFrame(records)
+        Path(run_id),
+        Manifest.model_validate({"run_id": run_id, "environment": ENVIRONMENT}),
+        typed_rows(pd.DataFrame(records)),
     )
 
 

@@ -404,7 +404,7 @@ def test_a_cpu_run_says_why_each_row_has_no_counters_or_energy_and_report_lists_
     done = CliRunner().invoke(app, ["run", str(config), "--out", str(tmp_path / "out"), "--counters", "hardware"])
     assert done.exit_code == 0, done.output
     (run_dir,) = (tmp_path / "out").iterdir()
-    rows = load_run(str(run_dir), tmp_path).rows
+    rows = load_run(str(run_dir), tmp_path).frame
     assert set(rows["counters_source"]) == {"CPU device"} and set(rows["energy_source"]) == {"CPU device"}
     assert rows["dram_read_bytes"].isna().all() and rows["energy_per_call_j"].isna().all()
     naive = rows[rows["impl"] == "naive"].iloc[0]

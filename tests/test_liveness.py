@@ -142,7 +142,7 @@ def test_a_run_folder_is_running_while_the_body_works_then_complete(tmp_path: Pa
     assert (after["status"], after["command"], after["cases"]) == ("complete", ["mhabench", "run"], 2)
     assert after["finished_at"] >= after["started_at"]
     assert {p.name for p in tmp_path.iterdir()} == {CSV_NAME, PARQUET_NAME, MANIFEST_NAME}
-    assert len(load_run(tmp_path).rows) == 3 and all(load_run(tmp_path).rows["times_ms"].map(len))  # closed
+    assert len(load_run(tmp_path).frame) == 3 and all(load_run(tmp_path).frame["times_ms"].map(len))  # closed
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,7 @@ def test_a_run_folder_stopped_by_an_exception_says_how_and_raises_it(
     after = on_disk(tmp_path)
     assert after["status"] == status and after["finished_at"] is not None
     assert load_run(tmp_path).manifest.status == status
-    assert list(load_run(tmp_path).rows["impl"]) == ["naive"]  # the finished row is kept, its samples too
+    assert list(load_run(tmp_path).frame["impl"]) == ["naive"]  # the finished row is kept, its samples too
 
 
 def test_a_resumed_start_is_kept_and_finished_as_applies_to_success_only(tmp_path: Path) -> None:

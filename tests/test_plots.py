@@ -226,7 +226,7 @@ def test_no_point_of_the_h100_run_stands_above_its_roof(h100_run: Path) -> None:
     still calls steady. Three causal ``fused`` rows (cuDNN, which skips masked blocks) have ``achieved_tflops``
     above the compute roof; they are drawn at their useful TFLOP/s."""
     run = load_run(h100_run)
-    rows = run.rows
+    rows = run.frame
     points = plots.roofline_points(rows)
     ok = rows.loc[points.index]
     assert len(points) == (rows[STATUS] == "ok").sum()  # every ok row is drawn
@@ -298,7 +298,7 @@ def test_speedup_bars_with_the_longest_mask_labels_keep_their_plot_area_and_tick
     """Issue 29: long case labels shrank the plot to a sliver, overprinted, and left "1×" as the only tick."""
     from mhabench.analysis.speedup import speedup_rows
 
-    rows = speedup_rows(load_run(shared_run(h100_run, MASKS_RUN_ID)).rows, "naive")
+    rows = speedup_rows(load_run(shared_run(h100_run, MASKS_RUN_ID)).frame, "naive")
     table = rows[(rows["impl"] != "naive") & rows["speedup"].notna()]
     cases = list(dict.fromkeys(table["case_id"]))
     fig = plots._bar_figure(table, rows, cases, plots.impl_styles(rows), "naive")
@@ -321,7 +321,7 @@ def test_a_narrow_speedup_range_still_gets_several_ticks() -> None:
 
 def test_the_latency_title_fits_the_figure(h100_run: Path) -> None:
     """Issue 29: the GPU latency plot's title (every constant field) was cut at both ends."""
-    rows = load_run(h100_run).rows
+    rows = load_run(h100_run).frame
     (image, *_) = plots.faceted("latency_vs_seq_len", rows, plots.impl_styles(rows), "naive")
     assert image.png is not None
     subtitle = plots.constant_label(rows[rows["status"] == "ok"], ("seq_len",))
@@ -337,7 +337,7 @@ def test_the_latency_title_fits_the_figure(h100_run: Path) -> None:
 
 def test_roofline_tick_labels_do_not_run_together(h100_run: Path) -> None:
     """Issue 29: over four decades the roofline's x labels read "100200" and "10002000 5000"."""
-    rows = load_run(h100_run).rows
+    rows = load_run(h100_run).frame
     fig = plots.roofline_figure(rows, plots.impl_styles(rows))
     assert fig is not None
     renderer = _drawn(fig)

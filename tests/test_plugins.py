@@ -129,7 +129,7 @@ def test_class_entry_is_measured_with_empty_modelled_columns(
     result = runner.run(config, tmp_path / "out")
     assert [(r.case.impl, r.status) for r in result.rows] == [("naive", "ok"), (cls, "ok")]
     assert result.rows[1].cost is None
-    rows = load_run(result.run_dir).rows.set_index("impl")
+    rows = load_run(result.run_dir).frame.set_index("impl")
     modelled = [info.name for info in columns_info() if info.role == "modelled"]
     assert rows.loc[cls, modelled].isna().all()
     assert rows.loc["naive", modelled].notna().all()

@@ -24,7 +24,7 @@ from mhabench.analysis.stats import paired_ratio
 from mhabench.cli import app
 from mhabench.errors import InputError
 from mhabench.results.manifest import Manifest
-from mhabench.results.store import Run, load_run
+from mhabench.results.store import Run, load_run, typed_rows
 from mhabench.run.replicates import REPLICATES_FOLDER, Replicate, case_order, check_replicable, parse_replicate
 
 TRUE_RATIO = 1.05
@@ -136,7 +136,7 @@ def test_a_row_ok_in_only_one_replicate_cannot_be_told() -> None:
 
 def test_answers_read_a_run_across_replicates_only_when_its_manifest_says_so() -> None:
     flips = [{"naive": 1.06, "fused": 1.0}, {"naive": 1.0, "fused": 1.05}, {"naive": 1.04, "fused": 1.0}]
-    frame = pd.DataFrame([r for index, case_rows in enumerate(flips) for r in _rows(case_rows, index)])
+    frame = typed_rows(pd.DataFrame([r for index, case_rows in enumerate(flips) for r in _rows(case_rows, index)]))
     replicated = answer(Run(Path("r"), Manifest.model_validate({"run_id": "r", "replicates": 3}), frame))
     repeated = answer(Run(Path("r"), Manifest.model_validate({"run_id": "r", "repeats": 3}), frame))
     (case_id,) = replicated.picks
@@ -197,9 +197,9 @@ def test_run_replicates_measures_each_process_and_merges_them_into_one_folder(tm
     )
     sources = run.manifest.as_dict()["replicated_from"]
     assert [s["replicate"] for s in sources] == [0, 1] and len({s["run_id"] for s in sources}) == 2
-    assert set(run.rows["repeat"]) == {0, 1} and set(run.rows["run_id"]) == {run_dir.name}
-    assert len(run.rows) == 2 * 3 * 2 and (run.rows["status"] == "ok").all()
-    orders = [list(dict.fromkeys(run.rows[run.rows["repeat"] == r]["case_id"])) for r in (0, 1)]
+    assert set(run.frame["repeat"]) == {0, 1} and set(run.frame["run_id"]) == {run_dir.name}
+    assert len(run.frame) == 2 * 3 * 2 and (run.frame["status"] == "ok").all()
+    orders = [list(dict.fromkeys(run.frame[run.frame["repeat"] == r]["case_id"])) for r in (0, 1)]
     assert sorted(orders[0]) == sorted(orders[1])
     assert json.loads((run_dir / "manifest.json").read_text())["config"]["replicates"] == 1  # what each process ran
 
@@ -247,7 +247,7 @@ def test_a_failed_replicate_ends_the_run_with_the_finished_rows_merged(
     assert started == [0, 1]
     (run_dir,) = (tmp_path / "out").iterdir()
     run = load_run(run_dir)
-    assert run.manifest.as_dict()["status"] == "failed" and len(run.rows) == 2 and set(run.rows["repeat"]) == {0}
+    assert run.manifest.as_dict()["status"] == "failed" and len(run.frame) == 2 and set(run.frame["repeat"]) == {0}
     assert [entry["run_id"] for entry in run.manifest.as_dict()["replicated_from"]] == ["first"]
 
 

@@ -222,7 +222,7 @@ def test_a_probe_run_loads_with_empty_rows_and_compare_refuses_it(tmp_path: Path
     run_dir = write_probe_run(tmp_path, "probe")
     assert resolve_run("latest", tmp_path) == run_dir
     run = load_run(run_dir)
-    assert run.rows.empty and list(run.rows.columns) == [*COLUMNS, SAMPLES_COLUMN]
+    assert run.frame.empty and list(run.frame.columns) == [*COLUMNS, SAMPLES_COLUMN]
     with pytest.raises(InputError, match=r"probe is a probe run: no results to compare$"):
         require_results(run)
     bench = load_run(write_run(tmp_path, "bench", [row("fused", samples(1, 0.01))]))

@@ -60,8 +60,8 @@ def row(impl: str, times_ms: list[float] | None = None, **metrics: Any) -> Resul
 
 
 def typed_rows(run: Run) -> list[ResultRow]:
-    """A loaded run's rows as typed rows: what a reader of the frame gets back from ``ResultRow.from_record``."""
-    return [ResultRow.from_record(record) for record in run.rows.to_dict("records")]
+    """A loaded run's typed rows (``load_run`` builds them from the stored records)."""
+    return run.rows
 
 
 def write_run(
@@ -94,12 +94,12 @@ def test_round_trip_keeps_rows_samples_and_manifest(tmp_path: Path) -> None:
     assert run.run_id == run_dir.name == "20250102T030405Z-rt"
     expected = {"run_id": run.run_id, "status": "complete", "roofline": {"float32": {"source": "x"}}}
     assert run.manifest.as_dict() == expected
-    assert list(run.rows.columns) == [*COLUMNS, SAMPLES_COLUMN]
-    assert list(run.rows["impl"]) == ["naive", "fused"]
-    assert run.rows["times_ms"][0] == [1.5, 1.25, 2.0]
-    assert run.rows["times_ms"][1] == []
-    assert run.rows["latency_ms"][0] == 1.5
-    assert (run.rows["status"][1], run.rows["error"][1]) == ("error", "boom")
+    assert list(run.frame.columns) == [*COLUMNS, SAMPLES_COLUMN]
+    assert list(run.frame["impl"]) == ["naive", "fused"]
+    assert run.frame["times_ms"][0] == [1.5, 1.25, 2.0]
+    assert run.frame["times_ms"][1] == []
+    assert run.frame["latency_ms"][0] == 1.5
+    assert (run.frame["status"][1], run.frame["error"][1]) == ("error", "boom")
 
 
 def full_rows() -> list[ResultRow]:
@@ -174,9 +174,9 @@ def test_killed_run_loads_every_csv_row_with_the_samples_the_parquet_had(tmp_pat
         writer.append(row(impl, times, latency_ms=sorted(times)[len(times) // 2], samples=len(times)))
     assert parquet_rows(writer.run_dir) == 2
     run = load_run(writer.run_dir)
-    assert list(run.rows["impl"]) == ["naive", "per_head", "fused"]
-    assert list(run.rows[SAMPLES_COLUMN]) == [[1.0, 2.0, 3.0], [4.0], []]
-    assert list(run.rows["latency_ms"]) == [2.0, 4.0, 6.0]  # the third row's median comes from the CSV
+    assert list(run.frame["impl"]) == ["naive", "per_head", "fused"]
+    assert list(run.frame[SAMPLES_COLUMN]) == [[1.0, 2.0, 3.0], [4.0], []]
+    assert list(run.frame["latency_ms"]) == [2.0, 4.0, 6.0]  # the third row's median comes from the CSV
     assert [r.latency.samples for r in typed_rows(run) if r.latency] == [3, 1, 2]
 
 
@@ -214,7 +214,7 @@ def test_a_run_without_format_version_loads_and_compares_with_a_new_one(tmp_path
     assert "format_version" not in json.loads((old / "manifest.json").read_text(encoding="utf-8"))
     run = load_run(old)
     assert len(run.rows) == len(sweep_rows())
-    assert run.rows[SAMPLES_COLUMN][0] == sweep_rows()[0][SAMPLES_COLUMN]
+    assert run.frame[SAMPLES_COLUMN][0] == sweep_rows()[0][SAMPLES_COLUMN]
     typed = typed_rows(run)
     assert typed[0].dispatch is None or typed[0].dispatch.ops_per_call is None
     assert typed[-1].status == "error" and typed[-1].latency is None
@@ -233,8 +233,8 @@ def test_csv_only_run_still_loads(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path, "csv", [row("naive", [1.0, 2.0])])
     (run_dir / "results.parquet").unlink()
     run = load_run(run_dir)
-    assert list(run.rows["impl"]) == ["naive"]
-    assert run.rows["times_ms"][0] == []
+    assert list(run.frame["impl"]) == ["naive"]
+    assert run.frame["times_ms"][0] == []
 
 
 def test_resolve_latest_run_id_and_path(tmp_path: Path) -> None:
@@ -345,13 +345,13 @@ def test_reopen_keeps_finished_rows_and_appends_after_them(tmp_path: Path) -> No
     assert [r.latency.times_ms if r.latency else None for r in writer.rows] == [(1.0, 2.0), None]
     assert not (run_dir / "results.parquet.tmp").exists()
     assert (run_dir / "results.csv").read_bytes().endswith(b"\r\n")
-    assert list(load_run(run_dir).rows["impl"]) == ["naive", "per_head"]
+    assert list(load_run(run_dir).frame["impl"]) == ["naive", "per_head"]
     writer.append(lagging)
     writer.append(keyed("torch_mha", [4.0], latency_ms=4.0, samples=1))
     writer.close()
     run = load_run(run_dir)
-    assert list(run.rows["impl"]) == ["naive", "per_head", "fused", "torch_mha"]
-    assert list(run.rows[SAMPLES_COLUMN]) == [[1.0, 2.0], [], [3.0], [4.0]]
+    assert list(run.frame["impl"]) == ["naive", "per_head", "fused", "torch_mha"]
+    assert list(run.frame[SAMPLES_COLUMN]) == [[1.0, 2.0], [], [3.0], [4.0]]
 
 
 def test_reopen_after_a_kill_anywhere_in_the_last_line(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ def synthetic_run(
 
 
 def keys_on_disk(run_dir: Path) -> list[Key]:
-    rows = load_run(run_dir).rows
+    rows = load_run(run_dir).frame
     return list(zip(rows["case_id"], rows["impl"], rows["repeat"].astype(int), strict=True))
 
 
@@ -229,7 +229,7 @@ def test_a_run_killed_at_a_random_row_resumes_to_the_uninterrupted_rows(tmp_path
     assert sorted(keys_on_disk(run_dir)) == sorted(expected), k  # every row once, none twice
     assert keys_on_disk(run_dir)[: len(killed)] == killed  # the finished rows were kept, not measured again
     assert run.manifest.status == "complete"
-    ok = run.rows[run.rows["status"] == "ok"]
+    ok = run.frame[run.frame["status"] == "ok"]
     assert all(len(samples) for samples in ok["times_ms"]), k  # no row lost its raw samples
 
 

@@ -120,8 +120,7 @@ def test_tiny_run_end_to_end_with_real_peak_measurement(tiny_config_data: dict[s
     assert backends["naive"] == backends["per_head"] == ""
     assert backends["fused"] == "flash"
     pd.testing.assert_frame_equal(result.frame.drop(columns="times_ms"), frame.drop(columns="times_ms"))
-    loaded = load_run(result.run_dir).rows.to_dict("records")
-    assert_same_rows(result.rows, [ResultRow.from_record(record) for record in loaded])
+    assert_same_rows(result.rows, load_run(result.run_dir).rows)
 
 
 def missing(value: object) -> bool:
@@ -166,7 +165,7 @@ def test_raising_implementation_becomes_an_error_row(
     assert on_disk[broken]["latency_ms"] == ""
     assert float(on_disk["naive"]["latency_ms"]) > 0 and float(on_disk["fused"]["latency_ms"]) > 0
     loaded = load_run(result.run_dir)
-    assert list(loaded.rows["status"]) == ["error", "ok", "ok"]
+    assert list(loaded.frame["status"]) == ["error", "ok", "ok"]
     assert loaded.manifest.status == "complete"
 
 
@@ -253,7 +252,7 @@ def test_interrupted_run_keeps_finished_rows(
     (run_dir,) = tmp_path.iterdir()
     assert [row["impl"] for row in csv_rows(run_dir)] == ["naive"]
     loaded = load_run(run_dir)
-    assert list(loaded.rows["impl"]) == ["naive"]
+    assert list(loaded.frame["impl"]) == ["naive"]
     assert loaded.manifest.status == "interrupted"
     assert loaded.manifest.finished_at is not None
 

@@ -179,8 +179,8 @@ def test_merge_of_two_shards_equals_the_unsharded_run(unsharded: Path, tmp_path:
     again = results.load_run(merged.run_dir)  # read back like any other run (compare, report)
     assert again.manifest.status == "complete" and again.manifest.shard is None
     assert [m["shard"] for m in again.manifest.as_dict()["merged_from"]] == ["0/2", "1/2"]
-    assert set(again.rows["run_id"]) == {"merged"}
-    left, right = (run.rows.sort_values(ROW_KEY).reset_index(drop=True) for run in (whole, again))
+    assert set(again.frame["run_id"]) == {"merged"}
+    left, right = (run.frame.sort_values(ROW_KEY).reset_index(drop=True) for run in (whole, again))
     assert left[ROW_KEY].equals(right[ROW_KEY])
     for column in ("latency_ms", "flops", "max_rel_err", "status"):
         pd.testing.assert_series_equal(left[column], right[column])
@@ -233,7 +233,7 @@ def test_merge_refuses_disagreeing_shards_unless_forced(
     assert field in str(caught.value) and str(shards[1]) in str(caught.value)
     merged = merge_runs(shards, tmp_path / "merged", force=True)
     assert len(merged.forced) == 1 and field in merged.forced[0]
-    assert merged.rows.shape[0] == len(pd.read_parquet(unsharded / results.PARQUET_NAME))
+    assert merged.frame.shape[0] == len(pd.read_parquet(unsharded / results.PARQUET_NAME))
 
 
 LOADED = {"running": "interrupted", "incomplete": "interrupted"}
@@ -338,9 +338,9 @@ def test_cli_shards_and_merge_equal_the_unsharded_case_set(
     assert f"results: {tmp_path / 'merged'}" in done.output.replace("\n", "")
     assert "status" not in done.output  # a complete merge says nothing about its status
     merged, whole = results.load_run(tmp_path / "merged"), results.load_run(unsharded)
-    key = sorted(map(tuple, merged.rows[ROW_KEY].to_numpy().tolist()))
-    assert key == sorted(map(tuple, whole.rows[ROW_KEY].to_numpy().tolist()))
-    assert set(merged.rows["status"]) == {"ok"}
+    key = sorted(map(tuple, merged.frame[ROW_KEY].to_numpy().tolist()))
+    assert key == sorted(map(tuple, whole.frame[ROW_KEY].to_numpy().tolist()))
+    assert set(merged.frame["status"]) == {"ok"}
     assert CliRunner().invoke(app, ["compare", str(tmp_path / "merged")]).exit_code == 0  # read like any run
 
 

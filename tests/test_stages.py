@@ -220,7 +220,7 @@ def test_a_cpu_run_stores_every_ok_row_breakdown_and_explain_reads_it(
     result = runner.run(
         parse_config(data, "tiny.yaml"), tmp_path, request=RunRequest(argv=("mhabench", "run", "tiny.yaml"))
     )
-    rows = load_run(result.run_dir).rows
+    rows = load_run(result.run_dir).frame
     assert set(rows["breakdown_source"]) == {"profiler"}
     torch_mha = rows[rows["impl"] == "torch_mha"].iloc[0]
     stages = {figure.stage: figure for figure in read_breakdown(torch_mha["stage_breakdown"])}
@@ -262,15 +262,15 @@ def test_a_case_with_several_repeats_draws_each_implementation_once(counters_run
     from mhabench.views import stage_plot
 
     run = load_run(counters_run)
-    case_id = run.rows["case_id"].iloc[0]
-    one = run.rows[run.rows["case_id"] == case_id]
+    case_id = run.frame["case_id"].iloc[0]
+    one = run.frame[run.frame["case_id"] == case_id]
     twice = pd.concat([one, one.assign(repeat=1)], ignore_index=True)
     bars = stage_plot._bars(twice, read_kernels(counters_run))
     assert sorted(impl for impl, _, _ in bars) == sorted(one[one["status"] == "ok"]["impl"])
 
 
 def test_model_disagreements_include_the_hardware_figures(counters_run: Path) -> None:
-    gaps = hardware_gaps(load_run(counters_run).rows)
+    gaps = hardware_gaps(load_run(counters_run).frame)
     torch_mha = gaps[gaps["impl"] == "torch_mha"]
     assert len(torch_mha) == 4 and (torch_mha["bytes_ratio"] > 250).all() and (torch_mha["flops_ratio"] > 4).all()
     assert "naive" not in set(gaps["impl"])  # its DRAM bytes and FLOPs are within 25 % of its model
@@ -365,7 +365,7 @@ def test_every_figure_advise_quotes_of_a_row_is_the_one_the_results_table_shows(
     from mhabench.views.summary import results_table
 
     run = load_run(counters_run)
-    table = results_table(speedup_rows(run.rows, "naive"))
+    table = results_table(speedup_rows(run.frame, "naive"))
     cells = {
         (str(record["case_id"]), str(record["impl"])): dict(zip(table.headers, line, strict=True))
         for (_, record), line in zip(table.records.iterrows(), table.cells, strict=True)  # type: ignore[union-attr]

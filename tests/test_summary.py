@@ -82,11 +82,11 @@ def test_rows_with_few_samples_show_n_a_rather_than_a_verdict(tmp_path: Path) ->
     rows = [row(impl, ms) for impl, ms in times.items()]
     rows[2] = {**row("torch_mha", times["torch_mha"][:2]), "noisy": None, "capped": True}
     run = load_run(write_run(tmp_path, "few", rows))
-    assert run.rows["noisy"].isna().tolist() == [False, False, True]
-    table = display.results_table(speedup_rows(run.rows, "naive"), "naive")
+    assert run.frame["noisy"].isna().tolist() == [False, False, True]
+    table = display.results_table(speedup_rows(run.frame, "naive"), "naive")
     cells = {
         impl: dict(zip(table.headers, line, strict=True))
-        for impl, line in zip(run.rows["impl"], table.cells, strict=True)
+        for impl, line in zip(run.frame["impl"], table.cells, strict=True)
     }
     assert cells["torch_mha"]["status"] == "ok (capped, 2 samples)" and table.styles[2] == ""
     assert cells["torch_mha"]["median ms (IQR)"].endswith("(n/a)")

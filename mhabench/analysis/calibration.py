@@ -85,7 +85,7 @@ def this_machine(device: str) -> tuple[Calibration, Path]:
 def calibration_of(run: Run, baseline: str = DEFAULT_BASELINE) -> Calibration:
     """The between-process spread of a replicated run: per (case, implementation) the range of its
     replicates' speedups over ``baseline``, and their median."""
-    speedups = speedup_rows(run.rows, baseline)
+    speedups = speedup_rows(run.frame, baseline)
     ok = speedups[(speedups[STATUS] == RowStatus.OK) & (speedups[IMPL] != baseline)]
     ratios = []
     for (case_id, impl), group in ok.groupby([CASE_ID, IMPL], sort=False):
@@ -98,7 +98,7 @@ def calibration_of(run: Run, baseline: str = DEFAULT_BASELINE) -> Calibration:
         fingerprint_key=fingerprint.key,
         machine=fingerprint.describe(),
         between_process_spread=float(np.median(ranges)) if ranges else float("nan"),
-        processes=int(run.rows[REPEAT].nunique()) if len(run.rows) else 0,
+        processes=len({row.case.repeat for row in run.rows}),
         run_id=run.run_id,
         run_path=str(run.path),
         measured_at=run.manifest.finished_at or dt.datetime.now(dt.timezone.utc).isoformat(),

@@ -7,10 +7,10 @@ rows (``speedup_rows``, ``compare_runs``), so it lives here rather than among th
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
+from mhabench.results.cells import cell
 from mhabench.results.columns import (
     BATCH,
     BIAS,
@@ -47,9 +47,9 @@ def case_label(row: Mapping[str, Any]) -> str:
     ``b`` is the input's rows: a packed batch of documents is one row (its documents are counted in its
     lengths label), though the ``batch`` column counts the documents.
     """
-    kv_heads, head_dim = row.get(KV_HEADS), _value(row, HEAD_DIM)
+    kv_heads, head_dim = row.get(KV_HEADS), cell(row.get(HEAD_DIM))
     extras = [f"d_k={int(head_dim)}" if head_dim is not None and head_dim * row[HEADS] != row[D_MODEL] else ""]
-    extras += [f"kv={kv_heads}" if _value(row, KV_HEADS) is not None and kv_heads != row[HEADS] else ""]
+    extras += [f"kv={kv_heads}" if cell(row.get(KV_HEADS)) is not None and kv_heads != row[HEADS] else ""]
     implied = {CAUSAL} if str(row.get(MASK)) in CAUSAL_WORDS else set()
     extras += [flag for flag in (CAUSAL, BIAS) if bool(row[flag]) and flag not in implied]
     extras += [str(row.get(field)) for field, default in NON_DEFAULTS if row.get(field, default) != default]
@@ -79,11 +79,5 @@ def pattern_words(row: Mapping[str, Any]) -> list[str]:
 
 
 def _integer(row: Mapping[str, Any], column: str) -> int | None:
-    value = _value(row, column)
+    value = cell(row.get(column))
     return None if value is None else int(value)
-
-
-def _value(row: Mapping[str, Any], column: str) -> Any:
-    """The cell, or None where the row has no value (a run older than the column has NaN)."""
-    value = row.get(column)
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value

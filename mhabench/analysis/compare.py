@@ -34,7 +34,7 @@ from mhabench.analysis.verdict import Change, judge_change
 from mhabench.errors import InputError
 from mhabench.results import store as results
 from mhabench.results.calibration import load_calibration
-from mhabench.results.columns import CASE_KEY, DEVICE, DTYPE, ERROR, IMPL, LATENCY_MS, SCENARIO, STATUS
+from mhabench.results.columns import CASE_KEY, ERROR, IMPL, LATENCY_MS, SCENARIO, STATUS
 from mhabench.results.fingerprint import Fingerprint
 
 ENVIRONMENT_FIELDS = (
@@ -124,10 +124,11 @@ class Comparison:
 
 def speedups(run: results.Run, baseline: str = DEFAULT_BASELINE) -> Comparison:
     """Per case: each implementation's speedup over ``baseline`` (with CI), memory ratio, intensity, winner."""
-    if baseline not in set(run.rows[IMPL]):
-        known = ", ".join(sorted(set(run.rows[IMPL])))
+    impls = {row.case.impl for row in run.rows}
+    if baseline not in impls:
+        known = ", ".join(sorted(impls))
         raise InputError(f"--baseline: {baseline!r} is not in run {run.run_id} (implementations: {known})")
-    return Comparison(run.run_id, None, speedup_rows(run.rows, baseline), [], baseline=baseline)
+    return Comparison(run.run_id, None, speedup_rows(run.frame, baseline), [], baseline=baseline)
 
 
 # --- two runs ----------------------------------------------------------------------------------
@@ -137,7 +138,7 @@ def device_kind(run: results.Run) -> str:
     kind = run.manifest.environment.get("device_kind")
     if kind:
         return str(kind)
-    devices = sorted({str(d).split(":")[0] for d in run.rows[DEVICE].dropna()})
+    devices = sorted({str(row.case.device).split(":")[0] for row in run.rows if row.case.device is not None})
     return ",".join(devices) or "unknown"
 
 
@@ -148,7 +149,7 @@ def manifest_differences(base: results.Run, candidate: results.Run) -> list[Diff
         env = run.manifest.environment
         values = {name: str(env.get(name)) for name in ENVIRONMENT_FIELDS}
         values["device_kind"] = device_kind(run)
-        values["dtypes"] = ",".join(sorted({str(d) for d in run.rows[DTYPE].dropna()}))
+        values["dtypes"] = ",".join(sorted({str(row.case.dtype) for row in run.rows if row.case.dtype is not None}))
         timing = (run.manifest.config or {}).get("timing")
         values["timing"] = json.dumps(timing, sort_keys=True) if timing is not None else "None"
         return values
@@ -188,10 +189,10 @@ def compare_runs(
             f"{base.run_id} ran on {base_kind}, {candidate.run_id} on {candidate_kind}: "
             "different device kinds are not comparable (pass --force to compare anyway)"
         )
-    key = match_key(base.rows, candidate.rows)
+    key = match_key(base.frame, candidate.frame)
     merged = pd.merge(
-        base.rows.drop_duplicates(key).assign(_order=lambda f: range(len(f))),
-        candidate.rows.drop_duplicates(key).assign(_order=lambda f: range(len(base.rows), len(base.rows) + len(f))),
+        base.frame.drop_duplicates(key).assign(_order=lambda f: range(len(f))),
+        candidate.frame.drop_duplicates(key).assign(_order=lambda f: range(len(base.rows), len(base.rows) + len(f))),
         on=key,
         how="outer",
         suffixes=("_base", "_cand"),

@@ -89,12 +89,12 @@ def runs_as_repeats(runs: list[Run]) -> pd.DataFrame:
     repetition of one measurement.
     """
     if len(runs) == 1:
-        return runs[0].rows
+        return runs[0].frame
     frames = []
     for index, run in enumerate(runs):
-        if run.rows.empty or run.rows[REPEAT].nunique() > 1:
+        if not run.rows or len({row.case.repeat for row in run.rows}) > 1:
             raise InputError(f"{run.run_id}: spread over several runs needs runs with rows and without --repeat")
-        frames.append(run.rows.assign(**{REPEAT: index}))
+        frames.append(run.frame.assign(**{REPEAT: index}))
     keys = [set(zip(frame[CASE_ID], frame[IMPL], strict=True)) for frame in frames]
     for run, key in zip(runs[1:], keys[1:], strict=True):
         if key != keys[0]:

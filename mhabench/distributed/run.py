@@ -207,7 +207,7 @@ def _write_run(
         progress.start(sum(len(names) for _, _, names in todo))
     with run_folder(writer.run_dir, manifest, writer):
         run_cases(todo, groups, setup, writer, progress)
-    return RunResult(writer.run_dir, list(writer.rows))
+    return RunResult(writer.run_dir, list(writer.rows), manifest)
 
 
 def run_cases(

@@ -7,7 +7,7 @@ from pathlib import Path
 from mhabench.errors import InputError
 from mhabench.history import store
 from mhabench.history.points import row_records, run_baseline, run_record
-from mhabench.results.store import is_probe_run, load_run
+from mhabench.results.store import Run, is_probe_run, load_run
 
 
 def add_run(
@@ -21,7 +21,13 @@ def add_run(
 
     ``strict_baseline=False`` (``run --history``) lets a ``baseline`` the run lacks fall back to the default choice.
     """
-    run = load_run(run_ref, results_root)
+    return add_held_run(directory, load_run(run_ref, results_root), baseline, strict_baseline)
+
+
+def add_held_run(
+    directory: Path, run: Run, baseline: str | None = None, strict_baseline: bool = True
+) -> tuple[str, int]:
+    """:func:`add_run` for a run the caller holds (``run --history``: the rows it just wrote, not read back)."""
     if is_probe_run(run.path):
         raise InputError(f"--import: {run.path} is a probe run: no results to keep")
     chosen = run_baseline(run, baseline, strict_baseline)

@@ -97,7 +97,7 @@ def run_baseline(run: Run, requested: str | None = None, strict: bool = True) ->
     ``strict``: a requested baseline the run lacks is refused (``history --import --baseline``, a user's choice);
     otherwise it falls back (``run --history``: the run's default ``--baseline`` need not be in its config).
     """
-    impls = [str(name) for name in run.rows[IMPL].dropna().unique()] if IMPL in run.rows else []
+    impls = list(dict.fromkeys(str(row.case.impl) for row in run.rows if row.case.impl is not None))
     if requested is not None and impls and requested not in impls:
         if strict:
             raise InputError(f"--baseline: {requested!r} is not in run {run.run_id} (it has {', '.join(impls)})")
@@ -109,14 +109,14 @@ def run_baseline(run: Run, requested: str | None = None, strict: bool = True) ->
 
 def row_records(run: Run, baseline: str) -> list[RowRecord]:
     """Every row of a run with its metrics and the version of the code it measured."""
-    if run.rows.empty:
+    if not run.rows:
         return []
-    frame = speedup_rows(run.rows, baseline)
+    frame = speedup_rows(run.frame, baseline)
     code = run.manifest.code
     fallback = _project_version(run.manifest)
     records = []
     for position, row in enumerate(frame.to_dict("records")):
-        samples = samples_of(run.rows.iloc[position])
+        samples = samples_of(run.frame.iloc[position])
         version = code.get(row[IMPL]) or fallback
         records.append(_row_record(run.run_id, row, samples, version))
     return records

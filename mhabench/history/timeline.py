@@ -13,7 +13,6 @@ from mhabench.errors import InputError
 from mhabench.history import store
 from mhabench.history.series import DEFAULT_METRIC, METRICS, History, Series, build
 from mhabench.history.table import changes_table, fingerprints_table, points_table
-from mhabench.results.columns import CASE_ID, IMPL
 from mhabench.results.store import Run
 from mhabench.views.plots import Plot, render
 from mhabench.views.report.blocks import Block, Heading, Paragraph, skipped_plot
@@ -61,8 +60,8 @@ def timeline_plot(history: History) -> Plot:
 def run_blocks(directory: Path, run: Run, threshold: float) -> list[Block]:
     """``report RUN --history DIR``: the timeline of the run's own cases and implementations, after its sections."""
     runs, rows = store.read(directory)
-    cases = [str(case) for case in run.rows[CASE_ID].dropna().unique()] if not run.rows.empty else []
-    impls = [str(impl) for impl in run.rows[IMPL].dropna().unique()] if not run.rows.empty else []
+    cases = list(dict.fromkeys(str(row.case.case_id) for row in run.rows if row.case.case_id is not None))
+    impls = list(dict.fromkeys(str(row.case.impl) for row in run.rows if row.case.impl is not None))
     try:
         history = build(runs, rows, METRICS[DEFAULT_METRIC], threshold, cases, impls)
     except InputError:  # none of this run's series is in the history: say so, the report is still written

@@ -47,7 +47,7 @@ class MergeResult:
     """The merged run folder, its rows, its status, and the disagreements ``--force`` let through."""
 
     run_dir: Path
-    rows: pd.DataFrame
+    frame: pd.DataFrame
     forced: list[str]
     status: Ending
 
@@ -66,7 +66,7 @@ def merge_runs(run_dirs: Sequence[Path], out_dir: Path, force: bool = False) -> 
     forced = _disagreements(shards) + _unfinished(shards)
     if forced and not force:
         raise InputError(f"merge: {forced[0]}; pass --force to merge anyway")
-    rows = pd.concat([s.run.rows for s in shards], ignore_index=True)
+    rows = pd.concat([s.run.frame for s in shards], ignore_index=True)
     _check_no_duplicates(rows)
     _prepare_out_dir(out_dir)
     rows["run_id"] = out_dir.name

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime as dt
+import functools
 import io
 import json
 import re
@@ -27,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from mhabench.errors import OutputFolderError, ResultsCorruptError, RunNotFoundError
-from mhabench.results.columns import COLUMNS, IDENTITY_COLUMNS, SAMPLES_COLUMN, with_key_defaults
+from mhabench.results.columns import COLUMNS, IDENTITY_COLUMNS, NUMERIC_COLUMNS, SAMPLES_COLUMN, with_key_defaults
 from mhabench.results.liveness import effective_status
 from mhabench.results.manifest import Manifest
 from mhabench.results.schema import FORMAT_VERSION, ResultRow
@@ -202,15 +203,25 @@ def rows_frame(rows: list[ResultRow]) -> pd.DataFrame:
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-    """A run read back from disk."""
+    """A run folder's manifest and its typed rows, read back from disk or held by the command that wrote them.
+
+    Code that walks rows reads the :class:`ResultRow` attributes; code that does pandas work (group-bys, pivots,
+    plots, speedups) reads :attr:`frame`, built once from the same rows, so both see the same cleaned cells."""
 
     path: Path
     manifest: Manifest
-    rows: pd.DataFrame
+    rows: list[ResultRow]
 
     @property
     def run_id(self) -> str:
         return self.manifest.run_id or self.path.name
+
+    @functools.cached_property
+    def frame(self) -> pd.DataFrame:
+        """The rows as a DataFrame (every column of the format, ``times_ms`` last), built on first use and kept.
+
+        Callers that change a frame copy it first: this one is shared by every reader of the run."""
+        return read_frame(self.rows)
 
 
 PROBE_FILES = ("claims.csv", "probes.csv")
@@ -287,30 +298,43 @@ def _read(source: Path) -> pd.DataFrame:
     return frame
 
 
-def _read_rows(run_dir: Path) -> pd.DataFrame:
-    """The Parquet file when it has every row; else the CSV, with the samples the Parquet file has.
+def _read_rows(run_dir: Path) -> list[ResultRow]:
+    """The Parquet file when it has every row; else the CSV, with the samples the Parquet file has; typed.
 
-    A probe run has neither: its rows are empty, with every column, so readers need no special case."""
+    Each stored record becomes a :class:`ResultRow` here (:meth:`ResultRow.from_record` cleans its cells), the one
+    place a read cell is cleaned. A probe run has neither file: no rows."""
     parquet, csv_path = run_dir / PARQUET_NAME, run_dir / CSV_NAME
     frame = _read(parquet) if parquet.is_file() else None
     if csv_path.is_file() and (frame is None or len(frame) < _csv_rows(csv_path)):
         samples = {} if frame is None else dict(zip(_row_keys(frame), frame[SAMPLES_COLUMN], strict=True))
         frame = _read(csv_path).copy()  # one block per column once the CSV has ~100: adding one more warns
         frame[SAMPLES_COLUMN] = [samples.get(key) for key in _row_keys(frame)]
-    return _as_read(rows_frame([]) if frame is None else frame)
+    return [] if frame is None else typed_rows(frame)
 
 
-def _as_read(frame: pd.DataFrame) -> pd.DataFrame:
-    """The cells every reader may rely on: ``error`` is text, ``times_ms`` a list of floats (empty: none)."""
+def typed_rows(frame: pd.DataFrame) -> list[ResultRow]:
+    """Stored records as typed rows: the key columns an older format lacks filled in (:func:`with_key_defaults`),
+    ``error`` as the writer held it ("" for none), every other cell cleaned by :meth:`ResultRow.from_record`."""
+    frame = with_key_defaults(frame.copy())
+    frame["error"] = frame["error"].astype(object).fillna("").astype(str) if "error" in frame else ""
+    return [ResultRow.from_record(record) for record in frame.to_dict("records")]
+
+
+def read_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
+    """Typed rows as the frame readers do pandas work on: :func:`rows_frame`, with ``error`` as text ("" where
+    none), ``times_ms`` a list of floats (empty: none), and a numeric column no row fills as float NaN (what a
+    Parquet file of the same rows reads back as, rather than a column of None)."""
+    frame = rows_frame(list(rows))
     frame["error"] = frame["error"].astype(object).fillna("").astype(str)
-    frame[SAMPLES_COLUMN] = frame[SAMPLES_COLUMN].apply(lambda v: [float(x) for x in v] if v is not None else [])
-    return frame
+    frame[SAMPLES_COLUMN] = frame[SAMPLES_COLUMN].apply(lambda v: [float(x) for x in v])
+    empty = {name: float for name in NUMERIC_COLUMNS if frame[name].isna().all()}
+    return frame.astype(empty).copy()  # one block per dtype: readers add columns to it without pandas' warning
 
 
-def held_run(run_dir: Path, manifest: Manifest, rows: list[ResultRow]) -> Run:
-    """The run a command holds (its typed rows and final manifest) as :func:`load_run` would read it back, without
-    reading the folder again: what ``run`` hands to the advice under its table."""
-    return Run(run_dir, manifest, _as_read(rows_frame(rows)))
+def held_run(run_dir: Path, manifest: Manifest, rows: Sequence[ResultRow]) -> Run:
+    """The run a command holds (its typed rows and final manifest), without reading the folder again: what ``run``
+    hands to the summary and the advice under its table."""
+    return Run(run_dir, manifest, list(rows))
 
 
 def _row_keys(frame: pd.DataFrame) -> list[tuple[Any, ...]]:

@@ -34,11 +34,11 @@ import numpy as np
 import pandas as pd
 
 from mhabench.errors import InputError, MhabenchError
-from mhabench.results.columns import REPEAT
 from mhabench.results.lifecycle import run_folder
 from mhabench.results.manifest import Ending, Manifest
 from mhabench.results.merge import write_rows
-from mhabench.results.store import MANIFEST_NAME, load_run, new_run_dir
+from mhabench.results.schema import ResultRow
+from mhabench.results.store import MANIFEST_NAME, Run, load_run, new_run_dir
 from mhabench.run.shard import folder_name
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import RunConfig
@@ -66,14 +66,27 @@ class Replicate:
 
 @dataclasses.dataclass(frozen=True)
 class ReplicatedResult:
-    """The merged run folder and its rows (raw samples included), as the run summary reads them."""
+    """The merged run as this process wrote it (typed rows, raw samples included, and the final manifest): what the
+    run summary and the short answer read, without reading the folder back."""
 
-    run_dir: Path
-    frame: pd.DataFrame
+    run: Run
     warnings: tuple[str, ...] = ()
-    manifest: None = None
-    """No manifest held: the run's short answer reads the merged folder back (its rows came from the replicates'
-    folders, not from this process)."""
+
+    @property
+    def run_dir(self) -> Path:
+        return self.run.path
+
+    @property
+    def rows(self) -> list[ResultRow]:
+        return self.run.rows
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.run.manifest
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        return self.run.frame
 
 
 def parse_replicate(text: str) -> Replicate:
@@ -128,11 +141,11 @@ def run_replicated(
     except KeyboardInterrupt:  # Ctrl-C reaches the child too; what finished is merged before stopping
         _merge(run_dir, _folders(work), argv, started, config.replicates, "interrupted")
         raise
-    frame = _merge(run_dir, finished, argv, started, config.replicates, "failed" if failure else "complete")
+    merged = _merge(run_dir, finished, argv, started, config.replicates, "failed" if failure else "complete")
     if failure is not None:
         raise ReplicateFailedError(f"{failure}; the rows of {len(finished)} replicate(s) are in {run_dir}")
     shutil.rmtree(work, ignore_errors=True)
-    return ReplicatedResult(run_dir, frame)
+    return ReplicatedResult(merged)
 
 
 def child_command(config_file: Path, out_root: Path, replicate: Replicate, plugin_files: Sequence[str]) -> list[str]:
@@ -168,13 +181,10 @@ def _folders(work: Path) -> list[Path]:
 
 def _merge(
     run_dir: Path, folders: Sequence[Path], argv: list[str], started: dt.datetime, count: int, status: Ending
-) -> pd.DataFrame:
+) -> Run:
     """The replicates' rows in ``run_dir`` (replicate i as repeat i) under a manifest that names them all."""
     runs = [load_run(folder) for folder in folders]
-    frames = [run.rows.assign(**{REPEAT: index}) for index, run in enumerate(runs)]
-    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if len(rows):
-        rows["run_id"] = run_dir.name
+    rows = [_as_repeat(row, index, run_dir.name) for index, run in enumerate(runs) for row in run.rows]
     first: dict[str, Any] = runs[0].manifest.as_dict() if runs else {}
     kept = {key: value for key, value in first.items() if key not in ("replicate", "run_id", "drift")}
     manifest = Manifest.model_validate(
@@ -188,10 +198,16 @@ def _merge(
         }
     )
     ends = [run.manifest.finished_at for run in runs if run.manifest.finished_at]
+    merged = Run(run_dir, manifest, rows)
     with run_folder(run_dir, manifest, finished_as=status, finished_at=max(ends, default=None)):
-        if len(rows):
-            write_rows(run_dir, rows)
-    return rows
+        if rows:
+            write_rows(run_dir, merged.frame)
+    return merged  # run_folder has brought the manifest to its final status
+
+
+def _as_repeat(row: ResultRow, index: int, run_id: str) -> ResultRow:
+    """A replicate's row as a row of the merged run: replicate ``index`` is its repeat, the merged run its run id."""
+    return dataclasses.replace(row, case=dataclasses.replace(row.case, repeat=index, run_id=run_id))
 
 
 def _provenance(index: int, manifest: dict[str, Any]) -> dict[str, Any]:

@@ -60,10 +60,10 @@ class Progress(Protocol):
 class RunResult:
     run_dir: Path
     rows: list[ResultRow]
+    manifest: Manifest
+    """The run's final manifest, as written: with the rows, what the CLI reads after a run instead of the folder."""
     warnings: tuple[str, ...] = ()
     """Lines the user must see after the summary (the machine drifted during the run)."""
-    manifest: Manifest | None = None
-    """The run's final manifest, as written (None where the launch path keeps none: torchrun's rank 0)."""
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -136,7 +136,7 @@ def run(
         live.record(drift=drift.finish())
         warning = drift.result().warning()
     notes = (*covered_windows(config), *([warning] if warning else []))
-    return RunResult(writer.run_dir, list(writer.rows), notes, manifest)
+    return RunResult(writer.run_dir, list(writer.rows), manifest, notes)
 
 
 def _resumed_manifest(run_dir: Path, argv: list[str] | None, differences: tuple[str, ...]) -> Manifest:

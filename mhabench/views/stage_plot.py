@@ -33,7 +33,7 @@ COLOURS = dict(zip(STAGES, PALETTE, strict=True))
 
 def stage_blocks(run: Run) -> list[Block]:
     """The section, or nothing when no row of the run has a breakdown."""
-    rows = ok_rows(run.rows)
+    rows = ok_rows(run.frame)
     kernels = read_kernels(run.path)
     plots = []
     for case_id, case_rows in list(rows.groupby(CASE_ID, sort=False))[:MAX_CASES]:

@@ -33,6 +33,6 @@ class RunAnswers:
 
 def answer(run: Run) -> RunAnswers:
     """The run's cases and picks: across processes for a replicated run, per repeat otherwise."""
-    cases = cases_of(run.run_id, run.rows)
+    cases = cases_of(run.run_id, run.frame)
     pick_of = pick_replicated if is_replicated(run.manifest) else pick
     return RunAnswers(run, cases, {case.case_id: pick_of(case) for case in cases})

@@ -21,11 +21,10 @@ REASONS_SHOWN = 3
 
 def energy_blocks(run: Run) -> list[Block]:
     """The section, or nothing for a run no row of which was read through NVML (a CPU run)."""
-    rows = run.rows
-    if "energy_source" not in rows or not rows["energy_source"].astype(str).str.startswith("nvml").any():
+    if not any(row.energy and str(row.energy.energy_source or "").startswith("nvml") for row in run.rows):
         return []
     limit = power_limit_of(run.manifest.environment)
-    ok = [record for record in rows.to_dict("records") if record.get("status") == RowStatus.OK]
+    ok = [row.record() for row in run.rows if row.status == RowStatus.OK]
     shown = [(record, reading(record, limit)) for record in ok]
     resolved = [(record, one) for record, one in shown if one.resolved]
     blocks: list[Block] = [

@@ -79,7 +79,7 @@ def build(run: Run, baseline: str = DEFAULT_BASELINE, first: Sequence[Block] = (
 
 
 def _result_blocks(run: Run, baseline: str) -> list[Block]:
-    rows = run.rows
+    rows = run.frame
     speedups = speedup_rows(rows, baseline)
     return [
         Paragraph(_summary_sentence(run)),
@@ -102,9 +102,10 @@ def _no_rows_sentence(run: Run) -> str:
 def _summary_sentence(run: Run) -> str:
     env = run.manifest.environment
     rows = run.rows
-    ok = int((rows[STATUS] == RowStatus.OK).sum())
+    ok = sum(row.status == RowStatus.OK for row in rows)
+    cases = len({row.case.case_id for row in rows if row.case.case_id is not None})
     return (
-        f"{len(rows)} rows ({ok} ok, {len(rows) - ok} failed) over {rows[CASE_ID].nunique()} cases on "
+        f"{len(rows)} rows ({ok} ok, {len(rows) - ok} failed) over {cases} cases on "
         f"{env.get('device_name', '?')} ({env.get('device_kind', '?')}), torch {env.get('torch', '?')}, "
         f"{env.get('threads', '?')} threads; run {run.manifest.status or '?'}, "
         f"started {run.manifest.started_at or '?'}."
