@@ -21,7 +21,6 @@ from mhabench.errors import ResultsCorruptError, RunNotFoundError
 from mhabench.results.columns import COLUMNS, SAMPLES_COLUMN
 from mhabench.results.schema import FORMAT_VERSION, ResultRow
 from mhabench.results.store import (
-    Run,
     RunWriter,
     load_run,
     new_run_dir,
@@ -57,11 +56,6 @@ def row(impl: str, times_ms: list[float] | None = None, **metrics: Any) -> Resul
     """A typed row from flat values: identity, ``status`` ok unless given, and whatever metrics are passed."""
     record = {**IDENTITY, "impl": impl, "status": "ok", "error": "", **metrics}
     return ResultRow.from_record({**record, **({SAMPLES_COLUMN: times_ms} if times_ms is not None else {})})
-
-
-def typed_rows(run: Run) -> list[ResultRow]:
-    """A loaded run's typed rows (``load_run`` builds them from the stored records)."""
-    return run.rows
 
 
 def write_run(
@@ -119,7 +113,7 @@ def test_typed_rows_round_trip_through_the_run_folder(tmp_path: Path, source: st
     run_dir = write_run(tmp_path, "typed", rows)
     if source == "csv":
         (run_dir / "results.parquet").unlink()
-    back = typed_rows(load_run(run_dir))
+    back = load_run(run_dir).rows
     for original, loaded in zip(rows, back, strict=True):
         if source == "csv" and original.latency is not None:  # the CSV holds no raw samples
             assert loaded.latency is not None and loaded.latency.times_ms is None
@@ -177,7 +171,7 @@ def test_killed_run_loads_every_csv_row_with_the_samples_the_parquet_had(tmp_pat
     assert list(run.frame["impl"]) == ["naive", "per_head", "fused"]
     assert list(run.frame[SAMPLES_COLUMN]) == [[1.0, 2.0, 3.0], [4.0], []]
     assert list(run.frame["latency_ms"]) == [2.0, 4.0, 6.0]  # the third row's median comes from the CSV
-    assert [r.latency.samples for r in typed_rows(run) if r.latency] == [3, 1, 2]
+    assert [r.latency.samples for r in run.rows if r.latency] == [3, 1, 2]
 
 
 def test_a_newer_format_version_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -215,7 +209,7 @@ def test_a_run_without_format_version_loads_and_compares_with_a_new_one(tmp_path
     run = load_run(old)
     assert len(run.rows) == len(sweep_rows())
     assert run.frame[SAMPLES_COLUMN][0] == sweep_rows()[0][SAMPLES_COLUMN]
-    typed = typed_rows(run)
+    typed = run.rows
     assert typed[0].dispatch is None or typed[0].dispatch.ops_per_call is None
     assert typed[-1].status == "error" and typed[-1].latency is None
     new = write_run(tmp_path, "new", [ResultRow.from_record(r) for r in sweep_rows()])
@@ -365,7 +359,7 @@ def test_reopen_after_a_kill_anywhere_in_the_last_line(tmp_path: Path) -> None:
         run_dir = killed_run(tmp_path / str(cut), rows[:1], tail=full[last_line_start:cut])
         expected = rows if cut == len(full) else rows[:1]
         assert keys(RunWriter.reopen(run_dir).rows) == keys(expected), cut
-        assert keys(typed_rows(load_run(run_dir))) == keys(expected), cut
+        assert keys(load_run(run_dir).rows) == keys(expected), cut
 
 
 def test_reopen_after_a_kill_inside_the_header(tmp_path: Path) -> None:

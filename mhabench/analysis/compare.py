@@ -19,6 +19,7 @@ JSON, Markdown).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import math
 from typing import Any
@@ -49,6 +50,17 @@ ENVIRONMENT_FIELDS = (
     "python",
     "git_commit",
 )
+
+
+class Unjudged(str, enum.Enum):
+    """A compare row that gets no :class:`Change`: matched in one run only, or failed in either. Beside ``Change``
+    they make every word of the ``verdict`` column; str-valued, so the column and every output hold the words."""
+
+    NOT_COMPARED = "not compared"
+    ONLY_IN_BASE = "only in base"
+    ONLY_IN_CANDIDATE = "only in candidate"
+
+    __str__ = str.__str__
 
 
 class IncomparableRunsError(InputError):
@@ -104,7 +116,7 @@ class Comparison:
         """Rows whose whole interval is slower than the threshold (what ``--fail-on-regression`` gates on)."""
         if "verdict" not in self.rows:
             return self.rows.iloc[0:0]
-        return self.rows[self.rows["verdict"] == Change.SLOWER.value]
+        return self.rows[self.rows["verdict"] == Change.SLOWER]
 
     @property
     def summary(self) -> Summary | None:
@@ -224,9 +236,9 @@ def compare_runs(
 def unclear_within_spread(row: dict[str, Any], threshold: float, between_process_spread: float) -> None:
     """A ``faster`` / ``slower`` row whose interval, widened by the between-process spread, no longer clears the
     threshold becomes ``~``, with a note: the difference is one the machine makes between its own processes."""
-    if between_process_spread <= 0 or row["verdict"] not in (Change.FASTER.value, Change.SLOWER.value):
+    if between_process_spread <= 0 or row["verdict"] not in (Change.FASTER, Change.SLOWER):
         return
-    if judge_change(row["ci_low"], row["ci_high"], threshold, between_process_spread).value != row["verdict"]:
+    if judge_change(row["ci_low"], row["ci_high"], threshold, between_process_spread) != row["verdict"]:
         row["verdict"] = Change.UNCLEAR.value
         note = f"within this machine's between-process spread ({between_process_spread:.0%})"
         row["note"] = f"{row['note']}; {note}" if row["note"] else note
@@ -287,11 +299,11 @@ def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
         note="",
     )
     if presence != "both":
-        out["verdict"] = "only in base" if presence == "left_only" else "only in candidate"
+        out["verdict"] = (Unjudged.ONLY_IN_BASE if presence == "left_only" else Unjudged.ONLY_IN_CANDIDATE).value
         return out
     failed = [(name, side) for name, side in (("base", base), ("candidate", cand)) if not is_ok(side)]
     if failed:
-        out["verdict"] = "not compared"
+        out["verdict"] = Unjudged.NOT_COMPARED.value
         out["note"] = _failed_note(failed)
         return out
     base_samples, cand_samples = samples_of(base), samples_of(cand)

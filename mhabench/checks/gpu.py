@@ -236,7 +236,7 @@ def check_compiled_flex(ctx: Context) -> Verdict:
     """configs/gpu-compiled.yaml through the CLI: compiled and flex both ok, with their compile time."""
     rows = _run_cli(ctx, ctx.configs / "gpu-compiled.yaml", 400)
     figures = {**_status_counts(rows), "compile_time_s": {r["impl"]: r.get("compile_time_s") for r in rows}}
-    return [r["status"] for r in rows] == ["ok", "ok"], figures
+    return [r["status"] for r in rows] == [RowStatus.OK, RowStatus.OK], figures
 
 
 def _oom_config(ctx: Context) -> Path:
@@ -275,8 +275,8 @@ def check_oom_then_runs(ctx: Context) -> Verdict:
     extra = ["--no-memory-guard"] if "--no-memory-guard" in help_text else []
     statuses = [row["status"] for row in _run_cli(ctx, _oom_config(ctx), 300, *extra)]
     figures = {"in_process": in_process, "cli_statuses": statuses, "cli_flags": extra}
-    first_ok = statuses[:1] == ["oom"] or (not extra and statuses[:1] == ["skipped"])
-    return in_process[0] == RowStatus.OOM and first_ok and statuses[1:] == ["ok"], figures
+    first_ok = statuses[:1] == [RowStatus.OOM] or (not extra and statuses[:1] == [RowStatus.SKIPPED])
+    return in_process[0] == RowStatus.OOM and first_ok and statuses[1:] == [RowStatus.OK], figures
 
 
 STICKY_PROGRAM = """import torch; from mhabench.torch_errors import classify_failure, is_sticky_cuda_error

@@ -19,6 +19,7 @@ from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import DEFAULT_BASELINE, samples_of, speedup_rows
 from mhabench.errors import InputError
 from mhabench.history.provenance import UNKNOWN_COMMIT
+from mhabench.results.cells import number_of
 from mhabench.results.columns import (
     ACHIEVED_USEFUL_TFLOPS,
     CASE_ID,
@@ -161,11 +162,9 @@ def _row_record(run_id: str, row: dict[str, Any], samples: list[float], version:
 
 
 def _number(value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return number if math.isfinite(number) else math.nan
+    """A cell as the store keeps a number: NaN where there is none (:func:`number_of` cleans it)."""
+    found = number_of(value)
+    return math.nan if found is None else found
 
 
 def _inverse(value: float) -> float:

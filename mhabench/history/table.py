@@ -12,11 +12,12 @@ import json
 import math
 from typing import Any
 
+from mhabench.analysis.verdict import Change
 from mhabench.history.gate import GateResult
 from mhabench.history.series import History, Point, Series, Step
 from mhabench.views.table import TableModel, format_number
 
-STYLE = {"slower": "slower", "faster": "faster", "same": "same", "~": "maybe"}
+STYLE = {Change.SLOWER: "slower", Change.FASTER: "faster", Change.SAME: "same", Change.UNCLEAR: "maybe"}
 
 
 def _interval(low: float, high: float) -> str:
@@ -84,7 +85,7 @@ def changes_table(history: History) -> TableModel:
             for series, step, cause in rows
         ],
         numeric=[False, False, False, False, True, False, False],
-        styles=[STYLE[step.change.value] for _, step, _ in rows],
+        styles=[STYLE[step.change] for _, step, _ in rows],
     )
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from mhabench.measure.op_counts import is_kernel
+from mhabench.results.cells import number
 from mhabench.results.stages import StageFigures
 from mhabench.stage_cost import STAGES, StageCost
 
@@ -270,8 +271,8 @@ def kernel_units(kernels: Iterable[dict[str, Any]]) -> list[Unit]:
     """Units from kernel records in launch order (kernels.csv's columns; counters empty when none ran)."""
     units = []
     for kernel in kernels:
-        tensor, fp32 = _number(kernel.get("tensor_flops")), _number(kernel.get("fp32_flops"))
-        read, write = _number(kernel.get("dram_read_bytes")), _number(kernel.get("dram_write_bytes"))
+        tensor, fp32 = number(kernel, "tensor_flops"), number(kernel, "fp32_flops")
+        read, write = number(kernel, "dram_read_bytes"), number(kernel, "dram_write_bytes")
         flops = None if tensor is None else tensor + (fp32 or 0.0)
         moved = None if read is None else read + (write or 0.0)
         name = str(kernel["kernel_name"])
@@ -287,11 +288,3 @@ def profile_cuda(call: Callable[[], object], device: torch.device) -> list[Unit]
         torch.cuda.synchronize(device)
     events = sorted((event for event in profiler.events() if is_kernel(event)), key=lambda e: e.time_range.start)
     return [Unit(event.name, kind_of(event.name), event.device_time / 1e3) for event in events]
-
-
-def _number(value: object) -> float | None:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number

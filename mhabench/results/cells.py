@@ -25,6 +25,17 @@ def cell(value: Any) -> Any:
     return value
 
 
+def field_of(value: Any, integer: bool = False) -> Any:
+    """A stored cell as a :class:`mhabench.results.schema.ResultRow` field: :func:`cell`, with the raw samples (a
+    Parquet array, a list) as a tuple of floats, and no samples as None (a row without them has no latency group).
+
+    ``integer``: the field is a count, and a whole float is the int that was written (a column with empty cells
+    reads back as floats: ``samples`` 4.0 is 4)."""
+    if isinstance(value, np.ndarray | list | tuple):
+        return tuple(float(v) for v in value) or None
+    return plain(value) if integer else cell(value)
+
+
 def plain(value: Any) -> Any:
     """:func:`cell`, with a whole float as an int (8.0 read back from a CSV is the 8 that was written)."""
     value = cell(value)

@@ -180,14 +180,9 @@ def reference_markdown() -> str:
     return "\n".join(lines)
 
 
-def sample_count(row: Mapping[str, Any]) -> int | None:
-    """The row's ``samples`` column as an int; None where it is empty (a failed row)."""
-    return whole_of(row.get(SAMPLE_COUNT))
-
-
 def noisy(row: Mapping[str, Any]) -> bool | None:
     """The row's ``noisy`` flag where it is defined, None where it is not: below ``MIN_SPREAD_SAMPLES`` samples
     there is no IQR to judge, yet runs written before that rule set the flag anyway, so every reader of the
     flag goes through here and none trusts an old run's flag that the summary table hides."""
-    count = sample_count(row)
+    count = whole_of(row.get(SAMPLE_COUNT))
     return None if count is not None and count < MIN_SPREAD_SAMPLES else flag(row.get(NOISY))

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from mhabench.results.cells import cell
+from mhabench.results.cells import field_of
 from mhabench.results.column import column
 from mhabench.results.gpu_groups import Energy, HardwareCounters
 from mhabench.results.stages import StageBreakdown
@@ -460,7 +460,7 @@ class ResultRow:
         """The inverse of :meth:`record`; a group whose columns are all empty is None."""
         groups: dict[str, Any] = {}
         for attribute, group in GROUPS:
-            values = {f.name: _clean(record.get(f.name)) for f in dataclasses.fields(group)}
+            values = {f.name: field_of(record.get(f.name), f.type == "int") for f in dataclasses.fields(group)}
             present = any(v is not None for v in values.values())
             groups[attribute] = group(**values) if present or attribute in ("case", "outcome") else None
         return cls(**groups)
@@ -492,10 +492,3 @@ def _merged(current: Any, update: Any) -> Any:
     """``current`` with every field ``update`` fills."""
     filled = {f.name: value for f in dataclasses.fields(update) if (value := getattr(update, f.name)) is not None}
     return dataclasses.replace(current, **filled)
-
-
-def _clean(value: Any) -> Any:
-    """A stored cell as a row field (:func:`mhabench.results.cells.cell`); samples as a tuple of floats."""
-    if isinstance(value, np.ndarray | list | tuple):
-        return tuple(float(v) for v in value) or None  # no samples is no latency group
-    return cell(value)

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mhabench.analysis import stats
-from mhabench.analysis.compare import Comparison
+from mhabench.analysis.compare import Comparison, Unjudged
 from mhabench.analysis.spread import repeat_count
 from mhabench.analysis.throughput import USEFUL_INTENSITY, throughput
 from mhabench.analysis.verdict import Change
@@ -66,10 +66,17 @@ def _ci(value: Any, low: Any, high: Any) -> str:
     return "n/a" if math.isfinite(float(value)) else "-"
 
 
+VERDICT_STYLES: dict[str, str] = {
+    Change.UNCLEAR: "maybe",
+    Unjudged.ONLY_IN_BASE: "only",
+    Unjudged.ONLY_IN_CANDIDATE: "only",
+    Unjudged.NOT_COMPARED: "failed",
+}
+"""The table style of a verdict that is not its own word (``faster``, ``slower``, ``same`` are styles too)."""
+
+
 def _verdict_style(verdict: str) -> str:
-    return {"~": "maybe", "only in base": "only", "only in candidate": "only", "not compared": "failed"}.get(
-        verdict, verdict
-    )
+    return VERDICT_STYLES.get(verdict, verdict)
 
 
 def _speedup_table(comparison: Comparison) -> TableModel:
@@ -151,7 +158,15 @@ def _runs_table(comparison: Comparison) -> TableModel:
     return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), frame)
 
 
-SUMMARY_ORDER = ("faster", "slower", "same", "~", "not compared", "only in base", "only in candidate")
+SUMMARY_ORDER: tuple[Change | Unjudged, ...] = (
+    Change.FASTER,
+    Change.SLOWER,
+    Change.SAME,
+    Change.UNCLEAR,
+    Unjudged.NOT_COMPARED,
+    Unjudged.ONLY_IN_BASE,
+    Unjudged.ONLY_IN_CANDIDATE,
+)
 
 
 def summary_line(comparison: Comparison) -> str | None:
@@ -159,7 +174,7 @@ def summary_line(comparison: Comparison) -> str | None:
     summary = comparison.summary
     if summary is None:
         return None
-    counts = ", ".join(f"{summary.counts[v]} {v}" for v in SUMMARY_ORDER if summary.counts.get(v))
+    counts = ", ".join(f"{summary.counts[v]} {v.value}" for v in SUMMARY_ORDER if summary.counts.get(v))
     line = f"Summary: {counts} (of {sum(summary.counts.values())} rows)"
     if summary.shift is None or summary.shift_ci is None:
         return line + "; too few compared rows to judge a run-wide shift."

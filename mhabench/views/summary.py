@@ -31,6 +31,7 @@ from mhabench.analysis.throughput import (
 )
 from mhabench.analysis.throughput import LABELS as THROUGHPUT_LABELS
 from mhabench.analysis.winners import case_winners
+from mhabench.results.cells import whole_of
 from mhabench.results.columns import (
     ARITHMETIC_INTENSITY,
     BYTES_MOVED,
@@ -48,11 +49,11 @@ from mhabench.results.columns import (
     PEAK_MEMORY_BYTES,
     PREDICTED_PEAK_BYTES,
     REPEAT,
+    SAMPLE_COUNT,
     STATUS,
     flag,
     label,
     noisy,
-    sample_count,
 )
 from mhabench.results.schema import MIN_SPREAD_SAMPLES, RowStatus
 from mhabench.results.store import CSV_NAME, PARQUET_NAME
@@ -98,7 +99,7 @@ def sample_notes(row: pd.Series) -> list[str]:
     """What an ok row's samples say of it: ``capped`` (its ``max_run_time_s`` ran out first); ``3 samples``
     below ``MIN_SPREAD_SAMPLES`` (no IQR, so no noisy flag either way), else ``noisy`` when flagged."""
     notes = ["capped"] if flag(row.get(CAPPED)) else []
-    count = sample_count(row)
+    count = whole_of(row.get(SAMPLE_COUNT))
     if count is not None and count < MIN_SPREAD_SAMPLES:
         notes.append(f"{count} sample" if count == 1 else f"{count} samples")
     elif noisy(row):
@@ -110,7 +111,7 @@ def _latency_text(row: pd.Series) -> str:
     """``median (IQR)``; the IQR is ``n/a`` below ``MIN_SPREAD_SAMPLES`` samples (one sample's would read 0)."""
     if row[STATUS] != RowStatus.OK:
         return "-"
-    count = sample_count(row)
+    count = whole_of(row.get(SAMPLE_COUNT))
     iqr = float(row[LATENCY_P75_MS]) - float(row[LATENCY_P25_MS])
     spread = "n/a" if count is not None and count < MIN_SPREAD_SAMPLES else format_number(iqr, ".3f")
     return f"{format_number(row[LATENCY_MS], '.3f')} ({spread})"
@@ -224,7 +225,7 @@ def compact_table(rows: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> Table
             speedup_text(line),
             line.get("speedup_method") or "-",
             *([format_number(line.get("speedup_spread"), ".1%")] if with_repeats else []),
-            _counts_text(line["statuses"], without="ok"),
+            _counts_text(line["statuses"], without=RowStatus.OK),
         ]
         for _, line in winners.iterrows()
     ]
