@@ -75,17 +75,24 @@ def test_the_short_answer_and_the_history_append_after_a_run_use_the_rows_it_hol
     assert (tmp_path / "history").is_dir()
 
 
-def test_a_replicated_run_holds_its_merged_rows_and_final_manifest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _fake_replicates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each replicate's child process replaced by a written folder: naive 1 ms slower in each next replicate."""
     from mhabench.run import replicates as replicated
-    from mhabench.scenario.config import parse_config
 
     def fake_child(config_file: Path, out_root: Path, replicate: Replicate, plugin_files: Any) -> Any:
         rows = [row("naive", [1.0 + replicate.index] * 6), row("fused", [0.5] * 6)]
         return write_run(out_root, f"replicate{replicate.index}", rows), None
 
     monkeypatch.setattr(replicated, "_run_child", fake_child)
+
+
+def test_a_replicated_run_holds_its_merged_rows_and_final_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mhabench.run import replicates as replicated
+    from mhabench.scenario.config import parse_config
+
+    _fake_replicates(monkeypatch)
     config = parse_config(
         {"name": "tiny", "replicates": 2, "scenarios": [{"seq_len": 16, "d_model": 32, "heads": 2}]}, "x"
     )
@@ -130,3 +137,14 @@ def test_a_held_run_is_the_run_it_was_given() -> None:
     manifest = Manifest.model_validate({"run_id": "h", "status": "complete"})
     run = held_run(Path("nowhere"), manifest, rows)
     assert run.rows == rows and run.rows is not rows and run.manifest is manifest and run.run_id == "h"
+
+
+def test_calibrate_measures_the_replicated_run_it_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spread is read off the merged rows the calibration run returns, the same as from the folder."""
+    from mhabench.analysis import calibration
+
+    _fake_replicates(monkeypatch)
+    found, _ = calibration.calibrate(tmp_path, ["mhabench", "calibrate"], "cpu", 3)
+    (run_dir,) = tmp_path.iterdir()
+    assert found.processes == 3 and found.run_path == str(run_dir)
+    assert found == calibration.calibration_of(load_run(run_dir))

@@ -30,7 +30,7 @@ from mhabench.results.calibration import Calibration, calibration_path, load_cal
 from mhabench.results.columns import CASE_ID, IMPL, REPEAT, STATUS
 from mhabench.results.fingerprint import Fingerprint
 from mhabench.results.schema import RowStatus
-from mhabench.results.store import Run, load_run
+from mhabench.results.store import Run
 from mhabench.run.replicates import run_replicated
 from mhabench.scenario.config import RunConfig, parse_config
 from mhabench.scenario.device import resolve_device
@@ -61,7 +61,7 @@ def calibrate(
 ) -> tuple[Calibration, Path]:
     """Run the calibration sweep, measure the spread, store it for this machine; the calibration and its file."""
     result = run_replicated(calibration_config(device, processes), out_root, argv, report=report)
-    calibration = calibration_of(load_run(result.run_dir))
+    calibration = calibration_of(result.run)  # the merged run as written, not read back
     return calibration, save_calibration(calibration)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mhabench.impls.sdpa import kernel_skips_masked_work
+from mhabench.results.cells import flag
 from mhabench.results.columns import (
     ACHIEVED_TFLOPS,
     ACHIEVED_USEFUL_TFLOPS,
@@ -40,7 +41,6 @@ from mhabench.results.columns import (
     SKIPS_MASKED_WORK,
     TENSOR_FLOPS,
     USEFUL_FLOPS,
-    flag,
 )
 
 EXECUTED_TFLOPS = "executed_tflops"

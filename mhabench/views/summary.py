@@ -31,7 +31,7 @@ from mhabench.analysis.throughput import (
 )
 from mhabench.analysis.throughput import LABELS as THROUGHPUT_LABELS
 from mhabench.analysis.winners import case_winners
-from mhabench.results.cells import whole_of
+from mhabench.results.cells import flag, whole_of
 from mhabench.results.columns import (
     ARITHMETIC_INTENSITY,
     BYTES_MOVED,
@@ -51,7 +51,6 @@ from mhabench.results.columns import (
     REPEAT,
     SAMPLE_COUNT,
     STATUS,
-    flag,
     label,
     noisy,
 )

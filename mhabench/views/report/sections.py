@@ -20,6 +20,7 @@ from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
 from mhabench.analysis.throughput import EXECUTED_OVER_USEFUL
 from mhabench.analysis.throughput import LABELS as THROUGHPUT_LABELS
+from mhabench.results.cells import flag
 from mhabench.results.columns import (
     ARITHMETIC_INTENSITY,
     BYTES_MOVED,
@@ -40,7 +41,6 @@ from mhabench.results.columns import (
     SCENARIO,
     SKIPS_MASKED_WORK,
     STATUS,
-    flag,
     label,
 )
 from mhabench.results.schema import MIN_SPREAD_SAMPLES, RowStatus
