@@ -23,7 +23,7 @@ from mhabench.errors import InputError, OutputFolderError
 from mhabench.results.columns import SAMPLES_COLUMN
 from mhabench.results.lifecycle import run_folder
 from mhabench.results.manifest import Ending, Manifest, Shard
-from mhabench.results.store import CSV_NAME, PARQUET_NAME, Run, load_run
+from mhabench.results.store import CSV_NAME, PARQUET_NAME, Run, load_run, stored_frame
 
 ROW_KEY = ["case_id", "impl", "repeat"]
 """The columns that name one row; a merged run holds each at most once."""
@@ -66,7 +66,7 @@ def merge_runs(run_dirs: Sequence[Path], out_dir: Path, force: bool = False) -> 
     forced = _disagreements(shards) + _unfinished(shards)
     if forced and not force:
         raise InputError(f"merge: {forced[0]}; pass --force to merge anyway")
-    rows = pd.concat([s.run.frame for s in shards], ignore_index=True)
+    rows = pd.concat([stored_frame(s.path) for s in shards], ignore_index=True)
     _check_no_duplicates(rows)
     _prepare_out_dir(out_dir)
     rows["run_id"] = out_dir.name

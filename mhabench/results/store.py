@@ -299,31 +299,42 @@ def _read(source: Path) -> pd.DataFrame:
 
 
 def _read_rows(run_dir: Path) -> list[ResultRow]:
-    """The Parquet file when it has every row; else the CSV, with the samples the Parquet file has; typed.
+    """The folder's stored records, typed: each becomes a :class:`ResultRow` here (:meth:`ResultRow.from_record`
+    cleans its cells), the one place a read cell is cleaned."""
+    return typed_rows(stored_frame(run_dir))
 
-    Each stored record becomes a :class:`ResultRow` here (:meth:`ResultRow.from_record` cleans its cells), the one
-    place a read cell is cleaned. A probe run has neither file: no rows."""
+
+def stored_frame(run_dir: Path) -> pd.DataFrame:
+    """The records as the folder stores them: the Parquet file when it has every row; else the CSV, with the samples
+    the Parquet file has (an older format's key columns filled in, ``error`` as text, ``times_ms`` lists).
+
+    Readers use :func:`load_run`; this is for code that copies rows from folders into a folder (``merge``, a
+    replicated run), so the files it writes hold every cell as its source wrote it. A probe run has neither file:
+    no rows, every column."""
     parquet, csv_path = run_dir / PARQUET_NAME, run_dir / CSV_NAME
     frame = _read(parquet) if parquet.is_file() else None
     if csv_path.is_file() and (frame is None or len(frame) < _csv_rows(csv_path)):
         samples = {} if frame is None else dict(zip(_row_keys(frame), frame[SAMPLES_COLUMN], strict=True))
         frame = _read(csv_path).copy()  # one block per column once the CSV has ~100: adding one more warns
         frame[SAMPLES_COLUMN] = [samples.get(key) for key in _row_keys(frame)]
-    return [] if frame is None else typed_rows(frame)
+    frame = rows_frame([]) if frame is None else frame
+    frame["error"] = frame["error"].astype(object).fillna("").astype(str)
+    frame[SAMPLES_COLUMN] = frame[SAMPLES_COLUMN].apply(lambda v: [float(x) for x in v] if v is not None else [])
+    return frame
 
 
 def typed_rows(frame: pd.DataFrame) -> list[ResultRow]:
     """Stored records as typed rows: the key columns an older format lacks filled in (:func:`with_key_defaults`),
     ``error`` as the writer held it ("" for none), every other cell cleaned by :meth:`ResultRow.from_record`."""
     frame = with_key_defaults(frame.copy())
-    frame["error"] = frame["error"].astype(object).fillna("").astype(str) if "error" in frame else ""
+    frame["error"] = frame["error"].astype(object).fillna("").astype(str)
     return [ResultRow.from_record(record) for record in frame.to_dict("records")]
 
 
 def read_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
     """Typed rows as the frame readers do pandas work on: :func:`rows_frame`, with ``error`` as text ("" where
-    none), ``times_ms`` a list of floats (empty: none), and a numeric column no row fills as float NaN (what a
-    Parquet file of the same rows reads back as, rather than a column of None)."""
+    none), ``times_ms`` a list of floats (empty: none), and a numeric column no row fills as float NaN rather than a
+    column of None (as a CSV column of empty cells reads back), so numeric work on it needs no special case."""
     frame = rows_frame(list(rows))
     frame["error"] = frame["error"].astype(object).fillna("").astype(str)
     frame[SAMPLES_COLUMN] = frame[SAMPLES_COLUMN].apply(lambda v: [float(x) for x in v])

@@ -34,11 +34,12 @@ import numpy as np
 import pandas as pd
 
 from mhabench.errors import InputError, MhabenchError
+from mhabench.results.columns import REPEAT
 from mhabench.results.lifecycle import run_folder
 from mhabench.results.manifest import Ending, Manifest
 from mhabench.results.merge import write_rows
 from mhabench.results.schema import ResultRow
-from mhabench.results.store import MANIFEST_NAME, Run, load_run, new_run_dir
+from mhabench.results.store import MANIFEST_NAME, Run, load_run, new_run_dir, stored_frame, typed_rows
 from mhabench.run.shard import folder_name
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import RunConfig
@@ -184,7 +185,10 @@ def _merge(
 ) -> Run:
     """The replicates' rows in ``run_dir`` (replicate i as repeat i) under a manifest that names them all."""
     runs = [load_run(folder) for folder in folders]
-    rows = [_as_repeat(row, index, run_dir.name) for index, run in enumerate(runs) for row in run.rows]
+    frames = [stored_frame(run.path).assign(**{REPEAT: index}) for index, run in enumerate(runs)]
+    stored = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if len(stored):
+        stored["run_id"] = run_dir.name
     first: dict[str, Any] = runs[0].manifest.as_dict() if runs else {}
     kept = {key: value for key, value in first.items() if key not in ("replicate", "run_id", "drift")}
     manifest = Manifest.model_validate(
@@ -198,16 +202,11 @@ def _merge(
         }
     )
     ends = [run.manifest.finished_at for run in runs if run.manifest.finished_at]
-    merged = Run(run_dir, manifest, rows)
     with run_folder(run_dir, manifest, finished_as=status, finished_at=max(ends, default=None)):
-        if rows:
-            write_rows(run_dir, merged.frame)
-    return merged  # run_folder has brought the manifest to its final status
-
-
-def _as_repeat(row: ResultRow, index: int, run_id: str) -> ResultRow:
-    """A replicate's row as a row of the merged run: replicate ``index`` is its repeat, the merged run its run id."""
-    return dataclasses.replace(row, case=dataclasses.replace(row.case, repeat=index, run_id=run_id))
+        if len(stored):
+            write_rows(run_dir, stored)  # the replicates' cells as they wrote them
+    # the rows as the folder now holds them, typed; run_folder has brought the manifest to its final status
+    return Run(run_dir, manifest, typed_rows(stored) if len(stored) else [])
 
 
 def _provenance(index: int, manifest: dict[str, Any]) -> dict[str, Any]:
