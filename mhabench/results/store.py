@@ -327,7 +327,7 @@ def typed_rows(frame: pd.DataFrame) -> list[ResultRow]:
     """Stored records as typed rows: the key columns an older format lacks filled in (:func:`with_key_defaults`),
     ``error`` as the writer held it ("" for none), every other cell cleaned by :meth:`ResultRow.from_record`."""
     frame = with_key_defaults(frame.copy())
-    frame["error"] = frame["error"].astype(object).fillna("").astype(str)
+    frame["error"] = frame["error"].astype(object).fillna("").astype(str) if "error" in frame else ""
     return [ResultRow.from_record(record) for record in frame.to_dict("records")]
 
 
