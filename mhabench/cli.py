@@ -24,7 +24,7 @@ from mhabench.results.store import rows_frame
 from mhabench.run import runner
 from mhabench.run.launch import launch_env
 from mhabench.run.request import RunRequest
-from mhabench.scenario import config as config_mod
+from mhabench.scenario import loading as config_loading
 from mhabench.scenario import overrides, plugins
 from mhabench.version import __version__
 from mhabench.views import summary
@@ -136,9 +136,11 @@ def run(
             cli_run.resume(resume, out, force, baseline)
             return
         parsed_shard = parse_shard(shard) if shard is not None else None
-        paths = [str(path) for path in configs] if configs else [config_mod.default_config_name(device)]
+        paths = [str(path) for path in configs] if configs else [config_loading.default_config_name(device)]
         loaded = (
-            [config_mod.load_config(path) for path in configs] if configs else [config_mod.load_default_config(device)]
+            [config_loading.load_config(path) for path in configs]
+            if configs
+            else [config_loading.load_default_config(device)]
         )
         loaded = [
             overrides.with_overrides(
@@ -478,7 +480,7 @@ def calibrate(
 
     with user_errors():
         if show:
-            found, path = this_machine(config_mod.check_device_option(device or "auto"))
+            found, path = this_machine(config_loading.check_device_option(device or "auto"))
             console.print(escape(f"{found.describe()}\n{path}"), highlight=False)
             return
         if from_run is not None:
@@ -498,7 +500,7 @@ def check_timing(
     from mhabench.checks.timing import check_timing as check
 
     with user_errors():
-        table = check(config_mod.load_config(config_path), str(config_path))
+        table = check(config_loading.load_config(config_path), str(config_path))
         _fresh_console().print(to_rich(table))
         timed = [cells for cells in table.cells if not cells[-1].startswith("not run")]
         failed = sum(1 for cells in timed if cells[-1] != "PASS")
@@ -575,7 +577,7 @@ def bisect(
     from mhabench.history.bisect import bisect as bisect_commits
 
     with user_errors():
-        config_mod.load_config(config)  # a bad config is refused here, not once per commit
+        config_loading.load_config(config)  # a bad config is refused here, not once per commit
         found = bisect_commits(good, bad, config, plugin, impl, parse_threshold(threshold), history_dir, runs)
         out = _fresh_console()
         for line in found.lines():

@@ -22,7 +22,7 @@ from mhabench.measure.peaks import DevicePeaks
 from mhabench.probe import attention_stats as probe_stats
 from mhabench.run import runner
 from mhabench.run.steps import parameter_count
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 
 ABLATIONS = ("shared_qk", "unscaled", "additive", "full_dim_heads")
 D_MODEL, HEADS = 32, 4

@@ -19,8 +19,9 @@ from mhabench.errors import (
     UnknownImplementationError,
 )
 from mhabench.scenario.cases import Case, covered_windows, expand_cases
-from mhabench.scenario.config import RunConfig, load_config, load_default_config, parse_config
+from mhabench.scenario.config import RunConfig
 from mhabench.scenario.device import resolve_device
+from mhabench.scenario.loading import load_config, load_default_config, parse_config
 from mhabench.scenario.overrides import with_overrides
 
 SOURCE = "configs/x.yaml"
@@ -267,7 +268,7 @@ def test_auto_dtype_on_cuda_follows_the_compute_capability(
 
 def test_the_embedded_default_follows_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """No config on a CUDA machine: the data-centre GPU sweep; on the CPU the small one; --device decides."""
-    from mhabench.scenario.config import default_config_name, load_default_config
+    from mhabench.scenario.loading import default_config_name, load_default_config
 
     assert default_config_name("cpu") == "default.yaml" and load_default_config("cpu").name == "default"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -42,7 +42,8 @@ from mhabench.run.case import screen
 from mhabench.run.placement import placed
 from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case, expand_cases
-from mhabench.scenario.config import RunConfig, load_config
+from mhabench.scenario.config import RunConfig
+from mhabench.scenario.loading import load_config
 
 CUDA = torch.device("cuda", 0)
 KEY = GraphKey(batch=2, seq_len=64, heads=4, kv_heads=2, head_dim=32, causal=True, device_index=0)

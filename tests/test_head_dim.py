@@ -34,7 +34,7 @@ from mhabench.run import runner
 from mhabench.run.case import screen
 from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case, expand_cases
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 
 D_MODEL, HEADS = 64, 4
 CPU = torch.device("cpu")

@@ -33,7 +33,7 @@ from mhabench.measure.environment import environment
 from mhabench.pattern import AttentionPattern, TokenTable, allowed
 from mhabench.run import runner
 from mhabench.scenario.cases import expand_cases
-from mhabench.scenario.config import load_config, parse_config
+from mhabench.scenario.loading import load_config, parse_config
 
 needs_transformers = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None, reason="transformers not installed (pip install '.[hf]')"

@@ -217,7 +217,7 @@ def test_consecutive_cases_share_one_weight_set_with_the_same_numbers() -> None:
     """Drawing d_model = 4096 weights takes seconds of host time: a case reuses the previous case's set."""
     from mhabench.run.inputs import make_inputs
     from mhabench.scenario.cases import expand_cases
-    from mhabench.scenario.config import parse_config
+    from mhabench.scenario.loading import parse_config
 
     cpu = torch.device("cpu")
     config = parse_config({"scenarios": [{"seed": 7, "seq_len": [8, 16], "d_model": 32, "heads": 4}]}, "x.yaml")
@@ -234,7 +234,7 @@ def test_no_implementation_writes_to_the_weights_the_next_case_reuses(tmp_path: 
     """Forward, train and decode cases of every eager CPU implementation leave the shared set as drawn."""
     from mhabench.run import runner
     from mhabench.run.inputs import case_weights
-    from mhabench.scenario.config import parse_config
+    from mhabench.scenario.loading import parse_config
 
     names = [n for n in available_implementations() if "cpu" in get_spec(n).capabilities.devices]
     names = [n for n in names if not get_spec(n).compiles and not get_spec(n).capabilities.requires]

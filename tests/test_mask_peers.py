@@ -25,7 +25,7 @@ from mhabench.impls.registry import EVERY_PATTERN, Capabilities
 from mhabench.impls.weights import AttentionWeights
 from mhabench.pattern import AttentionPattern
 from mhabench.run import runner
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 
 D_MODEL, HEADS = 32, 4
 Rows = dict[tuple[str, str], dict[str, Any]]

@@ -296,7 +296,7 @@ def test_decode_step_peak_excludes_the_preallocated_cache() -> None:
     from mhabench.run.inputs import make_inputs
     from mhabench.run.steps import prepare
     from mhabench.scenario.cases import expand_cases
-    from mhabench.scenario.config import parse_config
+    from mhabench.scenario.loading import parse_config
 
     config = parse_config({"scenarios": [{"seq_len": 256, "d_model": 64, "heads": 4, "phase": "decode"}]}, "x.yaml")
     case = expand_cases(config, CPU)[0]

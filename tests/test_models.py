@@ -14,7 +14,7 @@ from mhabench.cli import app
 from mhabench.errors import ConfigError
 from mhabench.probe.config import parse_probe_config
 from mhabench.scenario.cases import covered_windows, expand_cases
-from mhabench.scenario.config import load_config, parse_config
+from mhabench.scenario.loading import load_config, parse_config
 from mhabench.scenario.models import PRESETS, read_config_json
 from mhabench.views.models import _cells
 

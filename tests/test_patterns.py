@@ -33,7 +33,7 @@ from mhabench.results.columns import with_key_defaults
 from mhabench.run.inputs import make_inputs
 from mhabench.run.steps import input_shape, prepare, workload
 from mhabench.scenario.cases import Case, expand_cases
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 
 CPU = torch.device("cpu")
 D_MODEL, HEADS, SEQ_LEN = 32, 4, 12

@@ -28,7 +28,8 @@ from mhabench.run import case as case_runner
 from mhabench.run import runner
 from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case
-from mhabench.scenario.config import TimingConfig, parse_config
+from mhabench.scenario.config import TimingConfig
+from mhabench.scenario.loading import parse_config
 
 SDPA = ["sdpa_math", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn"]
 PEERS = [*SDPA, "compiled", "flex"]

@@ -23,7 +23,7 @@ from mhabench.results.columns import columns_info
 from mhabench.results.store import load_run
 from mhabench.run import runner
 from mhabench.run.steps import parameter_count
-from mhabench.scenario.config import load_config
+from mhabench.scenario.loading import load_config
 from mhabench.scenario.plugins import load_plugin
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "my_attention.py"

@@ -226,7 +226,7 @@ def test_a_failed_replicate_ends_the_run_with_the_finished_rows_merged(
     from synthetic_runs import write_run
 
     from mhabench.run import replicates as replicated
-    from mhabench.scenario.config import parse_config
+    from mhabench.scenario.loading import parse_config
 
     started: list[int] = []
 

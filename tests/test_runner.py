@@ -30,7 +30,8 @@ from mhabench.results.store import load_run, rows_frame
 from mhabench.run import case as case_runner
 from mhabench.run import memory_guard, runner
 from mhabench.run.request import RunRequest
-from mhabench.scenario.config import RunConfig, TimingConfig, parse_config
+from mhabench.scenario.config import RunConfig, TimingConfig
+from mhabench.scenario.loading import parse_config
 
 
 def tiny(data: dict[str, Any], **changes: Any) -> RunConfig:
@@ -318,7 +319,7 @@ def test_a_failure_row_is_identity_and_a_one_line_outcome(exc: BaseException, ou
 
 def test_tensor_parallel_without_torchrun_is_refused_before_any_row(tmp_path: Path) -> None:
     from mhabench.errors import InputError
-    from mhabench.scenario.config import parse_config
+    from mhabench.scenario.loading import parse_config
 
     data = {"scenarios": [{"seq_len": 8, "d_model": 16, "heads": 2, "tensor_parallel": [1, 2]}]}
     with pytest.raises(InputError, match=re.escape("torchrun --nproc-per-node 2")):

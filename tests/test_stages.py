@@ -26,7 +26,7 @@ from mhabench.results.stages import StageFigures, breakdown_group, read_breakdow
 from mhabench.results.store import load_run
 from mhabench.run import runner
 from mhabench.run.request import RunRequest
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 from mhabench.stage_cost import stage_costs
 from mhabench.views.plots import Plot
 from mhabench.views.report.blocks import Heading

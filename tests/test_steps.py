@@ -22,7 +22,7 @@ from mhabench.impls.reference import decode_reference, numerical_error
 from mhabench.run.runner import run
 from mhabench.run.steps import parameter_count, prepare, workload
 from mhabench.scenario.cases import Case, expand_cases
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 
 DECODERS = ("naive", "per_head", "fused")
 D_MODEL, HEADS = 32, 4

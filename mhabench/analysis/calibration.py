@@ -32,8 +32,9 @@ from mhabench.results.fingerprint import Fingerprint
 from mhabench.results.schema import RowStatus
 from mhabench.results.store import Run, load_run
 from mhabench.run.replicates import run_replicated
-from mhabench.scenario.config import RunConfig, parse_config
+from mhabench.scenario.config import RunConfig
 from mhabench.scenario.device import resolve_device
+from mhabench.scenario.loading import parse_config
 
 DEFAULT_PROCESSES = 5
 """Processes a calibration runs: five give a range that a sixth process rarely leaves, in about a minute
