@@ -19,8 +19,8 @@ from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers
 from mhabench.analysis.advice.pick import CANNOT_TELL, NOTHING, ONLY, TIED, WINNER, pick, statement
-from mhabench.analysis.advice.statement import Question
 from mhabench.analysis.advice.thresholds import HOST_US_PER_OP, LAUNCH_BOUND_SHARE, REPRODUCE_MARGIN, TIE_MARGIN
+from mhabench.analysis.advice.wording import Question
 from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
 from mhabench.errors import InputError

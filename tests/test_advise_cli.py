@@ -63,7 +63,7 @@ def test_a_new_kind_of_statement_slots_in_under_its_case() -> None:
     """Other rules add kinds (energy, replication, citations); the layout needs no change for them."""
     import dataclasses
 
-    from mhabench.analysis.advice.statement import Statement
+    from mhabench.analysis.advice.wording import Statement
     from mhabench.views.advice import layout
 
     times = rounds({"naive": 2.0, "fused": 1.0}, seed=1)

@@ -13,7 +13,7 @@ from synthetic_runs import ENVIRONMENT, rounds, row
 from typer.testing import CliRunner
 
 from mhabench.analysis.advice.answers import answer
-from mhabench.analysis.advice.calibrated import MAY_NOT_REPLICATE, UNCALIBRATED, calibrated_caveats
+from mhabench.analysis.advice.caveats import MAY_NOT_REPLICATE, UNCALIBRATED, calibrated_caveats
 from mhabench.analysis.calibration import calibration_config, calibration_of
 from mhabench.cli import app
 from mhabench.errors import ResultsCorruptError

@@ -22,8 +22,9 @@ from rich.text import Text
 
 from mhabench.analysis.advice import caveats, thresholds, why
 from mhabench.analysis.advice.advise import Advice, RunAdvice
+from mhabench.analysis.advice.crossover import GROUP
 from mhabench.analysis.advice.pick import TIED, WINNER
-from mhabench.analysis.advice.statement import (
+from mhabench.analysis.advice.wording import (
     ACROSS,
     CAVEAT,
     CHANGE,
@@ -34,7 +35,6 @@ from mhabench.analysis.advice.statement import (
     WHY,
     Statement,
 )
-from mhabench.analysis.advice.summary import GROUP
 from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS, PAIRED
 from mhabench.analysis.stats import CONFIDENCE_LEVEL, MIN_INTERVAL_SAMPLES
 from mhabench.views import formats
