@@ -28,7 +28,7 @@ from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.across import across, flips
 from mhabench.analysis.advice.answers import RunAnswers, answer
 from mhabench.analysis.advice.cases import MeasuredCase, groups_of
-from mhabench.analysis.advice.caveats import calibrated_caveats, caveats
+from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers, group_answer
 from mhabench.analysis.advice.pick import statement
@@ -89,7 +89,6 @@ def _run_advice(answers: RunAnswers, question: Question) -> RunAdvice:
         statements += changes(cases)
     run = answers.run
     statements += caveats(run.run_id, run.manifest, answers.cases, answers.picks, question)
-    statements += calibrated_caveats(answers)
     return RunAdvice(answers, tuple(statements))
 
 
