@@ -398,7 +398,7 @@ def advise(
 ) -> None:
     """Which implementation to run for each case, where the answer changes, why, and what the runs cannot tell."""
     from mhabench.analysis.advice.advise import advise as advise_runs
-    from mhabench.analysis.advice.statement import Question
+    from mhabench.analysis.advice.wording import Question
     from mhabench.results import store
     from mhabench.views import advice as advice_view
 

@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from mhabench.results.calibration import Calibration, save_calibration
+from mhabench.results.fingerprint import Fingerprint
 from mhabench.results.schema import FORMAT_VERSION, MIN_SPREAD_SAMPLES, ResultRow
 from mhabench.results.store import RunWriter, write_manifest
 
@@ -294,3 +296,12 @@ def write_probe_run(root: Path, name: str, *, claims: bool = True) -> Path:
     }
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     return run_dir
+
+
+def calibrate_test_machine(spread: float) -> Calibration:
+    """Store a calibration (``mhabench calibrate``'s file, in the test's empty cache) for the machine these runs
+    are written on (``ENVIRONMENT``), with this between-process spread."""
+    here = Fingerprint.of(ENVIRONMENT)
+    found = Calibration(here.key, here.describe(), spread, 5, "cal-run", "results/cal-run", "now", [])
+    save_calibration(found)
+    return found

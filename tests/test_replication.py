@@ -14,10 +14,9 @@ import pytest
 from synthetic_runs import rounds, row
 from typer.testing import CliRunner
 
-from mhabench.analysis.advice.answers import answer
+from mhabench.analysis.advice.answers import REPLICATES, answer, is_replicated, pick_replicated
 from mhabench.analysis.advice.cases import MeasuredCase, cases_of
 from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, WINNER, statement
-from mhabench.analysis.advice.replicated import REPLICATES, is_replicated, pick_replicated
 from mhabench.analysis.replication import across_replicates, between_process_range
 from mhabench.analysis.speedup import samples_of
 from mhabench.analysis.stats import paired_ratio

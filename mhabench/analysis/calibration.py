@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from mhabench.analysis.advice.replicated import is_replicated
+from mhabench.analysis.advice.answers import is_replicated
 from mhabench.analysis.replication import between_process_range
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.errors import InputError

@@ -24,8 +24,8 @@ import pandas as pd
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.pick import Pick
-from mhabench.analysis.advice.statement import WHY, Statement
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LAUNCH_BOUND_SHARE, LOW_EFFICIENCY
+from mhabench.analysis.advice.wording import WHY, Statement
 from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, HARDWARE, executed
 from mhabench.analysis.speedup import is_ok
 from mhabench.analysis.throughput import (
