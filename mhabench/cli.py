@@ -313,6 +313,9 @@ def report(
     history_dir: Annotated[
         Path | None, typer.Option("--history", help="Add the timeline of this run's series from this history.")
     ] = None,
+    replicate_rows: Annotated[
+        bool, typer.Option("--replicate-rows", help="A replicated run: each process's rows after the pooled tables.")
+    ] = False,
 ) -> None:
     """Write report.md and a self-contained report.html (tables, plots) for a run."""
     from mhabench.probe.report import claims_blocks
@@ -323,7 +326,8 @@ def report(
     with user_errors():
         formats = parse_formats(report_format)
         run_data = store.load_run(run_ref, results_root)
-        blocks = build(run_data, baseline, first=claims_blocks(run_data.path), kernels=kernels)  # claims lead
+        claims = claims_blocks(run_data.path)  # a probe run's claims lead
+        blocks = build(run_data, baseline, first=claims, kernels=kernels, replicate_rows=replicate_rows)
         if history_dir is not None:
             from mhabench.history.gate import DEFAULT_THRESHOLD
             from mhabench.history.timeline import run_blocks

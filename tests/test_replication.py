@@ -187,6 +187,7 @@ def test_run_replicates_measures_each_process_and_merges_them_into_one_folder(tm
     result = CliRunner().invoke(app, ["run", str(config), "--replicates", "2", "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert "replicate 0/2" in result.output and "replicate 1/2" in result.output
+    assert "pooled over 2 processes" in result.output  # the run's table: one row per case and implementation
     (run_dir,) = (tmp_path / "out").iterdir()
     run = load_run(run_dir)
     assert not (run_dir / REPLICATES_FOLDER).exists()
