@@ -472,12 +472,13 @@ def calibrate(
         bool, typer.Option("--show", help="Print this machine's stored calibration; measure nothing.")
     ] = False,
     from_run: Annotated[
-        str | None, typer.Option("--from", help="Calibrate from a replicated run already on disk; measure nothing.")
+        list[str] | None,
+        typer.Option("--from", help="A replicated run on disk, or several one-process runs (repeat --from)."),
     ] = None,
 ) -> None:
     """Measure this machine's between-process spread (cached per machine fingerprint; advise and compare use it)."""
     from mhabench.analysis.calibration import calibrate as measure_calibration
-    from mhabench.analysis.calibration import calibrate_from, this_machine
+    from mhabench.analysis.calibration import calibrate_across, this_machine
     from mhabench.results.store import load_run
 
     with user_errors():
@@ -485,8 +486,8 @@ def calibrate(
             found, path = this_machine(config_mod.check_device_option(device or "auto"))
             console.print(escape(f"{found.describe()}\n{path}"), highlight=False)
             return
-        if from_run is not None:
-            found, path = calibrate_from(load_run(from_run, out))
+        if from_run:
+            found, path = calibrate_across([load_run(ref, out) for ref in from_run])
         else:
             found, path = measure_calibration(
                 out, sys.argv, device, processes, lambda line: console.print(escape(line))

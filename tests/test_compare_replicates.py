@@ -115,3 +115,13 @@ def test_compare_on_the_command_line_says_how_many_processes_each_row_rests_on(t
     assert result.exit_code == 0, result.output
     assert "across 3 vs 3 processes" in result.output and "intervals widened by the between-process" in result.output
     assert result.output.count("slower") >= len(SEQ_LENS)
+
+
+def test_each_sides_figure_is_the_geometric_mean_of_its_processes_so_the_ratio_is_theirs(tmp_path: Path) -> None:
+    base, candidate = pair(tmp_path, between=0.05, fused_factor=1.2, seed=3)
+    rows = compare_runs(load_run(base), load_run(candidate), 0.05).rows
+    assert rows["ratio"].to_numpy() == pytest.approx((rows["candidate_ms"] / rows["base_ms"]).to_numpy())
+    base_rows = load_run(base).rows
+    fused_64 = base_rows[(base_rows["impl"] == "fused") & (base_rows["seq_len"] == 64)]["latency_ms"]
+    first = rows[(rows["impl"] == "fused") & (rows["case"].str.startswith("n=64 "))]["base_ms"]
+    assert float(first.iloc[0]) == pytest.approx(float(np.exp(np.log(fused_64).mean())))

@@ -95,3 +95,10 @@ def _table_rows(markdown: str, after: str) -> int:
     lines = markdown.split(after, 1)[1].lstrip("\n").splitlines()
     table = [line for line in lines[: next(i for i, line in enumerate(lines) if not line.startswith("|"))]]
     return len(table) - 2
+
+
+def test_the_latency_range_is_read_without_an_exponent() -> None:
+    line = pd.Series({PROCESSES_OK: 3, "latency_process_min_ms": 1834.2, "latency_process_max_ms": 2391.7})
+    assert pooled._latency_range(line) == "1834–2392"
+    small = pd.Series({PROCESSES_OK: 3, "latency_process_min_ms": 0.07612, "latency_process_max_ms": 63.71})
+    assert pooled._latency_range(small) == "0.0761–63.7"

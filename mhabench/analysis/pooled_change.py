@@ -6,7 +6,8 @@ two single processes by a within-process interval: exactly the comparison issue 
 side's ok processes give one median latency each, and the change is read across them, the two-run form of
 advise's reading of one replicated run (:mod:`mhabench.analysis.replication`):
 
-- **ratio**: the ratio of the geometric means of the two sides' per-process medians;
+- **ratio**: the ratio of the geometric means of the two sides' per-process medians (``base_ms`` and
+  ``candidate_ms`` are those geometric means, so the ratio is the one the table's two columns show);
 - **interval**: Student's t for the difference of the mean log medians with the variance pooled over both
   sides (``scipy.stats.ttest_ind``, equal variances: one machine), ``n_base + n_candidate − 2`` degrees of
   freedom. Each process's median carries its within-process noise and its process's offset, so the spread of
@@ -118,8 +119,8 @@ def _row(key: list[str], found: tuple[Any, ...], base: list[Record], candidate: 
         return out
     estimate, p_value = across_processes(candidate_ms, base_ms)
     out.update(
-        base_ms=float(np.median(base_ms)),
-        candidate_ms=float(np.median(candidate_ms)),
+        base_ms=_geometric_mean(base_ms),
+        candidate_ms=_geometric_mean(candidate_ms),
         ratio=estimate.ratio,
         ci_low=estimate.ci_low,
         ci_high=estimate.ci_high,
@@ -127,6 +128,11 @@ def _row(key: list[str], found: tuple[Any, ...], base: list[Record], candidate: 
         note=_processes_note(len(base_ms), len(base), len(candidate_ms), len(candidate)),
     )
     return out
+
+
+def _geometric_mean(values: list[float]) -> float:
+    """The typical per-process median of one side: the ratio is exactly the candidate's over the base's."""
+    return float(np.exp(np.mean(np.log(values))))
 
 
 def _processes_note(base_ok: int, base_all: int, candidate_ok: int, candidate_all: int) -> str:

@@ -126,10 +126,15 @@ def _throughput(name: str) -> Column:
 
 
 def _latency_range(row: pd.Series) -> str:
-    """``min–max`` of the medians of the processes it ran ok in (3 significant digits: a range, not a figure)."""
+    """``min–max`` of the medians of the processes it ran ok in, each to about 3 digits: a range, not a figure."""
     if not row[PROCESSES_OK]:
         return "-"
-    return f"{row[LATENCY_PROCESS_MIN_MS]:.3g}–{row[LATENCY_PROCESS_MAX_MS]:.3g}"
+    return f"{_about(row[LATENCY_PROCESS_MIN_MS])}–{_about(row[LATENCY_PROCESS_MAX_MS])}"
+
+
+def _about(value_ms: float) -> str:
+    """3 significant digits below 100 ms, whole milliseconds above (never an exponent a range cannot be read in)."""
+    return f"{value_ms:.0f}" if value_ms >= 100 else f"{value_ms:.3g}"
 
 
 def _status_text(row: pd.Series) -> str:
