@@ -283,7 +283,7 @@ def compare(
         differences = compare_output.differences_text(comparison)
         if differences is not None:
             out.print(differences)
-        out.print(compare_output.compare_table(comparison))
+        out.print(compare_output.compare_table(comparison, out.width))
         summary = compare_output.summary_line(comparison)
         for line in [*drifts, *([summary] if summary is not None else [])]:
             out.print(Text(line))

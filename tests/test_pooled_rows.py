@@ -102,3 +102,12 @@ def test_the_latency_range_is_read_without_an_exponent() -> None:
     assert pooled._latency_range(line) == "1834–2392"
     small = pd.Series({PROCESSES_OK: 3, "latency_process_min_ms": 0.07612, "latency_process_max_ms": 63.71})
     assert pooled._latency_range(small) == "0.0761–63.7"
+
+
+def test_compare_on_one_replicated_run_pools_it_in_every_output(replicated: Path, tmp_path: Path) -> None:
+    result = cli.invoke(app, ["compare", str(replicated), "--output", str(tmp_path / "speedups.md")])
+    assert result.exit_code == 0, result.output
+    assert "pooled over 3 processes" in result.output
+    written = (tmp_path / "speedups.md").read_text()
+    rows = [line for line in written.splitlines() if line.startswith("| n=")]
+    assert len(rows) == 4 and all("| 3/3 |" in line for line in rows)  # 2 cases × 2 impls, not × 3 processes

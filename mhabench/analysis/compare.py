@@ -99,6 +99,9 @@ class Comparison:
     baseline: str | None = None
     between_process_spread: float = 0.0
     """Two runs: the relative spread every interval was widened by before a verdict (0: none)."""
+    replicated: bool = False
+    """One run of several processes (``replicates: N``): its rows are read pooled across them
+    (:mod:`mhabench.analysis.pooled_rows`)."""
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -128,7 +131,8 @@ def speedups(run: results.Run, baseline: str = DEFAULT_BASELINE) -> Comparison:
     if baseline not in set(run.rows[IMPL]):
         known = ", ".join(sorted(set(run.rows[IMPL])))
         raise InputError(f"--baseline: {baseline!r} is not in run {run.run_id} (implementations: {known})")
-    return Comparison(run.run_id, None, speedup_rows(run.rows, baseline), [], baseline=baseline)
+    replicated = is_replicated(run.manifest)
+    return Comparison(run.run_id, None, speedup_rows(run.rows, baseline), [], baseline=baseline, replicated=replicated)
 
 
 # --- two runs ----------------------------------------------------------------------------------

@@ -82,12 +82,16 @@ def pooled_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, title
     cells = [[cell(row) for _, cell in columns] for _, row in frame.iterrows()]
     styles = ["failed" if r[PROCESSES_OK] == 0 else "winner" if r.get("winner") else "" for _, r in frame.iterrows()]
     numeric = [h not in ("case", "impl", "status") for h in headers]
-    count = process_count(speedups)
-    title = title or (
-        f"mhabench run, pooled over {count} processes (speedup vs {baseline}: geometric mean of the processes' "
-        "paired speedups, 95% t interval across processes)"
-    )
+    title = title or f"mhabench run, speedup vs {baseline}, " + pooled_title(speedups)
     return TableModel(title, headers, cells, numeric, styles, list(frame.get(CASE_ID, [])), frame)
+
+
+def pooled_title(speedups: pd.DataFrame) -> str:
+    """What a pooled table's speedups are, for its title."""
+    return (
+        f"pooled over {process_count(speedups)} processes (geometric mean of the processes' paired speedups, "
+        "95% t interval across processes)"
+    )
 
 
 def run_summary(rows: pd.DataFrame, baseline: str, run_dir: Path, width: int | None = None) -> list[RenderableType]:
