@@ -285,7 +285,7 @@ def compare(
         differences = compare_output.differences_text(comparison)
         if differences is not None:
             out.print(differences)
-        out.print(compare_output.compare_table(comparison))
+        out.print(compare_output.compare_table(comparison, out.width))
         summary = compare_output.summary_line(comparison)
         for line in [*drifts, *([summary] if summary is not None else [])]:
             out.print(Text(line))
@@ -315,6 +315,9 @@ def report(
     history_dir: Annotated[
         Path | None, typer.Option("--history", help="Add the timeline of this run's series from this history.")
     ] = None,
+    replicate_rows: Annotated[
+        bool, typer.Option("--replicate-rows", help="A replicated run: each process's rows after the pooled tables.")
+    ] = False,
 ) -> None:
     """Write report.md and a self-contained report.html (tables, plots) for a run."""
     from mhabench.probe.report import claims_blocks
@@ -325,7 +328,8 @@ def report(
     with user_errors():
         formats = parse_formats(report_format)
         run_data = store.load_run(run_ref, results_root)
-        blocks = build(run_data, baseline, first=claims_blocks(run_data.path), kernels=kernels)  # claims lead
+        claims = claims_blocks(run_data.path)  # a probe run's claims lead
+        blocks = build(run_data, baseline, first=claims, kernels=kernels, replicate_rows=replicate_rows)
         if history_dir is not None:
             from mhabench.history.gate import DEFAULT_THRESHOLD
             from mhabench.history.timeline import run_blocks
@@ -470,12 +474,13 @@ def calibrate(
         bool, typer.Option("--show", help="Print this machine's stored calibration; measure nothing.")
     ] = False,
     from_run: Annotated[
-        str | None, typer.Option("--from", help="Calibrate from a replicated run already on disk; measure nothing.")
+        list[str] | None,
+        typer.Option("--from", help="A replicated run on disk, or several one-process runs (repeat --from)."),
     ] = None,
 ) -> None:
     """Measure this machine's between-process spread (cached per machine fingerprint; advise and compare use it)."""
     from mhabench.analysis.calibration import calibrate as measure_calibration
-    from mhabench.analysis.calibration import calibrate_from, this_machine
+    from mhabench.analysis.calibration import calibrate_across, this_machine
     from mhabench.results.store import load_run
 
     with user_errors():
@@ -483,8 +488,8 @@ def calibrate(
             found, path = this_machine(config_loading.check_device_option(device or "auto"))
             console.print(escape(f"{found.describe()}\n{path}"), highlight=False)
             return
-        if from_run is not None:
-            found, path = calibrate_from(load_run(from_run, out))
+        if from_run:
+            found, path = calibrate_across([load_run(ref, out) for ref in from_run])
         else:
             found, path = measure_calibration(
                 out, sys.argv, device, processes, lambda line: console.print(escape(line))

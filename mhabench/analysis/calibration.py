@@ -14,14 +14,15 @@ processes, not the one worst ratio; every range is kept in the file). It is stor
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from mhabench.analysis.advice.answers import is_replicated
 from mhabench.analysis.replication import between_process_range
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.errors import InputError
@@ -68,9 +69,44 @@ def calibrate(
 
 def calibrate_from(run: Run) -> tuple[Calibration, Path]:
     """``calibrate --from RUN``: the spread of a replicated run already on disk, stored for its machine."""
-    if not is_replicated(run.manifest):
+    if not run.manifest.replicated:
         raise InputError(f"--from: {run.run_id} is not a replicated run (run it with --replicates 3 or more)")
     calibration = calibration_of(run)
+    return calibration, save_calibration(calibration)
+
+
+def calibrate_across(runs: Sequence[Run]) -> tuple[Calibration, Path]:
+    """``calibrate --from A --from B …``: one-process runs of one config on one machine, run *i* read as process *i*
+    (over the (case, implementation) pairs every run measured), stored for that machine; one run: `calibrate_from`.
+
+    Separate runs of the default sweep are separate processes, so the recorded runs of a machine that is not at
+    hand (the GPU's, docs/findings/replication.md) still say how far its processes put the same ratio apart."""
+    if len(runs) == 1:
+        return calibrate_from(runs[0])
+    fingerprints = {Fingerprint.of(run.manifest.environment).key for run in runs}
+    if len(fingerprints) > 1:
+        raise InputError(f"--from: the runs were measured on {len(fingerprints)} different machines (fingerprints)")
+    for run in runs:
+        if run.manifest.replicated or run.rows[REPEAT].nunique() > 1:
+            raise InputError(f"--from: {run.run_id} holds several processes or repeats; pass it alone")
+    pairs = [set(zip(run.rows[CASE_ID], run.rows[IMPL], strict=True)) for run in runs]
+    shared = set.intersection(*pairs)
+    if not shared:
+        raise InputError("--from: the runs share no (case, implementation) pair")
+    frames = [
+        run.rows[[pair in shared for pair in zip(run.rows[CASE_ID], run.rows[IMPL], strict=True)]].assign(
+            **{REPEAT: index}
+        )
+        for index, run in enumerate(runs)
+    ]
+    merged = calibration_of(Run(runs[0].path, runs[0].manifest, pd.concat(frames, ignore_index=True)))
+    times = [run.manifest.finished_at or run.manifest.started_at for run in runs]
+    calibration = dataclasses.replace(
+        merged,
+        run_id=" ".join(run.run_id for run in runs),
+        run_path=" ".join(str(run.path) for run in runs),
+        measured_at=max((time for time in times if time), default=merged.measured_at),
+    )
     return calibration, save_calibration(calibration)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from mhabench.analysis import stats
+from mhabench.analysis import pooled_change, stats
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import DEFAULT_BASELINE, is_ok, samples_of, speedup_rows
 from mhabench.analysis.verdict import Change, judge_change
@@ -98,6 +98,9 @@ class Comparison:
     baseline: str | None = None
     between_process_spread: float = 0.0
     """Two runs: the relative spread every interval was widened by before a verdict (0: none)."""
+    replicated: bool = False
+    """One run of several processes (``replicates: N``): its rows are read pooled across them
+    (:mod:`mhabench.analysis.pooled_rows`)."""
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -127,7 +130,8 @@ def speedups(run: results.Run, baseline: str = DEFAULT_BASELINE) -> Comparison:
     if baseline not in set(run.rows[IMPL]):
         known = ", ".join(sorted(set(run.rows[IMPL])))
         raise InputError(f"--baseline: {baseline!r} is not in run {run.run_id} (implementations: {known})")
-    return Comparison(run.run_id, None, speedup_rows(run.rows, baseline), [], baseline=baseline)
+    replicated = run.manifest.replicated
+    return Comparison(run.run_id, None, speedup_rows(run.rows, baseline), [], baseline=baseline, replicated=replicated)
 
 
 # --- two runs ----------------------------------------------------------------------------------
@@ -180,7 +184,9 @@ def compare_runs(
 
     Two runs are two processes: a ``faster`` or ``slower`` whose interval, widened by the machine's
     ``between_process_spread`` (``mhabench calibrate``), reaches back across the threshold becomes ``~``
-    (:func:`mhabench.analysis.verdict.judge_change`)."""
+    (:func:`mhabench.analysis.verdict.judge_change`). Where either run is replicated, each row is read across
+    the processes of both runs (:mod:`mhabench.analysis.pooled_change`) and the spread the runs themselves
+    measured is the least the intervals are widened by."""
     differences = manifest_differences(base, candidate)
     base_kind, candidate_kind = device_kind(base), device_kind(candidate)
     if base_kind != candidate_kind and not force:
@@ -189,6 +195,12 @@ def compare_runs(
             "different device kinds are not comparable (pass --force to compare anyway)"
         )
     key = match_key(base.rows, candidate.rows)
+    if base.manifest.replicated or candidate.manifest.replicated:  # read across processes, not i with i
+        rows = pooled_change.compare_rows(base.rows, candidate.rows, key)
+        if all(row["verdict"] in ("only in base", "only in candidate") for row in rows):
+            raise NoCommonRowsError(f"{base.run_id} and {candidate.run_id} have no (case, implementation) in common")
+        measured = pooled_change.measured_spread(base.rows, candidate.rows, key)
+        return _judged(base, candidate, rows, differences, threshold, max(between_process_spread, measured))
     merged = pd.merge(
         base.rows.drop_duplicates(key).assign(_order=lambda f: range(len(f))),
         candidate.rows.drop_duplicates(key).assign(_order=lambda f: range(len(base.rows), len(base.rows) + len(f))),
@@ -204,6 +216,18 @@ def compare_runs(
             f"{base.run_id} and {candidate.run_id} have no rows in common (matched on {', '.join(key)})"
         )
     rows = [_compare_row(row, key) for _, row in merged.iterrows()]
+    return _judged(base, candidate, rows, differences, threshold, between_process_spread)
+
+
+def _judged(
+    base: results.Run,
+    candidate: results.Run,
+    rows: list[dict[str, Any]],
+    differences: list[Difference],
+    threshold: float,
+    between_process_spread: float,
+) -> Comparison:
+    """The compared rows with their Holm-corrected p-values and verdicts (widened by the between-process spread)."""
     adjusted = stats.holm([r["p_value"] for r in rows])
     for row, p_holm in zip(rows, adjusted, strict=True):
         row["p_holm"] = p_holm

@@ -39,7 +39,6 @@ from mhabench.analysis.replication import MIN_REPLICATES, across_replicates
 from mhabench.analysis.speedup import is_ok, rounds_of, samples_of, speedup_estimate
 from mhabench.analysis.stats import RatioEstimate
 from mhabench.results.columns import IMPL
-from mhabench.results.manifest import Manifest
 from mhabench.results.store import Run
 
 
@@ -65,18 +64,12 @@ class RunAnswers:
 def answer(run: Run) -> RunAnswers:
     """The run's cases and picks: across processes for a replicated run, per repeat otherwise."""
     cases = cases_of(run.run_id, run.rows)
-    pick_of = pick_replicated if is_replicated(run.manifest) else pick
+    pick_of = pick_replicated if run.manifest.replicated else pick
     return RunAnswers(run, cases, {case.case_id: pick_of(case) for case in cases})
 
 
 REPLICATES = "replicates"
 """``Pick.method`` of a lead combined across replicates (``Pick.rounds`` then counts replicates)."""
-
-
-def is_replicated(manifest: Manifest) -> bool:
-    """Whether the run's repeats are independent processes (``replicates`` above 1 in its manifest)."""
-    count = getattr(manifest, "replicates", None)  # an extra field: only a replicated run writes it
-    return isinstance(count, int) and count > 1
 
 
 def pick_replicated(case: MeasuredCase) -> Pick:

@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mhabench.analysis.advice import wording
-from mhabench.analysis.advice.answers import is_replicated
 from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.pick import CANNOT_TELL, WINNER, Pick
 from mhabench.analysis.advice.why import DID_NOT_FIT
@@ -185,7 +184,7 @@ def one_process(
     processes already. Only cases measured once count, as in the two rules this one replaced (a ``--repeat``
     case's passes, though in one process, had to agree to make a winner); a lead without a finite interval has
     nothing to widen and is not named."""
-    if is_replicated(manifest):
+    if manifest.replicated:
         return None
     winners = [
         one
