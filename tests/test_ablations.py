@@ -33,7 +33,7 @@ def _inputs(batch: int = 2, seq_len: int = 7, d_model: int = D_MODEL, seed: int 
 
 
 def _workload(seq_len: int = 7, batch: int = 2, heads: int = HEADS, kv_heads: int = HEADS, **kw: object) -> Workload:
-    fields = {"causal": False, "element_bytes": 4, "d_model": D_MODEL} | kw
+    fields = {"element_bytes": 4, "d_model": D_MODEL, "head_dim": D_MODEL // heads} | kw
     return Workload(batch, seq_len, seq_len, heads=heads, kv_heads=kv_heads, **fields)  # type: ignore[arg-type]
 
 

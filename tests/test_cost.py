@@ -14,12 +14,13 @@ from mhabench import AttentionWeights, build
 from mhabench import cost as cost_model
 from mhabench.cost import SOFTMAX_FLOPS_PER_SCORE, Workload, gemm_bytes
 from mhabench.impls import get_spec
+from mhabench.pattern import CAUSAL, PLAIN
 
 SDPA_USERS = {"fused", "torch_mha"}
 
 
 def workload(b: int, n: int, d: int, h: int, causal: bool = False, kv_heads: int | None = None, e: int = 4) -> Workload:
-    return Workload(b, n, n, d, h, h if kv_heads is None else kv_heads, causal, e)
+    return Workload(b, n, n, d, h, h if kv_heads is None else kv_heads, d // h, e, CAUSAL if causal else PLAIN)
 
 
 def counted_flops(name: str, w: Workload, bias: bool, math_sdpa: bool) -> int:

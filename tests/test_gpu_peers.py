@@ -10,6 +10,7 @@ import types
 import pytest
 import torch
 import torch.nn.functional as F
+from plain_cases import plain_case
 
 from mhabench.errors import UnsupportedError
 from mhabench.impls import build, flash_attn_peer, get_spec, xformers_peer  # noqa: F401  (registers the peers)
@@ -114,7 +115,7 @@ def test_peers_declare_cuda_and_their_package(name: str) -> None:
     assert capabilities.devices == frozenset({"cuda"}) and capabilities.requires[0] == name.split(".")[0]
     assert not capabilities.decode and capabilities.train and capabilities.grouped_kv
     reason = capabilities.unsupported_reason(
-        name, kv_heads=8, heads=8, phase="prefill", mode="forward", device_type="cpu", dtype="bfloat16"
+        name, plain_case("t", 1, 8, 128, 8).workload(), dtype="bfloat16", device_type="cpu"
     )
     assert reason is not None and reason.startswith(f"{name}: ")
 

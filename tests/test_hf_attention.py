@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import FIXED_PEAKS, TINY_TIMING
+from plain_cases import plain_case
 
 from mhabench import AttentionWeights, build
 from mhabench.errors import UnsupportedError
@@ -84,9 +85,8 @@ def test_flash_choices_run_on_cuda_half_precision_only(name: str, package: str) 
     assert capabilities.devices == frozenset({"cuda"})
     assert capabilities.dtypes == frozenset({"float16", "bfloat16"})
     assert capabilities.requires[1] == (package or "flash_attn_interface")
-    reason = capabilities.unsupported_reason(
-        name, kv_heads=2, heads=4, phase="prefill", mode="forward", device_type="cpu", dtype="float32"
-    )
+    grouped = plain_case("t", 1, 8, 64, 4, kv_heads=2).workload()
+    reason = capabilities.unsupported_reason(name, grouped, dtype="float32", device_type="cpu")
     assert reason is not None and reason.startswith(f"{name}: ")
 
 
@@ -129,7 +129,7 @@ def test_missing_transformers_is_an_unsupported_reason_naming_it(monkeypatch: py
         importlib.util, "find_spec", lambda package, *a: None if package == "transformers" else real_find_spec(package)
     )
     reason = get_spec(name).capabilities.unsupported_reason(
-        name, kv_heads=4, heads=4, phase="prefill", mode="forward", device_type="cuda", dtype="bfloat16"
+        name, plain_case("t", 1, 8, 64, 4).workload(), dtype="bfloat16", device_type="cuda"
     )
     assert reason is not None and reason.startswith(f"{name}: transformers")
     assert "not installed (make hf installs it" in reason  # issue 29: the row says what to run
@@ -538,16 +538,8 @@ def test_the_manifest_records_which_transformers_ran() -> None:
 def test_on_cuda_in_bfloat16_each_choice_matches_the_reference_or_says_why_not(
     name: str, pattern: AttentionPattern
 ) -> None:
-    reason = get_spec(name).capabilities.unsupported_reason(
-        name,
-        kv_heads=2,
-        heads=4,
-        phase="prefill",
-        mode="forward",
-        device_type="cuda",
-        dtype="bfloat16",
-        pattern=pattern,
-    )
+    shape = plain_case("t", 2, 64, 128, 4, kv_heads=2, pattern=pattern).workload()
+    reason = get_spec(name).capabilities.unsupported_reason(name, shape, dtype="bfloat16", device_type="cuda")
     if reason is not None:
         pytest.skip(reason)
     weights = AttentionWeights.random(128, seed=5, dtype=torch.bfloat16, device="cuda", kv_dim=64)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from conftest import CORE_IMPLEMENTATIONS, TINY_TIMING
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plain_cases import plain_case
 from torch import nn
 
 from mhabench import AttentionWeights, available_implementations, build, register
@@ -109,13 +110,12 @@ def test_grouped_query_support_is_a_registry_capability(name: str, grouped: bool
     """nn.MultiheadAttention has no grouped K/V heads: the capability says so, and the reason names the shape."""
     capabilities = get_spec(name).capabilities
     assert capabilities.grouped_kv is grouped
-    reason = capabilities.unsupported_reason(
-        name, kv_heads=2, heads=4, phase="prefill", mode="forward", device_type="cpu", dtype="float32"
-    )
+    grouped_case = plain_case("t", 1, 8, 64, 4, kv_heads=2)
+    reason = capabilities.unsupported_reason(name, grouped_case.workload(), dtype="float32", device_type="cpu")
     assert reason == (None if grouped else f"{name}: no grouped K/V heads (kv_heads 2 < heads 4)")
     assert grouped or reason.code is ReasonCode.GROUPED_KV  # what checks match; the text is for people
     same = capabilities.unsupported_reason(
-        name, kv_heads=4, heads=4, phase="prefill", mode="forward", device_type="cpu", dtype="float32"
+        name, plain_case("t", 1, 8, 64, 4).workload(), dtype="float32", device_type="cpu"
     )
     assert same is None
 

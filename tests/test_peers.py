@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import FIXED_PEAKS, TINY_TIMING
+from plain_cases import plain_case
 from torch._dynamo.utils import counters
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
@@ -26,8 +27,6 @@ from mhabench.impls.reference import TOLERANCE, numerical_error, reference_atten
 from mhabench.measure.rounds import time_in_rounds
 from mhabench.run import case as case_runner
 from mhabench.run import runner
-from mhabench.run.steps import workload
-from mhabench.scenario.cases import Case
 from mhabench.scenario.config import TimingConfig, parse_config
 
 SDPA = ["sdpa_math", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn"]
@@ -102,11 +101,11 @@ def test_sdpa_backends_on_cuda_match_reference_or_say_unsupported(name: str) -> 
 
 def test_sdpa_math_flops_match_cost_model() -> None:
     """FlopCounterMode counts the math backend's bmm (not the CPU flash kernel), so cross-check math."""
-    case = Case("t", 2, 7, 16, 4, causal=True, bias=True, dtype="float32", seed=0)
+    case = plain_case("t", 2, 7, 16, 4, causal=True, bias=True, dtype="float32", seed=0)
     weights, x = inputs(2, 7, 16, True)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         build("sdpa_math", weights, 4, True)(x)
-    assert counter.get_total_flops() == get_spec("sdpa_math").cost(workload(case)).flops
+    assert counter.get_total_flops() == get_spec("sdpa_math").cost(case.workload()).flops
 
 
 # --- torch.compile of naive (one compile for the whole module) ------------------------------------
@@ -153,11 +152,11 @@ def test_first_call_compiles_once_and_timing_never_recompiles(compiled_case: dic
 
 def test_compiled_flops_under_flop_counter(compiled_case: dict) -> None:
     """FlopCounterMode is a dispatch mode, so Dynamo runs the module eagerly: the count is naive's math."""
-    case = Case("t", 1, 16, 32, 2, causal=True, bias=True, dtype="float32", seed=0)
+    case = plain_case("t", 1, 16, 32, 2, causal=True, bias=True, dtype="float32", seed=0)
     with torch.no_grad(), warnings.catch_warnings(), FlopCounterMode(display=False) as counter:
         warnings.simplefilter("ignore")  # torch warns that FlopCounterMode's module hooks fire twice
         compiled_case["module"](compiled_case["x"])
-    assert counter.get_total_flops() == get_spec("compiled").cost(workload(case)).flops
+    assert counter.get_total_flops() == get_spec("compiled").cost(case.workload()).flops
 
 
 # --- every peer through the runner ----------------------------------------------------------------

@@ -23,6 +23,7 @@ from mhabench.impls.reference import (
 )
 from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.memory import LiveStorageTracker
+from mhabench.pattern import CAUSAL
 
 
 def textbook(weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:
@@ -172,7 +173,7 @@ def test_predicted_memory_bounds_the_real_peak(
 ) -> None:
     weights, x = case(batch, n, d_model, heads, kv_heads, False)
     phase = "decode" if decode else "prefill"
-    shape = Workload(batch, 1 if decode else n, n, d_model, heads, kv_heads, True, 8)
+    shape = Workload(batch, 1 if decode else n, n, d_model, heads, kv_heads, d_model // heads, 8, CAUSAL)
     predicted = reference_bytes(shape, sample_above=sample_above)
     measured = measured_bytes(weights, x, heads, phase=phase, sample_above=sample_above)
     assert 0.5 * predicted <= measured <= predicted

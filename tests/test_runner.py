@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import CORE_IMPLEMENTATIONS, FIXED_PEAKS
+from plain_cases import plain_case
 
 from mhabench.analysis.speedup import speedup_rows
 from mhabench.errors import UnsupportedError
@@ -381,9 +382,8 @@ def test_every_ok_row_counts_its_allocations_and_naive_materializes_more(tiny_ti
     """``allocations_per_call`` is measured on the CPU for every eager row: naive materializes its scores,
     softmax and per-step intermediates, SDPA's fused kernel none of them."""
     from mhabench.impls import get_spec
-    from mhabench.scenario.cases import Case
 
-    case = Case("t", 2, 16, 32, 4, causal=True, bias=True, dtype="float32", seed=0)
+    case = plain_case("t", 2, 16, 32, 4, causal=True, bias=True, dtype="float32", seed=0)
     cpu = torch.device("cpu")
     specs = [get_spec(name) for name in CORE_IMPLEMENTATIONS]
     rows = {row.case.impl: row for row in case_runner.run_case(case, specs, cpu, "r", FIXED_PEAKS, tiny_timing)}
@@ -396,10 +396,9 @@ def test_every_ok_row_counts_its_allocations_and_naive_materializes_more(tiny_ti
 def test_one_screen_refuses_before_anything_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tensor-parallel degree, capabilities, memory guard, in that order; no guard, nothing skipped."""
     from mhabench.impls import get_spec
-    from mhabench.scenario.cases import Case
 
     cpu = torch.device("cpu")
-    gqa = Case("t", 1, 8, 16, 4, causal=False, bias=False, dtype="float32", seed=0, kv_heads=2)
+    gqa = plain_case("t", 1, 8, 16, 4, causal=False, bias=False, dtype="float32", seed=0, kv_heads=2)
     split = dataclasses.replace(gqa, kv_heads=4, tensor_parallel=2)
     assert case_runner.screen(get_spec("fused"), split, cpu).error.startswith("fused is not tensor-parallel")
     assert case_runner.screen(get_spec("tp_fused"), split, cpu) is None
@@ -417,14 +416,12 @@ def test_roofline_judges_a_mask_skipping_kernel_on_useful_flops() -> None:
     from mhabench.impls import get_spec
     from mhabench.measure.roofline import roofline
     from mhabench.results.schema import LatencyStats
-    from mhabench.run.steps import workload
-    from mhabench.scenario.cases import Case
 
-    case = Case("t", 1, 1024, 512, 8, causal=True, bias=False, dtype="float32", seed=0)
+    case = plain_case("t", 1, 1024, 512, 8, causal=True, bias=False, dtype="float32", seed=0)
     cost = case_runner.modelled_cost(get_spec("fused"), case)
     latency = LatencyStats(latency_ms=2.0)
     peaks = DevicePeaks(peak_tflops=1000.0, peak_gbps=1000.0, source="test")
-    tokens = workload(case).tokens
+    tokens = case.workload().tokens
     skipping = roofline(tokens, cost, None, latency, peaks, skips_masked_work=True)
     full = roofline(tokens, cost, None, latency, peaks, skips_masked_work=False)
     assert skipping.achieved_tflops == full.achieved_tflops == cost.flops / 2e-3 / 1e12

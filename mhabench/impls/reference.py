@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Protocol
 
 import torch
 
+from mhabench.cost import Workload
 from mhabench.impls.fp8 import FP8_TOLERANCE
 from mhabench.impls.weights import AttentionWeights
 from mhabench.pattern import AttentionPattern, TokenTable, allowed, as_pattern, modify_scores, score_bias
@@ -255,22 +255,7 @@ def check_output(output: torch.Tensor, reference: torch.Tensor | Reference, dtyp
     return CheckResult(max_abs, max_rel, bad, not reason, reason)
 
 
-class AttentionShape(Protocol):
-    """The shape fields :func:`reference_bytes` needs (``mhabench.cost.Workload`` has them)."""
-
-    batch: int
-    seq_len: int
-    kv_len: int
-    d_model: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    pattern: AttentionPattern | None
-
-
-def reference_bytes(
-    shape: AttentionShape, block_bytes: int = BLOCK_BYTES, sample_above: int = SAMPLE_ABOVE_SCORES
-) -> int:
+def reference_bytes(shape: Workload, block_bytes: int = BLOCK_BYTES, sample_above: int = SAMPLE_ABOVE_SCORES) -> int:
     """Predicted peak bytes the reference allocates on the case's device (the case's own tensors excluded).
 
     ``seq_len`` queries per sequence against ``kv_len`` keys (decode: 1 against n + 1, recognised by
@@ -291,7 +276,7 @@ def reference_bytes(
     gathered = gathered_rows * d_model
     per_row = sequences * shape.heads * shape.kv_len
     block = max(block_bytes // FLOAT64_BYTES // per_row, 1) * per_row
-    alibi = shape.pattern is not None and shape.pattern.score_mod == "alibi"
+    alibi = shape.pattern.score_mod == "alibi"
     scores = (3 if alibi else 2) * min(rows * per_row, block)  # ALiBi's bias block beside them
     inputs = sequences * shape.kv_len * d_model
     keys_values = 4 * sequences * shape.kv_len * kv_dim

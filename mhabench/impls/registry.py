@@ -19,10 +19,10 @@ from typing import Any, get_args
 import torch
 from torch import nn
 
-from mhabench.cost import CostModel
+from mhabench.cost import CostModel, Workload
 from mhabench.errors import ReasonCode, Refusal, RegistryError, UnknownImplementationError, UnsupportedError
 from mhabench.impls.weights import AttentionWeights
-from mhabench.pattern import PLAIN, PLAIN_MASKS, AttentionPattern, Layout, MaskName, ScoreModName, as_pattern
+from mhabench.pattern import PLAIN_MASKS, AttentionPattern, Layout, MaskName, ScoreModName, as_pattern
 
 Factory = Callable[[AttentionWeights, int, bool | AttentionPattern], nn.Module]
 ReferenceFn = Callable[[AttentionWeights, torch.Tensor, int, bool], torch.Tensor]
@@ -67,25 +67,14 @@ class Capabilities:
     decode_window: bool = False
     """``phase: decode`` with a sliding window: the step attends over the last ``window`` cached keys."""
 
-    def unsupported_reason(
-        self,
-        name: str,
-        *,
-        kv_heads: int,
-        heads: int,
-        phase: str,
-        mode: str,
-        device_type: str,
-        dtype: str,
-        head_dim: int | None = None,
-        d_model: int | None = None,
-        pattern: AttentionPattern = PLAIN,
-    ) -> Refusal | None:
-        """Why ``name`` cannot run this case, or None when it can (``head_dim``/``d_model`` None: d_model / heads): the
-        first capability the case needs and it lacks, a text that carries its :class:`ReasonCode`."""
+    def unsupported_reason(self, name: str, shape: Workload, *, dtype: str, device_type: str) -> Refusal | None:
+        """Why ``name`` cannot run ``shape`` (a case's :meth:`~mhabench.scenario.cases.Case.workload`) in ``dtype`` on
+        ``device_type``, or None when it can: the first capability the case needs and it lacks, a text that carries
+        its :class:`ReasonCode`."""
         missing = [package for package in self.requires if importlib.util.find_spec(package) is None]
-        apart = head_dim is not None and d_model is not None and heads * head_dim != d_model
-        too_wide = head_dim is not None and self.max_head_dim is not None and head_dim > self.max_head_dim
+        heads, kv_heads, head_dim = shape.heads, shape.kv_heads, shape.head_dim
+        apart = heads * head_dim != shape.d_model
+        too_wide = self.max_head_dim is not None and head_dim > self.max_head_dim
         checks = [
             (bool(missing), ReasonCode.NOT_INSTALLED, f"{', '.join(missing)} not installed{install_hint(missing)}"),
             (
@@ -103,19 +92,19 @@ class Capabilities:
                 ReasonCode.GROUPED_KV,
                 f"no grouped K/V heads (kv_heads {kv_heads} < heads {heads})",
             ),
-            (phase == "decode" and not self.decode, ReasonCode.DECODE, "no KV-cache decode step"),
-            (mode == "train" and not self.train, ReasonCode.BACKWARD, "no backward pass"),
+            (shape.decode and not self.decode, ReasonCode.DECODE, "no KV-cache decode step"),
+            (shape.train and not self.train, ReasonCode.BACKWARD, "no backward pass"),
             (
                 apart and not self.own_head_dim,
                 ReasonCode.HEAD_DIM,
-                f"no head_dim apart from d_model / heads ({heads} × {head_dim} ≠ {d_model})",
+                f"no head_dim apart from d_model / heads ({heads} × {head_dim} ≠ {shape.d_model})",
             ),
             (too_wide, ReasonCode.HEAD_DIM_TOO_WIDE, f"head_dim {head_dim} > {self.max_head_dim} has no kernel"),
-            *self._pattern_checks(pattern, phase),
+            *self._pattern_checks(shape.pattern, shape.decode),
         ]
         return next((Refusal(f"{name}: {reason}", code) for failed, code, reason in checks if failed), None)
 
-    def _pattern_checks(self, pattern: AttentionPattern, phase: str) -> list[tuple[bool, ReasonCode, str]]:
+    def _pattern_checks(self, pattern: AttentionPattern, decode: bool) -> list[tuple[bool, ReasonCode, str]]:
         """(fails, code, reason) for the mask, documents and score modifier of a case."""
         layout = pattern.layout if pattern.lengths is not None else None
         return [
@@ -131,7 +120,7 @@ class Capabilities:
             ),
             (pattern.score_mod not in self.score_mods, ReasonCode.SCORE_MOD, f"no {pattern.score_mod} score modifier"),
             (
-                phase == "decode" and pattern.mask == "sliding_window" and not self.decode_window,
+                decode and pattern.mask == "sliding_window" and not self.decode_window,
                 ReasonCode.DECODE_WINDOW,
                 "no windowed decode step",
             ),
