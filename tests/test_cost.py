@@ -31,7 +31,7 @@ def counted_flops(name: str, w: Workload, bias: bool, math_sdpa: bool) -> int:
     op that FlopCounterMode counts as 0 FLOPs.
     """
     weights = AttentionWeights.random(w.d_model, bias=bias, kv_dim=w.kv_dim)
-    module = build(name, weights, w.heads, w.causal).requires_grad_(name == "torch_mha")
+    module = build(name, weights, w.heads, w.pattern).requires_grad_(name == "torch_mha")
     x = torch.randn(w.batch, w.seq_len, w.d_model)
     counter = FlopCounterMode(display=False)
     backend = sdpa_kernel(SDPBackend.MATH) if math_sdpa else contextlib.nullcontext()

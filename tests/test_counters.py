@@ -21,6 +21,7 @@ from mhabench.impls import get_spec
 from mhabench.impls.reference import check_output, expected_output
 from mhabench.measure.op_counts import DISAGREEMENT_LIMIT, OpCounts, count_cuda_kernels, counted
 from mhabench.measure.trackers import DispatchTracker
+from mhabench.pattern import CAUSAL, PLAIN
 from mhabench.results.schema import ModelledCost
 from mhabench.run.steps import prepare
 from mhabench.scenario.cases import Case
@@ -184,7 +185,7 @@ def test_train_step_counts_the_backward() -> None:
 
 def test_inference_mode_counts_like_no_grad() -> None:
     """Under inference_mode composite ops (linear, SDPA) reach the dispatch mode whole; they are decomposed."""
-    module, x = build("fused", AttentionWeights.random(64), 4, causal=True), torch.randn(1, 32, 64)
+    module, x = build("fused", AttentionWeights.random(64), 4, CAUSAL), torch.randn(1, 32, 64)
     with torch.inference_mode(), DispatchTracker() as inference:
         module(x)
     assert inference.counts() == count(lambda: module(x))
@@ -212,12 +213,12 @@ def test_nanogpt_plugin_lands_near_the_layout_it_really_has(causal: bool) -> Non
     for name, module in [
         ("manual", ManualCausalSelfAttention(weights, 4, causal)),
         ("flash", CausalSelfAttention(weights, 4, causal)),
-        ("naive", build("naive", weights, 4, causal)),
-        ("fused", build("fused", weights, 4, causal)),
+        ("naive", build("naive", weights, 4, CAUSAL if causal else PLAIN)),
+        ("fused", build("fused", weights, 4, CAUSAL if causal else PLAIN)),
     ]:
         with torch.no_grad(), DispatchTracker() as tracker:
             output = module(x)
-        assert check_output(output, expected_output(weights, x, 4, causal), "float32").ok
+        assert check_output(output, expected_output(weights, x, 4, CAUSAL if causal else PLAIN), "float32").ok
         intensity[name] = tracker.counts().intensity
     assert intensity["manual"] == pytest.approx(intensity["naive"], rel=0.1)
     assert intensity["flash"] == pytest.approx(intensity["fused"], rel=0.1)

@@ -37,6 +37,7 @@ from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.op_counts import counted
 from mhabench.measure.peaks import DevicePeaks, datasheet_peaks
 from mhabench.measure.trackers import DispatchTracker
+from mhabench.pattern import CAUSAL, PLAIN
 from mhabench.results.schema import CaseIdentity, LatencyStats, ModelledCost, Outcome, ResultRow
 from mhabench.run.case import screen
 from mhabench.run.placement import placed
@@ -272,10 +273,10 @@ def test_the_layer_matches_the_float64_reference_within_the_derived_tolerance(
     really rounded (far above bf16's own error)."""
     weights = AttentionWeights.random(128, dtype=torch.bfloat16, kv_dim=kv_dim, bias=True)
     x = torch.randn(2, 64, 128, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
-    module = build("fused_fp8", weights, 4, causal)
+    module = build("fused_fp8", weights, 4, CAUSAL if causal else PLAIN)
     out = module(x)
     assert out.dtype == torch.bfloat16 and out.shape == x.shape
-    check = check_output(out, reference_attention(weights, x, 4, causal), "float8_e4m3fn")
+    check = check_output(out, reference_attention(weights, x, 4, CAUSAL if causal else PLAIN), "float8_e4m3fn")
     assert check.ok, check.reason
     assert check.max_rel_err > 0.01
     module(x)
@@ -289,7 +290,7 @@ def test_the_tolerance_still_catches_a_wrong_mask(fake_layer: FakeFrontend) -> N
     weights = AttentionWeights.random(128, dtype=torch.bfloat16)
     x = torch.randn(1, 64, 128, generator=torch.Generator().manual_seed(4)).to(torch.bfloat16)
     check = check_output(
-        build("fused_fp8", weights, 4, True)(x), reference_attention(weights, x, 4, False), "float8_e4m3fn"
+        build("fused_fp8", weights, 4, CAUSAL)(x), reference_attention(weights, x, 4, PLAIN), "float8_e4m3fn"
     )
     assert not check.ok and "max_rel_err" in check.reason
 
@@ -325,7 +326,7 @@ def test_the_counter_sees_the_fp8_gemms_and_names_the_attention_it_cannot_count(
     cost model rather than by counts that miss the attention."""
     weights = AttentionWeights.random(128, dtype=torch.bfloat16)
     x = torch.randn(2, 64, 128, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
-    module = build("fused_fp8", weights, 4, False)
+    module = build("fused_fp8", weights, 4, PLAIN)
     with torch.no_grad(), DispatchTracker() as tracker:
         module(x)
     counts = tracker.counts()

@@ -29,6 +29,7 @@ from mhabench.impls.reference import decode_reference, numerical_error, referenc
 from mhabench.impls.tensor_parallel import TensorParallelFused, TensorParallelNaive, TPGroup
 from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.peaks import DevicePeaks
+from mhabench.pattern import CAUSAL, PLAIN
 from mhabench.probe.config import expand, parse_probe_config
 from mhabench.probe.inputs import random_source
 from mhabench.results.columns import CASE_KEY, with_key_defaults
@@ -125,11 +126,11 @@ def test_implementations_honour_head_dim(name: str, head_dim: int, kv_heads: int
     reference = spec.reference or reference_attention
     with torch.no_grad():
         try:
-            out = build(name, weights, HEADS, causal=True)(x)
+            out = build(name, weights, HEADS, CAUSAL)(x)
         except UnsupportedError as exc:  # a platform without a compiler is compiled's own unsupported row
             pytest.skip(f"{name}: {exc}")
-    assert numerical_error(out, reference(weights, x, HEADS, True))[1] < 1e-5
-    wrong_scale = reference_attention(weights, x, HEADS, True, scale=1 / math.sqrt(D_MODEL // HEADS))
+    assert numerical_error(out, reference(weights, x, HEADS, CAUSAL))[1] < 1e-5
+    wrong_scale = reference_attention(weights, x, HEADS, CAUSAL, scale=1 / math.sqrt(D_MODEL // HEADS))
     if name != "unscaled":
         assert numerical_error(out, wrong_scale)[1] > 1e-3
 
@@ -140,7 +141,7 @@ def test_shared_qk_honours_head_dim(name: str) -> None:
     x = torch.randn(1, 5, D_MODEL)
     with torch.no_grad():
         out = build(name, weights, HEADS)(x)
-    assert numerical_error(out, get_spec(name).reference(weights, x, HEADS, False))[1] < 1e-5
+    assert numerical_error(out, get_spec(name).reference(weights, x, HEADS, PLAIN))[1] < 1e-5
 
 
 @pytest.mark.parametrize(("name", "reason"), [("torch_mha", "4 × 32 ≠ 64"), ("full_dim_heads", "4 × 32 ≠ 64")])
@@ -226,7 +227,7 @@ def test_decode_honours_head_dim(name: str, head_dim: int, kv_heads: int) -> Non
     with torch.no_grad():
         cache = KVCache.prefill(*module.project_kv(x[:, :-1]))
         out = module.decode_step(x[:, -1:], cache)
-    assert numerical_error(out, decode_reference(weights, x, HEADS, causal=False))[1] < 1e-5
+    assert numerical_error(out, decode_reference(weights, x, HEADS, PLAIN))[1] < 1e-5
     assert cache.nbytes == 2 * 2 * kv_heads * 9 * head_dim * 4  # 8 cached tokens and the new one, head_dim wide
 
 
@@ -234,10 +235,10 @@ def test_train_gradients_follow_the_float64_reference_at_head_dim_apart() -> Non
     weights = weights_for(32, kv_heads=2, seed=3)
     x, grad_out = torch.randn(2, 6, D_MODEL), torch.randn(2, 6, D_MODEL)
     x64 = x.double().requires_grad_()
-    reference_attention(weights, x64, HEADS, True).backward(grad_out.double())
+    reference_attention(weights, x64, HEADS, CAUSAL).backward(grad_out.double())
     for name in ("naive", "per_head", "fused"):
         leaf = x.clone().requires_grad_()
-        build(name, weights, HEADS, causal=True)(leaf).backward(grad_out)
+        build(name, weights, HEADS, CAUSAL)(leaf).backward(grad_out)
         assert numerical_error(leaf.grad, x64.grad)[1] < 1e-5, name
 
 
@@ -261,7 +262,7 @@ def test_tensor_parallel_partials_sum_to_the_layer_at_head_dim_apart(
     with torch.no_grad():
         partials = [variant(weights, HEADS, True, tp=TPGroup(2, rank)) for rank in range(2)]
         total = sum(layer(x) - weights.b_o for layer in partials) + weights.b_o
-    assert numerical_error(total, reference_attention(weights, x, HEADS, causal=True))[1] < 1e-5
+    assert numerical_error(total, reference_attention(weights, x, HEADS, CAUSAL))[1] < 1e-5
 
 
 def test_probe_cases_carry_head_dim_into_their_weights() -> None:

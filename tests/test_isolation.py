@@ -51,7 +51,7 @@ import mhabench
 
 
 class Wrong(torch.nn.Module):
-    def __init__(self, weights, heads, causal):
+    def __init__(self, weights, heads, pattern):
         super().__init__()
 
     def forward(self, x):
@@ -69,8 +69,8 @@ class Hang(Wrong):
         time.sleep(600)
 
 
-def fine(weights, heads, causal):
-    return mhabench.build("naive", weights, heads, causal)
+def fine(weights, heads, pattern):
+    return mhabench.build("naive", weights, heads, pattern)
 
 
 for name, factory in (("iso_fine", fine), ("iso_wrong", Wrong), ("iso_segv", Segfault), ("iso_hang", Hang)):

@@ -622,3 +622,45 @@ def test_a_packed_batch_is_labelled_one_row_and_an_implied_causal_is_not_repeate
     assert " causal" not in case_label(row) and "docs=8.8.8.8 packed" in case_label(row)
     (window,) = cases_of({"mask": "sliding_window", "window": 4})
     assert case_label(dataclasses.asdict(CaseIdentity.of(window, impl="naive"))).endswith("float32 window=4")
+
+
+# --- issue 27: one attention shape -------------------------------------------------------------------
+
+
+def test_a_cases_identity_stores_its_pattern_as_the_columns_older_runs_hold() -> None:
+    """``CaseIdentity.of`` is the one case → key columns conversion: a size its mask does not use is 0, documents'
+    layout is ``none`` without documents, and the case_id and shape come from the case itself."""
+    (window,) = cases_of({"mask": "sliding_window", "window": 4, "score_mod": "softcap", "softcap": 30.0})
+    (packed,) = cases_of({"mask": "document", "lengths": [3, 5], "layout": "packed", "seq_len": 8})
+    (plain,) = cases_of({"causal": True})
+    columns = ("mask", "window", "prefix", "lengths", "layout", "score_mod", "softcap", "causal")
+    identity = {case: CaseIdentity.of(case, impl="naive", repeat=2) for case in (window, packed, plain)}
+    assert [getattr(identity[window], name) for name in columns] == [
+        "sliding_window",
+        4,
+        0,
+        "none",
+        "none",
+        "softcap",
+        30.0,
+        True,
+    ]
+    assert [getattr(identity[packed], name) for name in columns] == [
+        "document",
+        0,
+        0,
+        "3.5",
+        "packed",
+        "none",
+        0.0,
+        True,
+    ]
+    assert [getattr(identity[plain], name) for name in columns] == ["causal", 0, 0, "none", "none", "none", 0.0, True]
+    for case, row in identity.items():
+        assert (row.case_id, row.batch, row.kv_heads, row.head_dim, row.repeat) == (
+            case.case_id,
+            case.batch,
+            case.kv_heads,
+            case.head_dim,
+            2,
+        )

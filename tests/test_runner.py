@@ -24,6 +24,7 @@ from mhabench.analysis.speedup import speedup_rows
 from mhabench.errors import UnsupportedError
 from mhabench.impls.reference import TOLERANCE, reference_attention
 from mhabench.measure.peaks import DevicePeaks
+from mhabench.pattern import AttentionPattern
 from mhabench.results.columns import COLUMNS
 from mhabench.results.gpu_groups import Energy
 from mhabench.results.schema import CaseIdentity, Outcome, ResultRow
@@ -209,11 +210,11 @@ def test_wrong_output_becomes_a_mismatch_row(
 def test_implementation_with_its_own_reference_is_checked_against_it(
     tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks, temp_impl: Any
 ) -> None:
-    def doubled_reference(weights: Any, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:
-        return 2 * reference_attention(weights, x, heads, causal)
+    def doubled_reference(weights: Any, x: torch.Tensor, heads: int, pattern: AttentionPattern) -> torch.Tensor:
+        return 2 * reference_attention(weights, x, heads, pattern)
 
     doubled = temp_impl(lambda x: 2 * x, reference=doubled_reference)  # wrong on purpose: x, not attention
-    right = temp_impl(lambda x: x, reference=lambda weights, x, heads, causal: x.double())
+    right = temp_impl(lambda x: x, reference=lambda weights, x, heads, pattern: x.double())
     rows = runner.run(tiny(tiny_config_data, implementations=[doubled, right]), tmp_path).frame
     assert list(rows["status"]) == ["mismatch", "ok"]
 
@@ -228,7 +229,7 @@ def test_a_very_slow_implementation_leaves_the_fast_ones_their_samples(
         time.sleep(0.04)
         return x
 
-    slow = temp_impl(sleepy, reference=lambda weights, x, heads, causal: x.double())
+    slow = temp_impl(sleepy, reference=lambda weights, x, heads, pattern: x.double())
     timing = {**tiny_config_data["timing"], "min_samples": 6}
     frame = runner.run(tiny(tiny_config_data, implementations=["naive", slow, "fused"], timing=timing), tmp_path).frame
     rows = frame.set_index("impl")
@@ -365,7 +366,7 @@ def test_a_call_failing_in_the_shared_rounds_fails_only_its_own_row(
             return self.inner(x)
 
     name = "test-fails-when-timed"
-    register(name, description="test only")(lambda w, heads, causal: FailsWhenTimed(build("fused", w, heads, causal)))
+    register(name, description="test only")(lambda w, heads, pattern: FailsWhenTimed(build("fused", w, heads, pattern)))
     try:
         result = runner.run(tiny(tiny_config_data, implementations=["naive", name, "fused"]), tmp_path)
     finally:
@@ -518,7 +519,7 @@ def test_expected_torch_warnings_become_the_rows_note_once_and_leave_the_termina
 
     name = "test-warns-like-nested-sdpa"
     register(name, description="test only")(
-        lambda w, heads, causal: _WarnsLikeNestedSdpa(build("fused", w, heads, causal))
+        lambda w, heads, pattern: _WarnsLikeNestedSdpa(build("fused", w, heads, pattern))
     )
     try:
         with warnings.catch_warnings():

@@ -20,6 +20,7 @@ from mhabench.errors import ConfigError
 from mhabench.impls import get_spec
 from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.reference import decode_reference, numerical_error
+from mhabench.pattern import CAUSAL, PLAIN
 from mhabench.run.runner import run
 from mhabench.run.steps import parameter_count, prepare
 from mhabench.scenario.cases import expand_cases
@@ -68,7 +69,7 @@ def test_decode_step_matches_last_row_of_causal_attention(name: str, kv_heads: i
         cache = KVCache.prefill(*module.project_kv(x[:, :-1]))
         first = module.decode_step(x[:, -1:], cache)
         again = module.decode_step(x[:, -1:], cache)  # the timed step is repeatable: same slot, same work
-    assert numerical_error(first, decode_reference(weights, x, HEADS, causal=False))[1] < 1e-5
+    assert numerical_error(first, decode_reference(weights, x, HEADS, PLAIN))[1] < 1e-5
     assert torch.equal(first, again)
     assert cache.nbytes == 2 * 3 * kv_heads * 10 * (D_MODEL // HEADS) * 4  # GQA shrinks the cache by G
 
@@ -146,7 +147,7 @@ def _gradients(
     name: str, weights: AttentionWeights, x: torch.Tensor, grad_out: torch.Tensor
 ) -> dict[str, torch.Tensor]:
     """Gradients w.r.t. x and the module's parameters, mapped to the canonical weight layout."""
-    module, x = build(name, weights, HEADS, causal=True).requires_grad_(), x.detach().requires_grad_()
+    module, x = build(name, weights, HEADS, CAUSAL).requires_grad_(), x.detach().requires_grad_()
     module(x).backward(grad_out)
     grads = _canonical_gradients(name, module, weights.kv_dim)
     assert set(grads) == set(_fields(weights)), name
