@@ -14,6 +14,7 @@ from mhabench.measure.memory import LiveStorageTracker, sdpa_backend
 from mhabench.measure.peaks import DevicePeaks, datasheet_peaks, device_peaks
 from mhabench.measure.rounds import time_in_rounds
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
+from mhabench.pattern import CAUSAL
 from mhabench.results.schema import MIN_SPREAD_SAMPLES, LatencyStats, Memory
 from mhabench.scenario.config import TimingConfig
 
@@ -89,7 +90,7 @@ def test_sdpa_backend_on_cpu(name: str, expected: str) -> None:
 
 
 def test_sdpa_backend_sees_a_forced_math_backend() -> None:
-    module = build("fused", AttentionWeights.random(32), 4, causal=True)
+    module = build("fused", AttentionWeights.random(32), 4, CAUSAL)
     x = torch.randn(1, 16, 32)
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
         assert sdpa_backend(ops_called(lambda: module(x))) == "math"
