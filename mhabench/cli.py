@@ -24,7 +24,7 @@ from mhabench.results.store import rows_frame
 from mhabench.run import runner
 from mhabench.run.launch import launch_env
 from mhabench.run.request import RunRequest
-from mhabench.scenario import config as config_mod
+from mhabench.scenario import loading as config_loading
 from mhabench.scenario import overrides, plugins
 from mhabench.version import __version__
 from mhabench.views import summary
@@ -136,9 +136,11 @@ def run(
             cli_run.resume(resume, out, force, baseline)
             return
         parsed_shard = parse_shard(shard) if shard is not None else None
-        paths = [str(path) for path in configs] if configs else [config_mod.default_config_name(device)]
+        paths = [str(path) for path in configs] if configs else [config_loading.default_config_name(device)]
         loaded = (
-            [config_mod.load_config(path) for path in configs] if configs else [config_mod.load_default_config(device)]
+            [config_loading.load_config(path) for path in configs]
+            if configs
+            else [config_loading.load_default_config(device)]
         )
         loaded = [
             overrides.with_overrides(
@@ -283,7 +285,7 @@ def compare(
         differences = compare_output.differences_text(comparison)
         if differences is not None:
             out.print(differences)
-        out.print(compare_output.compare_table(comparison))
+        out.print(compare_output.compare_table(comparison, out.width))
         summary = compare_output.summary_line(comparison)
         for line in [*drifts, *([summary] if summary is not None else [])]:
             out.print(Text(line))
@@ -313,6 +315,9 @@ def report(
     history_dir: Annotated[
         Path | None, typer.Option("--history", help="Add the timeline of this run's series from this history.")
     ] = None,
+    replicate_rows: Annotated[
+        bool, typer.Option("--replicate-rows", help="A replicated run: each process's rows after the pooled tables.")
+    ] = False,
 ) -> None:
     """Write report.md and a self-contained report.html (tables, plots) for a run."""
     from mhabench.probe.report import claims_blocks
@@ -323,7 +328,8 @@ def report(
     with user_errors():
         formats = parse_formats(report_format)
         run_data = store.load_run(run_ref, results_root)
-        blocks = build(run_data, baseline, first=claims_blocks(run_data.path), kernels=kernels)  # claims lead
+        claims = claims_blocks(run_data.path)  # a probe run's claims lead
+        blocks = build(run_data, baseline, first=claims, kernels=kernels, replicate_rows=replicate_rows)
         if history_dir is not None:
             from mhabench.history.gate import DEFAULT_THRESHOLD
             from mhabench.history.timeline import run_blocks
@@ -396,7 +402,7 @@ def advise(
 ) -> None:
     """Which implementation to run for each case, where the answer changes, why, and what the runs cannot tell."""
     from mhabench.analysis.advice.advise import advise as advise_runs
-    from mhabench.analysis.advice.statement import Question
+    from mhabench.analysis.advice.wording import Question
     from mhabench.results import store
     from mhabench.views import advice as advice_view
 
@@ -468,21 +474,22 @@ def calibrate(
         bool, typer.Option("--show", help="Print this machine's stored calibration; measure nothing.")
     ] = False,
     from_run: Annotated[
-        str | None, typer.Option("--from", help="Calibrate from a replicated run already on disk; measure nothing.")
+        list[str] | None,
+        typer.Option("--from", help="A replicated run on disk, or several one-process runs (repeat --from)."),
     ] = None,
 ) -> None:
     """Measure this machine's between-process spread (cached per machine fingerprint; advise and compare use it)."""
     from mhabench.analysis.calibration import calibrate as measure_calibration
-    from mhabench.analysis.calibration import calibrate_from, this_machine
+    from mhabench.analysis.calibration import calibrate_across, this_machine
     from mhabench.results.store import load_run
 
     with user_errors():
         if show:
-            found, path = this_machine(config_mod.check_device_option(device or "auto"))
+            found, path = this_machine(config_loading.check_device_option(device or "auto"))
             console.print(escape(f"{found.describe()}\n{path}"), highlight=False)
             return
-        if from_run is not None:
-            found, path = calibrate_from(load_run(from_run, out))
+        if from_run:
+            found, path = calibrate_across([load_run(ref, out) for ref in from_run])
         else:
             found, path = measure_calibration(
                 out, sys.argv, device, processes, lambda line: console.print(escape(line))
@@ -498,7 +505,7 @@ def check_timing(
     from mhabench.checks.timing import check_timing as check
 
     with user_errors():
-        table = check(config_mod.load_config(config_path), str(config_path))
+        table = check(config_loading.load_config(config_path), str(config_path))
         _fresh_console().print(to_rich(table))
         timed = [cells for cells in table.cells if not cells[-1].startswith("not run")]
         failed = sum(1 for cells in timed if cells[-1] != "PASS")
@@ -575,7 +582,7 @@ def bisect(
     from mhabench.history.bisect import bisect as bisect_commits
 
     with user_errors():
-        config_mod.load_config(config)  # a bad config is refused here, not once per commit
+        config_loading.load_config(config)  # a bad config is refused here, not once per commit
         found = bisect_commits(good, bad, config, plugin, impl, parse_threshold(threshold), history_dir, runs)
         out = _fresh_console()
         for line in found.lines():

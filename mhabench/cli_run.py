@@ -23,7 +23,7 @@ from mhabench.run.request import RunRequest, Selector
 from mhabench.scenario import config as config_mod
 from mhabench.scenario import plugins
 from mhabench.scenario.device import resolve_device
-from mhabench.views import summary
+from mhabench.views import pooled, summary
 from mhabench.views.progress import RichProgress
 
 
@@ -101,7 +101,9 @@ def print_run(result: runner.RunResult | replicated_run.ReplicatedResult | None,
     """The run summary (compact above a few dozen rows); nothing on the non-zero ranks of torchrun."""
     if result is None:
         return
-    for renderable in summary.run_summary(result.frame, baseline, result.run_dir, console.width):
+    # a replicated run's table is pooled across its processes; one process's prints as it always did
+    tabulate = pooled.run_summary if isinstance(result, replicated_run.ReplicatedResult) else summary.run_summary
+    for renderable in tabulate(result.frame, baseline, result.run_dir, console.width):
         console.print(renderable)
     for line in short_answer(result):
         console.print(Text(line))

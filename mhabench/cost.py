@@ -59,14 +59,18 @@ import warnings
 from collections.abc import Callable
 from typing import Literal
 
-from mhabench.pattern import CAUSAL, PLAIN, AttentionPattern
+from mhabench.pattern import PLAIN, AttentionPattern
 
 SOFTMAX_FLOPS_PER_SCORE = 5
 
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
-    """The shape of one attention call. ``seq_len`` queries attend to ``kv_len`` keys."""
+    """The shape of one attention call. ``seq_len`` queries attend to ``kv_len`` keys.
+
+    Every field is resolved by whoever builds it (a case: :meth:`mhabench.scenario.cases.Case.workload`), so the
+    formulas read one value per idea: the head width and the pattern, never a default to fill in.
+    """
 
     batch: int
     seq_len: int
@@ -74,21 +78,20 @@ class Workload:
     d_model: int
     heads: int
     kv_heads: int
-    causal: bool
+    head_dim: int
+    """Width of one head (d_model / heads unless the scenario sets it apart)."""
     element_bytes: int
+    pattern: AttentionPattern = PLAIN
+    """What each query sees (:mod:`mhabench.pattern`)."""
     train: bool = False
-    head_dim: int | None = None
-    """Width of one head; None (the default) means d_model / heads."""
-    pattern: AttentionPattern | None = None
-    """What each query sees (:mod:`mhabench.pattern`); None: plain attention, ``causal`` decides."""
     decode: bool = False
     """One new query per sequence against a cache of ``kv_len`` keys (a window: only the keys it sees)."""
 
-    def __post_init__(self) -> None:
-        if self.head_dim is None:
-            object.__setattr__(self, "head_dim", self.d_model // self.heads)
-        if self.pattern is None:
-            object.__setattr__(self, "pattern", CAUSAL if self.causal else PLAIN)
+    @property
+    def causal(self) -> bool:
+        """The call skips later keys as a causal mask does: a decode step's one query sees its whole cache, so a
+        decode call is never causal whatever the case's mask."""
+        return self.pattern.causal and not self.decode
 
     @property
     def q_dim(self) -> int:

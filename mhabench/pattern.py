@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Literal
 
 import torch
@@ -117,10 +118,31 @@ PLAIN = AttentionPattern()
 CAUSAL = AttentionPattern(mask="causal")
 
 
+BOOL_CAUSAL_DEPRECATED = (
+    "causal=True/False is deprecated: pass an mhabench.pattern.AttentionPattern "
+    "(mhabench.pattern.CAUSAL or mhabench.pattern.PLAIN for plain attention)"
+)
+_SAID: set[str] = set()
+"""The deprecations already said in this process: each is said once, not once per layer built."""
+
+
+def say_once(message: str, stacklevel: int = 3) -> None:
+    """A ``DeprecationWarning`` the first time ``message`` comes up in this process."""
+    if message not in _SAID:
+        _SAID.add(message)
+        warnings.warn(message, DeprecationWarning, stacklevel=stacklevel)
+
+
 def as_pattern(causal: bool | AttentionPattern) -> AttentionPattern:
-    """An implementation's third argument: ``causal`` (a bool) for plain cases, or the whole pattern."""
+    """The plugin boundary's one conversion: a pattern as it is, the old bool ``causal`` as its plain pattern.
+
+    Inside mhabench every layer gets an :class:`AttentionPattern`; a bool still comes in from code written before
+    patterns (a plugin calling ``mhabench.build(..., causal=True)`` or building a built-in layer with a bool), so it
+    keeps working and is deprecated, said once.
+    """
     if isinstance(causal, AttentionPattern):
         return causal
+    say_once(BOOL_CAUSAL_DEPRECATED, stacklevel=4)  # the caller of build() or of the layer
     return CAUSAL if causal else PLAIN
 
 

@@ -91,7 +91,7 @@ def temp_impl() -> Iterator[Callable[..., str]]:
             def forward(self, x: torch.Tensor) -> torch.Tensor:
                 return forward(x)
 
-        register(name, description="test only", **options)(lambda weights, heads, causal: Throwaway())
+        register(name, description="test only", **options)(lambda weights, heads, pattern: Throwaway())
         names.append(name)
         return name
 

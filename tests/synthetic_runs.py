@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from mhabench.results.calibration import Calibration, save_calibration
+from mhabench.results.fingerprint import Fingerprint
 from mhabench.results.schema import FORMAT_VERSION, MIN_SPREAD_SAMPLES, ResultRow
 from mhabench.results.store import RunWriter, write_manifest
 
@@ -293,4 +295,38 @@ def write_probe_run(root: Path, name: str, *, claims: bool = True) -> Path:
         "status": "complete",
     }
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    return run_dir
+
+
+def calibrate_test_machine(spread: float) -> Calibration:
+    """Store a calibration (``mhabench calibrate``'s file, in the test's empty cache) for the machine these runs
+    are written on (``ENVIRONMENT``), with this between-process spread."""
+    here = Fingerprint.of(ENVIRONMENT)
+    found = Calibration(here.key, here.describe(), spread, 5, "cal-run", "results/cal-run", "now", [])
+    save_calibration(found)
+    return found
+
+
+def write_replicated_run(
+    root: Path,
+    name: str,
+    processes: list[dict[str, float]],
+    *,
+    seq_lens: tuple[int, ...] = (128,),
+    drift: float = 0.3,
+    noise: float = 0.01,
+    seed: int = 0,
+    **environment: Any,
+) -> Path:
+    """A run of ``len(processes)`` replicates as ``replicates: N`` merges them: process i (``repeat`` i) times its
+    implementations at the medians ``processes[i]`` (ms) in interleaved rounds, at each of ``seq_lens``."""
+    records = []
+    for index, medians in enumerate(processes):
+        for seq_len in seq_lens:
+            times = rounds(medians, drift=drift, noise=noise, seed=seed * 1000 + index * 100 + seq_len % 97)
+            records += [row(impl, times[impl], seq_len=seq_len, repeat=index) for impl in medians]
+    run_dir = write_run(root, name, records, **environment)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    count = len(processes)
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, "repeats": count, "replicates": count}))
     return run_dir

@@ -19,10 +19,11 @@ from mhabench.cost import Workload
 from mhabench.impls import get_spec
 from mhabench.impls.reference import TOLERANCE, numerical_error, reference_attention
 from mhabench.measure.peaks import DevicePeaks
+from mhabench.pattern import CAUSAL, PLAIN
 from mhabench.probe import attention_stats as probe_stats
 from mhabench.run import runner
 from mhabench.run.steps import parameter_count
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 
 ABLATIONS = ("shared_qk", "unscaled", "additive", "full_dim_heads")
 D_MODEL, HEADS = 32, 4
@@ -33,7 +34,7 @@ def _inputs(batch: int = 2, seq_len: int = 7, d_model: int = D_MODEL, seed: int 
 
 
 def _workload(seq_len: int = 7, batch: int = 2, heads: int = HEADS, kv_heads: int = HEADS, **kw: object) -> Workload:
-    fields = {"causal": False, "element_bytes": 4, "d_model": D_MODEL} | kw
+    fields = {"element_bytes": 4, "d_model": D_MODEL, "head_dim": D_MODEL // heads} | kw
     return Workload(batch, seq_len, seq_len, heads=heads, kv_heads=kv_heads, **fields)  # type: ignore[arg-type]
 
 
@@ -44,10 +45,10 @@ def test_matches_its_own_float64_reference(name: str, causal: bool, bias: bool) 
     x = _inputs()
     spec = get_spec(name)
     assert spec.reference is not None and not spec.core
-    output = build(name, weights, HEADS, causal)(x)
-    _, rel = numerical_error(output, spec.reference(weights, x, HEADS, causal))
+    output = build(name, weights, HEADS, CAUSAL if causal else PLAIN)(x)
+    _, rel = numerical_error(output, spec.reference(weights, x, HEADS, CAUSAL if causal else PLAIN))
     assert rel < 1e-5
-    _, rel_to_standard = numerical_error(output, reference_attention(weights, x, HEADS, causal))
+    _, rel_to_standard = numerical_error(output, reference_attention(weights, x, HEADS, CAUSAL if causal else PLAIN))
     assert rel_to_standard > TOLERANCE["float32"], "an ablation must compute a different function"
 
 
@@ -55,8 +56,8 @@ def test_matches_its_own_float64_reference(name: str, causal: bool, bias: bool) 
 def test_grouped_query_ablations_match_their_reference(name: str) -> None:
     weights = AttentionWeights.random(D_MODEL, seed=4, kv_dim=D_MODEL // HEADS)  # MQA
     x = _inputs()
-    output = build(name, weights, HEADS, causal=True)(x)
-    assert numerical_error(output, get_spec(name).reference(weights, x, HEADS, True))[1] < 1e-5
+    output = build(name, weights, HEADS, CAUSAL)(x)
+    assert numerical_error(output, get_spec(name).reference(weights, x, HEADS, CAUSAL))[1] < 1e-5
 
 
 @pytest.mark.parametrize("name", ["shared_qk", "full_dim_heads"])

@@ -19,8 +19,8 @@ from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers
 from mhabench.analysis.advice.pick import CANNOT_TELL, NOTHING, ONLY, TIED, WINNER, pick, statement
-from mhabench.analysis.advice.statement import Question
-from mhabench.analysis.advice.thresholds import HOST_US_PER_OP, LAUNCH_BOUND_SHARE, REPRODUCE_MARGIN, TIE_MARGIN
+from mhabench.analysis.advice.thresholds import HOST_US_PER_OP, LAUNCH_BOUND_SHARE, TIE_MARGIN
+from mhabench.analysis.advice.wording import Question
 from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
 from mhabench.errors import InputError
@@ -392,13 +392,15 @@ def test_missing_implementations_noisy_rows_drift_and_an_unfinished_run_are_cave
     assert "1 ok row(s) spent max_run_time_s" in caveat_rules([capped], {})["capped"]
 
 
-def test_a_small_win_in_one_process_is_a_caveat_and_a_large_one_is_not() -> None:
-    close = one_case({"naive": 1 + REPRODUCE_MARGIN / 2, "fused": 1.0}, noise=0.001)
+def test_winners_of_one_process_get_one_caveat_whatever_their_lead() -> None:
+    """No fixed margin: on a machine with no calibration a small and a large win are named by the same one
+    sentence (tests/test_calibration.py has the calibrated side)."""
+    close = one_case({"naive": 1.05, "fused": 1.0}, noise=0.001)
     clear = one_case({"naive": 2.0, "fused": 1.0}, seq_len=256)
-    assert pick(close).verdict == WINNER
+    assert pick(close).verdict == pick(clear).verdict == WINNER
     found = caveat_rules([close, clear], {})
-    assert "1 pick(s) rest on a lead under 10 % in one process" in found["one_process"]
-    assert close.label in found["one_process"] and clear.label not in found["one_process"]
+    assert "one_process" not in found and "2 pick(s) rest on one process" in found["uncalibrated"]
+    assert found["uncalibrated"].index(close.label) < found["uncalibrated"].index(clear.label)
 
 
 def test_rows_that_did_not_run_for_other_reasons_are_counted_per_implementation() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from synthetic_runs import rounds, row, write_run
+from synthetic_runs import calibrate_test_machine, rounds, row, write_run
 
 from mhabench.analysis.advice import why
 from mhabench.analysis.advice.advise import advise
@@ -123,7 +123,8 @@ def test_scores_are_materialized_where_the_cost_model_says_so() -> None:
 def test_the_thresholds_record_holds_every_threshold() -> None:
     record = thresholds_record()
     assert record["min_paired_rounds"] == MIN_PAIRED_ROUNDS and record["low_efficiency"] == LOW_EFFICIENCY
-    assert {"tie_margin", "reproduce_margin", "host_us_per_op", "launch_bound_share", "host_over_device"} <= set(record)
+    assert {"tie_margin", "host_us_per_op", "launch_bound_share", "host_over_device"} <= set(record)
+    assert "reproduce_margin" not in record  # the machine's calibrated spread decides that now
 
 
 def test_a_noisy_flag_below_the_spread_samples_is_undefined() -> None:
@@ -132,17 +133,28 @@ def test_a_noisy_flag_below_the_spread_samples_is_undefined() -> None:
     assert noisy({"samples": "", "noisy": "false"}) is False
 
 
-def test_a_small_win_in_one_process_is_said_before_any_why(tmp_path: Path) -> None:
+def test_a_win_within_the_machine_spread_is_said_before_any_why(tmp_path: Path) -> None:
     times = rounds({"fused": 1.0, "naive": 1.06}, count=20, noise=0.001)
     run_dir = write_run(tmp_path, "close", [row(impl, times[impl]) for impl in times])
+    calibrate_test_machine(0.10)
     lines = short_answer(advise([load_run(run_dir)]), run_dir)
-    assert 3 <= len(lines) <= 5 and lines[1].startswith("Caveat:") and "one process" in lines[1]
+    assert 3 <= len(lines) <= 5 and lines[1].startswith("Caveat: 1 pick(s) may not replicate")
+    assert not any(line.startswith("Why:") for line in lines)
+
+
+def test_on_an_uncalibrated_machine_the_short_answer_says_so_before_any_why(tmp_path: Path) -> None:
+    """Whatever the lead: nothing says a one-process pick replicates until the machine's spread is measured."""
+    times = rounds({"fused": 1.0, "naive": 3.0}, count=20)
+    run_dir = write_run(tmp_path, "clear", [row(impl, times[impl]) for impl in times])
+    lines = short_answer(advise([load_run(run_dir)]), run_dir)
+    assert lines[1].startswith("Caveat: 1 pick(s) rest on one process") and "mhabench calibrate" in lines[1]
     assert not any(line.startswith("Why:") for line in lines)
 
 
 def test_the_short_answer_says_why_from_the_winners_side(tmp_path: Path) -> None:
     times = rounds({"fused": 1.0, "naive": 3.0}, count=20)
     run_dir = write_run(tmp_path, "clear", [row(impl, times[impl]) for impl in times])
+    calibrate_test_machine(0.02)  # a 3× lead clears it: no caveat outweighs the why
     lines = short_answer(advise([load_run(run_dir)]), run_dir)
     (reason,) = [line for line in lines if line.startswith("Why:")]
     assert "`fused`" in reason.split(":", 2)[2][:12] and "`naive` materializes" not in reason

@@ -12,8 +12,10 @@ import torch
 from synthetic_runs import ENVIRONMENT, rounds, row
 from typer.testing import CliRunner
 
-from mhabench.analysis.advice.answers import answer
-from mhabench.analysis.advice.calibrated import MAY_NOT_REPLICATE, UNCALIBRATED, calibrated_caveats
+from mhabench.analysis.advice.answers import RunAnswers, answer
+from mhabench.analysis.advice.caveats import MAY_NOT_REPLICATE, UNCALIBRATED, caveats
+from mhabench.analysis.advice.pick import WINNER
+from mhabench.analysis.advice.wording import CAVEAT, Question, Statement
 from mhabench.analysis.calibration import calibration_config, calibration_of
 from mhabench.cli import app
 from mhabench.errors import ResultsCorruptError
@@ -76,26 +78,63 @@ def one_process_run(leads: dict[int, float]) -> Run:
     )
 
 
+ONE_PROCESS_RULES = {MAY_NOT_REPLICATE, UNCALIBRATED, "one_process"}
+"""Every rule name a caveat on one process's picks has had: the merged rule makes at most one statement."""
+
+
+def one_process_caveats(answers: RunAnswers) -> list[Statement]:
+    """The run's caveats about whether its picks replicate (all of them, so a second sentence would show)."""
+    run = answers.run
+    found = caveats(run.run_id, run.manifest, answers.cases, answers.picks, Question())
+    assert all(statement.kind == CAVEAT for statement in found)
+    return [statement for statement in found if statement.rule in ONE_PROCESS_RULES]
+
+
 def test_a_winner_whose_lead_is_within_the_machine_spread_may_not_replicate() -> None:
     save_calibration(calibration(0.10, Fingerprint.of(ENVIRONMENT)))
     answers = answer(one_process_run({128: 1.06, 512: 1.5}))
-    (found,) = calibrated_caveats(answers)
+    (found,) = one_process_caveats(answers)
     assert found.rule == MAY_NOT_REPLICATE and found.figures["between_process_spread"] == 0.10
     assert "n=128" in found.text and "n=512" not in found.text and "10 %" in found.text and "cal-run" in found.text
     assert {ref.impl for ref in found.rows} == {"fused", "naive"}
 
 
-def test_leads_beyond_the_spread_say_nothing_and_a_missing_calibration_says_so() -> None:
+def test_the_calibrated_rule_turns_where_the_widened_interval_reaches_1() -> None:
+    """The lead's lower bound divided by 1 + spread: a spread just under ci_low − 1 keeps the pick, just over
+    names it."""
+    answers = answer(one_process_run({128: 1.08}))
+    (only,) = answers.picks.values()
+    assert only.verdict == WINNER and only.estimate is not None
+    margin = only.estimate.ci_low - 1
+    save_calibration(calibration(margin * 0.9, Fingerprint.of(ENVIRONMENT)))
+    assert one_process_caveats(answers) == []
+    save_calibration(calibration(margin * 1.1, Fingerprint.of(ENVIRONMENT)))
+    (found,) = one_process_caveats(answers)
+    assert found.rule == MAY_NOT_REPLICATE and "n=128" in found.text
+
+
+def test_leads_beyond_the_spread_say_nothing_and_a_missing_calibration_says_so_once() -> None:
     answers = answer(one_process_run({128: 1.06, 512: 1.5}))
-    (unknown,) = calibrated_caveats(answers)
-    assert unknown.rule == UNCALIBRATED and "mhabench calibrate" in unknown.text and "2 pick(s)" in unknown.text
+    (unknown,) = one_process_caveats(answers)
+    assert unknown.rule == UNCALIBRATED and "2 pick(s) rest on one process" in unknown.text
+    assert "`mhabench calibrate --device cpu` measures it" in unknown.text and "--replicates 3" in unknown.text
+    assert unknown.figures == {"picks": 2, "fingerprint": Fingerprint.of(ENVIRONMENT).key}
     save_calibration(calibration(0.02, Fingerprint.of(ENVIRONMENT)))
-    assert calibrated_caveats(answers) == []
+    assert one_process_caveats(answers) == []
+
+
+def test_an_uncalibrated_machine_names_every_pick_the_closest_lead_first() -> None:
+    """No fixed margin decides which picks are named: all are, the smallest lead first, and its rows with them."""
+    answers = answer(one_process_run({128: 2.0, 256: 1.05, 512: 1.3}))
+    (unknown,) = one_process_caveats(answers)
+    named = [unknown.text.index(f"n={seq_len} ") for seq_len in (256, 512, 128)]
+    assert named == sorted(named)
+    assert {ref.case_id for ref in unknown.rows} == set(answers.picks)
 
 
 def test_a_replicated_run_needs_no_calibration_caveat() -> None:
     run = replicated_run([{"fused": 1.06}, {"fused": 1.07}, {"fused": 1.05}])
-    assert calibrated_caveats(answer(run)) == []
+    assert one_process_caveats(answer(run)) == []
 
 
 def test_the_calibration_sweep_is_a_valid_replicated_config() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 import yaml
+from plain_cases import plain_case
 
 from mhabench.errors import (
     MAX_LISTED_ERRORS,
@@ -18,9 +19,10 @@ from mhabench.errors import (
     InputError,
     UnknownImplementationError,
 )
-from mhabench.scenario.cases import Case, covered_windows, expand_cases
-from mhabench.scenario.config import RunConfig, load_config, load_default_config, parse_config
+from mhabench.scenario.cases import covered_windows, expand_cases
+from mhabench.scenario.config import RunConfig
 from mhabench.scenario.device import resolve_device
+from mhabench.scenario.loading import load_config, load_default_config, parse_config
 from mhabench.scenario.overrides import with_overrides
 
 SOURCE = "configs/x.yaml"
@@ -267,7 +269,7 @@ def test_auto_dtype_on_cuda_follows_the_compute_capability(
 
 def test_the_embedded_default_follows_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """No config on a CUDA machine: the data-centre GPU sweep; on the CPU the small one; --device decides."""
-    from mhabench.scenario.config import default_config_name, load_default_config
+    from mhabench.scenario.loading import default_config_name, load_default_config
 
     assert default_config_name("cpu") == "default.yaml" and load_default_config("cpu").name == "default"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -282,7 +284,7 @@ def test_sweep_is_the_cartesian_product_in_order() -> None:
     cases = expand_cases(config, torch.device("cpu"))
     first = cases[:-2]
     expected = [
-        Case("s", b, n, d, h, c, False, dtype, 0)
+        plain_case("s", b, n, d, h, c, False, dtype, 0)
         for dtype, b, n, d, h, c in itertools.product(
             ["float32", "bfloat16"], [1, 2], [8, 16, 32], [16, 32], [2, 4], [False, True]
         )
@@ -294,8 +296,9 @@ def test_sweep_is_the_cartesian_product_in_order() -> None:
 
 
 def test_case_id_and_head_dim() -> None:
-    case = Case("s", 2, 9, 16, 4, True, True, "float32", 0)
-    assert case.head_dim == 4
+    spec = scenario(name="s", batch=2, seq_len=9, d_model=16, heads=4, causal=True, bias=True)
+    (case,) = expand_cases(parse_config({"scenarios": [spec], "dtype": "float32"}, SOURCE), torch.device("cpu"))
+    assert (case.head_dim, case.kv_heads) == (4, 4)  # unset: d_model / heads and plain MHA, resolved by expand_cases
     assert case.case_id == "s/b2-n9-d16-h4-float32-causal-bias"
 
 
@@ -474,7 +477,7 @@ def test_tensor_parallel_sweeps_and_marks_the_case_id_only_above_one() -> None:
     cases = expand_cases(config, torch.device("cpu"))
     assert [case.tensor_parallel for case in cases] == [1, 2, 4]
     assert [case.case_id for case in cases] == [f"tp/b1-n8-d32-h8{tp}-float32" for tp in ("", "-tp2", "-tp4")]
-    gqa = Case("s", 1, 8, 32, 8, False, False, "float32", 0, 2, tensor_parallel=2)
+    gqa = plain_case("s", 1, 8, 32, 8, False, False, "float32", 0, kv_heads=2, tensor_parallel=2)
     assert gqa.case_id == "s/b1-n8-d32-h8-kv2-tp2-float32"
 
 
@@ -502,8 +505,13 @@ def test_a_window_not_below_seq_len_is_refused_in_one_line() -> None:
 def test_a_swept_window_that_covers_some_lengths_runs_those_as_causal_and_says_so() -> None:
     data = {"scenarios": [scenario(name="w", seq_len=[8, 32], mask="sliding_window", window=[4, 16])]}
     config = parse_config(data, SOURCE)
-    masks = {(c.seq_len, c.mask, c.window) for c in expand_cases(config, torch.device("cpu"))}
-    assert masks == {(8, "sliding_window", 4), (8, "causal", 0), (32, "sliding_window", 4), (32, "sliding_window", 16)}
+    masks = {(c.seq_len, c.pattern.mask, c.pattern.window) for c in expand_cases(config, torch.device("cpu"))}
+    assert masks == {
+        (8, "sliding_window", 4),
+        (8, "causal", None),
+        (32, "sliding_window", 4),
+        (32, "sliding_window", 16),
+    }
     assert covered_windows(config) == [
         "scenario 'w': window 16 covers the whole sequence at n=8: run as plain causal attention"
     ]
@@ -512,7 +520,7 @@ def test_a_swept_window_that_covers_some_lengths_runs_those_as_causal_and_says_s
 def test_a_decode_step_sees_one_key_more_than_seq_len() -> None:
     data = {"scenarios": [scenario(seq_len=8, mask="sliding_window", window=8, phase="decode")]}
     (case,) = expand_cases(parse_config(data, SOURCE), torch.device("cpu"))
-    assert (case.mask, case.window) == ("sliding_window", 8)  # 9 keys, the window drops the oldest
+    assert (case.pattern.mask, case.pattern.window) == ("sliding_window", 8)  # 9 keys, the window drops the oldest
 
 
 def test_a_quoted_number_is_refused_with_the_reason() -> None:

@@ -14,12 +14,13 @@ from mhabench import AttentionWeights, build
 from mhabench import cost as cost_model
 from mhabench.cost import SOFTMAX_FLOPS_PER_SCORE, Workload, gemm_bytes
 from mhabench.impls import get_spec
+from mhabench.pattern import CAUSAL, PLAIN
 
 SDPA_USERS = {"fused", "torch_mha"}
 
 
 def workload(b: int, n: int, d: int, h: int, causal: bool = False, kv_heads: int | None = None, e: int = 4) -> Workload:
-    return Workload(b, n, n, d, h, h if kv_heads is None else kv_heads, causal, e)
+    return Workload(b, n, n, d, h, h if kv_heads is None else kv_heads, d // h, e, CAUSAL if causal else PLAIN)
 
 
 def counted_flops(name: str, w: Workload, bias: bool, math_sdpa: bool) -> int:
@@ -30,7 +31,7 @@ def counted_flops(name: str, w: Workload, bias: bool, math_sdpa: bool) -> int:
     op that FlopCounterMode counts as 0 FLOPs.
     """
     weights = AttentionWeights.random(w.d_model, bias=bias, kv_dim=w.kv_dim)
-    module = build(name, weights, w.heads, w.causal).requires_grad_(name == "torch_mha")
+    module = build(name, weights, w.heads, w.pattern).requires_grad_(name == "torch_mha")
     x = torch.randn(w.batch, w.seq_len, w.d_model)
     counter = FlopCounterMode(display=False)
     backend = sdpa_kernel(SDPBackend.MATH) if math_sdpa else contextlib.nullcontext()

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from plain_cases import plain_case
 from plugins_nanogpt import CausalSelfAttention, ManualCausalSelfAttention
 from torch.autograd import DeviceType
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -20,8 +21,9 @@ from mhabench.impls import get_spec
 from mhabench.impls.reference import check_output, expected_output
 from mhabench.measure.op_counts import DISAGREEMENT_LIMIT, OpCounts, count_cuda_kernels, counted
 from mhabench.measure.trackers import DispatchTracker
+from mhabench.pattern import CAUSAL, PLAIN
 from mhabench.results.schema import ModelledCost
-from mhabench.run.steps import prepare, workload
+from mhabench.run.steps import prepare
 from mhabench.scenario.cases import Case
 
 F32 = 4  # bytes per float32 element
@@ -137,13 +139,13 @@ def counted_case(name: str, case: Case) -> tuple[OpCounts, ModelledCost]:
     x = torch.randn(case.batch, case.seq_len, case.d_model)
     _, step = prepare(spec, case, weights, x)
     counts = count(step.run)
-    return counts, ModelledCost.from_cost(spec.cost(workload(case)))
+    return counts, ModelledCost.from_cost(spec.cost(case.workload()))
 
 
 @pytest.mark.parametrize(("causal", "bias"), [(False, False), (True, True)])
 @pytest.mark.parametrize("name", ["naive", "per_head", "fused"])
 def test_core_implementations_agree_with_their_cost_model(name: str, causal: bool, bias: bool) -> None:
-    counts, model = counted_case(name, Case(**CASE_FIELDS, causal=causal, bias=bias))
+    counts, model = counted_case(name, plain_case(**CASE_FIELDS, causal=causal, bias=bias))
     assert counts.flops == pytest.approx(model.flops, rel=0.01)
     assert counts.intensity == pytest.approx(model.arithmetic_intensity, rel=DISAGREEMENT_LIMIT)
     assert not counted(counts, model).model_disagrees
@@ -152,7 +154,7 @@ def test_core_implementations_agree_with_their_cost_model(name: str, causal: boo
 def test_fused_bytes_by_hand() -> None:
     """b=1, n=512, D=256, h=4: packed QKV GEMM, flash SDPA, W_o GEMM. The head merge is a view: the CPU
     flash kernel already writes its output in (b, n, h, d_k) order, so no copy happens."""
-    counts, _ = counted_case("fused", Case(**CASE_FIELDS, causal=False, bias=False))
+    counts, _ = counted_case("fused", plain_case(**CASE_FIELDS, causal=False, bias=False))
     tokens, d, heads = 512, 256, 4
     qkv_gemm = tokens * d + d * 3 * d + tokens * 3 * d
     attention = 3 * tokens * d + tokens * d + heads * tokens  # Q, K, V read; O and log-sum-exp written
@@ -163,7 +165,7 @@ def test_fused_bytes_by_hand() -> None:
 def test_naive_bytes_by_hand() -> None:
     """b=1, n=512, D=256, h=4: three GEMMs, the 4×512×512 scores written by QKᵀ, read and written by the
     scale and by softmax, read by P·V; the head-merge copy; W_o."""
-    counts, _ = counted_case("naive", Case(**CASE_FIELDS, causal=False, bias=False))
+    counts, _ = counted_case("naive", plain_case(**CASE_FIELDS, causal=False, bias=False))
     tokens, d, scores = 512, 256, 4 * 512 * 512
     projections = 3 * (tokens * d + d * d + tokens * d)
     attention = 2 * tokens * d + scores + 2 * scores + 2 * scores + scores + tokens * d + tokens * d
@@ -175,15 +177,15 @@ def test_train_step_counts_the_backward() -> None:
     """fused: GEMMs 3× forward, SDPA's backward 2.5× its forward — the cost model's convention, exactly.
     naive's materialized backward executes 2× its attention forward, which the model prices at 2.5×."""
     fields = {**CASE_FIELDS, "seq_len": 128, "causal": True, "bias": False, "mode": "train"}
-    fused, fused_model = counted_case("fused", Case(**fields))
+    fused, fused_model = counted_case("fused", plain_case(**fields))
     assert fused.flops == fused_model.flops
-    naive, naive_model = counted_case("naive", Case(**fields))
+    naive, naive_model = counted_case("naive", plain_case(**fields))
     assert naive.flops == naive_model.proj_flops + 3 * naive_model.attn_flops * 2 // 7
 
 
 def test_inference_mode_counts_like_no_grad() -> None:
     """Under inference_mode composite ops (linear, SDPA) reach the dispatch mode whole; they are decomposed."""
-    module, x = build("fused", AttentionWeights.random(64), 4, causal=True), torch.randn(1, 32, 64)
+    module, x = build("fused", AttentionWeights.random(64), 4, CAUSAL), torch.randn(1, 32, 64)
     with torch.inference_mode(), DispatchTracker() as inference:
         module(x)
     assert inference.counts() == count(lambda: module(x))
@@ -192,7 +194,7 @@ def test_inference_mode_counts_like_no_grad() -> None:
 
 def test_an_opaque_op_counts_its_flops_and_leaves_the_disagreement_empty() -> None:
     """torch_mha with a bias under no_grad runs one _native_multi_head_attention op."""
-    case = Case(**{**CASE_FIELDS, "seq_len": 64}, causal=False, bias=True)
+    case = plain_case(**{**CASE_FIELDS, "seq_len": 64}, causal=False, bias=True)
     counts, model = counted_case("torch_mha", case)
     assert counts.opaque_ops == ("_native_multi_head_attention",)
     assert counts.flops == model.flops
@@ -211,12 +213,12 @@ def test_nanogpt_plugin_lands_near_the_layout_it_really_has(causal: bool) -> Non
     for name, module in [
         ("manual", ManualCausalSelfAttention(weights, 4, causal)),
         ("flash", CausalSelfAttention(weights, 4, causal)),
-        ("naive", build("naive", weights, 4, causal)),
-        ("fused", build("fused", weights, 4, causal)),
+        ("naive", build("naive", weights, 4, CAUSAL if causal else PLAIN)),
+        ("fused", build("fused", weights, 4, CAUSAL if causal else PLAIN)),
     ]:
         with torch.no_grad(), DispatchTracker() as tracker:
             output = module(x)
-        assert check_output(output, expected_output(weights, x, 4, causal), "float32").ok
+        assert check_output(output, expected_output(weights, x, 4, CAUSAL if causal else PLAIN), "float32").ok
         intensity[name] = tracker.counts().intensity
     assert intensity["manual"] == pytest.approx(intensity["naive"], rel=0.1)
     assert intensity["flash"] == pytest.approx(intensity["fused"], rel=0.1)
@@ -330,11 +332,11 @@ def test_a_custom_op_is_opaque_and_the_roofline_keeps_the_model() -> None:
     q = k = v = torch.randn(1, 2, 64, 16)
     counts = count(lambda: _custom_attend(q, k, v))
     assert counts.opaque_ops == ("attend",) and counts.flops == 0
-    case = Case("t", 1, 64, 32, 2, causal=False, bias=False, dtype="float32", seed=0)
-    model = ModelledCost.from_cost(get_spec("fused").cost(workload(case)))
+    case = plain_case("t", 1, 64, 32, 2, causal=False, bias=False, dtype="float32", seed=0)
+    model = ModelledCost.from_cost(get_spec("fused").cost(case.workload()))
     row = counted(counts, model)
     assert row.model_disagreement is None and row.model_disagrees is None
     placed = roofline(
-        workload(case).tokens, model, row, LatencyStats(latency_ms=1.0), DevicePeaks(1.0, 1.0, "test"), False
+        case.workload().tokens, model, row, LatencyStats(latency_ms=1.0), DevicePeaks(1.0, 1.0, "test"), False
     )
     assert placed.intensity_source == "modelled" and placed.achieved_tflops == model.flops / 1e-3 / 1e12

@@ -42,6 +42,7 @@ from mhabench.impls.tensor_parallel import (
 from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.comm import CommTracker, bus_bandwidth_gbps, gather_peak_bytes, lockstep_times_ms, measure_comm
 from mhabench.measure.memory import LiveStorageTracker
+from mhabench.pattern import CAUSAL
 from mhabench.run.launch import LaunchEnv, check_launch, launch_env
 
 VARIANTS = {"tp_fused": TensorParallelFused, "tp_naive": TensorParallelNaive}
@@ -181,10 +182,10 @@ def test_partial_outputs_sum_to_the_full_layer(variant: str, layout: str, size: 
     heads = LAYOUTS[layout][0]
     partials = [VARIANTS[variant](weights, heads, True, tp=TPGroup(size, r)) for r in range(size)]
     total = sum(layer(x) - weights.b_o for layer in partials) + weights.b_o
-    _, max_rel_err = numerical_error(total, reference_attention(weights, x, heads, causal=True))
+    _, max_rel_err = numerical_error(total, reference_attention(weights, x, heads, CAUSAL))
     assert max_rel_err <= 1e-5
     if size > 1:  # and one rank alone is not the layer: the test can fail
-        _, alone = numerical_error(partials[0](x), reference_attention(weights, x, heads, causal=True))
+        _, alone = numerical_error(partials[0](x), reference_attention(weights, x, heads, CAUSAL))
         assert alone > 1e-2
 
 
@@ -208,7 +209,7 @@ def test_using_group_sets_the_group_of_layers_built_inside() -> None:
 def test_registered_factories_pick_up_the_group(variant: str) -> None:
     weights, _ = layer_inputs(4, 2)
     with using_group(TPGroup(2, 1)):
-        layer = build(variant, weights, 4, True)
+        layer = build(variant, weights, 4, CAUSAL)
     assert isinstance(layer, VARIANTS[variant]) and layer.tp == TPGroup(2, 1)
     assert not get_spec(variant).capabilities.train and not get_spec(variant).capabilities.decode
 
@@ -270,7 +271,7 @@ def measure_layouts(launch: LaunchEnv, world_size: int, out_dir: str) -> None:
     assert tp is not None
     for layout, (heads, kv_heads) in LAYOUTS.items():
         weights, x = layer_inputs(heads, kv_heads)
-        reference = reference_attention(weights, x, heads, causal=True)
+        reference = reference_attention(weights, x, heads, CAUSAL)
         for variant, cls in VARIANTS.items():
             with using_group(tp):
                 layer = cls(weights, heads, True)
@@ -363,7 +364,7 @@ def cuda_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
     report: dict[str, Any] = {"device": str(device)}
     for layout, (heads, kv_heads) in LAYOUTS.items():
         weights, x = layer_inputs(heads, kv_heads)
-        reference = reference_attention(weights, x, heads, causal=True)
+        reference = reference_attention(weights, x, heads, CAUSAL)
         weights, x = weights.to(device=device), x.to(device)
         for variant, cls in VARIANTS.items():
             layer = cls(weights, heads, True, tp=tp)

@@ -21,6 +21,7 @@ from mhabench.run import runner
 from mhabench.run.launch import LaunchEnv
 from mhabench.run.request import RunRequest
 from mhabench.scenario import config as config_mod
+from mhabench.scenario import loading as config_loading
 from mhabench.scenario.cases import expand_cases
 from mhabench.scenario.device import resolve_device
 
@@ -167,7 +168,7 @@ def config_with(**scenario: Any) -> config_mod.RunConfig:
     """A config that skips validation for ``scenario`` (as one built in Python could), to reach the launch checks."""
     data = tp_config_data()
     data["implementations"] = ["tp_fused"]
-    config = config_mod.parse_config(data, "tp.yaml")
+    config = config_loading.parse_config(data, "tp.yaml")
     spec = config.scenarios[0].model_copy(update=scenario)
     return config.model_copy(update={"scenarios": [spec]})
 
@@ -213,7 +214,7 @@ def test_settings_this_launch_cannot_honour_are_refused(tmp_path: Path) -> None:
 
 
 def test_tensor_parallel_without_torchrun_names_the_command(tmp_path: Path) -> None:
-    config = config_mod.parse_config(tp_config_data(), "configs/tp.yaml")
+    config = config_loading.parse_config(tp_config_data(), "configs/tp.yaml")
     with pytest.raises(InputError) as caught:
         runner.run(config, tmp_path, request=RunRequest(config_path="configs/tp.yaml"))
     assert "launch it with `torchrun --nproc-per-node 2 -m mhabench run configs/tp.yaml`" in str(caught.value)
@@ -234,15 +235,15 @@ def test_the_config_validator_allows_replicated_kv_heads(
 ) -> None:
     data = tp_config_data(heads=heads, kv_heads=kv_heads, d_model=96, tensor_parallel=tensor_parallel)
     if words is None:
-        config = config_mod.parse_config(data, "tp.yaml")
+        config = config_loading.parse_config(data, "tp.yaml")
         assert config.scenarios[0].tensor_parallel == tensor_parallel
         return
     with pytest.raises(ConfigError, match=f"^tp.yaml: scenarios\\[0\\].tensor_parallel: {words}"):
-        config_mod.parse_config(data, "tp.yaml")
+        config_loading.parse_config(data, "tp.yaml")
 
 
 def test_the_shipped_config_validates_and_splits_over_two_ranks() -> None:
-    config = config_mod.load_config(Path(__file__).parents[1] / "configs" / "tensor-parallel.yaml")
+    config = config_loading.load_config(Path(__file__).parents[1] / "configs" / "tensor-parallel.yaml")
     cases = expand_cases(config, resolve_device("cpu"))
     assert sorted({case.tensor_parallel for case in cases}) == [1, 2]
     assert len(cases) == 8 and config.implementations == ["tp_fused", "tp_naive"]
@@ -252,7 +253,7 @@ def test_without_torchrun_a_tp_implementation_is_the_whole_layer_on_one_device(
     tmp_path: Path, fixed_peaks: DevicePeaks
 ) -> None:
     data = tp_config_data(tensor_parallel=1)
-    result = runner.run(config_mod.parse_config(data, "tp.yaml"), tmp_path)
+    result = runner.run(config_loading.parse_config(data, "tp.yaml"), tmp_path)
     assert result is not None
     rows = result.frame
     assert list(rows["impl"]) == ["tp_fused", "tp_naive"] and set(rows["status"]) == {"ok"}
@@ -280,7 +281,7 @@ def test_single_process_t1_and_lockstep_rows_fill_the_same_groups(tiny_timing: c
 
     cpu = resolve_device("cpu")
     data = tp_config_data(tensor_parallel=1, seq_len=16)
-    case = expand_cases(config_mod.parse_config(data, "tp.yaml"), cpu)[0]
+    case = expand_cases(config_loading.parse_config(data, "tp.yaml"), cpu)[0]
     specs = [get_spec("tp_fused"), get_spec("tp_naive")]
     peaks = DevicePeaks(1.0, 1.0, "test")
     setup = RankSetup(cpu, 1, "gloo", "r", {case.dtype: peaks}, tiny_timing)

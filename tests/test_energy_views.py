@@ -10,7 +10,7 @@ import pandas as pd
 from shared_runs import recorded
 
 from mhabench.analysis.advice.advise import advise
-from mhabench.analysis.advice.statement import ENERGY
+from mhabench.analysis.advice.wording import ENERGY
 from mhabench.results.manifest import Manifest
 from mhabench.results.store import Run, load_run, typed_rows
 from mhabench.views.report.blocks import Paragraph

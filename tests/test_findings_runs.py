@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from mhabench.analysis.advice.across import FLIPS
 from mhabench.analysis.advice.advise import advise
-from mhabench.analysis.advice.flips import FLIPS
 from mhabench.analysis.advice.pick import TIED, WINNER, Pick
 from mhabench.analysis.calibration import calibration_of
 from mhabench.analysis.spread import speedup_spread

@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 from synthetic_runs import ENVIRONMENT, rounds, row
 
+from mhabench.analysis.advice.across import FLIPS, flipped_case, flips
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.answers import answer
-from mhabench.analysis.advice.flips import FLIPS, flipped_case, flips
 from mhabench.results.manifest import Manifest
 from mhabench.results.store import Run, typed_rows
 

@@ -37,12 +37,13 @@ from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.op_counts import counted
 from mhabench.measure.peaks import DevicePeaks, datasheet_peaks
 from mhabench.measure.trackers import DispatchTracker
+from mhabench.pattern import CAUSAL, PLAIN
 from mhabench.results.schema import CaseIdentity, LatencyStats, ModelledCost, Outcome, ResultRow
 from mhabench.run.case import screen
 from mhabench.run.placement import placed
-from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case, expand_cases
-from mhabench.scenario.config import RunConfig, load_config
+from mhabench.scenario.config import RunConfig
+from mhabench.scenario.loading import load_config
 
 CUDA = torch.device("cuda", 0)
 KEY = GraphKey(batch=2, seq_len=64, heads=4, kv_heads=2, head_dim=32, causal=True, device_index=0)
@@ -273,10 +274,10 @@ def test_the_layer_matches_the_float64_reference_within_the_derived_tolerance(
     really rounded (far above bf16's own error)."""
     weights = AttentionWeights.random(128, dtype=torch.bfloat16, kv_dim=kv_dim, bias=True)
     x = torch.randn(2, 64, 128, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
-    module = build("fused_fp8", weights, 4, causal)
+    module = build("fused_fp8", weights, 4, CAUSAL if causal else PLAIN)
     out = module(x)
     assert out.dtype == torch.bfloat16 and out.shape == x.shape
-    check = check_output(out, reference_attention(weights, x, 4, causal), "float8_e4m3fn")
+    check = check_output(out, reference_attention(weights, x, 4, CAUSAL if causal else PLAIN), "float8_e4m3fn")
     assert check.ok, check.reason
     assert check.max_rel_err > 0.01
     module(x)
@@ -290,7 +291,7 @@ def test_the_tolerance_still_catches_a_wrong_mask(fake_layer: FakeFrontend) -> N
     weights = AttentionWeights.random(128, dtype=torch.bfloat16)
     x = torch.randn(1, 64, 128, generator=torch.Generator().manual_seed(4)).to(torch.bfloat16)
     check = check_output(
-        build("fused_fp8", weights, 4, True)(x), reference_attention(weights, x, 4, False), "float8_e4m3fn"
+        build("fused_fp8", weights, 4, CAUSAL)(x), reference_attention(weights, x, 4, PLAIN), "float8_e4m3fn"
     )
     assert not check.ok and "max_rel_err" in check.reason
 
@@ -303,7 +304,7 @@ def test_the_probability_scale_is_e4m3s_bound() -> None:
 
 
 def test_the_cost_model_counts_fused_flops_and_fp8_bytes() -> None:
-    w = cost.Workload(batch=2, seq_len=64, kv_len=64, d_model=128, heads=4, kv_heads=4, causal=False, element_bytes=2)
+    w = cost.Workload(batch=2, seq_len=64, kv_len=64, d_model=128, heads=4, kv_heads=4, head_dim=32, element_bytes=2)
     fp8, bf16 = cost.FUSED_FP8(w), cost.FUSED_DENSE_MASK(w)
     assert fp8.flops == bf16.flops and fp8.useful_flops == bf16.useful_flops
     tokens, width = 128, 384
@@ -326,12 +327,12 @@ def test_the_counter_sees_the_fp8_gemms_and_names_the_attention_it_cannot_count(
     cost model rather than by counts that miss the attention."""
     weights = AttentionWeights.random(128, dtype=torch.bfloat16)
     x = torch.randn(2, 64, 128, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
-    module = build("fused_fp8", weights, 4, False)
+    module = build("fused_fp8", weights, 4, PLAIN)
     with torch.no_grad(), DispatchTracker() as tracker:
         module(x)
     counts = tracker.counts()
     assert "cudnn_fp8_attention" in counts.opaque_ops
-    workload = cost.Workload(2, 64, 64, 128, 4, 4, False, 2)
+    workload = cost.Workload(2, 64, 64, 128, 4, 4, 32, 2)
     assert counts.flops == cost.FUSED_FP8(workload).proj_flops
     row = counted(counts, ModelledCost.from_cost(cost.FUSED_FP8(workload)))
     assert row.uncounted_ops == "cudnn_fp8_attention" and row.model_disagreement is None
@@ -342,8 +343,8 @@ def test_an_fp8_row_is_placed_on_the_fp8_roof_and_a_bf16_row_on_the_bf16_one(imp
     case = one_case({}, "bfloat16", CUDA)
     model = get_spec(impl).cost
     assert model is not None
-    row = ResultRow(CaseIdentity(impl=impl, dtype="bfloat16", case_id=case.case_id), Outcome("ok", "")).with_groups(
-        ModelledCost.from_cost(model(workload(case))), LatencyStats.from_samples((2.0,), 1, 0.1, math.nan)
+    row = ResultRow(CaseIdentity.of(case, impl=impl), Outcome("ok", "")).with_groups(
+        ModelledCost.from_cost(model(case.workload())), LatencyStats.from_samples((2.0,), 1, 0.1, math.nan)
     )
     h100 = datasheet_peaks("NVIDIA H100 80GB HBM3", torch.bfloat16)
     assert h100 is not None
@@ -356,7 +357,7 @@ def test_an_fp8_row_is_placed_on_the_fp8_roof_and_a_bf16_row_on_the_bf16_one(imp
 
 def test_an_fp8_row_without_a_known_fp8_rate_gets_its_throughput_only() -> None:
     case = one_case({}, "bfloat16", CUDA)
-    row = ResultRow(CaseIdentity(impl="fused_fp8", dtype="bfloat16", case_id=case.case_id), Outcome("ok", ""))
+    row = ResultRow(CaseIdentity.of(case, impl="fused_fp8"), Outcome("ok", ""))
     row = row.with_groups(LatencyStats.from_samples((2.0,), 1, 0.1, math.nan))
     roof = placed(row, case, DevicePeaks(500.0, 2000.0, "measured"))
     assert roof.tokens_per_s == pytest.approx(64 / 2e-3) and roof.peak_tflops is None

@@ -30,7 +30,8 @@ from mhabench.results.columns import COLUMNS
 from mhabench.results.schema import FORMAT_VERSION
 from mhabench.run.resume import NothingToResumeError, prepare_resume
 from mhabench.scenario.cases import count_cases, expand_cases
-from mhabench.scenario.config import RunConfig, ScenarioSpec, TimingConfig, load_config, parse_config
+from mhabench.scenario.config import RunConfig, ScenarioSpec, TimingConfig
+from mhabench.scenario.loading import load_config, parse_config
 
 INT64 = (-(2**63), 2**63 - 1)
 MESSAGE_LIMIT = 1000  # the longest legitimate line lists every registered implementation

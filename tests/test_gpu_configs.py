@@ -35,7 +35,8 @@ from mhabench.run import memory_guard
 from mhabench.run.memory_guard import case_too_big
 from mhabench.run.steps import input_shape
 from mhabench.scenario.cases import Case, count_cases, expand_cases
-from mhabench.scenario.config import GPU_DEFAULT_CONFIG_NAME, RunConfig, default_config_text, load_config, parse_config
+from mhabench.scenario.config import GPU_DEFAULT_CONFIG_NAME, RunConfig
+from mhabench.scenario.loading import default_config_text, load_config, parse_config
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 GPU_CONFIGS = sorted(CONFIGS.glob("gpu-*.yaml"))

@@ -10,12 +10,14 @@ import types
 import pytest
 import torch
 import torch.nn.functional as F
+from plain_cases import plain_case
 
 from mhabench.errors import UnsupportedError
 from mhabench.impls import build, flash_attn_peer, get_spec, xformers_peer  # noqa: F401  (registers the peers)
 from mhabench.impls.reference import reference_attention
 from mhabench.impls.sdpa import kernel_skips_masked_work
 from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import CAUSAL, PLAIN
 
 
 def sdpa_bnhd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -71,8 +73,10 @@ def check(name: str, heads: int, kv_heads: int, causal: bool, bias: bool) -> Non
     weights = AttentionWeights.random(64, bias=bias, seed=5, kv_dim=kv_heads * 64 // heads)
     x = torch.randn(2, 11, 64, generator=torch.Generator().manual_seed(6))
     with torch.no_grad():
-        out = build(name, weights, heads, causal)(x)
-    torch.testing.assert_close(out.double(), reference_attention(weights, x, heads, causal), rtol=1e-4, atol=1e-5)
+        out = build(name, weights, heads, CAUSAL if causal else PLAIN)(x)
+    torch.testing.assert_close(
+        out.double(), reference_attention(weights, x, heads, CAUSAL if causal else PLAIN), rtol=1e-4, atol=1e-5
+    )
 
 
 @pytest.mark.parametrize(("heads", "kv_heads", "causal", "bias"), CASES)
@@ -98,14 +102,14 @@ def test_xformers_wrapper_layout(fake_xformers: list[str], heads: int, kv_heads:
 def test_flash_attn_head_dim_above_256_is_unsupported(fake_flash_attn: list[str]) -> None:
     weights = AttentionWeights.random(512, seed=1)
     with pytest.raises(UnsupportedError, match="head_dim 512 > 256"):
-        build("flash_attn", weights, 1, False)(torch.randn(1, 4, 512))
+        build("flash_attn", weights, 1, PLAIN)(torch.randn(1, 4, 512))
 
 
 @pytest.mark.parametrize(("name", "package"), [("flash_attn", "flash_attn"), ("xformers", "xformers.ops")])
 def test_missing_package_is_unsupported(monkeypatch: pytest.MonkeyPatch, name: str, package: str) -> None:
     monkeypatch.setitem(sys.modules, package, None)  # import raises ImportError
     with pytest.raises(UnsupportedError, match=f"^{name}: not installed"):
-        build(name, AttentionWeights.random(32, seed=1), 4, False)(torch.randn(1, 4, 32))
+        build(name, AttentionWeights.random(32, seed=1), 4, PLAIN)(torch.randn(1, 4, 32))
 
 
 @pytest.mark.parametrize("name", ["flash_attn", "xformers"])
@@ -114,7 +118,7 @@ def test_peers_declare_cuda_and_their_package(name: str) -> None:
     assert capabilities.devices == frozenset({"cuda"}) and capabilities.requires[0] == name.split(".")[0]
     assert not capabilities.decode and capabilities.train and capabilities.grouped_kv
     reason = capabilities.unsupported_reason(
-        name, kv_heads=8, heads=8, phase="prefill", mode="forward", device_type="cpu", dtype="bfloat16"
+        name, plain_case("t", 1, 8, 128, 8).workload(), dtype="bfloat16", device_type="cpu"
     )
     assert reason is not None and reason.startswith(f"{name}: ")
 
@@ -125,7 +129,7 @@ def test_cuda_no_kernel_text_becomes_unsupported(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(F, "scaled_dot_product_attention", no_kernel)
     with pytest.raises(UnsupportedError, match=r"has no FLASH_ATTENTION SDPA kernel for cpu/float32 with head_dim 8"):
-        build("sdpa_flash", AttentionWeights.random(32, seed=1), 4, False)(torch.randn(1, 4, 32))
+        build("sdpa_flash", AttentionWeights.random(32, seed=1), 4, PLAIN)(torch.randn(1, 4, 32))
 
 
 def test_other_runtime_errors_are_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,7 +138,7 @@ def test_other_runtime_errors_are_not_hidden(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(F, "scaled_dot_product_attention", broken)
     with pytest.raises(RuntimeError, match="illegal memory access"):
-        build("sdpa_flash", AttentionWeights.random(32, seed=1), 4, False)(torch.randn(1, 4, 32))
+        build("sdpa_flash", AttentionWeights.random(32, seed=1), 4, PLAIN)(torch.randn(1, 4, 32))
 
 
 @pytest.mark.parametrize(
@@ -163,4 +167,4 @@ def test_forced_flash_without_a_kernel_is_unsupported_on_cuda(dtype: torch.dtype
     heads = 8 if dtype == torch.float32 else 2
     weights = AttentionWeights.random(1024, dtype=dtype, device="cuda")
     with pytest.raises(UnsupportedError, match="has no FLASH_ATTENTION SDPA kernel"), torch.no_grad():
-        build("sdpa_flash", weights, heads, False)(torch.randn(1, 64, 1024, device="cuda", dtype=dtype))
+        build("sdpa_flash", weights, heads, PLAIN)(torch.randn(1, 64, 1024, device="cuda", dtype=dtype))

@@ -434,8 +434,8 @@ def test_the_counters_stage_runs_once_every_layer_of_the_case_is_freed(
 
     built: list[weakref.ref[nn.Module]] = []
 
-    def factory(weights: object, heads: int, causal: object) -> nn.Module:
-        layer = get_spec("fused").factory(weights, heads, causal)  # a real layer: the rows must come out ok
+    def factory(weights: object, heads: int, pattern: object) -> nn.Module:
+        layer = get_spec("fused").factory(weights, heads, pattern)  # a real layer: the rows must come out ok
         built.append(weakref.ref(layer))
         return layer
 

@@ -8,6 +8,7 @@ tensor-parallel split and the probe.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import TINY_TIMING
+from plain_cases import plain_case
 
 from mhabench import cost
 from mhabench.analysis.advice.cases import cases_of, swept
@@ -27,14 +29,14 @@ from mhabench.impls.reference import decode_reference, numerical_error, referenc
 from mhabench.impls.tensor_parallel import TensorParallelFused, TensorParallelNaive, TPGroup
 from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.peaks import DevicePeaks
+from mhabench.pattern import CAUSAL, PLAIN
 from mhabench.probe.config import expand, parse_probe_config
 from mhabench.probe.inputs import random_source
 from mhabench.results.columns import CASE_KEY, with_key_defaults
 from mhabench.run import runner
 from mhabench.run.case import screen
-from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case, expand_cases
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 
 D_MODEL, HEADS = 64, 4
 CPU = torch.device("cpu")
@@ -124,11 +126,11 @@ def test_implementations_honour_head_dim(name: str, head_dim: int, kv_heads: int
     reference = spec.reference or reference_attention
     with torch.no_grad():
         try:
-            out = build(name, weights, HEADS, causal=True)(x)
+            out = build(name, weights, HEADS, CAUSAL)(x)
         except UnsupportedError as exc:  # a platform without a compiler is compiled's own unsupported row
             pytest.skip(f"{name}: {exc}")
-    assert numerical_error(out, reference(weights, x, HEADS, True))[1] < 1e-5
-    wrong_scale = reference_attention(weights, x, HEADS, True, scale=1 / math.sqrt(D_MODEL // HEADS))
+    assert numerical_error(out, reference(weights, x, HEADS, CAUSAL))[1] < 1e-5
+    wrong_scale = reference_attention(weights, x, HEADS, CAUSAL, scale=1 / math.sqrt(D_MODEL // HEADS))
     if name != "unscaled":
         assert numerical_error(out, wrong_scale)[1] > 1e-3
 
@@ -139,7 +141,7 @@ def test_shared_qk_honours_head_dim(name: str) -> None:
     x = torch.randn(1, 5, D_MODEL)
     with torch.no_grad():
         out = build(name, weights, HEADS)(x)
-    assert numerical_error(out, get_spec(name).reference(weights, x, HEADS, False))[1] < 1e-5
+    assert numerical_error(out, get_spec(name).reference(weights, x, HEADS, PLAIN))[1] < 1e-5
 
 
 @pytest.mark.parametrize(("name", "reason"), [("torch_mha", "4 × 32 ≠ 64"), ("full_dim_heads", "4 × 32 ≠ 64")])
@@ -154,12 +156,17 @@ def test_layouts_that_cannot_set_head_dim_apart_are_unsupported(name: str, reaso
 
 def test_flash_attn_above_256_is_unsupported_with_the_reason() -> None:
     capabilities = get_spec("flash_attn").capabilities
-    common = {"kv_heads": 8, "heads": 16, "phase": "prefill", "mode": "forward", "device_type": "cuda"}
-    wide = capabilities.unsupported_reason("flash_attn", dtype="bfloat16", head_dim=512, d_model=3584, **common)
+    wide_case = plain_case("m", 1, 8, 3584, 16, kv_heads=8, head_dim=512)
+    wide = capabilities.unsupported_reason("flash_attn", wide_case.workload(), dtype="bfloat16", device_type="cuda")
     if wide != "flash_attn: flash_attn not installed":  # a missing package is named first
         assert wide == "flash_attn: head_dim 512 > 256 has no kernel"
         assert (
-            capabilities.unsupported_reason("flash_attn", dtype="bfloat16", head_dim=256, d_model=3584, **common)
+            capabilities.unsupported_reason(
+                "flash_attn",
+                dataclasses.replace(wide_case, head_dim=256).workload(),
+                dtype="bfloat16",
+                device_type="cuda",
+            )
             is None
         )
 
@@ -185,32 +192,26 @@ def test_core_rows_check_against_the_reference_at_head_dim_apart(tmp_path: Path,
 
 
 def test_cost_model_prices_the_query_width() -> None:
-    """Q and O projections are 2·b·n·D·q_dim each, attention 4·b·h·n·L·d_k; at head_dim = D / h nothing changes."""
+    """Q and O projections are 2·b·n·D·q_dim each, attention 4·b·h·n·L·d_k, whatever the head width."""
     b, n, h, kv = 2, 10, HEADS, 2
     for head_dim in (32, 8):
-        w = cost.Workload(b, n, n, D_MODEL, h, kv, False, 4, head_dim=head_dim)
+        w = cost.Workload(b, n, n, D_MODEL, h, kv, head_dim, 4)
         q_dim, kv_dim = h * head_dim, kv * head_dim
         assert (w.q_dim, w.kv_dim) == (q_dim, kv_dim)
         fused = cost.FUSED(w)
         assert fused.proj_flops == 2 * b * n * D_MODEL * (2 * q_dim + 2 * kv_dim)
         assert fused.attn_flops == 4 * b * h * n * n * head_dim
-        assert cost.FUSED(cost.Workload(b, n, n, D_MODEL, h, kv, False, 4, train=True, head_dim=head_dim)).flops > (
-            fused.flops
-        )
-    default = cost.Workload(b, n, n, D_MODEL, h, kv, False, 4)
-    assert default.head_dim == 16 and cost.FUSED(default) == cost.FUSED(
-        cost.Workload(b, n, n, D_MODEL, h, kv, False, 4, head_dim=16)
-    )
+        assert cost.FUSED(cost.Workload(b, n, n, D_MODEL, h, kv, head_dim, 4, train=True)).flops > (fused.flops)
 
 
 def test_memory_guard_and_reference_bytes_grow_with_the_query_width() -> None:
     def case(head_dim: int | None) -> Case:
-        return Case("m", 1, 4096, 4096, 16, True, False, "bfloat16", 0, kv_heads=8, head_dim=head_dim)
+        return plain_case("m", 1, 4096, 4096, 16, True, False, "bfloat16", 0, kv_heads=8, head_dim=head_dim)
 
     narrow, wide = case(None), case(512)  # 16 heads of 256 (= D / h) against 16 of 512
-    assert reference_bytes(workload(wide)) > reference_bytes(workload(narrow))
-    assert get_spec("fused").cost(workload(wide)).predicted_peak_bytes > (
-        get_spec("fused").cost(workload(narrow)).predicted_peak_bytes
+    assert reference_bytes(wide.workload()) > reference_bytes(narrow.workload())
+    assert get_spec("fused").cost(wide.workload()).predicted_peak_bytes > (
+        get_spec("fused").cost(narrow.workload()).predicted_peak_bytes
     )
 
 
@@ -226,7 +227,7 @@ def test_decode_honours_head_dim(name: str, head_dim: int, kv_heads: int) -> Non
     with torch.no_grad():
         cache = KVCache.prefill(*module.project_kv(x[:, :-1]))
         out = module.decode_step(x[:, -1:], cache)
-    assert numerical_error(out, decode_reference(weights, x, HEADS, causal=False))[1] < 1e-5
+    assert numerical_error(out, decode_reference(weights, x, HEADS, PLAIN))[1] < 1e-5
     assert cache.nbytes == 2 * 2 * kv_heads * 9 * head_dim * 4  # 8 cached tokens and the new one, head_dim wide
 
 
@@ -234,10 +235,10 @@ def test_train_gradients_follow_the_float64_reference_at_head_dim_apart() -> Non
     weights = weights_for(32, kv_heads=2, seed=3)
     x, grad_out = torch.randn(2, 6, D_MODEL), torch.randn(2, 6, D_MODEL)
     x64 = x.double().requires_grad_()
-    reference_attention(weights, x64, HEADS, True).backward(grad_out.double())
+    reference_attention(weights, x64, HEADS, CAUSAL).backward(grad_out.double())
     for name in ("naive", "per_head", "fused"):
         leaf = x.clone().requires_grad_()
-        build(name, weights, HEADS, causal=True)(leaf).backward(grad_out)
+        build(name, weights, HEADS, CAUSAL)(leaf).backward(grad_out)
         assert numerical_error(leaf.grad, x64.grad)[1] < 1e-5, name
 
 
@@ -261,7 +262,7 @@ def test_tensor_parallel_partials_sum_to_the_layer_at_head_dim_apart(
     with torch.no_grad():
         partials = [variant(weights, HEADS, True, tp=TPGroup(2, rank)) for rank in range(2)]
         total = sum(layer(x) - weights.b_o for layer in partials) + weights.b_o
-    assert numerical_error(total, reference_attention(weights, x, HEADS, causal=True))[1] < 1e-5
+    assert numerical_error(total, reference_attention(weights, x, HEADS, CAUSAL))[1] < 1e-5
 
 
 def test_probe_cases_carry_head_dim_into_their_weights() -> None:

@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import FIXED_PEAKS, TINY_TIMING
+from plain_cases import plain_case
 
 from mhabench import AttentionWeights, build
 from mhabench.errors import UnsupportedError
@@ -30,10 +31,10 @@ from mhabench.impls.hf_attention import HF_IMPLEMENTATIONS, SUPPORTED_TRANSFORME
 from mhabench.impls.reference import TOLERANCE, numerical_error, reference_attention
 from mhabench.impls.sdpa import kernel_skips_masked_work
 from mhabench.measure.environment import environment
-from mhabench.pattern import AttentionPattern, TokenTable, allowed
+from mhabench.pattern import CAUSAL, PLAIN, AttentionPattern, TokenTable, allowed
 from mhabench.run import runner
 from mhabench.scenario.cases import expand_cases
-from mhabench.scenario.config import load_config, parse_config
+from mhabench.scenario.loading import load_config, parse_config
 
 needs_transformers = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None, reason="transformers not installed (pip install '.[hf]')"
@@ -84,9 +85,8 @@ def test_flash_choices_run_on_cuda_half_precision_only(name: str, package: str) 
     assert capabilities.devices == frozenset({"cuda"})
     assert capabilities.dtypes == frozenset({"float16", "bfloat16"})
     assert capabilities.requires[1] == (package or "flash_attn_interface")
-    reason = capabilities.unsupported_reason(
-        name, kv_heads=2, heads=4, phase="prefill", mode="forward", device_type="cpu", dtype="float32"
-    )
+    grouped = plain_case("t", 1, 8, 64, 4, kv_heads=2).workload()
+    reason = capabilities.unsupported_reason(name, grouped, dtype="float32", device_type="cpu")
     assert reason is not None and reason.startswith(f"{name}: ")
 
 
@@ -129,7 +129,7 @@ def test_missing_transformers_is_an_unsupported_reason_naming_it(monkeypatch: py
         importlib.util, "find_spec", lambda package, *a: None if package == "transformers" else real_find_spec(package)
     )
     reason = get_spec(name).capabilities.unsupported_reason(
-        name, kv_heads=4, heads=4, phase="prefill", mode="forward", device_type="cuda", dtype="bfloat16"
+        name, plain_case("t", 1, 8, 64, 4).workload(), dtype="bfloat16", device_type="cuda"
     )
     assert reason is not None and reason.startswith(f"{name}: transformers")
     assert "not installed (make hf installs it" in reason  # issue 29: the row says what to run
@@ -139,7 +139,7 @@ def test_missing_transformers_is_an_unsupported_reason_naming_it(monkeypatch: py
 def test_building_without_transformers_is_unsupported(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setitem(sys.modules, "transformers", None)  # import raises ImportError
     with pytest.raises(UnsupportedError, match=r"^transformers: not installed"):
-        build(name, AttentionWeights.random(16, seed=1), 2, True)
+        build(name, AttentionWeights.random(16, seed=1), 2, CAUSAL)
 
 
 @needs_transformers
@@ -149,7 +149,7 @@ def test_a_release_outside_the_supported_range_is_unsupported(monkeypatch: pytes
 
     monkeypatch.setattr(transformers, "__version__", version)
     with pytest.raises(UnsupportedError, match=rf"transformers {version} is outside the supported 4\.57 to 5\.18"):
-        build("hf_sdpa", AttentionWeights.random(16, seed=1), 2, True)
+        build("hf_sdpa", AttentionWeights.random(16, seed=1), 2, CAUSAL)
 
 
 def test_release_reads_major_and_minor() -> None:
@@ -203,7 +203,7 @@ def test_mask_factory_builds_a_window_with_the_sliding_window_utility() -> None:
     ],
 )
 def test_each_choice_gets_the_mask_transformers_builds_for_it(name: str, causal: bool, kind: str) -> None:
-    module = build(name, AttentionWeights.random(16, seed=1), 2, causal)
+    module = build(name, AttentionWeights.random(16, seed=1), 2, CAUSAL if causal else PLAIN)
     mask = module.create_mask(module.config, torch.zeros(1, 6, 16))
     if kind == "none":
         assert mask is None
@@ -304,9 +304,9 @@ def test_building_a_pattern_no_transformers_call_runs_is_unsupported(
 def test_float32_matches_the_reference_and_fused(name: str, causal: bool, kv_dim: int, bias: bool) -> None:
     weights, x = inputs(32, kv_dim, bias, torch.float32)
     with torch.no_grad():
-        out = build(name, weights, 4, causal)(x)
-        fused = build("fused", weights, 4, causal)(x)
-    reference = reference_attention(weights.to(torch.float64), x.double(), 4, causal)
+        out = build(name, weights, 4, CAUSAL if causal else PLAIN)(x)
+        fused = build("fused", weights, 4, CAUSAL if causal else PLAIN)(x)
+    reference = reference_attention(weights.to(torch.float64), x.double(), 4, CAUSAL if causal else PLAIN)
     assert numerical_error(out, reference)[1] < TOLERANCE["float32"]
     torch.testing.assert_close(out, fused, rtol=1e-5, atol=1e-5)
 
@@ -316,9 +316,9 @@ def test_float32_matches_the_reference_and_fused(name: str, causal: bool, kv_dim
 def test_bfloat16_runs_within_its_tolerance(name: str) -> None:
     weights, x = inputs(32, 16, False, torch.bfloat16)
     with torch.no_grad():
-        out = build(name, weights, 4, True)(x)
+        out = build(name, weights, 4, CAUSAL)(x)
     assert out.dtype == torch.bfloat16
-    reference = reference_attention(weights.to(torch.float64), x.double(), 4, True)
+    reference = reference_attention(weights.to(torch.float64), x.double(), 4, CAUSAL)
     assert numerical_error(out, reference)[1] < TOLERANCE["bfloat16"]
 
 
@@ -327,7 +327,7 @@ def test_hf_sdpa_is_fused_bit_for_bit_when_no_mask_tensor_is_made() -> None:
     """sdpa gets no mask (is_causal instead) and GQA via enable_gqa, so it is the same SDPA call as fused."""
     weights, x = inputs(32, 8, True, torch.float32)
     with torch.no_grad():
-        assert torch.equal(build("hf_sdpa", weights, 4, True)(x), build("fused", weights, 4, True)(x))
+        assert torch.equal(build("hf_sdpa", weights, 4, CAUSAL)(x), build("fused", weights, 4, CAUSAL)(x))
 
 
 PATTERNS = {
@@ -538,16 +538,8 @@ def test_the_manifest_records_which_transformers_ran() -> None:
 def test_on_cuda_in_bfloat16_each_choice_matches_the_reference_or_says_why_not(
     name: str, pattern: AttentionPattern
 ) -> None:
-    reason = get_spec(name).capabilities.unsupported_reason(
-        name,
-        kv_heads=2,
-        heads=4,
-        phase="prefill",
-        mode="forward",
-        device_type="cuda",
-        dtype="bfloat16",
-        pattern=pattern,
-    )
+    shape = plain_case("t", 2, 64, 128, 4, kv_heads=2, pattern=pattern).workload()
+    reason = get_spec(name).capabilities.unsupported_reason(name, shape, dtype="bfloat16", device_type="cuda")
     if reason is not None:
         pytest.skip(reason)
     weights = AttentionWeights.random(128, seed=5, dtype=torch.bfloat16, device="cuda", kv_dim=64)

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from mhabench import AttentionWeights, build
-from mhabench.pattern import AttentionPattern
+from mhabench.pattern import CAUSAL, AttentionPattern
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None,
@@ -134,7 +134,7 @@ def test_llama_attention_on_our_weights_equals_fused(
     layer = llama_attention(weights, heads, attn_implementation)
     with torch.no_grad():
         theirs, _ = layer(x, without_rotary(x, d_model // heads), causal_mask_for(layer, x))
-        ours = build("fused", weights, heads, causal=True)(x)
+        ours = build("fused", weights, heads, CAUSAL)(x)
     torch.testing.assert_close(theirs, ours, **FP32)
 
 
@@ -149,7 +149,7 @@ def test_the_comparison_can_fail() -> None:
     with torch.no_grad():
         rotary = LlamaRotaryEmbedding(layer.config)(x, positions)
         theirs, _ = layer(x, rotary, causal_mask_for(layer, x))
-        ours = build("fused", weights, 4, causal=True)(x)
+        ours = build("fused", weights, 4, CAUSAL)(x)
     assert not torch.allclose(theirs, ours, **FP32)
 
 
@@ -161,7 +161,7 @@ def test_llama_attention_equals_our_hf_rows() -> None:
         layer = llama_attention(weights, 6, attn_implementation)
         with torch.no_grad():
             theirs, _ = layer(x, without_rotary(x, 8), causal_mask_for(layer, x))
-            ours = build(f"hf_{attn_implementation}", weights, 6, causal=True)(x)
+            ours = build(f"hf_{attn_implementation}", weights, 6, CAUSAL)(x)
         torch.testing.assert_close(theirs, ours, **FP32)
 
 
@@ -180,7 +180,7 @@ def test_mistral_attention_with_a_window_equals_fused_and_our_hf_row(attn_implem
         theirs, _ = layer(x, without_rotary(x, 8), mask)
         ours = build("fused", weights, 4, pattern)(x)
         row = build(f"hf_{attn_implementation}", weights, 4, pattern)(x)
-        causal = build("fused", weights, 4, causal=True)(x)
+        causal = build("fused", weights, 4, CAUSAL)(x)
     torch.testing.assert_close(theirs, ours, **FP32)
     torch.testing.assert_close(theirs, row, **FP32)
     assert not torch.allclose(theirs, causal, **FP32)  # the window hides keys: it can fail

@@ -16,7 +16,7 @@ from mhabench.history import gate, series, store
 from mhabench.history.ingest import add_run
 from mhabench.history.provenance import code_versions, repository_version
 from mhabench.impls.registry import get_spec
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 
 RUNNER = CliRunner()
 

@@ -10,12 +10,14 @@ import torch.nn.functional as F
 from conftest import CORE_IMPLEMENTATIONS, TINY_TIMING
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plain_cases import plain_case
 from torch import nn
 
 from mhabench import AttentionWeights, available_implementations, build, register
 from mhabench.errors import ConfigError, ReasonCode, RegistryError, UnknownImplementationError
 from mhabench.impls import core_implementations, get_spec
 from mhabench.impls.reference import TOLERANCE, numerical_error, reference_attention
+from mhabench.pattern import CAUSAL, PLAIN
 
 CORE = [name for name in available_implementations() if name in CORE_IMPLEMENTATIONS]
 FP32_TOL = TOLERANCE["float32"]
@@ -39,7 +41,7 @@ def inputs(batch: int, seq_len: int, d_model: int, bias: bool, seed: int = 0, kv
 
 def forward(name: str, weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:
     with torch.no_grad():
-        return build(name, weights, heads, causal)(x)
+        return build(name, weights, heads, CAUSAL if causal else PLAIN)(x)
 
 
 def test_core_set_is_registered_in_order() -> None:
@@ -52,13 +54,13 @@ def test_core_set_is_registered_in_order() -> None:
 def test_matches_float64_reference(name: str, shape: tuple[int, int, int, int, bool, bool]) -> None:
     batch, seq_len, d_model, heads, bias, causal = shape
     weights, x = inputs(batch, seq_len, d_model, bias)
-    module = build(name, weights, heads, causal)
+    module = build(name, weights, heads, CAUSAL if causal else PLAIN)
     assert isinstance(module, nn.Module)
     with torch.no_grad():
         out = module(x)
     assert out.shape == x.shape
     assert out.dtype == x.dtype
-    _, rel = numerical_error(out, reference_attention(weights, x, heads, causal))
+    _, rel = numerical_error(out, reference_attention(weights, x, heads, CAUSAL if causal else PLAIN))
     assert rel < FP32_TOL
 
 
@@ -85,7 +87,7 @@ def test_random_shapes_match_reference(
     batch: int, seq_len: int, head_dim: int, heads: int, bias: bool, causal: bool, seed: int
 ) -> None:
     weights, x = inputs(batch, seq_len, heads * head_dim, bias, seed=seed)
-    reference = reference_attention(weights, x, heads, causal)
+    reference = reference_attention(weights, x, heads, CAUSAL if causal else PLAIN)
     for name in CORE:
         _, rel = numerical_error(forward(name, weights, x, heads, causal), reference)
         assert rel < FP32_TOL, name
@@ -98,7 +100,9 @@ def test_grouped_query_weights_match_reference(name: str, causal: bool, kv_heads
     d_model, heads = 32, 4
     weights, x = inputs(2, 9, d_model, bias=True, kv_dim=kv_heads * d_model // heads)
     assert weights.kv_dim < d_model
-    _, rel = numerical_error(forward(name, weights, x, heads, causal), reference_attention(weights, x, heads, causal))
+    _, rel = numerical_error(
+        forward(name, weights, x, heads, causal), reference_attention(weights, x, heads, CAUSAL if causal else PLAIN)
+    )
     assert rel < FP32_TOL
 
 
@@ -109,13 +113,12 @@ def test_grouped_query_support_is_a_registry_capability(name: str, grouped: bool
     """nn.MultiheadAttention has no grouped K/V heads: the capability says so, and the reason names the shape."""
     capabilities = get_spec(name).capabilities
     assert capabilities.grouped_kv is grouped
-    reason = capabilities.unsupported_reason(
-        name, kv_heads=2, heads=4, phase="prefill", mode="forward", device_type="cpu", dtype="float32"
-    )
+    grouped_case = plain_case("t", 1, 8, 64, 4, kv_heads=2)
+    reason = capabilities.unsupported_reason(name, grouped_case.workload(), dtype="float32", device_type="cpu")
     assert reason == (None if grouped else f"{name}: no grouped K/V heads (kv_heads 2 < heads 4)")
     assert grouped or reason.code is ReasonCode.GROUPED_KV  # what checks match; the text is for people
     same = capabilities.unsupported_reason(
-        name, kv_heads=4, heads=4, phase="prefill", mode="forward", device_type="cpu", dtype="float32"
+        name, plain_case("t", 1, 8, 64, 4).workload(), dtype="float32", device_type="cpu"
     )
     assert same is None
 
@@ -132,13 +135,13 @@ def test_reference_agrees_with_torch_sdpa_in_float64() -> None:
 
     q, k, v = (split(x64 @ m + b) for m, b in ((w.w_q, w.b_q), (w.w_k, w.b_k), (w.w_v, w.b_v)))
     attn = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(batch, seq_len, d_model)
-    torch.testing.assert_close(reference_attention(weights, x, heads, causal=True), attn @ w.w_o + w.b_o)
+    torch.testing.assert_close(reference_attention(weights, x, heads, CAUSAL), attn @ w.w_o + w.b_o)
 
 
 def test_tolerance_catches_a_wrong_mask() -> None:
     """The fp32 tolerance is far below the error of a real bug (here: a missing causal mask)."""
     weights, x = inputs(1, 8, 16, bias=False)
-    _, rel = numerical_error(forward("fused", weights, x, 2, causal=False), reference_attention(weights, x, 2, True))
+    _, rel = numerical_error(forward("fused", weights, x, 2, causal=False), reference_attention(weights, x, 2, CAUSAL))
     assert rel > 100 * FP32_TOL
 
 
@@ -217,7 +220,7 @@ def test_consecutive_cases_share_one_weight_set_with_the_same_numbers() -> None:
     """Drawing d_model = 4096 weights takes seconds of host time: a case reuses the previous case's set."""
     from mhabench.run.inputs import make_inputs
     from mhabench.scenario.cases import expand_cases
-    from mhabench.scenario.config import parse_config
+    from mhabench.scenario.loading import parse_config
 
     cpu = torch.device("cpu")
     config = parse_config({"scenarios": [{"seed": 7, "seq_len": [8, 16], "d_model": 32, "heads": 4}]}, "x.yaml")
@@ -234,7 +237,7 @@ def test_no_implementation_writes_to_the_weights_the_next_case_reuses(tmp_path: 
     """Forward, train and decode cases of every eager CPU implementation leave the shared set as drawn."""
     from mhabench.run import runner
     from mhabench.run.inputs import case_weights
-    from mhabench.scenario.config import parse_config
+    from mhabench.scenario.loading import parse_config
 
     names = [n for n in available_implementations() if "cpu" in get_spec(n).capabilities.devices]
     names = [n for n in names if not get_spec(n).compiles and not get_spec(n).capabilities.requires]

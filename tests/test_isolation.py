@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import FIXED_PEAKS, TINY_TIMING
+from plain_cases import plain_case
 
 from mhabench.impls import available_implementations
 from mhabench.results.schema import ResultRow
 from mhabench.run import isolation
 from mhabench.run.isolation import CaseJob, ChildSetup, _death, isolated_case
 from mhabench.scenario import plugins
-from mhabench.scenario.cases import Case
 from mhabench.scenario.config import TimingConfig
 
 
@@ -51,7 +51,7 @@ import mhabench
 
 
 class Wrong(torch.nn.Module):
-    def __init__(self, weights, heads, causal):
+    def __init__(self, weights, heads, pattern):
         super().__init__()
 
     def forward(self, x):
@@ -69,14 +69,16 @@ class Hang(Wrong):
         time.sleep(600)
 
 
-def fine(weights, heads, causal):
-    return mhabench.build("naive", weights, heads, causal)
+def fine(weights, heads, pattern):
+    return mhabench.build("naive", weights, heads, pattern)
 
 
 for name, factory in (("iso_fine", fine), ("iso_wrong", Wrong), ("iso_segv", Segfault), ("iso_hang", Hang)):
     mhabench.register(name, description="test only", cost=None)(factory)
 """
-CASE = Case(scenario="t", batch=1, seq_len=8, d_model=16, heads=2, causal=False, bias=False, dtype="float32", seed=0)
+CASE = plain_case(
+    scenario="t", batch=1, seq_len=8, d_model=16, heads=2, causal=False, bias=False, dtype="float32", seed=0
+)
 HANG_TIMEOUT_S = 1.5
 
 

@@ -11,7 +11,7 @@ import yaml
 from mhabench.errors import ConfigError, InputError
 from mhabench.scenario import cases, limits
 from mhabench.scenario.cases import count_cases, expand_cases
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 
 CPU = torch.device("cpu")
 BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(

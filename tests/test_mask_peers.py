@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import torch
 from conftest import FIXED_PEAKS, TINY_TIMING
+from plain_cases import plain_case
 
 from mhabench.impls import build
 from mhabench.impls.reference import reference_attention
@@ -25,7 +26,7 @@ from mhabench.impls.registry import EVERY_PATTERN, Capabilities
 from mhabench.impls.weights import AttentionWeights
 from mhabench.pattern import AttentionPattern
 from mhabench.run import runner
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 
 D_MODEL, HEADS = 32, 4
 Rows = dict[tuple[str, str], dict[str, Any]]
@@ -104,14 +105,13 @@ def test_every_row_of_the_run_has_a_status(pattern_run: Rows) -> None:
 def test_a_window_without_a_windowed_decode_step_is_unsupported_in_decode() -> None:
     capabilities = Capabilities(decode=True, masks=frozenset({"none", "causal", "sliding_window"}))
     window = AttentionPattern(mask="sliding_window", window=4)
-    shape = {"kv_heads": 2, "heads": 2, "mode": "forward", "device_type": "cpu", "dtype": "float32"}
-    assert capabilities.unsupported_reason("plugin", phase="prefill", pattern=window, **shape) is None
-    reason = capabilities.unsupported_reason("plugin", phase="decode", pattern=window, **shape)
+    prefill = plain_case("t", 1, 8, 32, 2, pattern=window).workload()
+    decode = plain_case("t", 1, 8, 32, 2, pattern=window, phase="decode").workload()
+    shape = {"device_type": "cpu", "dtype": "float32"}
+    assert capabilities.unsupported_reason("plugin", prefill, **shape) is None
+    reason = capabilities.unsupported_reason("plugin", decode, **shape)
     assert reason == "plugin: no windowed decode step"
-    assert (
-        Capabilities(decode=True, **EVERY_PATTERN).unsupported_reason("every", phase="decode", pattern=window, **shape)
-        is None
-    )
+    assert Capabilities(decode=True, **EVERY_PATTERN).unsupported_reason("every", decode, **shape) is None
 
 
 # --- the peers' kernels, faked on the CPU ------------------------------------------------------------

@@ -14,6 +14,7 @@ from mhabench.measure.memory import LiveStorageTracker, sdpa_backend
 from mhabench.measure.peaks import DevicePeaks, datasheet_peaks, device_peaks
 from mhabench.measure.rounds import time_in_rounds
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
+from mhabench.pattern import CAUSAL
 from mhabench.results.schema import MIN_SPREAD_SAMPLES, LatencyStats, Memory
 from mhabench.scenario.config import TimingConfig
 
@@ -89,7 +90,7 @@ def test_sdpa_backend_on_cpu(name: str, expected: str) -> None:
 
 
 def test_sdpa_backend_sees_a_forced_math_backend() -> None:
-    module = build("fused", AttentionWeights.random(32), 4, causal=True)
+    module = build("fused", AttentionWeights.random(32), 4, CAUSAL)
     x = torch.randn(1, 16, 32)
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
         assert sdpa_backend(ops_called(lambda: module(x))) == "math"
@@ -296,7 +297,7 @@ def test_decode_step_peak_excludes_the_preallocated_cache() -> None:
     from mhabench.run.inputs import make_inputs
     from mhabench.run.steps import prepare
     from mhabench.scenario.cases import expand_cases
-    from mhabench.scenario.config import parse_config
+    from mhabench.scenario.loading import parse_config
 
     config = parse_config({"scenarios": [{"seq_len": 256, "d_model": 64, "heads": 4, "phase": "decode"}]}, "x.yaml")
     case = expand_cases(config, CPU)[0]

@@ -14,7 +14,7 @@ from mhabench.cli import app
 from mhabench.errors import ConfigError
 from mhabench.probe.config import parse_probe_config
 from mhabench.scenario.cases import covered_windows, expand_cases
-from mhabench.scenario.config import load_config, parse_config
+from mhabench.scenario.loading import load_config, parse_config
 from mhabench.scenario.models import PRESETS, read_config_json
 from mhabench.views.models import _cells
 
@@ -72,7 +72,12 @@ def test_every_preset_expands_into_valid_cases() -> None:
 def test_a_preset_fills_the_shape_mask_and_softcap() -> None:
     (case,) = expand_cases(parse_config({"scenarios": [{"model": "gemma-2-9b", "seq_len": 8192}]}, "m.yaml"), CPU)
     assert (case.d_model, case.heads, case.kv_heads, case.head_dim, case.bias) == (3584, 16, 8, 256, False)
-    assert (case.mask, case.window, case.score_mod, case.softcap) == ("sliding_window", 4096, "softcap", 50.0)
+    assert (case.pattern.mask, case.pattern.window, case.pattern.score_mod, case.pattern.softcap) == (
+        "sliding_window",
+        4096,
+        "softcap",
+        50.0,
+    )
     assert case.case_id == "scenario/b1-n8192-d3584-h16-hd256-kv8-float32-causal-window4096-softcap50"
 
 
@@ -82,7 +87,11 @@ def test_fields_given_beside_a_model_win_and_may_sweep() -> None:
     assert [(c.heads, c.kv_heads, c.head_dim, c.bias) for c in cases] == [(32, 8, 128, True), (16, 8, 256, True)]
     own_mask = parse_config({"scenarios": [{"model": "gemma-2-9b", "seq_len": 16, "mask": "causal"}]}, "m.yaml")
     (case,) = expand_cases(own_mask, CPU)
-    assert (case.mask, case.window, case.score_mod) == ("causal", 0, "softcap")  # the window went with the mask
+    assert (case.pattern.mask, case.pattern.window, case.pattern.score_mod) == (
+        "causal",
+        None,
+        "softcap",
+    )  # the window went with the mask
     bidirectional = parse_config({"scenarios": [{"model": "gpt2", "seq_len": 16, "causal": False}]}, "m.yaml")
     assert not expand_cases(bidirectional, CPU)[0].causal
 
@@ -118,13 +127,13 @@ def test_a_size_that_does_not_divide_with_the_models_names_the_model(fields: dic
 def test_with_lengths_a_models_causal_mask_is_document() -> None:
     data = {"scenarios": [{"model": "llama-3.1-8b", "seq_len": 16, "lengths": [4, 16]}]}
     (case,) = expand_cases(parse_config(data, "m.yaml"), CPU)
-    assert (case.mask, case.lengths, case.causal) == ("document", "4.16", True)
+    assert (case.pattern.mask, case.lengths, case.causal) == ("document", "4.16", True)
     windowed = {"scenarios": [{"model": "mistral-7b", "seq_len": 16, "lengths": [4, 16], "layout": "packed"}]}
     (case,) = expand_cases(parse_config(windowed, "m.yaml"), CPU)
     # 4096 covers every 16-token document whole: causal within each document, no window
-    assert (case.mask, case.window, case.layout) == ("document", 0, "packed")
+    assert (case.pattern.mask, case.pattern.window, case.pattern.layout) == ("document", None, "packed")
     own = {"scenarios": [{"model": "llama-3.1-8b", "seq_len": 16, "lengths": [4, 16], "mask": "none"}]}
-    assert expand_cases(parse_config(own, "m.yaml"), CPU)[0].mask == "none"
+    assert expand_cases(parse_config(own, "m.yaml"), CPU)[0].pattern.mask == "none"
 
 
 def test_unknown_preset_is_one_line_listing_the_known_ones() -> None:
@@ -147,7 +156,7 @@ def test_config_json_is_read_relative_to_the_config_file(tmp_path: Path) -> None
     write_json(tmp_path / "models" / "mine" / "config.json", LLAMA_LIKE | {"head_dim": 64, "attention_bias": True})
     (case,) = expand_cases(run_config(tmp_path, {"model": "models/mine/config.json", "seq_len": 16}), CPU)
     assert (case.d_model, case.heads, case.kv_heads, case.head_dim, case.bias) == (256, 8, 2, 64, True)
-    assert case.model == "models/mine/config.json" and case.mask == "causal"
+    assert case.model == "models/mine/config.json" and case.pattern.mask == "causal"
 
 
 def test_gpt2_style_fields_and_implicit_biases(tmp_path: Path) -> None:
@@ -165,7 +174,12 @@ def test_window_and_softcap_come_from_their_hugging_face_fields(tmp_path: Path) 
     data = LLAMA_LIKE | {"head_dim": 64, "sliding_window": 128, "attn_logit_softcapping": 30.0}
     write_json(tmp_path / "c.json", data | {"query_pre_attn_scalar": 64})
     (case,) = expand_cases(run_config(tmp_path, {"model": "c.json", "seq_len": 256}), CPU)
-    assert (case.mask, case.window, case.score_mod, case.softcap) == ("sliding_window", 128, "softcap", 30.0)
+    assert (case.pattern.mask, case.pattern.window, case.pattern.score_mod, case.pattern.softcap) == (
+        "sliding_window",
+        128,
+        "softcap",
+        30.0,
+    )
 
 
 @pytest.mark.parametrize(
@@ -260,8 +274,8 @@ def test_a_presets_window_over_a_short_sequence_runs_as_plain_causal_and_says_so
     """Issue 29: mistral-7b at n=64 was a windowed case (a dense mask for fused) though the window had no effect."""
     config = parse_config({"scenarios": [{"name": "m", "model": "mistral-7b", "seq_len": [64, 8192]}]}, "m.yaml")
     cases = {case.seq_len: case for case in expand_cases(config, CPU)}
-    assert (cases[64].mask, cases[64].window) == ("causal", 0)
-    assert (cases[8192].mask, cases[8192].window) == ("sliding_window", 4096)
+    assert (cases[64].pattern.mask, cases[64].pattern.window) == ("causal", None)
+    assert (cases[8192].pattern.mask, cases[8192].pattern.window) == ("sliding_window", 4096)
     (note,) = covered_windows(config)
     assert (
         note

@@ -16,7 +16,6 @@ from mhabench.measure.rounds import Block, run_rounds
 from mhabench.results.gpu_groups import Energy
 from mhabench.results.schema import CaseIdentity, LatencyStats, ModelledCost, Outcome, ResultRow, Roofline
 from mhabench.run.placement import finished
-from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case, expand_cases
 from mhabench.scenario.config import RunConfig, TimingConfig
 
@@ -243,12 +242,12 @@ def padded_documents_case() -> Case:
 @pytest.mark.parametrize(("impl", "skips"), [("flex", True), ("naive", False)])
 def test_flop_per_joule_counts_executed_flops_and_tokens_per_joule_real_tokens(impl: str, skips: bool) -> None:
     case = padded_documents_case()
-    work = workload(case)
+    work = case.workload()
     cost_fn = get_spec("naive").cost
     assert cost_fn is not None
     cost = ModelledCost.from_cost(cost_fn(work))
     assert cost.useful_flops < cost.flops and work.real_tokens == 11 < work.tokens == 16
-    row = ResultRow(CaseIdentity(impl=impl, dtype="float32", case_id=case.case_id), Outcome("ok", "")).with_groups(
+    row = ResultRow(CaseIdentity.of(case, impl=impl), Outcome("ok", "")).with_groups(
         cost, LatencyStats.from_samples((2.0,), 1, 0.1, math.nan), Energy(energy_per_call_j=0.5, energy_source="nvml x")
     )
     done = finished(row, case, DevicePeaks(100.0, 1000.0, "test"))

@@ -30,10 +30,11 @@ from mhabench.impls.reference import check_output, decode_reference, reference_a
 from mhabench.impls.weights import AttentionWeights
 from mhabench.pattern import AttentionPattern, alibi_slopes
 from mhabench.results.columns import with_key_defaults
+from mhabench.results.schema import CaseIdentity
 from mhabench.run.inputs import make_inputs
-from mhabench.run.steps import input_shape, prepare, workload
+from mhabench.run.steps import input_shape, prepare
 from mhabench.scenario.cases import Case, expand_cases
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 
 CPU = torch.device("cpu")
 D_MODEL, HEADS, SEQ_LEN = 32, 4, 12
@@ -54,14 +55,14 @@ class Token(NamedTuple):
 
 def token_rows(case: Case, tokens: int | None = None) -> list[list[Token]]:
     """Every input row's tokens, laid out from the case's fields (padding is a document of its own)."""
-    if case.documents is None:
+    if case.pattern.lengths is None:
         length = tokens or case.seq_len
         return [[Token(0, i, True) for i in range(length)] for _ in range(case.batch)]
-    if case.layout == "packed":
-        return [[Token(d, i, True) for d, size in enumerate(case.documents) for i in range(size)]]
+    if case.pattern.layout == "packed":
+        return [[Token(d, i, True) for d, size in enumerate(case.pattern.lengths) for i in range(size)]]
     return [
         [Token(0, i, True) if i < size else Token(1, i - size, False) for i in range(case.seq_len)]
-        for size in case.documents
+        for size in case.pattern.lengths
     ]
 
 
@@ -114,7 +115,7 @@ def independent_attention(
     heads, kv_heads, head_dim = case.heads, case.kv_heads, case.head_dim
     group = heads // kv_heads
     slopes = bloom_slopes(heads)
-    mask = "none" if plain else case.mask
+    mask = "none" if plain else case.pattern.mask
     outputs = []
     for row_x, row in zip(x.to(torch.float64), token_rows(case, x.shape[1]), strict=True):
         q = project(row_x, w["w_q"], w["b_q"]).view(len(row), heads, head_dim)
@@ -126,13 +127,13 @@ def independent_attention(
             for h in range(heads):
                 logits = []
                 for b, key in enumerate(row):
-                    if not plain and not sees(mask, case.window, case.prefix, row[a], key):
+                    if not plain and not sees(mask, case.pattern.window, case.pattern.prefix, row[a], key):
                         logits.append(-math.inf)
                         continue
                     s = float(q[a, h] @ k[b, h // group]) / math.sqrt(head_dim)
-                    if not plain and case.score_mod == "softcap":
-                        s = case.softcap * math.tanh(s / case.softcap)
-                    if not plain and case.score_mod == "alibi":
+                    if not plain and case.pattern.score_mod == "softcap":
+                        s = case.pattern.softcap * math.tanh(s / case.pattern.softcap)
+                    if not plain and case.pattern.score_mod == "alibi":
                         s -= slopes[h] * abs(row[a].position - key.position)
                     logits.append(s)
                 top = max(logits)
@@ -160,7 +161,7 @@ def one_case(**scenario: Any) -> Case:
     window = scenario.get("window", 0)
     if window >= scenario.get("seq_len", SEQ_LEN):
         (case,) = cases_of({"bias": True, **scenario, "window": 1})
-        return dataclasses.replace(case, window=window)
+        return dataclasses.replace(case, pattern=dataclasses.replace(case.pattern, window=window))
     (case,) = cases_of({"bias": True, **scenario})
     return case
 
@@ -230,10 +231,7 @@ IMPLEMENTATION_CASES = [
 def test_implementations_match_the_reference(impl: str, name: str, pattern_inputs: dict[str, Any]) -> None:
     case, weights, x, expected = pattern_inputs[name]
     spec = get_spec(impl)
-    declared = {"kv_heads": case.kv_heads, "heads": case.heads, "phase": "prefill", "mode": "forward"}
-    reason = spec.capabilities.unsupported_reason(
-        impl, **declared, device_type="cpu", dtype="float32", pattern=case.pattern
-    )
+    reason = spec.capabilities.unsupported_reason(impl, case.workload(), device_type="cpu", dtype="float32")
     assert reason is None
     _, step = prepare(spec, case, weights, x)
     output = step.run()
@@ -307,7 +305,9 @@ def test_decode_attends_to_the_last_window_keys(impl: str, name: str) -> None:
     assert relative_error(decode_reference(inputs.weights, inputs.x, case.heads, case.pattern), expected) < 1e-12
     _, step = prepare(get_spec(impl), case, inputs.weights, inputs.x)
     assert relative_error(step.run(), expected) < AGREE
-    if case.window and case.window <= case.seq_len:  # the window matters: the full cache gives another answer
+    if (
+        case.pattern.window and case.pattern.window <= case.seq_len
+    ):  # the window matters: the full cache gives another answer
         unwindowed = {field: value for field, value in DECODE_CASES[name].items() if field != "window"}
         full = one_case(phase="decode", batch=2, seq_len=10, **{**unwindowed, "mask": "causal"})
         assert relative_error(independent_attention(full, inputs.weights, inputs.x, last_only=True), expected) > 1e-3
@@ -316,7 +316,7 @@ def test_decode_attends_to_the_last_window_keys(impl: str, name: str) -> None:
 @pytest.mark.parametrize(("window", "seq_len"), [(1, 10), (3, 10), (10, 10), (11, 10), (30, 10), (256, 4096)])
 def test_decode_cost_counts_the_window_keys(window: int, seq_len: int) -> None:
     case = one_case(phase="decode", mask="sliding_window", window=window, seq_len=seq_len)
-    shape = workload(case)
+    shape = case.workload()
     assert (shape.seq_len, shape.kv_len) == (1, min(window, seq_len + 1))
     assert shape.visible_fraction == 1.0
     assert cost.MATERIALIZED(shape).attn_flops == 4 * case.heads * shape.kv_len * case.head_dim
@@ -363,7 +363,7 @@ def brute_pair_counts(case: Case) -> PairCounts:
         real_tokens += sum(token.real for token in row)
         for query in row:
             for key in row:
-                allowed = sees(case.mask, case.window, case.prefix, query, key)
+                allowed = sees(case.pattern.mask, case.pattern.window, case.pattern.prefix, query, key)
                 computed += 1
                 visible += allowed
                 useful += allowed and query.real and key.real
@@ -387,7 +387,7 @@ FRACTION_CASES = {
 @pytest.mark.parametrize("name", FRACTION_CASES)
 def test_workload_fractions_match_brute_force(name: str) -> None:
     case = one_case(**FRACTION_CASES[name])
-    shape = workload(case)
+    shape = case.workload()
     counts = brute_pair_counts(case)
     assert shape.computed_pairs == counts.computed
     assert shape.tokens == counts.tokens
@@ -400,7 +400,7 @@ def test_workload_fractions_match_brute_force(name: str) -> None:
     assert modelled.useful_flops == round(
         modelled.proj_flops * real + modelled.attn_flops * counts.useful / counts.computed
     )
-    padded = case.documents is not None and case.layout == "padded"
+    padded = case.pattern.lengths is not None and case.pattern.layout == "padded"
     assert (modelled.padding_share > 0) == padded
     share = (modelled.proj_flops * (1 - real) + modelled.attn_flops * counts.padding / counts.computed) / (
         modelled.flops
@@ -410,8 +410,8 @@ def test_workload_fractions_match_brute_force(name: str) -> None:
 
 def test_packing_costs_no_padding_and_padding_does() -> None:
     lengths = [3, 16, 5, 9]
-    padded = cost.FUSED(workload(one_case(mask="document", lengths=lengths, seq_len=16)))
-    packed = cost.FUSED(workload(one_case(mask="document", lengths=lengths, layout="packed", seq_len=16)))
+    padded = cost.FUSED(one_case(mask="document", lengths=lengths, seq_len=16).workload())
+    packed = cost.FUSED(one_case(mask="document", lengths=lengths, layout="packed", seq_len=16).workload())
     assert packed.padding_share == 0 and padded.padding_share > 0.3
     assert padded.useful_flops < padded.flops
     # the same documents, the same useful projections; packing's block-diagonal pairs are all visible work
@@ -420,17 +420,17 @@ def test_packing_costs_no_padding_and_padding_does() -> None:
 
 def test_useful_flops_are_about_half_under_a_causal_mask() -> None:
     n = 1024
-    modelled = cost.FUSED(workload(one_case(mask="causal", seq_len=n)))
+    modelled = cost.FUSED(one_case(mask="causal", seq_len=n).workload())
     attention_share = (modelled.useful_flops - modelled.proj_flops) / modelled.attn_flops
     assert attention_share == pytest.approx((n + 1) / (2 * n), rel=1e-9)
     assert attention_share == pytest.approx(0.5, abs=1e-3)
-    plain = cost.FUSED(workload(one_case(seq_len=n)))
+    plain = cost.FUSED(one_case(seq_len=n).workload())
     assert plain.useful_flops == plain.flops
 
 
 def test_a_window_keeps_about_n_times_w_pairs() -> None:
     n, w = 4096, 256
-    shape = workload(one_case(mask="sliding_window", window=w, seq_len=n))
+    shape = one_case(mask="sliding_window", window=w, seq_len=n).workload()
     assert shape.visible_fraction * n * n == w * (w + 1) // 2 + (n - w) * w
     assert shape.visible_fraction == pytest.approx(w / n, rel=0.05)
 
@@ -441,8 +441,8 @@ def test_a_dense_mask_is_in_the_bytes_of_the_layouts_that_read_one() -> None:
     flex's block mask."""
     n = 64
     window, causal = (
-        workload(one_case(mask="sliding_window", window=8, seq_len=n)),
-        workload(one_case(mask="causal", seq_len=n)),
+        one_case(mask="sliding_window", window=8, seq_len=n).workload(),
+        one_case(mask="causal", seq_len=n).workload(),
     )
     assert cost.MATERIALIZED(window).attn_bytes - cost.MATERIALIZED(causal).attn_bytes == n * n
     assert cost.FUSED_DENSE_MASK(window).attn_bytes - cost.FUSED_DENSE_MASK(causal).attn_bytes == n * n * (1 + 2 * 4)
@@ -521,11 +521,11 @@ def test_a_bad_window_through_the_cli_exits_2(tmp_path: Path) -> None:
 
 def test_a_window_swept_beside_causal_does_not_repeat_causal() -> None:
     cases = cases_of({"mask": ["causal", "sliding_window"], "window": [2, 4, 8], "seq_len": [8, 16]})
-    assert [(c.seq_len, c.mask, c.window) for c in cases] == [
-        (8, "causal", 0),
+    assert [(c.seq_len, c.pattern.mask, c.pattern.window) for c in cases] == [
+        (8, "causal", None),
         (8, "sliding_window", 2),
         (8, "sliding_window", 4),  # window 8 covers n = 8: that point is the causal case, run once
-        (16, "causal", 0),
+        (16, "causal", None),
         (16, "sliding_window", 2),
         (16, "sliding_window", 4),
         (16, "sliding_window", 8),
@@ -548,7 +548,7 @@ def test_pattern_sweeps_give_distinct_case_ids() -> None:
     # mask × prefix (prefix_lm only) × lengths × layout × (none, softcap × 2, alibi)
     assert len(cases) == (1 + 1 + 2) * 2 * 2 * 4
     assert len({c.case_id for c in cases}) == len(cases)
-    packed = next(c for c in cases if c.layout == "packed" and c.lengths == "3.12")
+    packed = next(c for c in cases if c.pattern.layout == "packed" and c.lengths == "3.12")
     assert packed.batch == 2 and input_shape(packed) == (1, 15)
 
 
@@ -557,15 +557,15 @@ def test_uniform_lengths_resolve_per_seq_len_within_the_cap() -> None:
     cases = cases_of({"mask": "document", "lengths": spec, "seq_len": [4, 8, 32]})
     assert [c.seq_len for c in cases] == [4, 8, 32]
     for case in cases:
-        assert case.batch == 20 and case.documents is not None and len(case.documents) == 20
-        assert all(3 <= length <= case.seq_len for length in case.documents)
-    assert max(cases[-1].documents or ()) > 8  # the cap moves with seq_len
+        assert case.batch == 20 and case.pattern.lengths is not None and len(case.pattern.lengths) == 20
+        assert all(3 <= length <= case.seq_len for length in case.pattern.lengths)
+    assert max(cases[-1].pattern.lengths or ()) > 8  # the cap moves with seq_len
     again = cases_of({"mask": "document", "lengths": spec, "seq_len": [4, 8, 32]})
-    assert [c.documents for c in again] == [c.documents for c in cases]
+    assert [c.pattern.lengths for c in again] == [c.pattern.lengths for c in cases]
     reseeded = cases_of({"mask": "document", "lengths": {**spec, "seed": 8}, "seq_len": [32]})
-    assert reseeded[0].documents != cases[-1].documents
+    assert reseeded[0].pattern.lengths != cases[-1].pattern.lengths
     capped = cases_of({"mask": "document", "lengths": {**spec, "max": 5}, "seq_len": [32]})
-    assert all(3 <= length <= 5 for length in capped[0].documents or ())
+    assert all(3 <= length <= 5 for length in capped[0].pattern.lengths or ())
 
 
 def test_corpus_lengths_are_read_beside_the_config_and_cut_to_seq_len(tmp_path: Path) -> None:
@@ -573,10 +573,10 @@ def test_corpus_lengths_are_read_beside_the_config_and_cut_to_seq_len(tmp_path: 
     spec = {"file": "corpus.txt", "count": 30, "seed": 1}
     cases = cases_of({"mask": "document", "lengths": spec, "seq_len": [8, 64]}, source=str(tmp_path / "masks.yaml"))
     short, long = cases
-    assert short.documents is not None and long.documents is not None
-    assert set(short.documents) == {3, 8}  # 40 and 11 are cut to seq_len 8
-    assert set(long.documents) == {3, 11, 40}
-    assert [min(length, 8) for length in long.documents] == list(short.documents)  # the same draw
+    assert short.pattern.lengths is not None and long.pattern.lengths is not None
+    assert set(short.pattern.lengths) == {3, 8}  # 40 and 11 are cut to seq_len 8
+    assert set(long.pattern.lengths) == {3, 11, 40}
+    assert [min(length, 8) for length in long.pattern.lengths] == list(short.pattern.lengths)  # the same draw
     assert re.fullmatch(r"corpus-[0-9a-f]{8}x30s1", short.lengths) and f"-len{short.lengths}-padded" in short.case_id
 
 
@@ -605,7 +605,7 @@ def test_different_document_sets_never_share_a_case() -> None:
         "lengths": [[1, 5, 5, 9, 1, 1, 1], [1, 4, 6, 9, 1, 1, 1]],
     }
     cases = expand_cases(parse_config({"scenarios": [spec]}, "x.yaml"), torch.device("cpu"))
-    assert [case.documents for case in cases] == [(1, 5, 5, 9, 1, 1, 1), (1, 4, 6, 9, 1, 1, 1)]
+    assert [case.pattern.lengths for case in cases] == [(1, 5, 5, 9, 1, 1, 1), (1, 4, 6, 9, 1, 1, 1)]
     assert len({case.case_id for case in cases}) == 2
 
 
@@ -616,9 +616,51 @@ def test_a_packed_batch_is_labelled_one_row_and_an_implied_causal_is_not_repeate
     """Issue 29: a packed batch of 4 documents read ``b=4`` though it is one row; ``causal window=…`` doubled."""
     (packed,) = cases_of({"mask": "document", "lengths": [8, 8, 8, 8], "layout": "packed", "seq_len": 8})
     row = with_key_defaults(
-        pd.DataFrame([{**dataclasses.asdict(packed), "documents": None, "impl": "naive", "device": "cpu"}])
+        pd.DataFrame([dataclasses.asdict(CaseIdentity.of(packed, impl="naive", device="cpu"))])
     ).iloc[0]
     assert case_label(row).startswith(f"n=8 h={HEADS} d={D_MODEL} b=1 float32 ") and row["batch"] == 4
     assert " causal" not in case_label(row) and "docs=8.8.8.8 packed" in case_label(row)
     (window,) = cases_of({"mask": "sliding_window", "window": 4})
-    assert case_label(dataclasses.asdict(window)).endswith("float32 window=4")
+    assert case_label(dataclasses.asdict(CaseIdentity.of(window, impl="naive"))).endswith("float32 window=4")
+
+
+# --- issue 27: one attention shape -------------------------------------------------------------------
+
+
+def test_a_cases_identity_stores_its_pattern_as_the_columns_older_runs_hold() -> None:
+    """``CaseIdentity.of`` is the one case → key columns conversion: a size its mask does not use is 0, documents'
+    layout is ``none`` without documents, and the case_id and shape come from the case itself."""
+    (window,) = cases_of({"mask": "sliding_window", "window": 4, "score_mod": "softcap", "softcap": 30.0})
+    (packed,) = cases_of({"mask": "document", "lengths": [3, 5], "layout": "packed", "seq_len": 8})
+    (plain,) = cases_of({"causal": True})
+    columns = ("mask", "window", "prefix", "lengths", "layout", "score_mod", "softcap", "causal")
+    identity = {case: CaseIdentity.of(case, impl="naive", repeat=2) for case in (window, packed, plain)}
+    assert [getattr(identity[window], name) for name in columns] == [
+        "sliding_window",
+        4,
+        0,
+        "none",
+        "none",
+        "softcap",
+        30.0,
+        True,
+    ]
+    assert [getattr(identity[packed], name) for name in columns] == [
+        "document",
+        0,
+        0,
+        "3.5",
+        "packed",
+        "none",
+        0.0,
+        True,
+    ]
+    assert [getattr(identity[plain], name) for name in columns] == ["causal", 0, 0, "none", "none", "none", 0.0, True]
+    for case, row in identity.items():
+        assert (row.case_id, row.batch, row.kv_heads, row.head_dim, row.repeat) == (
+            case.case_id,
+            case.batch,
+            case.kv_heads,
+            case.head_dim,
+            2,
+        )

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import FIXED_PEAKS, TINY_TIMING
+from plain_cases import plain_case
 from torch._dynamo.utils import counters
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
@@ -24,11 +25,11 @@ from mhabench.errors import UnsupportedError
 from mhabench.impls import core_implementations, get_spec
 from mhabench.impls.reference import TOLERANCE, numerical_error, reference_attention
 from mhabench.measure.rounds import time_in_rounds
+from mhabench.pattern import CAUSAL, PLAIN
 from mhabench.run import case as case_runner
 from mhabench.run import runner
-from mhabench.run.steps import workload
-from mhabench.scenario.cases import Case
-from mhabench.scenario.config import TimingConfig, parse_config
+from mhabench.scenario.config import TimingConfig
+from mhabench.scenario.loading import parse_config
 
 SDPA = ["sdpa_math", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn"]
 PEERS = [*SDPA, "compiled", "flex"]
@@ -73,9 +74,9 @@ def test_sdpa_cpu_backends_match_reference_and_naive(name: str, shape: tuple[int
     batch, seq_len, d_model, heads, bias, causal = shape
     weights, x = inputs(batch, seq_len, d_model, bias)
     with torch.no_grad():
-        out = build(name, weights, heads, causal)(x)
-        naive = build("naive", weights, heads, causal)(x)
-    assert numerical_error(out, reference_attention(weights, x, heads, causal))[1] < FP32_TOL
+        out = build(name, weights, heads, CAUSAL if causal else PLAIN)(x)
+        naive = build("naive", weights, heads, CAUSAL if causal else PLAIN)(x)
+    assert numerical_error(out, reference_attention(weights, x, heads, CAUSAL if causal else PLAIN))[1] < FP32_TOL
     torch.testing.assert_close(out, naive, rtol=1e-5, atol=1e-5)
 
 
@@ -83,7 +84,7 @@ def test_sdpa_cpu_backends_match_reference_and_naive(name: str, shape: tuple[int
 def test_cuda_only_backends_raise_unsupported_on_cpu(name: str) -> None:
     weights, x = inputs(1, 8, 16, False)
     with pytest.raises(UnsupportedError, match=r"has no (EFFICIENT|CUDNN)_ATTENTION SDPA kernel for cpu/float32"):
-        build(name, weights, 2, True)(x)
+        build(name, weights, 2, CAUSAL)(x)
 
 
 @pytest.mark.cuda
@@ -93,20 +94,20 @@ def test_sdpa_backends_on_cuda_match_reference_or_say_unsupported(name: str) -> 
     x = torch.randn(2, 32, 64, device="cuda", dtype=torch.float16)
     try:
         with torch.no_grad():
-            out = build(name, weights, 4, True)(x)
+            out = build(name, weights, 4, CAUSAL)(x)
     except UnsupportedError as exc:
         assert "has no" in str(exc)
         return
-    assert numerical_error(out, reference_attention(weights, x, 4, True))[1] < TOLERANCE["float16"]
+    assert numerical_error(out, reference_attention(weights, x, 4, CAUSAL))[1] < TOLERANCE["float16"]
 
 
 def test_sdpa_math_flops_match_cost_model() -> None:
     """FlopCounterMode counts the math backend's bmm (not the CPU flash kernel), so cross-check math."""
-    case = Case("t", 2, 7, 16, 4, causal=True, bias=True, dtype="float32", seed=0)
+    case = plain_case("t", 2, 7, 16, 4, causal=True, bias=True, dtype="float32", seed=0)
     weights, x = inputs(2, 7, 16, True)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        build("sdpa_math", weights, 4, True)(x)
-    assert counter.get_total_flops() == get_spec("sdpa_math").cost(workload(case)).flops
+        build("sdpa_math", weights, 4, CAUSAL)(x)
+    assert counter.get_total_flops() == get_spec("sdpa_math").cost(case.workload()).flops
 
 
 # --- torch.compile of naive (one compile for the whole module) ------------------------------------
@@ -116,7 +117,7 @@ def test_sdpa_math_flops_match_cost_model() -> None:
 def compiled_case() -> dict[str, object]:
     """A compiled module after its first (compiling) call, as the runner does it, plus what was seen."""
     weights, x = inputs(1, 16, 32, True)
-    module = build("compiled", weights, 2, True)
+    module = build("compiled", weights, 2, CAUSAL)
     graphs_before = counters["stats"]["unique_graphs"]
     output, groups, compile_time_s = case_runner.checked_call(get_spec("compiled"), lambda: module(x), CPU, None, True)
     return {
@@ -133,9 +134,9 @@ def compiled_case() -> dict[str, object]:
 def test_compiled_matches_naive_and_reference(compiled_case: dict) -> None:
     weights, x, output = compiled_case["weights"], compiled_case["x"], compiled_case["output"]
     with torch.no_grad():
-        naive = build("naive", weights, 2, True)(x)
+        naive = build("naive", weights, 2, CAUSAL)(x)
     torch.testing.assert_close(output, naive, rtol=1e-5, atol=1e-5)
-    assert numerical_error(output, reference_attention(weights, x, 2, True))[1] < FP32_TOL
+    assert numerical_error(output, reference_attention(weights, x, 2, CAUSAL))[1] < FP32_TOL
 
 
 def test_first_call_compiles_once_and_timing_never_recompiles(compiled_case: dict) -> None:
@@ -153,11 +154,11 @@ def test_first_call_compiles_once_and_timing_never_recompiles(compiled_case: dic
 
 def test_compiled_flops_under_flop_counter(compiled_case: dict) -> None:
     """FlopCounterMode is a dispatch mode, so Dynamo runs the module eagerly: the count is naive's math."""
-    case = Case("t", 1, 16, 32, 2, causal=True, bias=True, dtype="float32", seed=0)
+    case = plain_case("t", 1, 16, 32, 2, causal=True, bias=True, dtype="float32", seed=0)
     with torch.no_grad(), warnings.catch_warnings(), FlopCounterMode(display=False) as counter:
         warnings.simplefilter("ignore")  # torch warns that FlopCounterMode's module hooks fire twice
         compiled_case["module"](compiled_case["x"])
-    assert counter.get_total_flops() == get_spec("compiled").cost(workload(case)).flops
+    assert counter.get_total_flops() == get_spec("compiled").cost(case.workload()).flops
 
 
 # --- every peer through the runner ----------------------------------------------------------------
@@ -233,7 +234,7 @@ def test_a_backend_refusing_grouped_kv_heads_says_so_and_passes_on_torchs_reason
     weights = AttentionWeights.random(16, seed=0, kv_dim=8)  # 4 query heads of 4, 2 K/V heads
     x = torch.randn(1, 8, 16)
     with pytest.raises(UnsupportedError) as refused:
-        build("sdpa_efficient", weights, 4, True)(x)
+        build("sdpa_efficient", weights, 4, CAUSAL)(x)
     text = str(refused.value)
     assert "grouped K/V heads (2 K/V heads for 4 query heads, enable_gqa)" in text
     assert "EFFICIENT_ATTENTION backend does not take" in text
@@ -243,7 +244,7 @@ def test_a_backend_refusing_grouped_kv_heads_says_so_and_passes_on_torchs_reason
 def test_without_grouped_heads_the_reason_does_not_blame_them() -> None:
     weights, x = inputs(1, 8, 16, False)
     with pytest.raises(UnsupportedError) as refused:
-        build("sdpa_efficient", weights, 2, True)(x)
+        build("sdpa_efficient", weights, 2, CAUSAL)(x)
     assert "grouped" not in str(refused.value)
 
 

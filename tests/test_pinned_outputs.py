@@ -108,7 +108,7 @@ def test_the_advice_under_a_run_is_the_same_from_held_rows_as_from_disk(tmp_path
     from mhabench.analysis.advice.advise import advise
     from mhabench.results.store import held_run, load_run
     from mhabench.run import runner
-    from mhabench.scenario.config import load_config
+    from mhabench.scenario.loading import load_config
     from mhabench.views.advice import to_json
 
     result = runner.run(load_config(DATA / "pin.yaml"), tmp_path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 import uuid
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -15,15 +16,18 @@ from typer.testing import CliRunner
 
 from mhabench import AttentionWeights, Capabilities, build
 from mhabench import cost as cost_model
+from mhabench import pattern as pattern_module
 from mhabench.cli import app
 from mhabench.errors import PluginError
 from mhabench.impls import get_spec
+from mhabench.impls.fused import FusedAttention
 from mhabench.impls.reference import numerical_error, reference_attention
+from mhabench.pattern import CAUSAL, PLAIN
 from mhabench.results.columns import columns_info
 from mhabench.results.store import load_run
 from mhabench.run import runner
 from mhabench.run.steps import parameter_count
-from mhabench.scenario.config import load_config
+from mhabench.scenario.loading import load_config
 from mhabench.scenario.plugins import load_plugin
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "my_attention.py"
@@ -35,9 +39,9 @@ from torch import nn
 
 
 class {cls}(nn.Module):
-    def __init__(self, weights, heads, causal=False):
+    def __init__(self, weights, heads, pattern):
         super().__init__()
-        self.weights, self.heads, self.causal = weights, heads, causal
+        self.weights, self.heads, self.causal = weights, heads, pattern.causal
 
     def forward(self, x):
         w = self.weights
@@ -86,8 +90,8 @@ def test_plugin_file_registers_with_the_decorator(tmp_path: Path, registry_snaps
     weights = AttentionWeights.random(16, bias=True)
     x = torch.randn(2, 9, 16)
     with torch.no_grad():
-        out = build(name, weights, 2, True)(x)
-    assert numerical_error(out, reference_attention(weights, x, 2, True))[1] < 1e-3
+        out = build(name, weights, 2, CAUSAL)(x)
+    assert numerical_error(out, reference_attention(weights, x, 2, CAUSAL))[1] < 1e-3
 
 
 def test_run_with_plugin_option_adds_its_implementation(
@@ -148,11 +152,11 @@ def test_example_plugin_is_a_working_plugin(registry_snapshot: None) -> None:
     assert spec.cost is cost_model.FUSED and not spec.capabilities.grouped_kv
     weights = AttentionWeights.random(16)
     x = torch.randn(1, 5, 16)
-    module = build("my_attention", weights, 4, False)
+    module = build("my_attention", weights, 4, PLAIN)
     assert parameter_count(module) == weights.parameter_count()  # its weights are the module's parameters
     with torch.no_grad():
         out = module(x)
-    assert numerical_error(out, reference_attention(weights, x, 4, False))[1] < 1e-3
+    assert numerical_error(out, reference_attention(weights, x, 4, PLAIN))[1] < 1e-3
 
 
 @pytest.mark.parametrize(
@@ -165,7 +169,7 @@ def test_example_plugin_is_a_working_plugin(registry_snapshot: None) -> None:
         (
             "class Wrong:\n    def __init__(self, x):\n        pass\n",
             "wrong.py:Wrong",
-            "must take (weights, heads, causal)",
+            "must take (weights, heads, pattern)",
         ),
     ],
     ids=["missing-file", "syntax-error", "import-raises", "missing-class", "wrong-signature"],
@@ -192,3 +196,77 @@ def test_bad_plugin_option_exits_2(tmp_path: Path) -> None:
         code, output = cli("run", "--plugin", str(path), "--dry-run")
         assert code == 2, output
         assert message in output and "Traceback" not in output
+
+
+# --- the bool causal of plugins written before patterns: still works, deprecated -------------------------------
+
+LEGACY_SOURCE = CLASS_SOURCE.replace(
+    "def __init__(self, weights, heads, pattern):", "def __init__(self, weights, heads, causal):"
+)
+LEGACY_SOURCE = LEGACY_SOURCE.replace("pattern.causal", "causal")
+
+
+@pytest.fixture
+def fresh_deprecations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deprecations are said once per process: forget the ones earlier tests already said."""
+    monkeypatch.setattr(pattern_module, "_SAID", set())
+
+
+def test_a_plugin_taking_a_bool_causal_still_runs_and_is_deprecated(
+    tmp_path: Path, registry_snapshot: None, fresh_deprecations: None
+) -> None:
+    name = unique("legacy_")
+    plugin = tmp_path / "legacy.py"
+    plugin.write_text(
+        "import mhabench\n"
+        + LEGACY_SOURCE.format(cls="Legacy")
+        + f'\nmhabench.register("{name}", description="x")(Legacy)\n',
+        encoding="utf-8",
+    )
+    with pytest.warns(DeprecationWarning, match=r"take \(weights, heads, pattern\)"):
+        assert load_plugin(plugin) == [name]
+    assert get_spec(name).bool_causal
+    weights, x = AttentionWeights.random(16, bias=True), torch.randn(2, 9, 16)
+    with torch.no_grad():
+        causal, plain = build(name, weights, 2, CAUSAL), build(name, weights, 2, PLAIN)
+        assert causal.causal is True and plain.causal is False  # the bool it was written for, not a pattern
+        assert numerical_error(causal(x), reference_attention(weights, x, 2, CAUSAL))[1] < 1e-3
+        assert numerical_error(plain(x), reference_attention(weights, x, 2, PLAIN))[1] < 1e-3
+
+
+def test_a_plugin_taking_a_pattern_gets_the_pattern_without_a_warning(
+    tmp_path: Path, registry_snapshot: None, fresh_deprecations: None
+) -> None:
+    name = unique("current_")
+    plugin = tmp_path / "current.py"
+    plugin.write_text(
+        "import mhabench\n"
+        + CLASS_SOURCE.format(cls="Current")
+        + f'\nmhabench.register("{name}", description="x")(Current)\n',
+        encoding="utf-8",
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        load_plugin(plugin)
+        assert not get_spec(name).bool_causal
+        assert build(name, AttentionWeights.random(16), 2, CAUSAL).causal is True
+
+
+def test_build_with_a_bool_causal_works_and_warns_once(fresh_deprecations: None) -> None:
+    weights, x = AttentionWeights.random(16, seed=3), torch.randn(1, 6, 16)
+    with pytest.warns(DeprecationWarning, match="causal=True/False is deprecated: pass an"):
+        old = build("fused", weights, 2, causal=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # said once: the second bool is quiet
+        positional = build("naive", weights, 2, True)  # type: ignore[arg-type]
+    with torch.no_grad():
+        torch.testing.assert_close(old(x), build("fused", weights, 2, CAUSAL)(x))
+        torch.testing.assert_close(positional(x), build("naive", weights, 2, CAUSAL)(x))
+        assert not torch.allclose(old(x), build("fused", weights, 2, PLAIN)(x))  # the bool was read, not dropped
+
+
+def test_a_built_in_layer_built_with_a_bool_is_the_pattern_layer(fresh_deprecations: None) -> None:
+    """A plugin subclassing a built-in layer and passing its bool on still gets a pattern inside."""
+    with pytest.warns(DeprecationWarning):
+        layer = FusedAttention(AttentionWeights.random(16), 2, True)  # type: ignore[arg-type]
+    assert layer.pattern == CAUSAL and layer.causal

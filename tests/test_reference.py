@@ -23,6 +23,7 @@ from mhabench.impls.reference import (
 )
 from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.memory import LiveStorageTracker
+from mhabench.pattern import CAUSAL, PLAIN
 
 
 def textbook(weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:
@@ -60,7 +61,7 @@ def test_blocks_of_query_rows_give_the_textbook_result(
 ) -> None:
     weights, x = case(batch, n, d_model, heads, kv_heads, bias)
     block_bytes = block_rows * batch * heads * n * FLOAT64_BYTES
-    out = reference_attention(weights, x, heads, causal, block_bytes=block_bytes)
+    out = reference_attention(weights, x, heads, CAUSAL if causal else PLAIN, block_bytes=block_bytes)
     torch.testing.assert_close(out, textbook(weights, x, heads, causal), rtol=1e-12, atol=1e-12)
 
 
@@ -70,7 +71,7 @@ def test_sampled_rows_are_those_rows_of_the_full_reference(
 ) -> None:
     weights, x = case(batch, n, d_model, heads, kv_heads, bias)
     rows = sample_rows(batch, n, count=7)
-    sampled = reference_attention(weights, x, heads, causal, rows=rows)
+    sampled = reference_attention(weights, x, heads, CAUSAL if causal else PLAIN, rows=rows)
     torch.testing.assert_close(sampled, rows.take(textbook(weights, x, heads, causal)), rtol=1e-12, atol=1e-12)
 
 
@@ -86,32 +87,32 @@ def test_rows_in_any_order_land_in_that_order() -> None:
     weights, x = case(2, 9, 16, 2, 2, True)
     rows = RowSample(torch.tensor([1, 0, 1]), torch.tensor([8, 3, 0]))
     full = textbook(weights, x, 2, True)
-    torch.testing.assert_close(reference_attention(weights, x, 2, True, rows=rows), full[[1, 0, 1], [8, 3, 0]])
+    torch.testing.assert_close(reference_attention(weights, x, 2, CAUSAL, rows=rows), full[[1, 0, 1], [8, 3, 0]])
 
 
 def test_scale_is_passed_through() -> None:
     weights, x = case(1, 5, 8, 2, 2, False)
     assert not torch.allclose(
-        reference_attention(weights, x, 2, False, scale=1.0), reference_attention(weights, x, 2, False)
+        reference_attention(weights, x, 2, PLAIN, scale=1.0), reference_attention(weights, x, 2, PLAIN)
     )
 
 
 def test_decode_is_the_last_causal_row() -> None:
     weights, x = case(3, 12, 32, 4, 2, True)
-    torch.testing.assert_close(decode_reference(weights, x, 4, False), textbook(weights, x, 4, True)[:, -1:])
+    torch.testing.assert_close(decode_reference(weights, x, 4, PLAIN), textbook(weights, x, 4, True)[:, -1:])
 
 
 def test_expected_output_samples_above_the_size_only() -> None:
     weights, x = case(2, 16, 16, 2, 2, False)
-    assert expected_output(weights, x, 2, True).rows is None
-    sampled = expected_output(weights, x, 2, True, sample_above=2 * 2 * 16 * 16 - 1)
+    assert expected_output(weights, x, 2, CAUSAL).rows is None
+    sampled = expected_output(weights, x, 2, CAUSAL, sample_above=2 * 2 * 16 * 16 - 1)
     assert sampled.rows is not None and sampled.values.shape == (len(sampled.rows.row_index), 16)
-    assert expected_output(weights, x, 2, True, phase="decode").values.shape == (2, 1, 16)
+    assert expected_output(weights, x, 2, CAUSAL, phase="decode").values.shape == (2, 1, 16)
 
 
 def test_check_passes_within_tolerance_and_fails_beyond() -> None:
     weights, x = case(2, 9, 16, 2, 2, True)
-    reference = reference_attention(weights, x, 2, True)
+    reference = reference_attention(weights, x, 2, CAUSAL)
     close = check_output(reference.float(), reference, "float32")
     assert close.ok and close.reason == "" and close.bad_elements == 0 and close.max_rel_err < 1e-6
     far = check_output(reference.float() * 1.01, reference, "float32")
@@ -121,7 +122,7 @@ def test_check_passes_within_tolerance_and_fails_beyond() -> None:
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_nan_or_inf_always_fails_with_the_count(bad: float) -> None:
     weights, x = case(2, 9, 16, 2, 2, True)
-    reference = reference_attention(weights, x, 2, True)
+    reference = reference_attention(weights, x, 2, CAUSAL)
     output = reference.float().clone()
     output[0, 0, :3] = bad
     result = check_output(output, reference, "bfloat16")
@@ -135,7 +136,7 @@ def test_nan_outside_the_sampled_rows_still_fails() -> None:
     rows = RowSample(torch.tensor([0]), torch.tensor([0]))
     output = textbook(weights, x, 2, True).float()
     output[1, 5, 0] = math.nan
-    result = check_output(output, Reference(reference_attention(weights, x, 2, True, rows=rows), rows), "float32")
+    result = check_output(output, Reference(reference_attention(weights, x, 2, CAUSAL, rows=rows), rows), "float32")
     assert not result.ok and result.bad_elements == 1
 
 
@@ -154,7 +155,7 @@ def test_numerical_error_is_absolute_and_relative() -> None:
 def measured_bytes(weights: AttentionWeights, x: torch.Tensor, heads: int, **options: object) -> int:
     tracker = LiveStorageTracker()
     with tracker:
-        expected_output(weights, x, heads, True, **options)
+        expected_output(weights, x, heads, CAUSAL, **options)
     return tracker.peak_bytes
 
 
@@ -172,7 +173,7 @@ def test_predicted_memory_bounds_the_real_peak(
 ) -> None:
     weights, x = case(batch, n, d_model, heads, kv_heads, False)
     phase = "decode" if decode else "prefill"
-    shape = Workload(batch, 1 if decode else n, n, d_model, heads, kv_heads, True, 8)
+    shape = Workload(batch, 1 if decode else n, n, d_model, heads, kv_heads, d_model // heads, 8, CAUSAL)
     predicted = reference_bytes(shape, sample_above=sample_above)
     measured = measured_bytes(weights, x, heads, phase=phase, sample_above=sample_above)
     assert 0.5 * predicted <= measured <= predicted
@@ -184,13 +185,13 @@ def test_blocks_bound_the_scores() -> None:
     small_block = measured_bytes(weights, x, 4)  # default block holds all 512 rows here
     tracker = LiveStorageTracker()
     with tracker:
-        reference_attention(weights, x, 4, True, block_bytes=16 * 4 * 512 * FLOAT64_BYTES)
+        reference_attention(weights, x, 4, CAUSAL, block_bytes=16 * 4 * 512 * FLOAT64_BYTES)
     assert tracker.peak_bytes < small_block / 4
 
 
 @pytest.mark.cuda
 def test_reference_runs_on_the_inputs_device_and_matches_the_cpu() -> None:
     weights, x = case(2, 64, 64, 4, 2, True)
-    on_gpu = reference_attention(weights.to(device="cuda"), x.cuda(), 4, True, block_bytes=2**16)
+    on_gpu = reference_attention(weights.to(device="cuda"), x.cuda(), 4, CAUSAL, block_bytes=2**16)
     assert on_gpu.device.type == "cuda"
     torch.testing.assert_close(on_gpu.cpu(), textbook(weights, x, 4, True), rtol=1e-10, atol=1e-10)

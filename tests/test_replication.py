@@ -14,10 +14,9 @@ import pytest
 from synthetic_runs import rounds, row
 from typer.testing import CliRunner
 
-from mhabench.analysis.advice.answers import answer
+from mhabench.analysis.advice.answers import REPLICATES, answer, pick_replicated
 from mhabench.analysis.advice.cases import MeasuredCase, cases_of
 from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, WINNER, statement
-from mhabench.analysis.advice.replicated import REPLICATES, is_replicated, pick_replicated
 from mhabench.analysis.replication import across_replicates, between_process_range
 from mhabench.analysis.speedup import samples_of
 from mhabench.analysis.stats import paired_ratio
@@ -142,8 +141,8 @@ def test_answers_read_a_run_across_replicates_only_when_its_manifest_says_so() -
     (case_id,) = replicated.picks
     assert replicated.picks[case_id].verdict == TIED
     assert repeated.picks[case_id].verdict == CANNOT_TELL  # --repeat passes of one process that disagree
-    assert is_replicated(Manifest.model_validate({"replicates": 3}))
-    assert not is_replicated(Manifest.model_validate({"replicates": 1})) and not is_replicated(Manifest())
+    assert Manifest.model_validate({"replicates": 3}).replicated
+    assert not Manifest.model_validate({"replicates": 1}).replicated and not Manifest().replicated
 
 
 def _rows(medians: dict[str, float], index: int) -> list[dict[str, Any]]:
@@ -187,6 +186,7 @@ def test_run_replicates_measures_each_process_and_merges_them_into_one_folder(tm
     result = CliRunner().invoke(app, ["run", str(config), "--replicates", "2", "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert "replicate 0/2" in result.output and "replicate 1/2" in result.output
+    assert "pooled over 2 processes" in result.output  # the run's table: one row per case and implementation
     (run_dir,) = (tmp_path / "out").iterdir()
     run = load_run(run_dir)
     assert not (run_dir / REPLICATES_FOLDER).exists()
@@ -226,7 +226,7 @@ def test_a_failed_replicate_ends_the_run_with_the_finished_rows_merged(
     from synthetic_runs import write_run
 
     from mhabench.run import replicates as replicated
-    from mhabench.scenario.config import parse_config
+    from mhabench.scenario.loading import parse_config
 
     started: list[int] = []
 

@@ -15,7 +15,7 @@ from mhabench.errors import InputError
 from mhabench.results.columns import COLUMNS, SAMPLES_COLUMN
 from mhabench.results.store import load_run, require_results, resolve_run
 from mhabench.run import runner
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 from mhabench.views.report import sections
 from mhabench.views.report.files import parse_formats, write_report
 from mhabench.views.report.markdown import PLOTS_DIR, to_markdown

@@ -33,7 +33,7 @@ from mhabench.results.store import RunWriter, load_run, write_manifest
 from mhabench.run.case import identity
 from mhabench.run.resume import NothingToResumeError, prepare_resume
 from mhabench.scenario.cases import expand_cases
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 
 CPU = torch.device("cpu")
 CONFIG: dict[str, Any] = {

@@ -18,11 +18,13 @@ import pandas as pd
 import pytest
 import torch
 from conftest import CORE_IMPLEMENTATIONS, FIXED_PEAKS
+from plain_cases import plain_case
 
 from mhabench.analysis.speedup import speedup_rows
 from mhabench.errors import UnsupportedError
 from mhabench.impls.reference import TOLERANCE, reference_attention
 from mhabench.measure.peaks import DevicePeaks
+from mhabench.pattern import AttentionPattern
 from mhabench.results.columns import COLUMNS
 from mhabench.results.gpu_groups import Energy
 from mhabench.results.schema import CaseIdentity, Outcome, ResultRow
@@ -30,7 +32,8 @@ from mhabench.results.store import load_run, rows_frame
 from mhabench.run import case as case_runner
 from mhabench.run import memory_guard, runner
 from mhabench.run.request import RunRequest
-from mhabench.scenario.config import RunConfig, TimingConfig, parse_config
+from mhabench.scenario.config import RunConfig, TimingConfig
+from mhabench.scenario.loading import parse_config
 
 
 def tiny(data: dict[str, Any], **changes: Any) -> RunConfig:
@@ -207,11 +210,11 @@ def test_wrong_output_becomes_a_mismatch_row(
 def test_implementation_with_its_own_reference_is_checked_against_it(
     tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: DevicePeaks, temp_impl: Any
 ) -> None:
-    def doubled_reference(weights: Any, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:
-        return 2 * reference_attention(weights, x, heads, causal)
+    def doubled_reference(weights: Any, x: torch.Tensor, heads: int, pattern: AttentionPattern) -> torch.Tensor:
+        return 2 * reference_attention(weights, x, heads, pattern)
 
     doubled = temp_impl(lambda x: 2 * x, reference=doubled_reference)  # wrong on purpose: x, not attention
-    right = temp_impl(lambda x: x, reference=lambda weights, x, heads, causal: x.double())
+    right = temp_impl(lambda x: x, reference=lambda weights, x, heads, pattern: x.double())
     rows = runner.run(tiny(tiny_config_data, implementations=[doubled, right]), tmp_path).frame
     assert list(rows["status"]) == ["mismatch", "ok"]
 
@@ -226,7 +229,7 @@ def test_a_very_slow_implementation_leaves_the_fast_ones_their_samples(
         time.sleep(0.04)
         return x
 
-    slow = temp_impl(sleepy, reference=lambda weights, x, heads, causal: x.double())
+    slow = temp_impl(sleepy, reference=lambda weights, x, heads, pattern: x.double())
     timing = {**tiny_config_data["timing"], "min_samples": 6}
     frame = runner.run(tiny(tiny_config_data, implementations=["naive", slow, "fused"], timing=timing), tmp_path).frame
     rows = frame.set_index("impl")
@@ -317,7 +320,7 @@ def test_a_failure_row_is_identity_and_a_one_line_outcome(exc: BaseException, ou
 
 def test_tensor_parallel_without_torchrun_is_refused_before_any_row(tmp_path: Path) -> None:
     from mhabench.errors import InputError
-    from mhabench.scenario.config import parse_config
+    from mhabench.scenario.loading import parse_config
 
     data = {"scenarios": [{"seq_len": 8, "d_model": 16, "heads": 2, "tensor_parallel": [1, 2]}]}
     with pytest.raises(InputError, match=re.escape("torchrun --nproc-per-node 2")):
@@ -363,7 +366,7 @@ def test_a_call_failing_in_the_shared_rounds_fails_only_its_own_row(
             return self.inner(x)
 
     name = "test-fails-when-timed"
-    register(name, description="test only")(lambda w, heads, causal: FailsWhenTimed(build("fused", w, heads, causal)))
+    register(name, description="test only")(lambda w, heads, pattern: FailsWhenTimed(build("fused", w, heads, pattern)))
     try:
         result = runner.run(tiny(tiny_config_data, implementations=["naive", name, "fused"]), tmp_path)
     finally:
@@ -380,9 +383,8 @@ def test_every_ok_row_counts_its_allocations_and_naive_materializes_more(tiny_ti
     """``allocations_per_call`` is measured on the CPU for every eager row: naive materializes its scores,
     softmax and per-step intermediates, SDPA's fused kernel none of them."""
     from mhabench.impls import get_spec
-    from mhabench.scenario.cases import Case
 
-    case = Case("t", 2, 16, 32, 4, causal=True, bias=True, dtype="float32", seed=0)
+    case = plain_case("t", 2, 16, 32, 4, causal=True, bias=True, dtype="float32", seed=0)
     cpu = torch.device("cpu")
     specs = [get_spec(name) for name in CORE_IMPLEMENTATIONS]
     rows = {row.case.impl: row for row in case_runner.run_case(case, specs, cpu, "r", FIXED_PEAKS, tiny_timing)}
@@ -395,10 +397,9 @@ def test_every_ok_row_counts_its_allocations_and_naive_materializes_more(tiny_ti
 def test_one_screen_refuses_before_anything_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tensor-parallel degree, capabilities, memory guard, in that order; no guard, nothing skipped."""
     from mhabench.impls import get_spec
-    from mhabench.scenario.cases import Case
 
     cpu = torch.device("cpu")
-    gqa = Case("t", 1, 8, 16, 4, causal=False, bias=False, dtype="float32", seed=0, kv_heads=2)
+    gqa = plain_case("t", 1, 8, 16, 4, causal=False, bias=False, dtype="float32", seed=0, kv_heads=2)
     split = dataclasses.replace(gqa, kv_heads=4, tensor_parallel=2)
     assert case_runner.screen(get_spec("fused"), split, cpu).error.startswith("fused is not tensor-parallel")
     assert case_runner.screen(get_spec("tp_fused"), split, cpu) is None
@@ -416,14 +417,12 @@ def test_roofline_judges_a_mask_skipping_kernel_on_useful_flops() -> None:
     from mhabench.impls import get_spec
     from mhabench.measure.roofline import roofline
     from mhabench.results.schema import LatencyStats
-    from mhabench.run.steps import workload
-    from mhabench.scenario.cases import Case
 
-    case = Case("t", 1, 1024, 512, 8, causal=True, bias=False, dtype="float32", seed=0)
+    case = plain_case("t", 1, 1024, 512, 8, causal=True, bias=False, dtype="float32", seed=0)
     cost = case_runner.modelled_cost(get_spec("fused"), case)
     latency = LatencyStats(latency_ms=2.0)
     peaks = DevicePeaks(peak_tflops=1000.0, peak_gbps=1000.0, source="test")
-    tokens = workload(case).tokens
+    tokens = case.workload().tokens
     skipping = roofline(tokens, cost, None, latency, peaks, skips_masked_work=True)
     full = roofline(tokens, cost, None, latency, peaks, skips_masked_work=False)
     assert skipping.achieved_tflops == full.achieved_tflops == cost.flops / 2e-3 / 1e12
@@ -520,7 +519,7 @@ def test_expected_torch_warnings_become_the_rows_note_once_and_leave_the_termina
 
     name = "test-warns-like-nested-sdpa"
     register(name, description="test only")(
-        lambda w, heads, causal: _WarnsLikeNestedSdpa(build("fused", w, heads, causal))
+        lambda w, heads, pattern: _WarnsLikeNestedSdpa(build("fused", w, heads, pattern))
     )
     try:
         with warnings.catch_warnings():

@@ -21,7 +21,7 @@ from mhabench.measure.memory import sdpa_backend
 from mhabench.measure.trackers import DispatchTracker
 from mhabench.pattern import AttentionPattern
 from mhabench.run import runner
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 
 
 @pytest.fixture(scope="module")

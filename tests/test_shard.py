@@ -33,6 +33,7 @@ from mhabench.run.shard import (
     shard_selector,
 )
 from mhabench.scenario import config as config_mod
+from mhabench.scenario import loading as config_loading
 from mhabench.scenario.cases import expand_cases
 from mhabench.scenario.device import resolve_device
 
@@ -132,7 +133,7 @@ def test_more_shards_than_pairs_leaves_some_empty() -> None:
 @pytest.fixture(scope="module")
 def unsharded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real, tiny run: three cases × two implementations, measured on the CPU."""
-    config = config_mod.parse_config(SHARDED_CONFIG, "sharded.yaml")
+    config = config_loading.parse_config(SHARDED_CONFIG, "sharded.yaml")
     return runner.run(config, tmp_path_factory.mktemp("runs")).run_dir
 
 
@@ -301,17 +302,17 @@ def selected(config: config_mod.RunConfig, shard: Shard, repeat: int = 0) -> set
 
 
 def test_selector_gives_every_pair_to_one_shard_with_all_its_repeats() -> None:
-    config = config_mod.parse_config(SHARDED_CONFIG, "sharded.yaml")
+    config = config_loading.parse_config(SHARDED_CONFIG, "sharded.yaml")
     first, second = selected(config, Shard(0, 2)), selected(config, Shard(1, 2))
     assert first and second and not first & second and len(first | second) == 6
     assert selected(config, Shard(0, 2), repeat=3) == first  # a pair's repeats stay on one machine
-    assert selected(config_mod.parse_config(SHARDED_CONFIG, "sharded.yaml"), Shard(0, 2)) == first
+    assert selected(config_loading.parse_config(SHARDED_CONFIG, "sharded.yaml"), Shard(0, 2)) == first
 
 
 def test_predicted_times_grow_with_the_cost_model_and_respect_the_timing() -> None:
     data = {**SHARDED_CONFIG, "timing": {"min_run_time_s": 0.2, "max_run_time_s": 3.0, "min_samples": 10}}
     data["scenarios"] = [{"name": "t", "batch": 1, "seq_len": [8, 1 << 16], "d_model": 4096, "heads": 32}]
-    config = config_mod.parse_config(data, "big.yaml")
+    config = config_loading.parse_config(data, "big.yaml")
     predicted = predicted_times(config, resolve_device("cpu"), runner.implementations_of(config))
     small, large = (predicted[(case.case_id, "naive")] for case in expand_cases(config, resolve_device("cpu")))
     assert 0.2 < small < 0.25  # the timer's minimum and a few millisecond calls: a small case costs the floor

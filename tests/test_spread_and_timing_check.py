@@ -69,7 +69,7 @@ def test_check_timing_passes_within_five_percent(
 def test_check_timing_really_times_both(tmp_path: Path, tiny_config_data: dict[str, Any]) -> None:
     """Unpatched: both timers run on every (case, implementation) and give positive, finite medians."""
     from mhabench.checks.timing import check_timing
-    from mhabench.scenario.config import load_config
+    from mhabench.scenario.loading import load_config
 
     table = check_timing(load_config(tiny_cpu_config(tmp_path, tiny_config_data)))
     assert [cells[1] for cells in table.cells] == ["naive", "fused"]

@@ -21,12 +21,13 @@ from mhabench.cost import Workload
 from mhabench.impls.registry import available_implementations, build, get_spec
 from mhabench.impls.weights import AttentionWeights
 from mhabench.measure.stages import Unit, assign_stages, breakdown, kind_of, profile_cpu
+from mhabench.pattern import CAUSAL
 from mhabench.results.kernels import read_kernels
 from mhabench.results.stages import StageFigures, breakdown_group, read_breakdown
 from mhabench.results.store import load_run
 from mhabench.run import runner
 from mhabench.run.request import RunRequest
-from mhabench.scenario.config import parse_config
+from mhabench.scenario.loading import parse_config
 from mhabench.stage_cost import stage_costs
 from mhabench.views.plots import Plot
 from mhabench.views.report.blocks import Heading
@@ -38,9 +39,9 @@ from mhabench.views.table import TableModel
 COUNTERS_RUN_ID = "20261127T074353Z-default-gpu-counters-partial"
 """The recorded H100 run with Nsight Compute counters (torch_mha's 8× projection kernel), in shared/runs."""
 WORKLOADS = [
-    Workload(2, 64, 64, 128, 4, 4, False, 4),
-    Workload(1, 64, 64, 128, 4, 2, True, 2),
-    Workload(1, 64, 64, 128, 4, 4, True, 4, train=True),
+    Workload(2, 64, 64, 128, 4, 4, 32, 4),
+    Workload(1, 64, 64, 128, 4, 2, 32, 2, CAUSAL),
+    Workload(1, 64, 64, 128, 4, 4, 32, 4, CAUSAL, train=True),
 ]
 
 
@@ -172,7 +173,7 @@ def test_our_materialized_layers_projections_land_in_their_stages(name: str) -> 
     with torch.inference_mode():
         module(x)
         units, wall_ms = profile_cpu(lambda: module(x), 4)
-    model = stage_costs(get_spec(name).cost, Workload(2, 32, 32, 64, 4, 4, False, 4))
+    model = stage_costs(get_spec(name).cost, Workload(2, 32, 32, 64, 4, 4, 16, 4))
     figures = {f.stage: f for f in breakdown(units, model, wall_ms)}
     for stage in ("qkv_projection", "scores", "pv", "out_projection"):
         assert figures[stage].flops_ratio == pytest.approx(1.0), stage
@@ -193,7 +194,7 @@ def test_the_cpu_profile_shows_torch_mha_per_token_bmm_on_a_small_case() -> None
     with torch.inference_mode():
         module(x)
         units, wall_ms = profile_cpu(lambda: module(x), 4)
-    model = stage_costs(get_spec("torch_mha").cost, Workload(1, tokens, tokens, 64, 4, 4, False, 4))
+    model = stage_costs(get_spec("torch_mha").cost, Workload(1, tokens, tokens, 64, 4, 4, 16, 4))
     qkv = {f.stage: f for f in breakdown(units, model, wall_ms)}["qkv_projection"]
     assert qkv.top_op == f"aten::bmm [[{tokens},1,64],[{tokens},64,192]]"
     assert qkv.flops_ratio == pytest.approx(1.0)  # the CPU runs the model's FLOPs, one token at a time

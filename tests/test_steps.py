@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from plain_cases import plain_case
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -19,10 +20,11 @@ from mhabench.errors import ConfigError
 from mhabench.impls import get_spec
 from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.reference import decode_reference, numerical_error
+from mhabench.pattern import CAUSAL, PLAIN
 from mhabench.run.runner import run
-from mhabench.run.steps import parameter_count, prepare, workload
-from mhabench.scenario.cases import Case, expand_cases
-from mhabench.scenario.config import parse_config
+from mhabench.run.steps import parameter_count, prepare
+from mhabench.scenario.cases import expand_cases
+from mhabench.scenario.loading import parse_config
 
 DECODERS = ("naive", "per_head", "fused")
 D_MODEL, HEADS = 32, 4
@@ -45,7 +47,8 @@ def test_kv_heads_mode_and_phase_expand_into_cases() -> None:
     cases = expand_cases(config, torch.device("cpu"))
     assert [(c.kv_heads, c.mode) for c in cases] == [(4, "forward"), (4, "train"), (1, "forward"), (1, "train")]
     assert cases[3].case_id == "scenario/b1-n8-d32-h4-kv1-float32-train"
-    assert Case("s", 1, 8, 32, 4, False, False, "float32", 0).kv_heads == 4  # default: plain MHA
+    (unset,) = expand_cases(parse_config(_scenario(), "x.yaml"), torch.device("cpu"))
+    assert unset.kv_heads == HEADS  # unset: plain MHA
 
 
 def test_decode_cannot_train() -> None:
@@ -66,14 +69,14 @@ def test_decode_step_matches_last_row_of_causal_attention(name: str, kv_heads: i
         cache = KVCache.prefill(*module.project_kv(x[:, :-1]))
         first = module.decode_step(x[:, -1:], cache)
         again = module.decode_step(x[:, -1:], cache)  # the timed step is repeatable: same slot, same work
-    assert numerical_error(first, decode_reference(weights, x, HEADS, causal=False))[1] < 1e-5
+    assert numerical_error(first, decode_reference(weights, x, HEADS, PLAIN))[1] < 1e-5
     assert torch.equal(first, again)
     assert cache.nbytes == 2 * 3 * kv_heads * 10 * (D_MODEL // HEADS) * 4  # GQA shrinks the cache by G
 
 
 def _decode_cost(batch: int, kv_heads: int = 8, cache_len: int = 4096) -> Any:
     heads, d_model, e = 32, 4096, 2
-    return cost_model.FUSED(Workload(batch, 1, cache_len + 1, d_model, heads, kv_heads, False, e))
+    return cost_model.FUSED(Workload(batch, 1, cache_len + 1, d_model, heads, kv_heads, d_model // heads, e))
 
 
 def test_decode_attention_intensity_is_flat_in_batch_projections_rise() -> None:
@@ -91,8 +94,8 @@ def test_decode_attention_intensity_is_flat_in_batch_projections_rise() -> None:
 
 
 def test_decode_workload_is_one_query_against_the_cache() -> None:
-    case = Case("s", 2, 16, 32, 4, True, False, "float32", 0, kv_heads=2, phase="decode")
-    w = workload(case)
+    case = plain_case("s", 2, 16, 32, 4, True, False, "float32", 0, kv_heads=2, phase="decode")
+    w = case.workload()
     assert (w.seq_len, w.kv_len, w.kv_heads, w.causal, w.tokens) == (1, 17, 2, False, 2)
 
 
@@ -144,7 +147,7 @@ def _gradients(
     name: str, weights: AttentionWeights, x: torch.Tensor, grad_out: torch.Tensor
 ) -> dict[str, torch.Tensor]:
     """Gradients w.r.t. x and the module's parameters, mapped to the canonical weight layout."""
-    module, x = build(name, weights, HEADS, causal=True).requires_grad_(), x.detach().requires_grad_()
+    module, x = build(name, weights, HEADS, CAUSAL).requires_grad_(), x.detach().requires_grad_()
     module(x).backward(grad_out)
     grads = _canonical_gradients(name, module, weights.kv_dim)
     assert set(grads) == set(_fields(weights)), name
@@ -174,7 +177,7 @@ def test_torch_mha_gradients_map_back_to_naive() -> None:
 
 
 def test_train_step_differentiates_the_modules_own_tensors() -> None:
-    case = Case("s", 1, 5, D_MODEL, HEADS, False, True, "float32", 0, mode="train")
+    case = plain_case("s", 1, 5, D_MODEL, HEADS, False, True, "float32", 0, mode="train")
     weights, x = AttentionWeights.random(D_MODEL, bias=True), torch.randn(1, 5, D_MODEL)
     module, step = prepare(get_spec("per_head"), case, weights, x)
     step.run()
@@ -186,7 +189,7 @@ def test_train_step_differentiates_the_modules_own_tensors() -> None:
 
 def test_backward_flops_follow_the_convention_and_the_counter() -> None:
     """GEMMs 2×, attention 2.5× forward; naive keeps P, so the counter sees 2× for its attention."""
-    w = Workload(2, 6, 6, D_MODEL, HEADS, HEADS, False, 4, train=True)
+    w = Workload(2, 6, 6, D_MODEL, HEADS, HEADS, D_MODEL // HEADS, 4, train=True)
     forward = cost_model.MATERIALIZED(dataclasses.replace(w, train=False))
     cost = cost_model.MATERIALIZED(w)
     assert cost.backward_flops == 2 * forward.proj_flops + 5 * forward.attn_flops // 2

@@ -14,8 +14,8 @@ from synthetic_runs import make_older, row, sweep_rows, write_run
 
 from mhabench import cli_run
 from mhabench.analysis.advice.advise import advise
-from mhabench.analysis.compare import Unjudged, compare_runs
-from mhabench.analysis.verdict import Change
+from mhabench.analysis.compare import compare_runs
+from mhabench.analysis.verdict import Change, Unjudged
 from mhabench.results.manifest import Manifest
 from mhabench.results.schema import ResultRow, RowStatus
 from mhabench.results.store import CSV_NAME, PARQUET_NAME, held_run, load_run, read_frame

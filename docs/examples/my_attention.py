@@ -4,8 +4,9 @@ Use it either way:
     mhabench run --plugin docs/examples/my_attention.py            # registers "my_attention" below
     implementations: [naive, "examples/my_attention.py:MyAttention"]  # in a config next to examples/
 
-The class takes ``(weights, heads, causal)``; ``forward(x)`` maps (batch, seq_len, d_model) to the
-same shape. Its output is checked against the float64 reference before it is timed.
+The class takes ``(weights, heads, pattern)``: ``pattern`` is an ``mhabench.pattern.AttentionPattern`` (its
+capabilities below declare none and causal only, so ``pattern.causal`` says all there is); ``forward(x)`` maps
+(batch, seq_len, d_model) to the same shape. Its output is checked against the float64 reference before it is timed.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ def frozen(t: torch.Tensor | None) -> nn.Parameter | None:
     capabilities=mhabench.Capabilities(grouped_kv=False),  # what it cannot run becomes an 'unsupported' row
 )
 class MyAttention(nn.Module):
-    def __init__(self, weights: mhabench.AttentionWeights, heads: int, causal: bool = False) -> None:
+    def __init__(
+        self, weights: mhabench.AttentionWeights, heads: int, pattern: mhabench.pattern.AttentionPattern
+    ) -> None:
         super().__init__()
-        self.heads, self.causal = heads, causal
+        self.heads, self.causal = heads, pattern.causal
         w = weights
         self.w_q, self.w_k, self.w_v, self.w_o = (frozen(t) for t in (w.w_q, w.w_k, w.w_v, w.w_o))
         self.b_q, self.b_k, self.b_v, self.b_o = (frozen(t) for t in (w.b_q, w.b_k, w.b_v, w.b_o))

@@ -14,14 +14,14 @@ processes, not the one worst ratio; every range is kept in the file). It is stor
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mhabench.analysis.advice.replicated import is_replicated
 from mhabench.analysis.replication import between_process_range
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.errors import InputError
@@ -32,8 +32,9 @@ from mhabench.results.fingerprint import Fingerprint
 from mhabench.results.schema import RowStatus
 from mhabench.results.store import Run
 from mhabench.run.replicates import run_replicated
-from mhabench.scenario.config import RunConfig, parse_config
+from mhabench.scenario.config import RunConfig
 from mhabench.scenario.device import resolve_device
+from mhabench.scenario.loading import parse_config
 
 DEFAULT_PROCESSES = 5
 """Processes a calibration runs: five give a range that a sixth process rarely leaves, in about a minute
@@ -67,9 +68,44 @@ def calibrate(
 
 def calibrate_from(run: Run) -> tuple[Calibration, Path]:
     """``calibrate --from RUN``: the spread of a replicated run already on disk, stored for its machine."""
-    if not is_replicated(run.manifest):
+    if not run.manifest.replicated:
         raise InputError(f"--from: {run.run_id} is not a replicated run (run it with --replicates 3 or more)")
     calibration = calibration_of(run)
+    return calibration, save_calibration(calibration)
+
+
+def calibrate_across(runs: Sequence[Run]) -> tuple[Calibration, Path]:
+    """``calibrate --from A --from B …``: one-process runs of one config on one machine, run *i* read as process *i*
+    (over the (case, implementation) pairs every run measured), stored for that machine; one run: `calibrate_from`.
+
+    Separate runs of the default sweep are separate processes, so the recorded runs of a machine that is not at
+    hand (the GPU's, docs/findings/replication.md) still say how far its processes put the same ratio apart."""
+    if len(runs) == 1:
+        return calibrate_from(runs[0])
+    fingerprints = {Fingerprint.of(run.manifest.environment).key for run in runs}
+    if len(fingerprints) > 1:
+        raise InputError(f"--from: the runs were measured on {len(fingerprints)} different machines (fingerprints)")
+    for run in runs:
+        if run.manifest.replicated or len({row.case.repeat for row in run.rows}) > 1:
+            raise InputError(f"--from: {run.run_id} holds several processes or repeats; pass it alone")
+    pairs = [{(row.case.case_id, row.case.impl) for row in run.rows} for run in runs]
+    shared = set.intersection(*pairs)
+    if not shared:
+        raise InputError("--from: the runs share no (case, implementation) pair")
+    rows = [
+        dataclasses.replace(row, case=dataclasses.replace(row.case, repeat=index))
+        for index, run in enumerate(runs)
+        for row in run.rows
+        if (row.case.case_id, row.case.impl) in shared
+    ]
+    merged = calibration_of(Run(runs[0].path, runs[0].manifest, rows))
+    times = [run.manifest.finished_at or run.manifest.started_at for run in runs]
+    calibration = dataclasses.replace(
+        merged,
+        run_id=" ".join(run.run_id for run in runs),
+        run_path=" ".join(str(run.path) for run in runs),
+        measured_at=max((time for time in times if time), default=merged.measured_at),
+    )
     return calibration, save_calibration(calibration)
 
 

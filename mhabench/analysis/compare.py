@@ -19,7 +19,6 @@ JSON, Markdown).
 from __future__ import annotations
 
 import dataclasses
-import enum
 import json
 import math
 from typing import Any
@@ -28,10 +27,10 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from mhabench.analysis import stats
+from mhabench.analysis import pooled_change, stats
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import DEFAULT_BASELINE, is_ok, samples_of, speedup_rows
-from mhabench.analysis.verdict import Change, judge_change
+from mhabench.analysis.verdict import Change, Unjudged, judge_change
 from mhabench.errors import InputError
 from mhabench.results import store as results
 from mhabench.results.calibration import load_calibration
@@ -50,17 +49,6 @@ ENVIRONMENT_FIELDS = (
     "python",
     "git_commit",
 )
-
-
-class Unjudged(str, enum.Enum):
-    """A compare row that gets no :class:`Change`: matched in one run only, or failed in either. Beside ``Change``
-    they make every word of the ``verdict`` column; str-valued, so the column and every output hold the words."""
-
-    NOT_COMPARED = "not compared"
-    ONLY_IN_BASE = "only in base"
-    ONLY_IN_CANDIDATE = "only in candidate"
-
-    __str__ = str.__str__
 
 
 class IncomparableRunsError(InputError):
@@ -110,6 +98,9 @@ class Comparison:
     baseline: str | None = None
     between_process_spread: float = 0.0
     """Two runs: the relative spread every interval was widened by before a verdict (0: none)."""
+    replicated: bool = False
+    """One run of several processes (``replicates: N``): its rows are read pooled across them
+    (:mod:`mhabench.analysis.pooled_rows`)."""
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -140,7 +131,8 @@ def speedups(run: results.Run, baseline: str = DEFAULT_BASELINE) -> Comparison:
     if baseline not in impls:
         known = ", ".join(sorted(impls))
         raise InputError(f"--baseline: {baseline!r} is not in run {run.run_id} (implementations: {known})")
-    return Comparison(run.run_id, None, speedup_rows(run.frame, baseline), [], baseline=baseline)
+    replicated = run.manifest.replicated
+    return Comparison(run.run_id, None, speedup_rows(run.frame, baseline), [], baseline=baseline, replicated=replicated)
 
 
 # --- two runs ----------------------------------------------------------------------------------
@@ -193,7 +185,9 @@ def compare_runs(
 
     Two runs are two processes: a ``faster`` or ``slower`` whose interval, widened by the machine's
     ``between_process_spread`` (``mhabench calibrate``), reaches back across the threshold becomes ``~``
-    (:func:`mhabench.analysis.verdict.judge_change`)."""
+    (:func:`mhabench.analysis.verdict.judge_change`). Where either run is replicated, each row is read across
+    the processes of both runs (:mod:`mhabench.analysis.pooled_change`) and the spread the runs themselves
+    measured is the least the intervals are widened by."""
     differences = manifest_differences(base, candidate)
     base_kind, candidate_kind = device_kind(base), device_kind(candidate)
     if base_kind != candidate_kind and not force:
@@ -202,6 +196,12 @@ def compare_runs(
             "different device kinds are not comparable (pass --force to compare anyway)"
         )
     key = match_key(base.frame, candidate.frame)
+    if base.manifest.replicated or candidate.manifest.replicated:  # read across processes, not i with i
+        rows = pooled_change.compare_rows(base.frame, candidate.frame, key)
+        if all(row["verdict"] in (Unjudged.ONLY_IN_BASE, Unjudged.ONLY_IN_CANDIDATE) for row in rows):
+            raise NoCommonRowsError(f"{base.run_id} and {candidate.run_id} have no (case, implementation) in common")
+        measured = pooled_change.measured_spread(base.frame, candidate.frame, key)
+        return _judged(base, candidate, rows, differences, threshold, max(between_process_spread, measured))
     merged = pd.merge(
         base.frame.drop_duplicates(key).assign(_order=lambda f: range(len(f))),
         candidate.frame.drop_duplicates(key).assign(_order=lambda f: range(len(base.rows), len(base.rows) + len(f))),
@@ -217,6 +217,18 @@ def compare_runs(
             f"{base.run_id} and {candidate.run_id} have no rows in common (matched on {', '.join(key)})"
         )
     rows = [_compare_row(row, key) for _, row in merged.iterrows()]
+    return _judged(base, candidate, rows, differences, threshold, between_process_spread)
+
+
+def _judged(
+    base: results.Run,
+    candidate: results.Run,
+    rows: list[dict[str, Any]],
+    differences: list[Difference],
+    threshold: float,
+    between_process_spread: float,
+) -> Comparison:
+    """The compared rows with their Holm-corrected p-values and verdicts (widened by the between-process spread)."""
     adjusted = stats.holm([r["p_value"] for r in rows])
     for row, p_holm in zip(rows, adjusted, strict=True):
         row["p_holm"] = p_holm

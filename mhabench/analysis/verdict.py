@@ -27,6 +27,17 @@ class Change(str, enum.Enum):
     UNCLEAR = "~"
 
 
+class Unjudged(str, enum.Enum):
+    """A compared row that gets no :class:`Change`: in one run only, or failed in either (no ratio to judge). Beside
+    ``Change`` they make every word of compare's ``verdict`` column; str-valued, so the column holds the words."""
+
+    NOT_COMPARED = "not compared"
+    ONLY_IN_BASE = "only in base"
+    ONLY_IN_CANDIDATE = "only in candidate"
+
+    __str__ = str.__str__
+
+
 def widened(ci_low: float, ci_high: float, between_process_spread: float = 0.0) -> tuple[float, float]:
     """The interval stretched by a relative between-process spread on both sides (in log space)."""
     factor = 1.0 + max(between_process_spread, 0.0)

@@ -151,14 +151,13 @@ def fused_check(device: torch.device) -> Verdict:
     """The fused layer's tensor FLOPs against its cost model's useful FLOPs, through the runner's profiling."""
     from mhabench.impls import get_spec
     from mhabench.results.schema import CaseIdentity, ModelledCost, Outcome, ResultRow
-    from mhabench.run.steps import workload
 
     config = RunConfig.model_validate({"dtype": "bfloat16", "implementations": ["fused"], "scenarios": [FUSED_CASE]})
     (case,) = expand_cases(config, device)
     cost = get_spec("fused").cost
     assert cost is not None
-    useful = ModelledCost.from_cost(cost(workload(case))).useful_flops
-    row = ResultRow(CaseIdentity(impl="fused", dtype="bfloat16", case_id=case.case_id), Outcome(RowStatus.OK, ""))
+    useful = ModelledCost.from_cost(cost(case.workload())).useful_flops
+    row = ResultRow(CaseIdentity.of(case, impl="fused"), Outcome(RowStatus.OK, ""))
     job = ProfileJob(case, ("fused",), f"cuda:{device.index or 0}", "steady", None, replay=nsight.RANGE)
     profile = profile_case(job, [row], True, PROFILE_TIMEOUT_S, nsight.find_ncu())
     return flops_verdict(profile.counters["fused"], useful, "model_useful_flops")

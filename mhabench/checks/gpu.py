@@ -47,6 +47,7 @@ from mhabench.measure.memory import LiveStorageTracker, sdpa_backend
 from mhabench.measure.peaks import match_datasheet, measured_peaks, mig_reason, sheet_peaks
 from mhabench.measure.rounds import interleaved_medians_ms, time_in_rounds
 from mhabench.measure.trackers import CudaMemoryTracker
+from mhabench.pattern import CAUSAL, PLAIN, AttentionPattern
 from mhabench.results.schema import RowStatus
 from mhabench.scenario.config import TimingConfig
 from mhabench.torch_errors import classify_failure, one_line
@@ -149,12 +150,12 @@ def check_peak_memory(ctx: Context) -> Verdict:
     weights = AttentionWeights.random(4096, dtype=BF16, device=ctx.device)
     x = torch.randn(1, 4096, 4096, device=ctx.device, dtype=BF16)
     for name, model in (("fused", cost.FUSED), ("naive", cost.MATERIALIZED)):
-        module = build(name, weights, 32, False)
+        module = build(name, weights, 32, PLAIN)
         with torch.inference_mode():
             module(x)  # cuBLAS workspaces and lazy state exist before the measured call
             with CudaMemoryTracker(ctx.device) as tracker:
                 module(x)
-        predicted = model(Workload(1, 4096, 4096, 4096, 32, 32, False, 2)).predicted_peak_bytes
+        predicted = model(Workload(1, 4096, 4096, 4096, 32, 32, 128, 2)).predicted_peak_bytes
         figures[f"{name}_vs_predicted"] = [tracker.result().peak_memory_bytes, predicted]
     exact = all(peak == want for key, (peak, want) in figures.items() if key.startswith("empty"))
     bounded = all(0.5 * want <= peak <= want for key, (peak, want) in figures.items() if key.endswith("predicted"))
@@ -166,11 +167,11 @@ def _backend_of(name: str, weights: AttentionWeights, x: torch.Tensor, heads: in
     tracker = LiveStorageTracker()
     try:
         with torch.no_grad(), tracker:
-            out = build(name, weights, heads, True)(x)
+            out = build(name, weights, heads, CAUSAL)(x)
     except UnsupportedError as exc:
         return [f"unsupported: {exc}", True]
     dtype = str(x.dtype).removeprefix("torch.")
-    return [sdpa_backend(tracker.ops), check_output(out, reference_attention(weights, x, heads, True), dtype).ok]
+    return [sdpa_backend(tracker.ops), check_output(out, reference_attention(weights, x, heads, CAUSAL), dtype).ok]
 
 
 def check_sdpa_backends(ctx: Context) -> Verdict:
@@ -302,14 +303,14 @@ def check_reference_cost(ctx: Context) -> Verdict:
     x = torch.randn(8, 8192, 4096, device=ctx.device, dtype=BF16)
     rss_before_kib, start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter()
     with CudaMemoryTracker(ctx.device) as tracker:
-        reference = expected_output(weights, x, 32, True)
+        reference = expected_output(weights, x, 32, CAUSAL)
     seconds = time.perf_counter() - start
     with torch.inference_mode():
-        check = check_output(build("fused", weights, 32, True)(x), reference, "bfloat16")
+        check = check_output(build("fused", weights, 32, CAUSAL)(x), reference, "bfloat16")
     figures = {
         "seconds": seconds,
         "device_peak_bytes": tracker.result().peak_memory_bytes,
-        "predicted_bytes": reference_bytes(Workload(8, 8192, 8192, 4096, 32, 32, True, 2)),
+        "predicted_bytes": reference_bytes(Workload(8, 8192, 8192, 4096, 32, 32, 128, 2, CAUSAL)),
         "host_growth_bytes": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before_kib) * 1024,
         "sampled_rows": 0 if reference.rows is None else len(reference.rows.row_index),
         "fused": dataclasses.asdict(check),
@@ -318,15 +319,15 @@ def check_reference_cost(ctx: Context) -> Verdict:
     return seconds < 30 and within and check.ok, figures
 
 
-def _throughput(ctx: Context, weights: AttentionWeights, seq_len: int, causal: bool) -> dict[str, float]:
+def _throughput(ctx: Context, weights: AttentionWeights, seq_len: int, pattern: AttentionPattern) -> dict[str, float]:
     """Layer and attention-kernel TFLOP/s on useful FLOPs (causal: visible pairs only) and executed FLOPs."""
     x = torch.randn(1, seq_len, 4096, device=ctx.device, dtype=BF16)
     q, k, v = (torch.randn(1, 32, seq_len, 128, device=ctx.device, dtype=BF16) for _ in range(3))
-    module = build("fused", weights, 32, causal)
+    module = build("fused", weights, 32, pattern)
     with torch.inference_mode():
         layer_ms = _median_ms(lambda: module(x), ctx.device)[0]
-        kernel_ms = _median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), ctx.device)[0]
-    layer = cost.FUSED(Workload(1, seq_len, seq_len, 4096, 32, 32, causal, 2))
+        kernel_ms = _median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=pattern.causal), ctx.device)[0]
+    layer = cost.FUSED(Workload(1, seq_len, seq_len, 4096, 32, 32, 128, 2, pattern))
     return {
         "layer_ms": layer_ms,
         "layer_useful_tflops": layer.useful_flops / layer_ms / 1e9,
@@ -340,9 +341,9 @@ def check_fused_throughput(ctx: Context) -> Verdict:
     """fused bf16 d_k 128, n 4k–16k: throughput on useful FLOPs never above the datasheet peak (target ≥ 550)."""
     weights = AttentionWeights.random(4096, dtype=BF16, device=ctx.device)
     runs = {
-        f"n{n}{'_causal' if c else ''}": _throughput(ctx, weights, n, c)
+        f"n{n}{'_causal' if pattern.causal else ''}": _throughput(ctx, weights, n, pattern)
         for n in (4096, 8192, 16384)
-        for c in (False, True)
+        for pattern in (PLAIN, CAUSAL)
     }
     backend = _backend_of("fused", weights, torch.randn(1, 256, 4096, device=ctx.device, dtype=BF16), 32)[0]
     sheet = match_datasheet(torch.cuda.get_device_name(ctx.device))
@@ -377,17 +378,19 @@ def error_distribution(output: torch.Tensor, reference: Reference) -> dict[str, 
     }
 
 
-def _fp8_against_bf16(ctx: Context, weights: AttentionWeights, x: torch.Tensor, causal: bool) -> dict[str, Any]:
+def _fp8_against_bf16(
+    ctx: Context, weights: AttentionWeights, x: torch.Tensor, pattern: AttentionPattern
+) -> dict[str, Any]:
     """fused_fp8 checked against the float64 reference under its tolerance, then timed with bf16 fused in the same
     rounds: the error beside the speed."""
-    reference = expected_output(weights, x, 32, causal)
-    fp8, fused = build("fused_fp8", weights, 32, causal), build("fused", weights, 32, causal)
+    reference = expected_output(weights, x, 32, pattern)
+    fp8, fused = build("fused_fp8", weights, 32, pattern), build("fused", weights, 32, pattern)
     with torch.inference_mode():
         output = fp8(x)
         check, errors = check_output(output, reference, "float8_e4m3fn"), error_distribution(output, reference)
         timed = time_in_rounds({"fused": lambda: fused(x), "fused_fp8": lambda: fp8(x)}, ctx.device, TimingConfig(), 0)
     fused_ms, fp8_ms = (timed[name].latency.latency_ms for name in ("fused", "fused_fp8"))
-    useful = cost.FUSED_FP8(Workload(1, x.shape[1], x.shape[1], 4096, 32, 32, causal, 2)).useful_flops
+    useful = cost.FUSED_FP8(Workload(1, x.shape[1], x.shape[1], 4096, 32, 32, 128, 2, pattern)).useful_flops
     return {
         "ok": check.ok,
         "reason": check.reason,
@@ -407,11 +410,11 @@ def check_fp8_attention(ctx: Context) -> Verdict:
     reference and beats bf16 fused in the same rounds (SKIP: below sm90 or no nvidia-cudnn-frontend)."""
     weights = AttentionWeights.random(4096, dtype=BF16, device=ctx.device)
     try:
-        build("fused_fp8", weights, 32, False)
+        build("fused_fp8", weights, 32, PLAIN)
     except UnsupportedError as exc:
         return None, {"reason": str(exc)}
     x = torch.randn(1, FP8_SEQ_LEN, 4096, device=ctx.device, dtype=BF16)
-    runs = {("causal" if causal else "full"): _fp8_against_bf16(ctx, weights, x, causal) for causal in (False, True)}
+    runs = {("causal" if p.causal else "full"): _fp8_against_bf16(ctx, weights, x, p) for p in (PLAIN, CAUSAL)}
     sheet = match_datasheet(torch.cuda.get_device_name(ctx.device))
     figures = {
         "speedup": {name: run["speedup"] for name, run in runs.items()},
@@ -429,7 +432,7 @@ def check_do_bench(ctx: Context) -> Verdict:
         from triton.testing import do_bench
     except ImportError:
         return None, {"reason": "triton is not importable"}
-    module = build("fused", AttentionWeights.random(4096, dtype=BF16, device=ctx.device), 32, True)
+    module = build("fused", AttentionWeights.random(4096, dtype=BF16, device=ctx.device), 32, CAUSAL)
     x = torch.randn(1, 8192, 4096, device=ctx.device, dtype=BF16)
     with torch.inference_mode():
         medians = interleaved_medians_ms(
@@ -445,7 +448,7 @@ def check_do_bench(ctx: Context) -> Verdict:
 
 def check_cuda_graphs(ctx: Context) -> Verdict:
     """A small launch-bound naive call: graph replay costs no more device time and less host time than eager."""
-    module = build("naive", AttentionWeights.random(512, dtype=BF16, device=ctx.device), 8, True)
+    module = build("naive", AttentionWeights.random(512, dtype=BF16, device=ctx.device), 8, CAUSAL)
     x = torch.randn(1, 256, 512, device=ctx.device, dtype=BF16)
     with torch.inference_mode():
         eager = cuda_event_times_ms(lambda: module(x), ctx.device, 50, flush_l2=True, cuda_graphs=False)

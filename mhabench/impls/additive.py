@@ -25,6 +25,7 @@ from mhabench import cost
 from mhabench.impls.base import AttentionModule, causal_mask, frozen, linear, repeat_kv
 from mhabench.impls.registry import register
 from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import PLAIN, AttentionPattern
 
 SCORE_VECTOR_SEED = 4
 """Seed of the generator that draws the score vectors v (fixed, so every run uses the same v)."""
@@ -50,7 +51,9 @@ def additive_scores(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     return blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=2)
 
 
-def additive_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:
+def additive_reference(
+    weights: AttentionWeights, x: torch.Tensor, heads: int, pattern: AttentionPattern
+) -> torch.Tensor:
     """float64 reference, one head at a time with an explicit loop (independent of the blocked code)."""
     w = weights.to(dtype=torch.float64, device="cpu")
     x = x.to(dtype=torch.float64, device="cpu")
@@ -64,7 +67,7 @@ def additive_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, c
         kv_cols = slice((head // groups) * head_dim, (head // groups + 1) * head_dim)
         tanh = torch.tanh(q[:, :, None, cols] + k[:, None, :, kv_cols])  # (b, n, L, d_k)
         scores = tanh @ v[head]
-        if causal:
+        if pattern.causal:
             scores = scores.masked_fill(torch.ones_like(scores[0], dtype=torch.bool).triu(1), float("-inf"))
         outputs.append(scores.softmax(dim=-1) @ vals[:, :, kv_cols])
     merged = torch.cat(outputs, dim=-1)
@@ -80,8 +83,8 @@ def additive_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, c
 class AdditiveAttention(AttentionModule):
     """Projections as in ``naive``; scores from a tanh of sums and a learned vector instead of QKᵀ/√d_k."""
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
-        super().__init__(weights, heads, causal)
+    def __init__(self, weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN) -> None:
+        super().__init__(weights, heads, pattern)
         self.hold(weights)
         self.score_vector = frozen(score_vector(heads, self.head_dim, weights.w_q.dtype, weights.w_q.device))
 

@@ -44,12 +44,12 @@ class AttentionModule(nn.Module):
     parameter count, and what ``mode: train`` differentiates.
     """
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool | AttentionPattern) -> None:
+    def __init__(self, weights: AttentionWeights, heads: int, pattern: AttentionPattern) -> None:
         super().__init__()
         self.head_dim, self.kv_heads = head_layout(weights, heads)
         self.heads = heads
         self.d_model = weights.d_model
-        self.pattern = as_pattern(causal)
+        self.pattern = as_pattern(pattern)  # a bool from a plugin's subclass still works, deprecated
         self.causal = self.pattern.causal
         self.mask_cache = MaskCache(self.pattern, heads)
 

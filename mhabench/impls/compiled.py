@@ -19,6 +19,7 @@ from mhabench.errors import ReasonCode, UnsupportedError
 from mhabench.impls.naive import NaiveAttention
 from mhabench.impls.registry import register
 from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import PLAIN, AttentionPattern
 
 F = TypeVar("F", bound=Callable[..., torch.Tensor])
 
@@ -71,5 +72,5 @@ class CompiledModule(nn.Module):
     cost=cost.MATERIALIZED,
     compiles=True,
 )
-def compiled_naive(weights: AttentionWeights, heads: int, causal: bool = False) -> nn.Module:
-    return CompiledModule(NaiveAttention(weights, heads, causal))
+def compiled_naive(weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN) -> nn.Module:
+    return CompiledModule(NaiveAttention(weights, heads, pattern))

@@ -30,6 +30,7 @@ from mhabench import cost
 from mhabench.impls.base import AttentionModule, frozen
 from mhabench.impls.registry import Capabilities, register
 from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import PLAIN, AttentionPattern
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +63,9 @@ def full_dim_weights(weights: AttentionWeights, heads: int) -> FullDimWeights:
     return FullDimWeights(w_qkv, b_qkv, w_o, weights.b_o)
 
 
-def full_dim_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:
+def full_dim_reference(
+    weights: AttentionWeights, x: torch.Tensor, heads: int, pattern: AttentionPattern
+) -> torch.Tensor:
     """float64 reference: explicit loop over the h full-width heads with einsum attention."""
     w = full_dim_weights(weights.to(dtype=torch.float64, device="cpu"), heads)
     x = x.to(dtype=torch.float64, device="cpu")
@@ -70,7 +73,7 @@ def full_dim_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, c
     qkv = x @ w.w_qkv if w.b_qkv is None else x @ w.w_qkv + w.b_qkv
     q, k, v = (t.unflatten(-1, (heads, d_model)) for t in qkv.chunk(3, dim=-1))  # (b, n, h, D)
     scores = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(d_model)
-    if causal:
+    if pattern.causal:
         scores = scores.masked_fill(torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1), float("-inf"))
     out = torch.einsum("bhij,bjhd->bihd", scores.softmax(dim=-1), v).flatten(2)
     return out @ w.w_o if w.b_o is None else out @ w.w_o + w.b_o
@@ -86,8 +89,8 @@ def full_dim_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, c
 class FullDimHeadsAttention(AttentionModule):
     """Multi-head attention without the head-dimension reduction."""
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
-        super().__init__(weights, heads, causal)
+    def __init__(self, weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN) -> None:
+        super().__init__(weights, heads, pattern)
         packed = full_dim_weights(weights, heads)
         self.w_qkv, self.b_qkv = frozen(packed.w_qkv.t().contiguous()), frozen(packed.b_qkv)
         self.w_out, self.b_out = frozen(packed.w_o.t().contiguous()), frozen(packed.b_o)

@@ -10,7 +10,7 @@ from mhabench.impls.base import AttentionModule, frozen
 from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.registry import EVERY_PATTERN, Capabilities, register
 from mhabench.impls.weights import AttentionWeights
-from mhabench.pattern import AttentionPattern
+from mhabench.pattern import PLAIN, AttentionPattern
 
 
 def pack_qkv(weights: AttentionWeights) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -39,8 +39,8 @@ class FusedAttention(AttentionModule):
     through SDPA's ``enable_gqa``.
     """
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool | AttentionPattern = False) -> None:
-        super().__init__(weights, heads, causal)
+    def __init__(self, weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN) -> None:
+        super().__init__(weights, heads, pattern)
         w_qkv, b_qkv = pack_qkv(weights)
         self.w_qkv, self.b_qkv = frozen(w_qkv), frozen(b_qkv)
         self.w_out, self.b_out = frozen(weights.w_o.t().contiguous()), frozen(weights.b_o)

@@ -30,7 +30,7 @@ from mhabench.impls.cudnn_fp8 import GraphCache, frontend_unsupported_reason
 from mhabench.impls.fp8 import E4M3, Fp8Tensor, quantize, quantize_weight, scaled_linear
 from mhabench.impls.registry import Capabilities, register
 from mhabench.impls.weights import AttentionWeights
-from mhabench.pattern import AttentionPattern
+from mhabench.pattern import PLAIN, AttentionPattern
 
 COMPUTE_DTYPE = "float8_e4m3fn"
 FRONTEND_MODULE = "cudnn"
@@ -74,8 +74,8 @@ def misaligned_reason(d_model: int, head_dim: int) -> str | None:
 class FusedFp8Attention(AttentionModule):
     """Packed QKV and W_o GEMMs in fp8, cuDNN's fp8 attention between them; bf16 in and out."""
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool | AttentionPattern = False) -> None:
-        super().__init__(weights, heads, causal)
+    def __init__(self, weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN) -> None:
+        super().__init__(weights, heads, pattern)
         device = weights.w_q.device
         frontend = load_frontend()
         reason = frontend_unsupported_reason(frontend, device)

@@ -42,7 +42,7 @@ from mhabench.impls.compiled import compile_failure, unimplemented
 from mhabench.impls.fused import FusedAttention
 from mhabench.impls.registry import Capabilities, get_spec, optional_import, register
 from mhabench.impls.weights import AttentionWeights
-from mhabench.pattern import AttentionPattern, describe
+from mhabench.pattern import PLAIN, AttentionPattern, describe
 
 SUPPORTED_TRANSFORMERS = ((4, 57), (5, 19))
 """Versions whose attention API these peers were checked against: from 4.57 up to, not including, 5.19."""
@@ -197,11 +197,11 @@ class HfAttention(FusedAttention):
         self,
         weights: AttentionWeights,
         heads: int,
-        causal: bool | AttentionPattern = False,
+        pattern: AttentionPattern = PLAIN,
         *,
         attn_implementation: str,
     ) -> None:
-        super().__init__(weights, heads, causal)
+        super().__init__(weights, heads, pattern)
         refuse_unsupported(self.pattern, attn_implementation)
         masking_utils = load_transformers()
         window = self.pattern.window if self.pattern.mask == "sliding_window" else None
@@ -240,7 +240,7 @@ class HfFlexAttention(HfAttention):
         self,
         weights: AttentionWeights,
         heads: int,
-        causal: bool | AttentionPattern = False,
+        pattern: AttentionPattern = PLAIN,
         *,
         attn_implementation: str,
     ) -> None:
@@ -250,7 +250,7 @@ class HfFlexAttention(HfAttention):
             raise UnsupportedError(
                 f"torch.compile is not supported on this platform (torch {torch.__version__})", ReasonCode.PLATFORM
             )
-        super().__init__(weights, heads, causal, attn_implementation=attn_implementation)
+        super().__init__(weights, heads, pattern, attn_implementation=attn_implementation)
         torch._dynamo.reset()
 
     def attend_hf(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any) -> torch.Tensor:

@@ -9,7 +9,7 @@ from mhabench.impls.base import AttentionModule, linear, materialized_attention,
 from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.registry import EVERY_PATTERN, Capabilities, register
 from mhabench.impls.weights import AttentionWeights
-from mhabench.pattern import AttentionPattern
+from mhabench.pattern import PLAIN, AttentionPattern
 
 
 @register(
@@ -24,8 +24,8 @@ class NaiveAttention(AttentionModule):
 
     scaled = True  # divide the scores by √d_k (the ``unscaled`` ablation turns this off)
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool | AttentionPattern = False) -> None:
-        super().__init__(weights, heads, causal)
+    def __init__(self, weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN) -> None:
+        super().__init__(weights, heads, pattern)
         self.hold(weights)
 
     def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,7 +10,7 @@ from mhabench.impls.base import AttentionModule, frozen, linear, materialized_at
 from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.registry import EVERY_PATTERN, Capabilities, register
 from mhabench.impls.weights import AttentionWeights
-from mhabench.pattern import AttentionPattern
+from mhabench.pattern import PLAIN, AttentionPattern
 
 
 class HeadBlocks(nn.Module):
@@ -46,8 +46,8 @@ class PerHeadAttention(AttentionModule):
     computed once per group.
     """
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool | AttentionPattern = False) -> None:
-        super().__init__(weights, heads, causal)
+    def __init__(self, weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN) -> None:
+        super().__init__(weights, heads, pattern)
         self.q_heads = HeadBlocks(weights.w_q, weights.b_q, heads)
         self.k_heads = HeadBlocks(weights.w_k, weights.b_k, self.kv_heads)
         self.v_heads = HeadBlocks(weights.w_v, weights.b_v, self.kv_heads)

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Protocol
 
 import torch
 
+from mhabench.cost import Workload
 from mhabench.impls.fp8 import FP8_TOLERANCE
 from mhabench.impls.weights import AttentionWeights
 from mhabench.pattern import AttentionPattern, TokenTable, allowed, as_pattern, modify_scores, score_bias
@@ -144,7 +144,7 @@ def reference_attention(
     weights: AttentionWeights,
     x: torch.Tensor,
     heads: int,
-    causal: bool | AttentionPattern,
+    pattern: AttentionPattern,
     scale: float | None = None,
     *,
     rows: RowSample | None = None,
@@ -152,14 +152,14 @@ def reference_attention(
 ) -> torch.Tensor:
     """softmax(mod(Q Kᵀ · scale) + mask) V W_o in float64 on ``x``'s device, grouped K/V heads broadcast.
 
-    ``causal`` is a bool (plain attention) or the case's :class:`~mhabench.pattern.AttentionPattern`,
-    whose documents describe the rows of ``x``. ``scale`` defaults to 1/√d_k (the ``unscaled`` ablation
-    passes 1). Returns (b, n, D), or with ``rows`` only those (batch, row) pairs, as (k, D), each batch
-    element projected on its own.
+    ``pattern`` is the case's :class:`~mhabench.pattern.AttentionPattern`, whose documents describe the rows of
+    ``x`` (a bool, the argument before patterns, still works and is deprecated). ``scale`` defaults to 1/√d_k
+    (the ``unscaled`` ablation passes 1). Returns (b, n, D), or with ``rows`` only those (batch, row) pairs, as
+    (k, D), each batch element projected on its own.
     """
     w = weights.to(dtype=torch.float64, device=x.device)
     scale = 1 / math.sqrt(w.q_dim // heads) if scale is None else scale
-    pattern = as_pattern(causal)
+    pattern = as_pattern(pattern)
     table = TokenTable.of(pattern.rows(x.shape[0], x.shape[1]), x.device)
     if rows is None:
         return _rows_of(w, x.to(torch.float64), None, heads, pattern, table, scale, block_bytes)
@@ -173,15 +173,13 @@ def reference_attention(
     return out
 
 
-def decode_reference(
-    weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool | AttentionPattern
-) -> torch.Tensor:
+def decode_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, pattern: AttentionPattern) -> torch.Tensor:
     """Decode of the last token of ``x`` against a cache of the others: the last row of causal attention.
 
     The last token sees every cached token whatever the mask, except under a sliding window (the last
     ``window`` tokens); a score modifier applies. Only the last row is computed: O(n), not O(n²).
     """
-    pattern = as_pattern(causal)
+    pattern = as_pattern(pattern)
     if pattern.mask != "sliding_window":
         pattern = dataclasses.replace(pattern, mask="causal", prefix=None)
     batch, seq_len, _ = x.shape
@@ -193,7 +191,7 @@ def expected_output(
     weights: AttentionWeights,
     x: torch.Tensor,
     heads: int,
-    causal: bool | AttentionPattern,
+    pattern: AttentionPattern,
     *,
     phase: str = "prefill",
     scale: float | None = None,
@@ -201,12 +199,12 @@ def expected_output(
 ) -> Reference:
     """The reference the runner checks standard attention against: every row, or a sample above the size."""
     if phase == "decode":
-        return Reference(decode_reference(weights, x, heads, causal))
+        return Reference(decode_reference(weights, x, heads, pattern))
     batch, seq_len, _ = x.shape
     if batch * heads * seq_len * seq_len <= sample_above:
-        return Reference(reference_attention(weights, x, heads, causal, scale))
+        return Reference(reference_attention(weights, x, heads, pattern, scale))
     rows = sample_rows(batch, seq_len)
-    return Reference(reference_attention(weights, x, heads, causal, scale, rows=rows), rows)
+    return Reference(reference_attention(weights, x, heads, pattern, scale, rows=rows), rows)
 
 
 def numerical_error(output: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
@@ -255,22 +253,7 @@ def check_output(output: torch.Tensor, reference: torch.Tensor | Reference, dtyp
     return CheckResult(max_abs, max_rel, bad, not reason, reason)
 
 
-class AttentionShape(Protocol):
-    """The shape fields :func:`reference_bytes` needs (``mhabench.cost.Workload`` has them)."""
-
-    batch: int
-    seq_len: int
-    kv_len: int
-    d_model: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    pattern: AttentionPattern | None
-
-
-def reference_bytes(
-    shape: AttentionShape, block_bytes: int = BLOCK_BYTES, sample_above: int = SAMPLE_ABOVE_SCORES
-) -> int:
+def reference_bytes(shape: Workload, block_bytes: int = BLOCK_BYTES, sample_above: int = SAMPLE_ABOVE_SCORES) -> int:
     """Predicted peak bytes the reference allocates on the case's device (the case's own tensors excluded).
 
     ``seq_len`` queries per sequence against ``kv_len`` keys (decode: 1 against n + 1, recognised by
@@ -291,7 +274,7 @@ def reference_bytes(
     gathered = gathered_rows * d_model
     per_row = sequences * shape.heads * shape.kv_len
     block = max(block_bytes // FLOAT64_BYTES // per_row, 1) * per_row
-    alibi = shape.pattern is not None and shape.pattern.score_mod == "alibi"
+    alibi = shape.pattern.score_mod == "alibi"
     scores = (3 if alibi else 2) * min(rows * per_row, block)  # ALiBi's bias block beside them
     inputs = sequences * shape.kv_len * d_model
     keys_values = 4 * sequences * shape.kv_len * kv_dim

@@ -1,7 +1,7 @@
 """The one registry of attention implementations, filled by the ``@register`` decorator.
 
 Modelled on tritonbench's decorator-registered backends: an implementation is a factory
-``(weights, heads, causal) -> nn.Module`` plus what the runner needs to know before it builds one:
+``(weights, heads, pattern) -> nn.Module`` plus what the runner needs to know before it builds one:
 the cost model that prices a workload (:class:`mhabench.cost.CostModel`) and the
 :class:`Capabilities` it has. The runner asks :meth:`Capabilities.unsupported_reason` up front, so a
 case an implementation cannot run becomes an ``unsupported`` row without building anything.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
+import inspect
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, get_args
@@ -19,13 +20,22 @@ from typing import Any, get_args
 import torch
 from torch import nn
 
-from mhabench.cost import CostModel
+from mhabench.cost import CostModel, Workload
 from mhabench.errors import ReasonCode, Refusal, RegistryError, UnknownImplementationError, UnsupportedError
 from mhabench.impls.weights import AttentionWeights
-from mhabench.pattern import PLAIN, PLAIN_MASKS, AttentionPattern, Layout, MaskName, ScoreModName, as_pattern
+from mhabench.pattern import PLAIN, PLAIN_MASKS, AttentionPattern, Layout, MaskName, ScoreModName, as_pattern, say_once
 
-Factory = Callable[[AttentionWeights, int, bool | AttentionPattern], nn.Module]
-ReferenceFn = Callable[[AttentionWeights, torch.Tensor, int, bool], torch.Tensor]
+Factory = Callable[[AttentionWeights, int, AttentionPattern], nn.Module]
+ReferenceFn = Callable[[AttentionWeights, torch.Tensor, int, AttentionPattern], torch.Tensor]
+
+BOOL_CAUSAL_FACTORY = (
+    "a factory taking (weights, heads, causal) is deprecated: take (weights, heads, pattern), an "
+    "mhabench.pattern.AttentionPattern (pattern.causal is the old flag)"
+)
+BOOL_CAUSAL_REFERENCE = (
+    "a reference taking (weights, x, heads, causal) is deprecated: take (weights, x, heads, pattern), an "
+    "mhabench.pattern.AttentionPattern (pattern.causal is the old flag)"
+)
 
 INSTALL_HINTS = {"transformers": "make hf installs it: the hf extra"}
 """How to get a missing package this project installs itself, so an ``unsupported`` row says what to run."""
@@ -67,25 +77,14 @@ class Capabilities:
     decode_window: bool = False
     """``phase: decode`` with a sliding window: the step attends over the last ``window`` cached keys."""
 
-    def unsupported_reason(
-        self,
-        name: str,
-        *,
-        kv_heads: int,
-        heads: int,
-        phase: str,
-        mode: str,
-        device_type: str,
-        dtype: str,
-        head_dim: int | None = None,
-        d_model: int | None = None,
-        pattern: AttentionPattern = PLAIN,
-    ) -> Refusal | None:
-        """Why ``name`` cannot run this case, or None when it can (``head_dim``/``d_model`` None: d_model / heads): the
-        first capability the case needs and it lacks, a text that carries its :class:`ReasonCode`."""
+    def unsupported_reason(self, name: str, shape: Workload, *, dtype: str, device_type: str) -> Refusal | None:
+        """Why ``name`` cannot run ``shape`` (a case's :meth:`~mhabench.scenario.cases.Case.workload`) in ``dtype`` on
+        ``device_type``, or None when it can: the first capability the case needs and it lacks, a text that carries
+        its :class:`ReasonCode`."""
         missing = [package for package in self.requires if importlib.util.find_spec(package) is None]
-        apart = head_dim is not None and d_model is not None and heads * head_dim != d_model
-        too_wide = head_dim is not None and self.max_head_dim is not None and head_dim > self.max_head_dim
+        heads, kv_heads, head_dim = shape.heads, shape.kv_heads, shape.head_dim
+        apart = heads * head_dim != shape.d_model
+        too_wide = self.max_head_dim is not None and head_dim > self.max_head_dim
         checks = [
             (bool(missing), ReasonCode.NOT_INSTALLED, f"{', '.join(missing)} not installed{install_hint(missing)}"),
             (
@@ -103,19 +102,19 @@ class Capabilities:
                 ReasonCode.GROUPED_KV,
                 f"no grouped K/V heads (kv_heads {kv_heads} < heads {heads})",
             ),
-            (phase == "decode" and not self.decode, ReasonCode.DECODE, "no KV-cache decode step"),
-            (mode == "train" and not self.train, ReasonCode.BACKWARD, "no backward pass"),
+            (shape.decode and not self.decode, ReasonCode.DECODE, "no KV-cache decode step"),
+            (shape.train and not self.train, ReasonCode.BACKWARD, "no backward pass"),
             (
                 apart and not self.own_head_dim,
                 ReasonCode.HEAD_DIM,
-                f"no head_dim apart from d_model / heads ({heads} × {head_dim} ≠ {d_model})",
+                f"no head_dim apart from d_model / heads ({heads} × {head_dim} ≠ {shape.d_model})",
             ),
             (too_wide, ReasonCode.HEAD_DIM_TOO_WIDE, f"head_dim {head_dim} > {self.max_head_dim} has no kernel"),
-            *self._pattern_checks(pattern, phase),
+            *self._pattern_checks(shape.pattern, shape.decode),
         ]
         return next((Refusal(f"{name}: {reason}", code) for failed, code, reason in checks if failed), None)
 
-    def _pattern_checks(self, pattern: AttentionPattern, phase: str) -> list[tuple[bool, ReasonCode, str]]:
+    def _pattern_checks(self, pattern: AttentionPattern, decode: bool) -> list[tuple[bool, ReasonCode, str]]:
         """(fails, code, reason) for the mask, documents and score modifier of a case."""
         layout = pattern.layout if pattern.lengths is not None else None
         return [
@@ -131,7 +130,7 @@ class Capabilities:
             ),
             (pattern.score_mod not in self.score_mods, ReasonCode.SCORE_MOD, f"no {pattern.score_mod} score modifier"),
             (
-                phase == "decode" and pattern.mask == "sliding_window" and not self.decode_window,
+                decode and pattern.mask == "sliding_window" and not self.decode_window,
                 ReasonCode.DECODE_WINDOW,
                 "no windowed decode step",
             ),
@@ -176,6 +175,9 @@ class ImplSpec:
     compute_dtype: str | None = None
     """The dtype it computes in when that is not the case's (``fused_fp8``: bf16 at the edges, e4m3 inside):
     its output is checked under that dtype's tolerance and its row placed on that dtype's roof. None: the case's."""
+    bool_causal: bool = False
+    """Its factory was written before patterns, ``(weights, heads, causal)``: a plain pattern reaches it as the bool
+    ``causal`` (deprecated, :func:`takes_bool_causal`)."""
 
 
 _REGISTRY: dict[str, ImplSpec] = {}
@@ -205,8 +207,15 @@ def register(
     def decorator(factory: Factory) -> Factory:
         if name in _REGISTRY:
             raise RegistryError(f"implementation {name!r} is already registered")
+        bool_causal = takes_bool_causal(factory, 2)
+        if bool_causal:
+            say_once(f"{name}: {BOOL_CAUSAL_FACTORY}")
+        checked_against = reference
+        if reference is not None and takes_bool_causal(reference, 3):
+            say_once(f"{name}: {BOOL_CAUSAL_REFERENCE}")
+            checked_against = given_bool_causal(reference)
         _REGISTRY[name] = ImplSpec(
-            name, factory, description, cost, capabilities, core, reference, compiles, compute_dtype
+            name, factory, description, cost, capabilities, core, checked_against, compiles, compute_dtype, bool_causal
         )
         return factory
 
@@ -231,11 +240,42 @@ def core_implementations() -> list[str]:
     return [spec.name for spec in _REGISTRY.values() if spec.core]
 
 
-def build(name: str, weights: AttentionWeights, heads: int, causal: bool | AttentionPattern = False) -> nn.Module:
-    """Instantiate implementation ``name`` on ``weights``; ``forward(x)`` maps (b, n, D) → (b, n, D).
+def build(
+    name: str,
+    weights: AttentionWeights,
+    heads: int,
+    pattern: AttentionPattern = PLAIN,
+    *,
+    causal: bool | None = None,
+) -> nn.Module:
+    """Instantiate implementation ``name`` on ``weights`` for ``pattern``; ``forward(x)`` maps (b, n, D) → (b, n, D).
 
-    A plain pattern reaches the factory as the bool ``causal`` (what a plugin written for none/causal
-    expects); any other only reaches an implementation whose capabilities declared it, as the pattern.
+    ``causal=True/False`` (the argument before patterns) still works and is deprecated (:func:`as_pattern`). A
+    factory written before patterns (:attr:`ImplSpec.bool_causal`) gets a plain pattern as that bool; any other
+    pattern reaches only an implementation whose capabilities declared it, as the pattern.
     """
-    pattern = as_pattern(causal)
-    return get_spec(name).factory(weights, heads, pattern.causal if pattern.plain else pattern)
+    pattern = as_pattern(pattern if causal is None else causal)
+    spec = get_spec(name)
+    if spec.bool_causal and pattern.plain:
+        return spec.factory(weights, heads, pattern.causal)  # type: ignore[arg-type]  # the bool it was written for
+    return spec.factory(weights, heads, pattern)
+
+
+def takes_bool_causal(function: Callable[..., object], position: int) -> bool:
+    """Whether ``function`` (a factory: ``position`` 2, a ``reference=``: 3) was written before patterns: that
+    parameter is still named ``causal``, the bool it expects for none/causal (a built-in's is ``pattern``)."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # a builtin without an introspectable signature: the current protocol
+        return False
+    return len(parameters) > position and parameters[position].name == "causal"
+
+
+def given_bool_causal(reference: Callable[..., torch.Tensor]) -> ReferenceFn:
+    """A ``reference=`` written before patterns, handed the bool it expects: an ablation's reference runs the plain
+    patterns its capabilities allow, where ``pattern.causal`` is all there is."""
+
+    def with_bool(weights: AttentionWeights, x: torch.Tensor, heads: int, pattern: AttentionPattern) -> torch.Tensor:
+        return reference(weights, x, heads, pattern.causal)
+
+    return with_bool

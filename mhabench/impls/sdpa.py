@@ -24,7 +24,7 @@ from mhabench.errors import ReasonCode, UnsupportedError
 from mhabench.impls.fused import SDPA_PATTERNS, FusedAttention
 from mhabench.impls.registry import Capabilities, register
 from mhabench.impls.weights import AttentionWeights
-from mhabench.pattern import AttentionPattern
+from mhabench.pattern import PLAIN, AttentionPattern
 from mhabench.torch_errors import is_no_kernel
 
 
@@ -32,9 +32,9 @@ class ForcedBackendAttention(FusedAttention):
     """:class:`FusedAttention` whose attention may run only on ``backend`` (no silent fallback)."""
 
     def __init__(
-        self, weights: AttentionWeights, heads: int, causal: bool | AttentionPattern = False, *, backend: SDPBackend
+        self, weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN, *, backend: SDPBackend
     ) -> None:
-        super().__init__(weights, heads, causal)
+        super().__init__(weights, heads, pattern)
         self.backend = backend
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:

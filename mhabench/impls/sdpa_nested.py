@@ -22,7 +22,7 @@ from mhabench.errors import ReasonCode, UnsupportedError
 from mhabench.impls.fused import FusedAttention
 from mhabench.impls.registry import Capabilities, register
 from mhabench.impls.weights import AttentionWeights
-from mhabench.pattern import AttentionPattern
+from mhabench.pattern import PLAIN, AttentionPattern
 from mhabench.torch_errors import is_no_kernel
 
 
@@ -47,8 +47,8 @@ class Jagged(NamedTuple):
 class NestedSdpaAttention(FusedAttention):
     """:class:`FusedAttention`'s projections around SDPA on nested jagged documents."""
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool | AttentionPattern = False) -> None:
-        super().__init__(weights, heads, causal)
+    def __init__(self, weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN) -> None:
+        super().__init__(weights, heads, pattern)
         self.layouts: dict[tuple[object, ...], Jagged] = {}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -20,6 +20,7 @@ from mhabench.impls.base import AttentionModule, causal_mask, linear
 from mhabench.impls.reference import reference_attention
 from mhabench.impls.registry import Capabilities, register
 from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import PLAIN, AttentionPattern
 
 
 def shared_weights(weights: AttentionWeights) -> AttentionWeights:
@@ -27,9 +28,11 @@ def shared_weights(weights: AttentionWeights) -> AttentionWeights:
     return dataclasses.replace(weights, w_k=weights.w_q, b_k=weights.b_q)
 
 
-def shared_qk_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:
+def shared_qk_reference(
+    weights: AttentionWeights, x: torch.Tensor, heads: int, pattern: AttentionPattern
+) -> torch.Tensor:
     """float64 reference: standard attention on the weights with W_K replaced by W_Q."""
-    return reference_attention(shared_weights(weights), x, heads, causal)
+    return reference_attention(shared_weights(weights), x, heads, pattern)
 
 
 @register(
@@ -42,8 +45,8 @@ def shared_qk_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, 
 class SharedQKAttention(AttentionModule):
     """Materialized attention whose keys are its queries: scores = Q Qᵀ / √d_k."""
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
-        super().__init__(weights, heads, causal)
+    def __init__(self, weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN) -> None:
+        super().__init__(weights, heads, pattern)
         self.hold(shared_weights(weights))
         del self.w_k, self.b_k  # the keys are the queries: no K projection
 

@@ -39,6 +39,7 @@ from mhabench.impls.base import AttentionModule, frozen, linear, materialized_at
 from mhabench.impls.fused import pack_qkv
 from mhabench.impls.registry import Capabilities, ImplSpec, register
 from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import PLAIN, AttentionPattern
 
 # The all-reduce is not differentiable here and there is no sharded KV cache: forward prefill only.
 TP_CAPABILITIES = Capabilities(decode=False, train=False)
@@ -66,7 +67,7 @@ _ACTIVE_GROUP: contextvars.ContextVar[TPGroup] = contextvars.ContextVar("tensor_
 
 @contextlib.contextmanager
 def using_group(tp: TPGroup) -> Iterator[None]:
-    """Layers built inside split over ``tp``: how the registry's ``(weights, heads, causal)`` factory learns it."""
+    """Layers built inside split over ``tp``: how the registry's ``(weights, heads, pattern)`` factory learns it."""
     token = _ACTIVE_GROUP.set(tp)
     try:
         yield
@@ -157,8 +158,10 @@ class TensorParallelAttention(AttentionModule):
     ``tp`` defaults to the group set by :func:`using_group` (one rank when none is set).
     """
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False, tp: TPGroup | None = None) -> None:
-        super().__init__(weights, heads, causal)
+    def __init__(
+        self, weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN, tp: TPGroup | None = None
+    ) -> None:
+        super().__init__(weights, heads, pattern)
         self.tp = tp or _ACTIVE_GROUP.get()
         check_divisible(heads, self.kv_heads, self.tp.size)
         self.local_heads = heads // self.tp.size
@@ -190,8 +193,10 @@ def is_tensor_parallel(spec: ImplSpec) -> bool:
 class TensorParallelFused(TensorParallelAttention):
     """``tp_fused``: this rank's heads as one packed QKV GEMM and SDPA, a partial W_o, one all-reduce."""
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False, tp: TPGroup | None = None) -> None:
-        super().__init__(weights, heads, causal, tp)
+    def __init__(
+        self, weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN, tp: TPGroup | None = None
+    ) -> None:
+        super().__init__(weights, heads, pattern, tp)
         local = self.shard(weights)
         w_qkv, b_qkv = pack_qkv(local)
         self.w_qkv, self.b_qkv = frozen(w_qkv), frozen(b_qkv)
@@ -217,8 +222,10 @@ class TensorParallelFused(TensorParallelAttention):
 class TensorParallelNaive(TensorParallelAttention):
     """``tp_naive``: this rank's heads as three GEMMs and a materialized softmax, a partial W_o, one all-reduce."""
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False, tp: TPGroup | None = None) -> None:
-        super().__init__(weights, heads, causal, tp)
+    def __init__(
+        self, weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN, tp: TPGroup | None = None
+    ) -> None:
+        super().__init__(weights, heads, pattern, tp)
         local = self.shard(weights)
         self.w_q, self.w_k, self.w_v, self.w_o = (frozen(t) for t in (local.w_q, local.w_k, local.w_v, local.w_o))
         self.b_q, self.b_k, self.b_v = (frozen(t) for t in (local.b_q, local.b_k, local.b_v))

@@ -22,6 +22,7 @@ from mhabench.impls.base import AttentionModule, causal_mask
 from mhabench.impls.fused import pack_qkv
 from mhabench.impls.registry import Capabilities, register
 from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import PLAIN, AttentionPattern
 
 CAPABILITIES = Capabilities(grouped_kv=False, own_head_dim=False)
 
@@ -37,8 +38,8 @@ class _MultiheadAttention(AttentionModule):
     zero_bias = False
     """Give the module zero biases where our weights have none (the fast path needs them)."""
 
-    def __init__(self, weights: AttentionWeights, heads: int, causal: bool = False) -> None:
-        super().__init__(weights, heads, causal)
+    def __init__(self, weights: AttentionWeights, heads: int, pattern: AttentionPattern = PLAIN) -> None:
+        super().__init__(weights, heads, pattern)
         w = weights.w_q
         bias = weights.has_bias or self.zero_bias
         self.mha = nn.MultiheadAttention(

@@ -17,11 +17,14 @@ from mhabench.impls.naive import NaiveAttention
 from mhabench.impls.reference import reference_attention
 from mhabench.impls.registry import Capabilities, register
 from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import AttentionPattern
 
 
-def unscaled_reference(weights: AttentionWeights, x: torch.Tensor, heads: int, causal: bool) -> torch.Tensor:
+def unscaled_reference(
+    weights: AttentionWeights, x: torch.Tensor, heads: int, pattern: AttentionPattern
+) -> torch.Tensor:
     """float64 reference: softmax(Q Kᵀ) V W_o, no 1/√d_k."""
-    return reference_attention(weights, x, heads, causal, scale=1.0)
+    return reference_attention(weights, x, heads, pattern, scale=1.0)
 
 
 @register(

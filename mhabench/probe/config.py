@@ -16,8 +16,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mhabench.errors import ConfigError, describe_validation_error
-from mhabench.scenario.config import ScenarioSpec, read_yaml
+from mhabench.scenario.config import ScenarioSpec
 from mhabench.scenario.limits import check_document_size
+from mhabench.scenario.loading import read_yaml
 
 ClaimGroup = Literal["var_qk", "saturation", "rank", "diagonal", "jl", "equivalence", "trained"]
 PROBE_FIELDS = frozenset({"name", "batch", "seq_len", "d_model", "heads", "kv_heads", "head_dim", "bias", "seed"})

@@ -106,6 +106,13 @@ class Manifest(BaseModel):
     drift: dict[str, Any] | None = None
     """The drift watch's reference timings of the run and what they say (:mod:`mhabench.measure.drift`)."""
 
+    @property
+    def replicated(self) -> bool:
+        """Whether the run's repeats are independent processes (``replicates`` above 1: an extra field, written only
+        by a replicated run): its answers are read across processes, not within one."""
+        count = getattr(self, "replicates", None)
+        return isinstance(count, int) and count > 1
+
     @field_validator("status", mode="before")
     @classmethod
     def _legacy_status(cls, value: Any) -> Any:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from mhabench.results.cells import field_of
 from mhabench.results.column import column
 from mhabench.results.gpu_groups import Energy, HardwareCounters
 from mhabench.results.stages import StageBreakdown
+
+if TYPE_CHECKING:
+    from mhabench.scenario.cases import Case
 
 FORMAT_VERSION = 4
 """On-disk format of a run (manifest ``format_version``). 1: the unversioned format before this schema;
@@ -83,6 +86,46 @@ class CaseIdentity:
     bias: bool = column("projections have biases", role="key", label="bias")
     tensor_parallel: int = column("ranks the heads are split across (1: one device)", role="key", label="tp")
     repeat: int = column("repetition of `run --repeat N` this row belongs to (0-based)", role="key", label="rep")
+
+    @classmethod
+    def of(
+        cls, case: Case, *, impl: str, run_id: str = "", device: str = "", device_name: str = "", repeat: int = 0
+    ) -> CaseIdentity:
+        """The identity of ``case`` run by ``impl``: the one place a case's shape and pattern become key columns.
+
+        The pattern is stored as the columns older runs hold (no window, prefix or cap: 0; no documents: layout
+        ``none``), so compare and resume match rows of any version.
+        """
+        pattern = case.pattern
+        return cls(
+            run_id=run_id,
+            scenario=case.scenario,
+            model=case.model,
+            case_id=case.case_id,
+            impl=impl,
+            device=device,
+            device_name=device_name,
+            dtype=case.dtype,
+            batch=case.batch,
+            seq_len=case.seq_len,
+            d_model=case.d_model,
+            heads=case.heads,
+            head_dim=case.head_dim,
+            kv_heads=case.kv_heads,
+            mode=case.mode,
+            phase=case.phase,
+            causal=case.causal,
+            mask=pattern.mask,
+            window=pattern.window or 0,
+            prefix=pattern.prefix or 0,
+            lengths=case.lengths,
+            layout=pattern.layout if pattern.lengths is not None else "none",
+            score_mod=pattern.score_mod,
+            softcap=pattern.softcap or 0.0,
+            bias=case.bias,
+            tensor_parallel=case.tensor_parallel,
+            repeat=repeat,
+        )
 
 
 class RowStatus(str, enum.Enum):

@@ -19,7 +19,6 @@ import torch
 from mhabench.impls.registry import ImplSpec
 from mhabench.measure import stages
 from mhabench.results.stages import StageBreakdown, breakdown_group
-from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import DTYPES
 from mhabench.stage_cost import StageCost, stage_costs
@@ -31,7 +30,7 @@ TRAIN_STEP = "not measured: the stage rules read a forward call's order, and a t
 
 def model_stages(spec: ImplSpec, case: Case) -> dict[str, StageCost] | None:
     """The cost model's figures per stage for this case; None for an implementation without a model."""
-    return stage_costs(spec.cost, workload(case)) if spec.cost else None
+    return stage_costs(spec.cost, case.workload()) if spec.cost else None
 
 
 def profiled_breakdown(call: Callable[[], object], spec: ImplSpec, case: Case, device: torch.device) -> StageBreakdown:

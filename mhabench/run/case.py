@@ -50,7 +50,6 @@ from mhabench.measure.peaks import DevicePeaks, device_name
 from mhabench.measure.rounds import time_in_rounds
 from mhabench.measure.torch_messages import as_note, caught_torch_messages
 from mhabench.measure.trackers import CudaMemoryTracker, DispatchTracker, Stopwatch
-from mhabench.results.columns import SHAPE_FIELDS
 from mhabench.results.gpu_groups import Energy
 from mhabench.results.schema import (
     CaseIdentity,
@@ -68,7 +67,7 @@ from mhabench.run.inputs import CaseInputs, make_inputs
 from mhabench.run.memory_guard import case_too_big
 from mhabench.run.ncu_profile import CounterSettings, case_counters
 from mhabench.run.placement import finished
-from mhabench.run.steps import Step, parameter_count, prepare, workload
+from mhabench.run.steps import Step, parameter_count, prepare
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import EnergyConfig, TimingConfig
 from mhabench.scenario.device import canonical_device
@@ -92,24 +91,19 @@ class CudaContextLostError(MhabenchError):
 
 
 def identity(run_id: str, case: Case, impl: str, device: torch.device, repeat: int = 0) -> CaseIdentity:
-    shape = {name: getattr(case, name) for name in SHAPE_FIELDS}
-    return CaseIdentity(
-        run_id=run_id,
-        scenario=case.scenario,
-        model=case.model,
-        case_id=case.case_id,
+    return CaseIdentity.of(
+        case,
         impl=impl,
+        run_id=run_id,
         device=canonical_device(device),
         device_name=device_name(device),
-        dtype=case.dtype,
         repeat=repeat,
-        **shape,
     )
 
 
 def modelled_cost(spec: ImplSpec, case: Case) -> ModelledCost | None:
     """The implementation's own cost model on this case; None when it declared none (a bare plugin)."""
-    return ModelledCost.from_cost(spec.cost(workload(case))) if spec.cost else None
+    return ModelledCost.from_cost(spec.cost(case.workload())) if spec.cost else None
 
 
 # --- screening: what is not even built --------------------------------------------------------
@@ -128,18 +122,7 @@ def screen(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True)
             f"{spec.name} is not tensor-parallel (one device only); tp_fused and tp_naive split heads",
             reason_code=ReasonCode.NOT_TENSOR_PARALLEL.value,
         )
-    reason = spec.capabilities.unsupported_reason(
-        spec.name,
-        kv_heads=case.kv_heads,
-        heads=case.heads,
-        phase=case.phase,
-        mode=case.mode,
-        device_type=device.type,
-        dtype=case.dtype,
-        head_dim=case.head_dim,
-        d_model=case.d_model,
-        pattern=case.pattern,
-    )
+    reason = spec.capabilities.unsupported_reason(spec.name, case.workload(), dtype=case.dtype, device_type=device.type)
     if reason is not None:
         return Outcome(RowStatus.UNSUPPORTED, reason, reason_code=reason.code.value)
     too_big = case_too_big(spec, case, device) if guard else None

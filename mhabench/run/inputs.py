@@ -54,7 +54,7 @@ def expected(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Ten
     """The float64 output ``spec`` must reproduce: its own reference function, or standard attention
     computed on the case's device in blocks (a sampled set of rows for large cases)."""
     if spec.reference is not None and case.phase == "prefill":
-        return Reference(spec.reference(weights, x, case.heads, case.causal))
+        return Reference(spec.reference(weights, x, case.heads, case.pattern))
     return expected_output(weights, x, case.heads, case.pattern, phase=case.phase)
 
 

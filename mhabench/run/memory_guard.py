@@ -14,7 +14,6 @@ import torch
 
 from mhabench.impls.reference import reference_bytes
 from mhabench.impls.registry import ImplSpec
-from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case
 
 MEMINFO = Path("/proc/meminfo")
@@ -122,7 +121,7 @@ def fits(
 
 def case_too_big(spec: ImplSpec, case: Case, device: torch.device) -> str | None:
     """Why ``spec`` on ``case`` would not fit (its predicted peak, or the float64 reference's), or None."""
-    shape = workload(case)
+    shape = case.workload()
     predicted = spec.cost(shape).predicted_peak_bytes if spec.cost else 0
     checked = dataclasses.replace(shape, kv_len=case.seq_len + 1) if shape.decode else shape  # all the cache
     return fits(predicted, reference_bytes(checked), device, reference_device=device)

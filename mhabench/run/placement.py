@@ -12,7 +12,6 @@ from mhabench.measure.nvml import per_joule
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.measure.roofline import executed_tflops, roofline
 from mhabench.results.schema import ResultRow, Roofline
-from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case
 
 
@@ -24,7 +23,7 @@ def finished(row: ResultRow, case: Case, peaks: DevicePeaks) -> ResultRow:
         return row
     tflops = executed_tflops(row.roofline)
     flops = tflops * 1e12 * row.latency.latency_ms / 1e3 if tflops is not None else None
-    return row.with_groups(per_joule(row.energy, flops, workload(case).real_tokens))
+    return row.with_groups(per_joule(row.energy, flops, case.workload().real_tokens))
 
 
 def placed(row: ResultRow, case: Case, peaks: DevicePeaks) -> Roofline:
@@ -37,7 +36,7 @@ def placed(row: ResultRow, case: Case, peaks: DevicePeaks) -> Roofline:
     skips = pattern.needs_mask and kernel_skips_masked_work(backend or "", row.case.impl, dense_mask=not pattern.plain)
     compute_dtype = get_spec(row.case.impl).compute_dtype
     roof = peaks.for_compute(compute_dtype)
-    tokens = workload(case).real_tokens
+    tokens = case.workload().real_tokens
     if roof is None:
         source = f"{peaks.source}; no {compute_dtype} tensor rate known for this device"
         return Roofline(tokens_per_s=tokens / (row.latency.latency_ms / 1e3), roofline_source=source)

@@ -25,9 +25,10 @@ from mhabench.results.schema import FORMAT_VERSION
 from mhabench.results.store import MANIFEST_NAME, finished_rows, read_manifest, resolve_run
 from mhabench.scenario import plugins
 from mhabench.scenario.cases import count_cases, expand_cases
-from mhabench.scenario.config import RunConfig, parse_config
+from mhabench.scenario.config import RunConfig
 from mhabench.scenario.device import canonical_device, resolve_device
 from mhabench.scenario.limits import check_row_count
+from mhabench.scenario.loading import parse_config
 from mhabench.version import __version__
 
 

@@ -23,7 +23,6 @@ import torch
 from mhabench.errors import InputError
 from mhabench.impls.registry import ImplSpec
 from mhabench.results.manifest import Shard
-from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case, expand_cases
 from mhabench.scenario.config import RunConfig
 
@@ -102,7 +101,7 @@ def predicted_times(config: RunConfig, device: torch.device, specs: Sequence[Imp
     predicted = {}
     for case in expand_cases(config, device):
         for spec in specs:
-            cost = spec.cost(workload(case)) if spec.cost else None
+            cost = spec.cost(case.workload()) if spec.cost else None
             predicted[(case.case_id, spec.name)] = predicted_pair_s(
                 cost.flops if cost else 0,
                 cost.bytes_moved if cost else 0,

@@ -25,14 +25,12 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from mhabench.cost import Workload
 from mhabench.impls import build
 from mhabench.impls.base import AttentionModule
 from mhabench.impls.kv_cache import KVCache
 from mhabench.impls.registry import ImplSpec
 from mhabench.impls.weights import AttentionWeights
 from mhabench.scenario.cases import Case
-from mhabench.scenario.config import DTYPES
 
 
 class Decoder(Protocol):
@@ -51,28 +49,6 @@ class Step:
     """Does the work and returns the attention output (detached) that is checked."""
     kv_cache_bytes: int | None = None
     """Bytes of the decode KV cache (None outside ``phase: decode``)."""
-
-
-def workload(case: Case) -> Workload:
-    """The attention shape a case runs: decode is 1 query against seq_len + 1 keys (a window: the last
-    ``window`` of them); documents run as their layout's rows (:meth:`AttentionPattern.input_shape`)."""
-    decode = case.phase == "decode"
-    rows, tokens = case.pattern.input_shape(case.batch, case.seq_len)
-    keys = case.pattern.last_query_keys(case.seq_len + 1) if decode else tokens
-    return Workload(
-        batch=rows,
-        seq_len=1 if decode else tokens,
-        kv_len=keys,
-        pattern=case.pattern,
-        decode=decode,
-        d_model=case.d_model,
-        heads=case.heads,
-        kv_heads=case.kv_heads,
-        head_dim=case.head_dim,
-        causal=case.causal and not decode,
-        element_bytes=DTYPES[case.dtype].itemsize,
-        train=case.mode == "train",
-    )
 
 
 def input_shape(case: Case) -> tuple[int, int]:
@@ -98,7 +74,7 @@ def _built(spec: ImplSpec, case: Case, weights: AttentionWeights, x: torch.Tenso
     checked call's counted ops and the timed calls are the attention's alone."""
     module = build(spec.name, weights, case.heads, case.pattern)
     if isinstance(module, AttentionModule):
-        shape = workload(case)
+        shape = case.workload()
         with torch.no_grad():
             module.prepare_masks(shape.batch, shape.seq_len, shape.kv_len, x)
     return module

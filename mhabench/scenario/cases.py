@@ -14,100 +14,98 @@ from typing import Any
 
 import torch
 
-from mhabench.pattern import CAUSAL_MASKS, AttentionPattern
+from mhabench.cost import Workload
+from mhabench.pattern import PLAIN, AttentionPattern
 from mhabench.scenario import lengths as doc_lengths
-from mhabench.scenario.config import SWEEP_FIELDS, RunConfig, ScenarioSpec
+from mhabench.scenario.config import DTYPES, SWEEP_FIELDS, RunConfig, ScenarioSpec
 from mhabench.scenario.device import resolve_dtype
 
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-    """One fully resolved point of a sweep: everything needed to build and run the layers."""
+    """One fully resolved point of a sweep: everything needed to build and run the layers.
+
+    Every field is resolved where cases are built (:func:`expand_cases`): ``kv_heads`` and ``head_dim`` are the
+    numbers the layers get, and ``pattern`` is the one statement of what each query sees, so nothing downstream
+    re-derives a default or a mask from another field.
+    """
 
     scenario: str
     batch: int
     seq_len: int
     d_model: int
     heads: int
-    causal: bool
+    kv_heads: int
+    """Key/value heads (``heads`` for plain multi-head attention)."""
+    head_dim: int
+    """Width of one head (d_model / heads unless the scenario sets it apart)."""
     bias: bool
     dtype: str
     seed: int
-    kv_heads: int | None = None
-    """Key/value heads; None (the default) means ``heads``, i.e. plain multi-head attention."""
+    pattern: AttentionPattern = PLAIN
+    """What each query sees and how its scores are modified (:mod:`mhabench.pattern`)."""
     mode: str = "forward"
     phase: str = "prefill"
-    head_dim: int | None = None
-    """Width of one head; None (the default) means d_model / heads."""
     model: str | None = None
     """The model preset or config.json the scenario's shape came from (None when none)."""
     tensor_parallel: int = 1
     """Ranks the heads are split across; 1 = one device."""
-    mask: str | None = None
-    """The attention mask (:mod:`mhabench.pattern`); None: ``causal`` decides (causal or none)."""
-    window: int = 0
-    """sliding_window: keys each query sees (0: no window)."""
-    prefix: int = 0
-    """prefix_lm: the bidirectional prefix (0: none)."""
     lengths: str = "none"
-    """Label of the documents' lengths (``none``: every row is a full-length sequence)."""
-    layout: str = "none"
-    """padded | packed with lengths; ``none`` without."""
-    score_mod: str = "none"
-    softcap: float = 0.0
-    """softcap: the cap (0: no cap)."""
-    documents: tuple[int, ...] | None = None
-    """The document lengths the ``lengths`` label stands for."""
-
-    def __post_init__(self) -> None:
-        if self.kv_heads is None:
-            object.__setattr__(self, "kv_heads", self.heads)
-        if self.head_dim is None:
-            object.__setattr__(self, "head_dim", self.d_model // self.heads)
-        if self.mask is None:
-            object.__setattr__(self, "mask", "causal" if self.causal else "none")
-        object.__setattr__(self, "causal", self.mask in CAUSAL_MASKS)
+    """Label of the documents' lengths in the case_id and the rows (``none``: every row is a full-length
+    sequence); the lengths themselves are ``pattern.lengths``."""
 
     @property
-    def pattern(self) -> AttentionPattern:
-        """What each query sees and how its scores are modified."""
-        return AttentionPattern(
-            mask=self.mask,  # type: ignore[arg-type]
-            window=self.window or None,
-            prefix=self.prefix or None,
-            lengths=self.documents,
-            layout="packed" if self.layout == "packed" else "padded",
-            score_mod=self.score_mod,  # type: ignore[arg-type]
-            softcap=self.softcap or None,
-        )
+    def causal(self) -> bool:
+        """No query sees a later key of its segment (the pattern's, read-only)."""
+        return self.pattern.causal
 
     @property
     def own_head_dim(self) -> bool:
         """The heads are not d_model / heads wide (Gemma 2, Qwen3): W_q's width is heads·head_dim, not d_model."""
         return self.heads * self.head_dim != self.d_model
 
+    def workload(self) -> Workload:
+        """The attention shape this case runs: decode is 1 query against seq_len + 1 keys (a window: the last
+        ``window`` of them); documents run as their layout's rows (:meth:`AttentionPattern.input_shape`)."""
+        decode = self.phase == "decode"
+        rows, tokens = self.pattern.input_shape(self.batch, self.seq_len)
+        return Workload(
+            batch=rows,
+            seq_len=1 if decode else tokens,
+            kv_len=self.pattern.last_query_keys(self.seq_len + 1) if decode else tokens,
+            d_model=self.d_model,
+            heads=self.heads,
+            kv_heads=self.kv_heads,
+            head_dim=self.head_dim,
+            element_bytes=DTYPES[self.dtype].itemsize,
+            pattern=self.pattern,
+            train=self.mode == "train",
+            decode=decode,
+        )
+
     @property
     def case_id(self) -> str:
         kv = f"-hd{self.head_dim}" if self.own_head_dim else ""  # absent otherwise: old case_ids stay
         kv += f"-kv{self.kv_heads}" if self.kv_heads != self.heads else ""
         kv += f"-tp{self.tensor_parallel}" if self.tensor_parallel > 1 else ""
-        flags = "".join(f"-{flag}" for flag in ("causal", "bias") if getattr(self, flag))
+        flags = "".join(f"-{flag}" for flag, on in (("causal", self.causal), ("bias", self.bias)) if on)
         flags += "".join(f"-{value}" for value in (self.mode, self.phase) if value not in ("forward", "prefill"))
         flags += self._pattern_flags()
         return f"{self.scenario}/b{self.batch}-n{self.seq_len}-d{self.d_model}-h{self.heads}{kv}-{self.dtype}{flags}"
 
     def _pattern_flags(self) -> str:
         """Case-id tokens of a mask other than none/causal, of documents and of a score modifier."""
+        pattern = self.pattern
         flags = {
-            "sliding_window": f"-window{self.window}",
-            "prefix_lm": f"-prefix{self.prefix}",
+            "sliding_window": f"-window{pattern.window}",
+            "prefix_lm": f"-prefix{pattern.prefix}",
             "document": "-document",
-        }.get(self.mask or "", "")
-        if self.documents is not None:
-            flags += f"-len{self.lengths}-{self.layout}"
-        if self.score_mod == "softcap":
-            flags += f"-softcap{self.softcap:g}"
-        elif self.score_mod == "alibi":
+        }.get(pattern.mask, "")
+        if pattern.lengths is not None:
+            flags += f"-len{self.lengths}-{pattern.layout}"
+        if pattern.score_mod == "softcap":
+            flags += f"-softcap{pattern.softcap:g}"
+        elif pattern.score_mod == "alibi":
             flags += "-alibi"
         return flags
 
@@ -121,27 +119,35 @@ def _axes(spec: ScenarioSpec) -> list[list[Any]]:
     return [getattr(spec, field) or [None] for field in SWEEP_FIELDS]
 
 
-def _pattern_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    """The case fields of one sweep point's pattern: a size applies to its own mask only, and lengths
-    resolve against this point's seq_len."""
-    spec, mask = fields.pop("lengths"), fields["mask"]
-    if mask == "sliding_window" and fields["window"] >= keys_seen(fields["seq_len"], fields["phase"]):
+def _case_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """The case fields of one sweep point, resolved: ``kv_heads`` and ``head_dim`` their defaults where unset, and
+    the mask, its size, the documents and the score modifier as one pattern. A size applies to its own mask only,
+    and lengths resolve against this point's seq_len."""
+    spec, causal = fields.pop("lengths"), fields.pop("causal")
+    window, prefix, layout, softcap = (fields.pop(name) for name in ("window", "prefix", "layout", "softcap"))
+    score_mod = fields.pop("score_mod")
+    mask = fields.pop("mask") or ("causal" if causal else "none")
+    if mask == "sliding_window" and window >= keys_seen(fields["seq_len"], fields["phase"]):
         # the window covers every query's whole past: plain causal, per document with lengths (covered_windows)
-        mask = fields["mask"] = "document" if spec is not None else "causal"
-    pattern = {
-        "window": fields.pop("window") if mask == "sliding_window" else 0,
-        "prefix": fields.pop("prefix") if mask == "prefix_lm" else 0,
-        "softcap": fields.pop("softcap") if fields["score_mod"] == "softcap" else 0.0,
-        "layout": fields.pop("layout") if spec is not None else "none",
-    }
-    for name in ("window", "prefix", "softcap", "layout"):
-        fields.pop(name, None)
-    if spec is not None:
-        pattern |= {"lengths": doc_lengths.label(spec), "documents": doc_lengths.resolve(spec, fields["seq_len"])}
-        fields["batch"] = len(pattern["documents"])
-    if mask is None:
-        fields.pop("mask")
-    return fields | pattern
+        mask = "document" if spec is not None else "causal"
+    documents = None if spec is None else doc_lengths.resolve(spec, fields["seq_len"])
+    if documents is not None:
+        fields["batch"] = len(documents)
+    if fields["kv_heads"] is None:
+        fields["kv_heads"] = fields["heads"]
+    if fields["head_dim"] is None:
+        fields["head_dim"] = fields["d_model"] // fields["heads"]
+    pattern = AttentionPattern(
+        mask=mask,
+        window=window if mask == "sliding_window" else None,
+        prefix=prefix if mask == "prefix_lm" else None,
+        lengths=documents,
+        layout="packed" if documents is not None and layout == "packed" else "padded",
+        score_mod=score_mod,
+        softcap=softcap if score_mod == "softcap" else None,
+    )
+    label = "none" if spec is None else doc_lengths.label(spec)
+    return fields | {"pattern": pattern, "lengths": label}
 
 
 def keys_seen(seq_len: int, phase: str) -> int:
@@ -186,7 +192,7 @@ def expand_cases(config: RunConfig, device: torch.device) -> list[Case]:
     for spec in config.scenarios:
         points: dict[str, Case] = {}  # a window swept beside other masks would repeat those: once each
         for dtype, values in itertools.product(_dtypes(config, device), itertools.product(*_axes(spec))):
-            fields = _pattern_fields(dict(zip(SWEEP_FIELDS, values, strict=True)))
+            fields = _case_fields(dict(zip(SWEEP_FIELDS, values, strict=True)))
             case = Case(scenario=spec.name, dtype=dtype, seed=spec.seed, model=spec.model, **fields)
             points.setdefault(case.case_id, case)
         cases.extend(points.values())

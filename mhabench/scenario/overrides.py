@@ -9,14 +9,8 @@ from __future__ import annotations
 from typing import Any, get_args
 
 from mhabench.errors import ConfigError, quote
-from mhabench.scenario.config import (
-    MAX_REPLICATES,
-    MAX_ROWS_LIMIT,
-    IsolationMode,
-    RunConfig,
-    check_device_option,
-    check_implementations,
-)
+from mhabench.scenario.config import MAX_REPLICATES, MAX_ROWS_LIMIT, IsolationMode, RunConfig
+from mhabench.scenario.loading import check_device_option, check_implementations
 
 
 def with_overrides(

@@ -1,7 +1,7 @@
 """User implementations from outside the package: ``--plugin file.py`` and ``file.py:Class`` config entries.
 
 A plugin file is imported under a unique module name; it may call ``@mhabench.register(...)``
-itself (``--plugin``), or expose a class taking ``(weights, heads, causal)`` that a config names as
+itself (``--plugin``), or expose a class taking ``(weights, heads, pattern)`` that a config names as
 ``"path/to/file.py:MyAttention"`` (registered under the class name with no cost model, so its
 modelled columns stay empty rather than borrowing another layout's figures). Every
 problem is a one-line :class:`PluginError` naming the file — a user's typo is not a traceback.
@@ -20,6 +20,7 @@ from types import ModuleType
 
 from mhabench.errors import PluginError, RegistryError, shorten
 from mhabench.impls.registry import available_implementations, core_implementations, get_spec, register
+from mhabench.pattern import PLAIN
 
 # resolved plugin path → (module, names it registered): a file imported twice would register twice
 _LOADED: dict[Path, tuple[ModuleType, list[str]]] = {}
@@ -117,17 +118,18 @@ def register_class_entry(entry: str, base_dir: Path) -> str:
 
 
 def _check_signature(factory: object, where: str) -> None:
-    """The class must accept ``(weights, heads, causal)`` like every built-in implementation."""
+    """The class must accept ``(weights, heads, pattern)`` like every built-in implementation (a class written
+    before patterns takes ``(weights, heads, causal)``: still accepted, deprecated, see the registry)."""
     if not callable(factory):
-        raise PluginError(f"{where}: is a {type(factory).__name__}, not a class taking (weights, heads, causal)")
+        raise PluginError(f"{where}: is a {type(factory).__name__}, not a class taking (weights, heads, pattern)")
     try:
         signature = inspect.signature(factory)
     except (TypeError, ValueError):
         return  # a builtin without introspectable signature: let the first call tell
     try:
-        signature.bind(object(), 1, False)
+        signature.bind(object(), 1, PLAIN)
     except TypeError:
-        raise PluginError(f"{where}: must take (weights, heads, causal), its signature is {signature}") from None
+        raise PluginError(f"{where}: must take (weights, heads, pattern), its signature is {signature}") from None
 
 
 def with_plugin_implementations(implementations: list[str] | None, added: list[str]) -> list[str] | None:

@@ -22,8 +22,9 @@ from rich.text import Text
 
 from mhabench.analysis.advice import caveats, thresholds, why
 from mhabench.analysis.advice.advise import Advice, RunAdvice
+from mhabench.analysis.advice.crossover import GROUP
 from mhabench.analysis.advice.pick import TIED, WINNER
-from mhabench.analysis.advice.statement import (
+from mhabench.analysis.advice.wording import (
     ACROSS,
     CAVEAT,
     CHANGE,
@@ -34,7 +35,6 @@ from mhabench.analysis.advice.statement import (
     WHY,
     Statement,
 )
-from mhabench.analysis.advice.summary import GROUP
 from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS, PAIRED
 from mhabench.analysis.stats import CONFIDENCE_LEVEL, MIN_INTERVAL_SAMPLES
 from mhabench.views import formats
@@ -54,8 +54,9 @@ TITLES = {
 WHY_PREFERENCE = (why.ROOFLINE, why.MEMORY, why.LAUNCH, why.SCORES)
 """Which "why" about the winner's own row the run summary quotes, most telling first: where the winner stands
 on its roofline says most about what limits it; a why about a loser (its materialized scores) explains less."""
-DOUBTS = (caveats.ONE_PROCESS, caveats.NO_INTERVAL)
-"""Caveats that say the answer itself may not hold: the run summary quotes one before any why."""
+DOUBTS = (caveats.NO_INTERVAL, caveats.MAY_NOT_REPLICATE, caveats.UNCALIBRATED)
+"""Caveats that say the answer itself may not hold, or that nothing says it would hold in another process (a
+machine with no calibration): the run summary quotes one before any why."""
 SUMMARY_GROUPS = 2
 """Groups the run summary answers line by line; the rest are counted in its last line."""
 
@@ -291,8 +292,9 @@ def to_json(advice: Advice) -> str:
 
 def short_answer(advice: Advice, run_dir: Path) -> list[str]:
     """Three to five lines: each group's answer (the first ``SUMMARY_GROUPS``); then, where the run doubts its
-    own answer (a small lead in one process, no interval), that caveat, since it outweighs any why; else one
-    why about a winner's own row, else the run's first caveat; and where the rest is."""
+    own answer (a lead within the machine's spread, an uncalibrated machine, no interval), that caveat, since it
+    outweighs any why; else one why about a winner's own row, else the run's first caveat; and where the rest
+    is."""
     run = advice.runs[0]
     groups = _groups(run)
     lines = [f"Answer: {answer.text}" for answer, _ in groups[:SUMMARY_GROUPS]]

@@ -17,14 +17,17 @@ from rich.table import Table
 from rich.text import Text
 
 from mhabench.analysis import stats
-from mhabench.analysis.compare import Comparison, Unjudged
+from mhabench.analysis.compare import Comparison
+from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.analysis.spread import repeat_count
 from mhabench.analysis.throughput import USEFUL_INTENSITY, throughput
-from mhabench.analysis.verdict import Change
+from mhabench.analysis.verdict import Change, Unjudged
 from mhabench.errors import InputError
 from mhabench.results.columns import IMPL, LATENCY_MS, REPEAT, STATUS
 from mhabench.results.schema import RowStatus
 from mhabench.views import table
+from mhabench.views.pooled import DROPPABLE as POOLED_DROPPABLE
+from mhabench.views.pooled import pooled_table, pooled_title
 from mhabench.views.summary import method_phrase, status_text
 from mhabench.views.table import TableModel, format_number
 
@@ -45,9 +48,13 @@ def differences_text(comparison: Comparison) -> Text | None:
     return text
 
 
-def compare_table(comparison: Comparison) -> Table:
-    """The comparison as a rich table; verdicts (two runs) or winners and failures (one run) in colour."""
-    return table.to_rich(comparison_table(comparison))
+def compare_table(comparison: Comparison, width: int | None = None) -> Table:
+    """The comparison as a rich table; verdicts (two runs) or winners and failures (one run) in colour. A
+    replicated run's pooled table loses the columns a ``width`` terminal cannot show, as the run summary does."""
+    model = comparison_table(comparison)
+    if width and comparison.candidate_id is None and comparison.replicated:
+        model = table.fit_columns(model, width, POOLED_DROPPABLE)
+    return table.to_rich(model)
 
 
 # --- the table ---------------------------------------------------------------------------------
@@ -55,6 +62,9 @@ def compare_table(comparison: Comparison) -> Table:
 
 def comparison_table(comparison: Comparison) -> TableModel:
     """The comparison as the shared table model (terminal, Markdown, CSV and JSON render it)."""
+    if comparison.candidate_id is None and comparison.replicated:  # one row per (case, impl), not per process
+        title = f"{comparison.base_id}: speedup vs {comparison.baseline}, " + pooled_title(comparison.rows)
+        return pooled_table(comparison.rows, comparison.baseline or DEFAULT_BASELINE, title)
     table_of = _speedup_table if comparison.candidate_id is None else _runs_table
     return table_of(comparison)
 

@@ -1,14 +1,44 @@
-"""A run's answers: its cases and the pick of each, computed once and read by every other rule."""
+"""A run's answers: its cases and the pick of each, computed once and read by every other rule; and the pick
+of a case measured in several processes (``replicates: N``), one answer across them.
+
+A run of one process picks per repeat (``mhabench.analysis.advice.pick``), and ``--repeat`` passes
+of one process that disagree make "cannot tell". Replicates are independent processes, so their
+disagreement is the between-process spread itself, and the answer is read across them: the fastest
+implementation is the one with the lowest geometric mean of its replicates' medians, and each other
+row's lead over it is the per-replicate paired ratio combined across replicates
+(:func:`mhabench.analysis.replication.across_replicates`: the t interval that holds both spreads).
+The tie rule is the one-process rule (``pick.clearly_slower``), applied to that interval, and the
+runner-up a pick quotes is the closest row: a tied one if any (a row whose median is large in one
+process sorts behind others yet may be tied), else the smallest lead. Only the
+replicates where both rows ran ok count; a lead resting on fewer than ``MIN_REPLICATES`` is "cannot
+tell".
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mhabench.analysis.advice.cases import MeasuredCase, cases_of
-from mhabench.analysis.advice.pick import Pick, pick
-from mhabench.analysis.advice.replicated import is_replicated, pick_replicated
+import numpy as np
+
+from mhabench.analysis.advice.cases import MeasuredCase, Row, cases_of
+from mhabench.analysis.advice.pick import (
+    CANNOT_TELL,
+    NOTHING,
+    ONLY,
+    TIED,
+    WINNER,
+    Pick,
+    clearly_slower,
+    median_ms,
+    pick,
+)
+from mhabench.analysis.replication import MIN_REPLICATES, across_replicates
+from mhabench.analysis.speedup import is_ok, rounds_of, samples_of, speedup_estimate
+from mhabench.analysis.stats import RatioEstimate
+from mhabench.results.columns import IMPL
 from mhabench.results.store import Run
 
 
@@ -34,5 +64,63 @@ class RunAnswers:
 def answer(run: Run) -> RunAnswers:
     """The run's cases and picks: across processes for a replicated run, per repeat otherwise."""
     cases = cases_of(run.run_id, run.frame)
-    pick_of = pick_replicated if is_replicated(run.manifest) else pick
+    pick_of = pick_replicated if run.manifest.replicated else pick
     return RunAnswers(run, cases, {case.case_id: pick_of(case) for case in cases})
+
+
+REPLICATES = "replicates"
+"""``Pick.method`` of a lead combined across replicates (``Pick.rounds`` then counts replicates)."""
+
+
+def pick_replicated(case: MeasuredCase) -> Pick:
+    """The case's answer across its replicates (each of ``case.repeats`` is one process)."""
+    by_impl = _ok_rows_by_impl(case.repeats)
+    if not by_impl:
+        return Pick(case, NOTHING, ())
+    if len(by_impl) == 1:
+        return Pick(case, ONLY, tuple(by_impl))
+    order = sorted(by_impl, key=lambda impl: _typical_ms(by_impl[impl].values()))
+    fastest, others = order[0], order[1:]
+    leads = {impl: replicated_lead(by_impl[impl], by_impl[fastest]) for impl in others}
+    closest = min(others, key=lambda impl: (clearly_slower(leads[impl]), _finite_or_inf(leads[impl].ratio)))
+    rounds = len(set(by_impl[closest]) & set(by_impl[fastest]))
+    common = {"runner_up": closest, "estimate": leads[closest], "method": REPLICATES, "rounds": rounds}
+    unknown = [impl for impl in others if not math.isfinite(leads[impl].ci_low)]
+    if unknown:
+        reason = f"{unknown[0]} ran ok in fewer than {MIN_REPLICATES} of the replicates {fastest} ran in"
+        return Pick(case, CANNOT_TELL, (fastest,), reason=reason, **common)
+    tied = (fastest, *(impl for impl in others if not clearly_slower(leads[impl])))
+    return Pick(case, TIED if len(tied) > 1 else WINNER, tied, **common)
+
+
+def replicated_lead(slower: Mapping[int, Row], fastest: Mapping[int, Row]) -> RatioEstimate:
+    """``slower``'s time over ``fastest``'s, per replicate where both ran (paired when timed in the same
+    rounds), combined across those replicates."""
+    ratios = []
+    for replicate in sorted(set(slower) & set(fastest)):
+        other, best = slower[replicate], fastest[replicate]
+        same_rounds = rounds_of(best) is not None and rounds_of(best) == rounds_of(other)
+        estimate, _ = speedup_estimate(samples_of(other), samples_of(best), same_rounds)
+        ratios.append(estimate.ratio)
+    return across_replicates(ratios)
+
+
+def _finite_or_inf(value: float) -> float:
+    return value if math.isfinite(value) else math.inf
+
+
+def _ok_rows_by_impl(repeats: Sequence[Sequence[Row]]) -> dict[str, dict[int, Row]]:
+    """Each implementation's ok rows by replicate, implementations in first-seen order."""
+    found: dict[str, dict[int, Row]] = {}
+    for replicate, rows in enumerate(repeats):
+        for row in rows:
+            if is_ok(row):
+                found.setdefault(str(row[IMPL]), {})[replicate] = row
+    return found
+
+
+def _typical_ms(rows: Any) -> float:
+    """The geometric mean of the replicates' medians: the order "fastest" is read in (+inf when none is finite)."""
+    medians = [median_ms(row) for row in rows]
+    finite = [m for m in medians if math.isfinite(m) and m > 0]
+    return float(np.exp(np.mean(np.log(finite)))) if finite else math.inf

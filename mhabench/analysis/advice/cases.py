@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from mhabench.analysis.advice.statement import RowRef
+from mhabench.analysis.advice.wording import RowRef
 from mhabench.analysis.case_label import case_label
 from mhabench.results.cells import plain, text
 from mhabench.results.columns import (

@@ -3,12 +3,14 @@
 - ``noisy``: ok rows whose IQR is above the run's noise threshold (their medians move between runs);
 - ``capped``: ok rows that spent ``max_run_time_s`` before their samples were complete;
 - ``no_interval``: cases whose pick is "cannot tell" (too few rounds, repeats that disagree);
-- ``one_process``: winners by less than ``REPRODUCE_MARGIN`` in a run of one repeat;
 - ``drift``: the reference workload moved more than the noise threshold during the run;
 - ``unfinished``: a run that did not complete has cases nobody measured;
 - ``other_device``: a run measured on one kind of device asked about another (``--for``);
 - ``not_measured``: an implementation asked about (``--impl``) that the run does not have;
-- ``did_not_run``: rows that failed for another reason than memory (mismatch, unsupported, error, …).
+- ``did_not_run``: rows that failed for another reason than memory (mismatch, unsupported, error, …);
+- ``may_not_replicate`` or ``uncalibrated`` (one rule, :func:`one_process`): a one-process run's winners against
+  the machine's calibrated between-process spread, or, where the machine has none, that nothing says whether
+  they replicate and how to measure it.
 
 Clock throttling during a round is not recorded by any run yet, so no rule can report it.
 """
@@ -16,22 +18,26 @@ Clock throttling during a round is not recorded by any run yet, so no rule can r
 from __future__ import annotations
 
 import collections
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.pick import CANNOT_TELL, WINNER, Pick
-from mhabench.analysis.advice.statement import CAVEAT, Question, RowRef, Statement
-from mhabench.analysis.advice.thresholds import REPRODUCE_MARGIN
 from mhabench.analysis.advice.why import DID_NOT_FIT
+from mhabench.analysis.advice.wording import CAVEAT, Question, RowRef, Statement
 from mhabench.analysis.speedup import is_ok
+from mhabench.analysis.verdict import Change, judge_change
+from mhabench.results.calibration import Calibration, load_calibration
 from mhabench.results.cells import flag, number, text
 from mhabench.results.columns import CAPPED, ERROR, IMPL, STATUS, noisy
+from mhabench.results.fingerprint import Fingerprint
 from mhabench.results.manifest import Manifest
 
-ONE_PROCESS, NO_INTERVAL = "one_process", "no_interval"
-"""The rule names of the caveats that say an answer itself may not hold, which the run's short answer puts first."""
+NO_INTERVAL, MAY_NOT_REPLICATE, UNCALIBRATED = "no_interval", "may_not_replicate", "uncalibrated"
+"""The rule names of the caveats that say an answer itself may not hold (or that nothing says it holds), which
+the run's short answer puts first."""
 NAMED_ROWS = 4
 """How many rows a caveat names in its sentence; its ``rows`` hold every one."""
 
@@ -53,8 +59,8 @@ def caveats(
         _flagged(run_id, "noisy", [(c, r) for c, r in rows if is_ok(r) and noisy(r)], _NOISY),
         _flagged(run_id, "capped", [(c, r) for c, r in rows if is_ok(r) and flag(r.get(CAPPED))], _CAPPED),
         _no_interval(run_id, cases, picks),
-        _one_process(run_id, cases, picks),
         *_did_not_run(run_id, rows),
+        one_process(run_id, manifest, cases, picks),
     ]
     return [statement for statement in found if statement is not None]
 
@@ -146,29 +152,7 @@ def _no_interval(run_id: str, cases: Sequence[MeasuredCase], picks: Mapping[str,
     named = "; ".join(f"{one.case.label} ({one.reason})" for one in unknown[:NAMED_ROWS])
     more = f" and {len(unknown) - NAMED_ROWS} more" if len(unknown) > NAMED_ROWS else ""
     sentence = f"{len(unknown)} of {len(cases)} cases cannot be told apart: {named}{more}."
-    refs = [one.case.ref(impl) for one in unknown for impl in (*one.impls, one.runner_up) if impl]
-    return _statement(run_id, NO_INTERVAL, sentence, {"cases": len(unknown)}, refs)
-
-
-def _one_process(run_id: str, cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> Statement | None:
-    """Winners by a small lead in a run of one repeat: nothing in the run says another process agrees."""
-    close = [
-        one
-        for case in cases
-        if len(case.repeats) == 1
-        and (one := picks[case.case_id]).verdict == WINNER
-        and one.estimate is not None
-        and one.estimate.ratio < 1 + REPRODUCE_MARGIN
-    ]
-    if not close:
-        return None
-    named = "; ".join(f"{one.case.label} ({one.phrase()}, {one.estimate.ratio:.2f}×)" for one in close if one.estimate)
-    sentence = (
-        f"{len(close)} pick(s) rest on a lead under {wording.percent(REPRODUCE_MARGIN)} in one process, which a "
-        f"rerun may reverse: {named}. Run with --repeat 3 (or give advise several runs) to see whether they hold."
-    )
-    refs = [one.case.ref(impl) for one in close for impl in (*one.impls, one.runner_up) if impl]
-    return _statement(run_id, ONE_PROCESS, sentence, {"cases": len(close)}, refs)
+    return _statement(run_id, NO_INTERVAL, sentence, {"cases": len(unknown)}, _pick_refs(unknown))
 
 
 def _did_not_run(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> list[Statement]:
@@ -186,3 +170,87 @@ def _did_not_run(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> list[
             _statement(run_id, "did_not_run", sentence, {"status": status, "rows": len(held)}, _refs(held))
         )
     return statements
+
+
+# --- one process: does the answer replicate? ------------------------------------------------------------------------
+
+
+def one_process(
+    run_id: str, manifest: Manifest, cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]
+) -> Statement | None:
+    """The one caveat on a one-process run's winners: ``may_not_replicate`` for those whose lead is within the
+    machine's calibrated between-process spread (none when every lead clears it), ``uncalibrated`` for all of
+    them when the machine has no calibration. A replicated run gets neither: its picks are read across its
+    processes already. Only cases measured once count, as in the two rules this one replaced (a ``--repeat``
+    case's passes, though in one process, had to agree to make a winner); a lead without a finite interval has
+    nothing to widen and is not named."""
+    if manifest.replicated:
+        return None
+    winners = [
+        one
+        for case in cases
+        if len(case.repeats) == 1
+        and (one := picks[case.case_id]).verdict == WINNER
+        and one.estimate is not None
+        and math.isfinite(one.estimate.ci_low)
+    ]
+    if not winners:
+        return None
+    fingerprint = Fingerprint.of(manifest.environment)
+    calibration = load_calibration(fingerprint)
+    if calibration is None or not math.isfinite(calibration.between_process_spread):
+        return _uncalibrated(run_id, manifest, fingerprint, winners)
+    fragile = [one for one in winners if not replicates(one, calibration.between_process_spread)]
+    return _may_not_replicate(run_id, calibration, fragile) if fragile else None
+
+
+def replicates(one: Pick, spread: float) -> bool:
+    """Whether the winner's lead stays above 1 with its interval widened by ``spread``."""
+    assert one.estimate is not None
+    return judge_change(one.estimate.ci_low, one.estimate.ci_high, 0.0, spread) is Change.SLOWER
+
+
+def _uncalibrated(run_id: str, manifest: Manifest, fingerprint: Fingerprint, winners: list[Pick]) -> Statement:
+    """Every winner, the closest leads (the lowest interval bound) named first as the likeliest to move, and the
+    command that measures the spread on the run's kind of device; the rows in run order."""
+    closest = sorted(winners, key=lambda one: one.estimate.ci_low if one.estimate else math.inf)
+    device_kind = manifest.environment.get("device_kind")
+    command = f"mhabench calibrate --device {device_kind}" if device_kind else "mhabench calibrate"
+    sentence = (
+        f"{len(winners)} pick(s) rest on one process, and this machine ({fingerprint.key}) has no measured "
+        f"between-process spread, so nothing here says whether they replicate (the closest leads first: "
+        f"{_named_picks(closest)}): `{command}` measures it once for this machine, or run with --replicates 3 to "
+        "read the picks across processes."
+    )
+    figures = {"picks": len(winners), "fingerprint": fingerprint.key}
+    return _statement(run_id, UNCALIBRATED, sentence, figures, _pick_refs(winners))
+
+
+def _may_not_replicate(run_id: str, calibration: Calibration, fragile: list[Pick]) -> Statement:
+    sentence = (
+        f"{len(fragile)} pick(s) may not replicate: the lead is within this machine's between-process spread "
+        f"({wording.percent(calibration.between_process_spread)}, `mhabench calibrate` run {calibration.run_id}): "
+        f"{_named_picks(fragile)}. Run with --replicates 3 to read them across processes."
+    )
+    figures = {
+        "picks": len(fragile),
+        "between_process_spread": calibration.between_process_spread,
+        "calibration_run": calibration.run_id,
+        "fingerprint": calibration.fingerprint_key,
+    }
+    return _statement(run_id, MAY_NOT_REPLICATE, sentence, figures, _pick_refs(fragile))
+
+
+def _named_picks(picks: Sequence[Pick]) -> str:
+    """The first ``NAMED_ROWS`` picks as "case (`impl` wins, 1.06× [1.04–1.08])", and how many more there are."""
+    named = "; ".join(
+        f"{one.case.label} ({one.phrase()}, {wording.ratio(one.estimate)})"
+        for one in picks[:NAMED_ROWS]
+        if one.estimate
+    )
+    return named + (f" and {len(picks) - NAMED_ROWS} more" if len(picks) > NAMED_ROWS else "")
+
+
+def _pick_refs(picks: Sequence[Pick]) -> list[RowRef]:
+    """Each pick's rows: its implementations and the runner-up its lead is over."""
+    return [one.case.ref(impl) for one in picks for impl in (*one.impls, one.runner_up) if impl]

@@ -14,6 +14,9 @@ Nor is a lead whose rounds disagree a tie: where the median per-round ratio is a
 rounds went the other way, so that the interval reaches 1 (the H100's n=1024 causal case: `fused` 2.5×
 faster in 6 of 8 rounds, slower in 2), the answer is "cannot tell" with the split spelled out
 (:func:`round_split`): the case is unstable and needs timing again, not a tie.
+
+A pick's sentence also says which of its implementations compute a different function or in a lower
+precision (:func:`ablation_note`, :func:`precision_note`, below).
 """
 
 from __future__ import annotations
@@ -21,15 +24,15 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from mhabench.analysis.advice import wording
-from mhabench.analysis.advice.ablations import ablation_note, ablations, precision_note
 from mhabench.analysis.advice.cases import MeasuredCase, Row
-from mhabench.analysis.advice.statement import PICK, Statement
 from mhabench.analysis.advice.thresholds import TIE_MARGIN
+from mhabench.analysis.advice.wording import PICK, Statement
 from mhabench.analysis.speedup import (
     MIN_PAIRED_ROUNDS,
     PAIRED,
@@ -40,8 +43,10 @@ from mhabench.analysis.speedup import (
     speedup_estimate,
 )
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
-from mhabench.results.cells import text
-from mhabench.results.columns import IMPL, STATUS
+from mhabench.impls import get_spec
+from mhabench.impls.registry import available_implementations
+from mhabench.results.cells import number, text
+from mhabench.results.columns import IMPL, MAX_REL_ERR, STATUS
 from mhabench.results.schema import RowStatus
 
 
@@ -291,7 +296,7 @@ def _sentence(one: Pick) -> str:
 def _method(one: Pick) -> str:
     if one.method == PAIRED:
         return f"paired over {one.rounds} rounds"
-    if one.method == "replicates":  # mhabench.analysis.advice.replicated: a lead combined across processes
+    if one.method == "replicates":  # mhabench.analysis.advice.answers: a lead combined across processes
         return f"across {one.rounds} replicates, each paired over its rounds"
     return f"ratio of medians: {one.unpaired}"
 
@@ -303,3 +308,56 @@ def _excluded(case: MeasuredCase) -> str:
         return ""
     verb = "is" if len(failed) == 1 else "are"
     return f" {wording.impls(failed)} failed the correctness check and {verb} not considered."
+
+
+# --- ablations and lower precision ------------------------------------------------------------------------------------
+
+# Which implementations compute a different function (the ablations, checked against their own reference), and
+# which compute in a lower precision than their case (``fused_fp8``: e4m3 inside a bf16 layer).
+#
+# An ablation (``shared_qk``, ``unscaled``, ``additive``, ``full_dim_heads``) passes its correctness
+# check against the function it means to compute, not against standard attention, so being faster is
+# no reason to switch to it: it changes the model. A lower-precision implementation computes the same
+# function with a larger error, checked under its compute dtype's tolerance: its speed is traded for that
+# error, so a pick quotes both. The registry knows which they are; an implementation it does not know (a
+# plugin not loaded here) is called neither.
+
+
+def ablations(impls: Iterable[str]) -> list[str]:
+    """The names among ``impls`` registered with a reference of their own."""
+    known = set(available_implementations())
+    return [impl for impl in impls if impl in known and get_spec(impl).reference is not None]
+
+
+def ablation_note(impls: Iterable[str]) -> str:
+    """`` `shared_qk` computes a different function …`` for the ablations among ``impls``, "" when none."""
+    found = ablations(impls)
+    if not found:
+        return ""
+    verb = "computes" if len(found) == 1 else "compute"
+    return (
+        f" {wording.impls(found)} {verb} a different function (an ablation, checked against its own float64 "
+        "reference): faster is no reason to switch to it, it changes the model."
+    )
+
+
+def lower_precision(impls: Iterable[str]) -> list[str]:
+    """The names among ``impls`` registered with a compute dtype of their own (fp8 inside a bf16 case)."""
+    known = set(available_implementations())
+    return [impl for impl in impls if impl in known and get_spec(impl).compute_dtype is not None]
+
+
+def precision_note(impls: Iterable[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    """`` `fused_fp8` computes in float8_e4m3fn (max_rel_err 0.08; `fused` 0.004) …`` for the lower-precision
+    implementations among ``impls``, with every ok row's error from ``rows``; "" when there are none."""
+    found = lower_precision(impls)
+    if not found:
+        return ""
+    errors = {str(row[IMPL]): number(row, MAX_REL_ERR) for row in rows}
+    quoted = "; ".join(f"{wording.impl(impl)} {errors[impl]:.2g}" for impl in errors if errors[impl] is not None)
+    dtypes = sorted({str(get_spec(impl).compute_dtype) for impl in found})
+    verb = "computes" if len(found) == 1 else "compute"
+    return (
+        f" {wording.impls(found)} {verb} in {', '.join(dtypes)}, with a larger error"
+        f"{f' (max_rel_err {quoted})' if quoted else ''}: its speed is traded for that error."
+    )

@@ -24,8 +24,8 @@ import pandas as pd
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.pick import Pick
-from mhabench.analysis.advice.statement import WHY, Statement
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LAUNCH_BOUND_SHARE, LOW_EFFICIENCY
+from mhabench.analysis.advice.wording import WHY, Statement
 from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, HARDWARE, executed
 from mhabench.analysis.speedup import is_ok
 from mhabench.analysis.throughput import (
@@ -39,6 +39,7 @@ from mhabench.analysis.throughput import (
 from mhabench.errors import UnknownImplementationError
 from mhabench.impls import get_spec
 from mhabench.measure.peaks import DevicePeaks
+from mhabench.pattern import AttentionPattern
 from mhabench.results.cells import number, text
 from mhabench.results.columns import (
     ATTN_BYTES,
@@ -70,7 +71,6 @@ from mhabench.results.columns import (
     flag,
 )
 from mhabench.results.schema import RowStatus
-from mhabench.run.steps import workload
 from mhabench.scenario.cases import Case as ShapeCase
 from mhabench.scenario.config import DTYPES
 
@@ -218,21 +218,21 @@ def row_case(row: Row) -> ShapeCase | None:
     if text(row, DTYPE) not in DTYPES or None in shape or text(row, LENGTHS) not in ("", "none"):
         return None  # documents: their lengths are a label in the row, not the rows the kernel ran
     batch, seq_len, d_model, heads = (int(cell or 0) for cell in shape)
+    mask = text(row, MASK) or ("causal" if flag(row.get(CAUSAL)) is True else "none")
     return ShapeCase(
         scenario=text(row, SCENARIO),
         batch=batch,
         seq_len=seq_len,
         d_model=d_model,
         heads=heads,
-        causal=flag(row.get(CAUSAL)) is True,
+        kv_heads=int(number(row, KV_HEADS) or heads),
+        head_dim=d_model // heads,
         bias=False,
         dtype=text(row, DTYPE),
         seed=0,
-        kv_heads=int(number(row, KV_HEADS) or heads),
+        pattern=AttentionPattern(mask=mask, window=int(number(row, WINDOW) or 0) or None),  # type: ignore[arg-type]
         mode=text(row, MODE) or "forward",
         phase=text(row, PHASE) or "prefill",
-        mask=text(row, MASK) or None,
-        window=int(number(row, WINDOW) or 0),
     )
 
 
@@ -242,7 +242,7 @@ def score_bytes(row: Row) -> float | None:
     shaped = row_case(row)
     if shaped is None:
         return None
-    load = workload(shaped)
+    load = shaped.workload()
     return float(load.score_elements * load.element_bytes)
 
 

@@ -1,17 +1,93 @@
-"""How advice writes figures and names in its sentences: one spelling for every rule.
+"""One statement of advice and its wording: the sentence a rule made, the figures in it, the rows it rests
+on, the question it answers; and how every rule writes names, ratios, bytes and fields in that sentence.
 
-Rules produce finished sentences (the views only lay them out), so the formatting lives here, at the
-analysis layer: implementation names in backticks, ratios with their interval, bytes in binary units.
+Advice is only as good as the measurements under it, so every sentence names the rows (run, case,
+implementation) whose columns it quotes: a reader can look them up in results.csv, and a tool or a
+CI job can act on the figures without parsing the sentence. Rules produce finished sentences (the views
+only lay them out), so the formatting lives here too, at the analysis layer, one spelling for every rule:
+implementation names in backticks, ratios with their interval, bytes in binary units.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mhabench.analysis.stats import RatioEstimate
 from mhabench.results.columns import BATCH, BIAS, CAUSAL, D_MODEL, DTYPE, HEADS, KV_HEADS, MODE, PHASE, SEQ_LEN
+
+PICK, CROSSOVER, WHY, CHANGE, CAVEAT, ACROSS = "pick", "crossover", "why", "change", "caveat", "across"
+ENERGY = "energy"
+KINDS = (PICK, CROSSOVER, WHY, ENERGY, CHANGE, CAVEAT, ACROSS)
+"""Every kind of statement, in the order a reader wants them: the answer first, what it cannot tell last."""
+DEVICE_KINDS = ("cpu", "cuda")
+
+
+@dataclasses.dataclass(frozen=True)
+class Question:
+    """What the reader asks about beyond the run: a device kind (``--for``) and implementations (``--impl``)."""
+
+    device_kind: str | None = None
+    impls: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class RowRef:
+    """One result row: enough to find it again (``load_run(run_id)``, then case_id and impl)."""
+
+    run_id: str
+    case_id: str
+    impl: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Statement:
+    """A sentence of advice. ``rule`` names the rule that made it (docs/advise.md lists each with its
+    threshold); ``group`` is the case group (scenario) it belongs to, "" for a run or across runs;
+    ``scope`` is where it applies (a case label, a line of a sweep, a group, a run)."""
+
+    kind: str
+    rule: str
+    group: str
+    scope: str
+    text: str
+    figures: Mapping[str, Any]
+    rows: tuple[RowRef, ...]
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready: NaN and infinities become null, row references plain objects."""
+        return {
+            "kind": self.kind,
+            "rule": self.rule,
+            "group": self.group,
+            "scope": self.scope,
+            "text": self.text,
+            "figures": _plain(self.figures),
+            "rows": [dataclasses.asdict(row) for row in self.rows],
+        }
+
+
+def _plain(value: Any) -> Any:
+    """A figure as JSON can hold it, at any depth (a crossover's fixed fields are a mapping, its segments a
+    list of mappings): mappings stay objects, sequences lists, numpy scalars numbers."""
+    if isinstance(value, Mapping):
+        return {str(name): _plain(item) for name, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if not math.isfinite(number):
+        return None
+    return int(number) if float(number).is_integer() and not isinstance(value, float) else number
+
+
+# --- wording: one spelling of names and figures for every rule ---------------------------------------
 
 AXIS_NAMES = {SEQ_LEN: "n", HEADS: "h", D_MODEL: "d", BATCH: "b", KV_HEADS: "kv"}
 """The short names the case labels use (``n=128 h=8 d=512 b=1``); other fields keep their column name."""

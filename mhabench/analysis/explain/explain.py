@@ -29,7 +29,6 @@ from mhabench.results.kernels import read_kernels
 from mhabench.results.schema import RowStatus
 from mhabench.results.stages import StageFigures, read_breakdown
 from mhabench.results.store import Run
-from mhabench.run.steps import workload
 from mhabench.stage_cost import STAGE_LABELS, stage_costs
 
 FAMILY = {"scores": "attention", "mask_softmax": "attention", "pv": "attention"}
@@ -144,7 +143,7 @@ def _model(row: Mapping[str, Any]) -> dict[str, Any] | None:
         spec = get_spec(str(row["impl"]))
     except Exception:  # a plugin not loaded here: its stages have no model figures
         return None
-    return stage_costs(spec.cost, workload(shaped)) if shaped is not None and spec.cost else None
+    return stage_costs(spec.cost, shaped.workload()) if shaped is not None and spec.cost else None
 
 
 def _explained(

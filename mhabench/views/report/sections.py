@@ -16,6 +16,7 @@ import yaml
 
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.case_label import case_label
+from mhabench.analysis.pooled_rows import process_count
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
 from mhabench.analysis.throughput import EXECUTED_OVER_USEFUL
@@ -47,6 +48,7 @@ from mhabench.results.schema import MIN_SPREAD_SAMPLES, RowStatus
 from mhabench.results.store import Run
 from mhabench.views.advice import report_blocks
 from mhabench.views.plots import all_plots
+from mhabench.views.pooled import PER_PROCESS_ROWS, pooled_note, pooled_table
 from mhabench.views.report.blocks import Block, Code, Heading, Paragraph, skipped_plot
 from mhabench.views.report.energy import energy_blocks
 from mhabench.views.report.hardware_gaps import hardware_gap_blocks
@@ -57,15 +59,22 @@ from mhabench.views.summary import results_table
 from mhabench.views.table import TableModel, format_number, human_bytes, human_count
 
 
-def build(run: Run, baseline: str = DEFAULT_BASELINE, first: Sequence[Block] = (), kernels: int = 0) -> list[Block]:
+def build(
+    run: Run,
+    baseline: str = DEFAULT_BASELINE,
+    first: Sequence[Block] = (),
+    kernels: int = 0,
+    replicate_rows: bool = False,
+) -> list[Block]:
     """The whole report: the title, then ``first`` (a probe run's claims, which the caller reads), then
     the sections below. A run without rows (a probe run) keeps only the environment and the config.
-    ``kernels``: the longest kernels of each profiled row to list (0: no such section)."""
+    ``kernels``: the longest kernels of each profiled row to list (0: no such section). A replicated run's
+    result tables are pooled across its processes; ``replicate_rows`` adds each process's rows after them."""
     return [
         Heading(f"mhabench report: {run.run_id}", 1),
         *first,
         *(report_blocks(advise([run])) if len(run.rows) else []),
-        *(_result_blocks(run, baseline) if len(run.rows) else [Paragraph(_no_rows_sentence(run))]),
+        *(_result_blocks(run, baseline, replicate_rows) if len(run.rows) else [Paragraph(_no_rows_sentence(run))]),
         *(stage_blocks(run) if len(run.rows) else []),
         *kernel_blocks(run, kernels),
         *(energy_blocks(run) if len(run.rows) else []),
@@ -78,14 +87,18 @@ def build(run: Run, baseline: str = DEFAULT_BASELINE, first: Sequence[Block] = (
     ]
 
 
-def _result_blocks(run: Run, baseline: str) -> list[Block]:
+def _result_blocks(run: Run, baseline: str, replicate_rows: bool = False) -> list[Block]:
     rows = run.frame
     speedups = speedup_rows(rows, baseline)
+    if run.manifest.replicated:
+        tables = _pooled_sections(speedups, baseline, replicate_rows)
+    else:
+        tables = _scenario_sections(speedups, baseline)
     return [
         Paragraph(_summary_sentence(run)),
         Heading("Plots"),
         *(plot if plot.png else skipped_plot(plot) for plot in all_plots(speedups, baseline)),
-        *_scenario_sections(speedups, baseline),
+        *tables,
         *[Paragraph(line) for line in drift_lines(rows)],
         *_disagreements(rows),
         *hardware_gap_blocks(rows),
@@ -119,6 +132,26 @@ def _scenario_sections(speedups: pd.DataFrame, baseline: str) -> list[Block]:
     for scenario, group in speedups.groupby(SCENARIO, sort=False):
         table = _with_throughput(results_table(group, baseline, title=f"Scenario {scenario}"))
         blocks += [Heading(f"Scenario {scenario}", 3), table]
+        blocks += [Paragraph(sentence) for sentence in _sample_sentences(group)]
+    return blocks
+
+
+def _pooled_sections(speedups: pd.DataFrame, baseline: str, replicate_rows: bool) -> list[Block]:
+    """A replicated run's results: per scenario one pooled row per case and implementation; each process's
+    rows after them with ``replicate_rows`` (``report --replicate-rows``), else where to find them."""
+    where = "the section below" if replicate_rows else PER_PROCESS_ROWS
+    blocks: list[Block] = [Heading("Results"), Paragraph(pooled_note(process_count(speedups), where))]
+    if baseline not in set(speedups[IMPL]):
+        blocks.append(Paragraph(f"No {baseline} rows in this run: speedups are not shown."))
+    for scenario, group in speedups.groupby(SCENARIO, sort=False):
+        table = _with_throughput(pooled_table(group, baseline, title=f"Scenario {scenario}"))
+        blocks += [Heading(f"Scenario {scenario}", 3), table]
+    if not replicate_rows:
+        return blocks
+    blocks.append(Heading("Each process's rows"))
+    for scenario, group in speedups.groupby(SCENARIO, sort=False):
+        title = f"Scenario {scenario}, each process"
+        blocks += [Heading(title, 3), _with_throughput(results_table(group, baseline, title=title))]
         blocks += [Paragraph(sentence) for sentence in _sample_sentences(group)]
     return blocks
 

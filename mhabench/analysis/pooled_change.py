@@ -1,0 +1,156 @@
+"""``compare`` of two runs where either is replicated: each row read across processes, not replicate i with i.
+
+A replicated run's ``repeat`` *i* is process *i* (``mhabench.run.replicates``). Matching replicate *i* of one
+run with replicate *i* of the other pairs two processes that share nothing but a number, and judges a ratio of
+two single processes by a within-process interval: exactly the comparison issue 26 found flipping. Here each
+side's ok processes give one median latency each, and the change is read across them, the two-run form of
+advise's reading of one replicated run (:mod:`mhabench.analysis.replication`):
+
+- **ratio**: the ratio of the geometric means of the two sides' per-process medians (``base_ms`` and
+  ``candidate_ms`` are those geometric means, so the ratio is the one the table's two columns show);
+- **interval**: Student's t for the difference of the mean log medians with the variance pooled over both
+  sides (``scipy.stats.ttest_ind``, equal variances: one machine), ``n_base + n_candidate − 2`` degrees of
+  freedom. Each process's median carries its within-process noise and its process's offset, so the spread of
+  those medians is both at once, from both runs; a one-process side contributes its value and no variance;
+- **p-value**: the same test's (informative; the verdict is the interval's, as for every comparison);
+- **the machine's spread** measured by the runs themselves (:func:`measured_spread`): the median over
+  (case, implementation) of ``max / min − 1`` of its per-process medians, in either run. ``compare`` widens
+  every interval by the larger of it and the calibrated spread before ``judge_change``, so a difference
+  smaller than the machine's between-process movement is never faster or slower.
+
+Fewer than three processes in all (or none with a variance) leave no interval: the row is ``~``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.stats
+
+from mhabench.analysis.case_label import case_label
+from mhabench.analysis.replication import between_process_range
+from mhabench.analysis.speedup import is_ok
+from mhabench.analysis.stats import CONFIDENCE_LEVEL, RatioEstimate
+from mhabench.analysis.verdict import Unjudged
+from mhabench.results.columns import ERROR, IMPL, LATENCY_MS, REPEAT, SCENARIO, STATUS
+
+MIN_PROCESSES = 3
+"""Processes on both sides together below which there is no degree of freedom for the interval."""
+
+Record = dict[str, Any]
+
+
+def across_processes(candidate_ms: Sequence[float], base_ms: Sequence[float]) -> tuple[RatioEstimate, float]:
+    """Candidate over base, from each side's per-process median latencies: the estimate, its pooled-variance t
+    interval (NaN below ``MIN_PROCESSES`` processes or with no spread to estimate) and the test's p-value."""
+    cand, base = np.log(np.asarray(candidate_ms, dtype=float)), np.log(np.asarray(base_ms, dtype=float))
+    if cand.size == 0 or base.size == 0:
+        return RatioEstimate(math.nan, math.nan, math.nan), math.nan
+    ratio = math.exp(float(cand.mean() - base.mean()))
+    if cand.size + base.size < MIN_PROCESSES or max(cand.size, base.size) < 2:
+        return RatioEstimate(ratio, math.nan, math.nan), math.nan
+    if np.ptp(cand) == 0 and np.ptp(base) == 0:  # every process agreed exactly: no spread, no test
+        return RatioEstimate(ratio, ratio, ratio), math.nan
+    test = scipy.stats.ttest_ind(cand, base, equal_var=True)
+    interval = test.confidence_interval(CONFIDENCE_LEVEL)
+    return RatioEstimate(ratio, math.exp(interval.low), math.exp(interval.high)), float(test.pvalue)
+
+
+def compare_rows(base: pd.DataFrame, candidate: pd.DataFrame, key: Sequence[str]) -> list[Record]:
+    """One record per (case, implementation) of either run, in ``compare``'s row format, its ``verdict`` left for
+    the caller to judge (None) unless the row could not be compared; ``key`` without ``repeat`` matches them."""
+    key = [column for column in key if column != REPEAT]
+    base_groups, candidate_groups = _groups(base, key), _groups(candidate, key)
+    order = [*base_groups, *(found for found in candidate_groups if found not in base_groups)]
+    return [_row(key, found, base_groups.get(found, []), candidate_groups.get(found, [])) for found in order]
+
+
+def measured_spread(base: pd.DataFrame, candidate: pd.DataFrame, key: Sequence[str]) -> float:
+    """The runs' own between-process spread: the median over (case, implementation) and run of ``max / min − 1``
+    of the per-process median latencies (0 where no row ran ok in two processes)."""
+    key = [column for column in key if column != REPEAT]
+    ranges = [
+        between_process_range(_ok_medians(records))
+        for frame in (base, candidate)
+        for records in _groups(frame, key).values()
+    ]
+    finite = [value for value in ranges if math.isfinite(value)]
+    return float(np.median(finite)) if finite else 0.0
+
+
+def _groups(frame: pd.DataFrame, key: list[str]) -> dict[tuple[Any, ...], list[Record]]:
+    """The frame's records per key value, in first-seen order (one record per process)."""
+    found: dict[tuple[Any, ...], list[Record]] = {}
+    for record in frame.to_dict("records"):
+        found.setdefault(tuple(record.get(column) for column in key), []).append(record)
+    return found
+
+
+def _ok_medians(records: list[Record]) -> list[float]:
+    return [float(record[LATENCY_MS]) for record in records if is_ok(record) and pd.notna(record.get(LATENCY_MS))]
+
+
+def _row(key: list[str], found: tuple[Any, ...], base: list[Record], candidate: list[Record]) -> Record:
+    shown = (base or candidate)[0]
+    out: Record = dict(zip(key, found, strict=True))
+    out.update(
+        scenario=shown.get(SCENARIO),
+        case=case_label(pd.Series(shown)),
+        impl=shown[IMPL],
+        base_ms=math.nan,
+        candidate_ms=math.nan,
+        ratio=math.nan,
+        ci_low=math.nan,
+        ci_high=math.nan,
+        p_value=math.nan,
+        verdict=None,
+        note="",
+    )
+    if not base or not candidate:
+        out["verdict"] = (Unjudged.ONLY_IN_CANDIDATE if not base else Unjudged.ONLY_IN_BASE).value
+        return out
+    base_ms, candidate_ms = _ok_medians(base), _ok_medians(candidate)
+    if not base_ms or not candidate_ms:
+        out["verdict"] = Unjudged.NOT_COMPARED.value
+        out["note"] = "; ".join(_not_ok(name, side) for name, side in (("base", base), ("candidate", candidate)))
+        return out
+    estimate, p_value = across_processes(candidate_ms, base_ms)
+    out.update(
+        base_ms=_geometric_mean(base_ms),
+        candidate_ms=_geometric_mean(candidate_ms),
+        ratio=estimate.ratio,
+        ci_low=estimate.ci_low,
+        ci_high=estimate.ci_high,
+        p_value=p_value,
+        note=_processes_note(len(base_ms), len(base), len(candidate_ms), len(candidate)),
+    )
+    return out
+
+
+def _geometric_mean(values: list[float]) -> float:
+    """The typical per-process median of one side: the ratio is exactly the candidate's over the base's."""
+    return float(np.exp(np.mean(np.log(values))))
+
+
+def _processes_note(base_ok: int, base_all: int, candidate_ok: int, candidate_all: int) -> str:
+    """``across 3 vs 3 processes`` (base vs candidate), the ones not ok counted, and no interval when too few."""
+    base, candidate = (
+        f"{ok} of {every}" if ok < every else str(ok)
+        for ok, every in ((base_ok, base_all), (candidate_ok, candidate_all))
+    )
+    note = f"across {base} vs {candidate} processes"
+    if base_ok + candidate_ok < MIN_PROCESSES or max(base_ok, candidate_ok) < 2:
+        note += ": too few for an interval"
+    return note
+
+
+def _not_ok(name: str, records: list[Record]) -> str:
+    """``base: 0 of 3 processes ok (error: boom)`` or ``candidate: 2 of 3 ok``."""
+    ok = sum(is_ok(record) for record in records)
+    failed = next((record for record in records if not is_ok(record)), None)
+    reason = f" ({failed[STATUS]}: {failed.get(ERROR) or 'no samples'})" if failed is not None and not ok else ""
+    return f"{name}: {ok} of {len(records)} processes ok{reason}"

@@ -1,0 +1,102 @@
+"""A replicated run's rows pooled: one row per case and implementation, read across its processes.
+
+A run of ``replicates: N`` holds each (case, implementation) N times, once per process (replicate i as
+``repeat`` i), and a table of every one of them says the same thing N times with N slightly different
+numbers. The answer a reader wants is the one advise gives (:mod:`mhabench.analysis.advice.replicated`): read
+across the processes. So the pooled row carries
+
+- the **median latency across processes** (the median of the processes' medians) and the lowest and highest
+  of them, the between-process range of the latency itself;
+- the **speedup over the baseline across processes**: the geometric mean of each process's paired speedup,
+  with the t interval over their logarithms (:func:`mhabench.analysis.replication.across_replicates`), which
+  holds the within-process and the between-process spread together; and ``max / min − 1`` of those
+  speedups (:func:`mhabench.analysis.replication.between_process_range`);
+- how many processes it ran ok in, of how many measured it;
+- the largest peak memory and error of any process (the figure a user must budget for), and every other
+  column from the process whose latency is the median one (the lower of the two middle ones for an even count).
+
+Only ok rows are pooled; a (case, implementation) ok in no process keeps its first process's row (its status
+and error). The winner of a case is the pooled row with the highest pooled speedup (:func:`speedup.best`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mhabench.analysis.replication import across_replicates, between_process_range
+from mhabench.analysis.speedup import best, is_ok
+from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, MAX_REL_ERR, PEAK_MEMORY_BYTES, REPEAT
+
+PROCESSES_OK = "processes_ok"
+"""Processes the (case, implementation) ran ok in."""
+PROCESSES = "processes"
+"""Processes that measured it (ok or not)."""
+LATENCY_PROCESS_MIN_MS = "latency_process_min_ms"
+LATENCY_PROCESS_MAX_MS = "latency_process_max_ms"
+SPEEDUP_PROCESS_RANGE = "speedup_process_range"
+"""``max / min − 1`` of the processes' speedups over the baseline: how far apart two processes put it."""
+ACROSS_PROCESSES = "processes"
+"""``speedup_method`` of a pooled row: the speedup was read across processes."""
+LARGEST_OF = (PEAK_MEMORY_BYTES, MAX_REL_ERR)
+"""Columns a pooled row takes the largest value of: what a user must budget for or tolerate in any process."""
+
+
+def pooled_rows(speedups: pd.DataFrame) -> pd.DataFrame:
+    """One row per (case, implementation) of :func:`speedup_rows`'s output for a replicated run, in first-seen
+    order, with the columns above added and ``winner`` read across processes."""
+    if speedups.empty:
+        return speedups
+    groups = speedups.groupby([CASE_ID, IMPL], sort=False, dropna=False)
+    pooled = pd.DataFrame([_pooled_row(group.to_dict("records")) for _, group in groups])
+    return _with_winners(pooled)
+
+
+def process_count(frame: pd.DataFrame) -> int:
+    """Processes a replicated run's rows came from: one ``repeat`` per process."""
+    return int(frame[REPEAT].nunique()) if REPEAT in frame.columns and len(frame) else 1
+
+
+def _pooled_row(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pooled row of one (case, implementation)'s per-process rows."""
+    ok = [row for row in records if is_ok(row) and _finite(row.get(LATENCY_MS))]
+    if not ok:
+        return {**records[0], PROCESSES_OK: 0, PROCESSES: len(records)}
+    by_latency = sorted(ok, key=lambda row: float(row[LATENCY_MS]))
+    latencies = [float(row[LATENCY_MS]) for row in by_latency]
+    speedups = [float(row["speedup"]) for row in ok if _finite(row.get("speedup"))]
+    estimate = across_replicates(speedups)
+    largest = {name: max((row[name] for row in ok if _finite(row.get(name))), default=math.nan) for name in LARGEST_OF}
+    return {
+        **by_latency[(len(by_latency) - 1) // 2],
+        **largest,
+        LATENCY_MS: float(np.median(latencies)),
+        LATENCY_PROCESS_MIN_MS: latencies[0],
+        LATENCY_PROCESS_MAX_MS: latencies[-1],
+        "speedup": estimate.ratio,
+        "speedup_ci_low": estimate.ci_low,
+        "speedup_ci_high": estimate.ci_high,
+        "speedup_method": ACROSS_PROCESSES if speedups else "",
+        SPEEDUP_PROCESS_RANGE: between_process_range(speedups),
+        PROCESSES_OK: len(ok),
+        PROCESSES: len(records),
+    }
+
+
+def _with_winners(pooled: pd.DataFrame) -> pd.DataFrame:
+    """``winner``: per case, the ok pooled row with the highest pooled speedup (the lowest latency without one)."""
+    winners = []
+    for _, case in pooled.groupby(CASE_ID, sort=False, dropna=False):
+        ok = case[case[PROCESSES_OK] > 0]
+        winners.append(best(dict(ok["speedup"].astype(float)), dict(ok[LATENCY_MS].astype(float))))
+    return pooled.assign(winner=pooled.index.isin([w for w in winners if w is not None]))
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,150 @@
+"""A replicated run's results table: one pooled row per case and implementation, not one per process.
+
+``mhabench run`` with ``replicates: N`` and ``mhabench report`` on such a run print this table instead of the
+per-process one (:mod:`mhabench.analysis.pooled_rows` says what a pooled row holds); each process's rows stay
+in the run's files, and ``report --replicate-rows`` adds their table. A run of one process never reaches this
+module: its table is :func:`mhabench.views.summary.results_table`, unchanged. The columns are the results
+table's, with the process count and the between-process range of the speedup added, and the latency's
+spread given as the processes' range rather than one process's IQR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+from rich.console import RenderableType
+from rich.text import Text
+
+from mhabench.analysis.pooled_rows import (
+    LATENCY_PROCESS_MAX_MS,
+    LATENCY_PROCESS_MIN_MS,
+    PROCESSES,
+    PROCESSES_OK,
+    SPEEDUP_PROCESS_RANGE,
+    pooled_rows,
+    process_count,
+)
+from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
+from mhabench.analysis.throughput import (
+    EXECUTED_OVER_USEFUL,
+    TABLE_FORMATS,
+    USEFUL_EFFICIENCY,
+    USEFUL_INTENSITY,
+    USEFUL_TFLOPS,
+    throughput,
+)
+from mhabench.analysis.throughput import LABELS as THROUGHPUT_LABELS
+from mhabench.results.columns import (
+    BYTES_MOVED,
+    CASE_ID,
+    COMPILE_TIME_S,
+    IMPL,
+    LATENCY_MS,
+    MAX_REL_ERR,
+    PEAK_MEMORY_BYTES,
+    label,
+)
+from mhabench.results.schema import RowStatus
+from mhabench.views import summary
+from mhabench.views.run_notes import LEGEND, lines_under_table
+from mhabench.views.table import TableModel, fit_columns, format_number, human_bytes, to_rich
+
+Column = tuple[str, Callable[[pd.Series], str]]
+LATENCY_RANGE = "ms across processes"
+SPEEDUP_RANGE = "speedup range"
+DROPPABLE = (*summary.DROPPABLE, LATENCY_RANGE)
+"""Left out while the terminal is too narrow: the one-process table's droppable columns, then the latency range."""
+
+
+PER_PROCESS_ROWS = "mhabench report RUN --replicate-rows, or results.csv (repeat = process)"
+"""Where a replicated run's rows of each process are, when its pooled table is all that is shown."""
+
+
+def pooled_note(processes: int, where: str = PER_PROCESS_ROWS) -> str:
+    """The sentence under (or above) a pooled table: what its figures are, and ``where`` each process's rows are."""
+    return (
+        f"One row per case and implementation, pooled over {processes} independent processes: median ms is the "
+        "median of the processes' medians (ms across processes: their lowest and highest); the speedup is the "
+        "geometric mean of the processes' paired speedups with a 95% t interval across them, which holds the "
+        f"between-process spread; speedup range: max/min − 1 of those speedups. Each process's rows: {where}."
+    )
+
+
+def pooled_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, title: str = "") -> TableModel:
+    """The pooled results table of a replicated run's :func:`speedup_rows` (pooled here)."""
+    pooled = pooled_rows(speedups)
+    frame = pd.concat([pooled, throughput(pooled)], axis=1)
+    with_compile = COMPILE_TIME_S in frame and bool(frame[COMPILE_TIME_S].notna().any())
+    columns = _columns(baseline, with_compile)
+    headers = [header for header, _ in columns]
+    cells = [[cell(row) for _, cell in columns] for _, row in frame.iterrows()]
+    styles = ["failed" if r[PROCESSES_OK] == 0 else "winner" if r.get("winner") else "" for _, r in frame.iterrows()]
+    numeric = [h not in ("case", "impl", "status") for h in headers]
+    title = title or f"mhabench run, speedup vs {baseline}, " + pooled_title(speedups)
+    return TableModel(title, headers, cells, numeric, styles, list(frame.get(CASE_ID, [])), frame)
+
+
+def pooled_title(speedups: pd.DataFrame) -> str:
+    """What a pooled table's speedups are, for its title."""
+    return (
+        f"pooled over {process_count(speedups)} processes (geometric mean of the processes' paired speedups, "
+        "95% t interval across processes)"
+    )
+
+
+def run_summary(rows: pd.DataFrame, baseline: str, run_dir: Path, width: int | None = None) -> list[RenderableType]:
+    """What ``mhabench run`` prints after a replicated run: the pooled table while it has at most
+    ``summary.COMPACT_ABOVE_ROWS`` rows, else the compact summary the one-process view prints."""
+    speedups = speedup_rows(rows, baseline)
+    if len(speedups.drop_duplicates([CASE_ID, IMPL])) > summary.COMPACT_ABOVE_ROWS:
+        return summary.run_summary(rows, baseline, run_dir, width)
+    table = pooled_table(speedups, baseline)
+    shown = fit_columns(table, width, DROPPABLE) if width else table
+    notes = [Text(line) for line in lines_under_table(rows)]
+    return [to_rich(shown), Text(pooled_note(process_count(rows))), Text(LEGEND), *notes]
+
+
+def _columns(baseline: str, with_compile: bool) -> list[Column]:
+    """The pooled table's columns: header and cell."""
+    columns: list[Column] = [
+        ("case", lambda r: str(r["case"])),
+        ("impl", lambda r: str(r[IMPL])),
+        ("processes", lambda r: f"{r[PROCESSES_OK]}/{r[PROCESSES]}"),
+        ("median ms", lambda r: format_number(r[LATENCY_MS], ".3f") if r[PROCESSES_OK] else "-"),
+        (LATENCY_RANGE, _latency_range),
+        (f"speedup vs {baseline}", summary.speedup_text),
+        (SPEEDUP_RANGE, lambda r: format_number(r.get(SPEEDUP_PROCESS_RANGE), ".1%")),
+        (label(PEAK_MEMORY_BYTES), lambda r: human_bytes(r.get(PEAK_MEMORY_BYTES)) if r[PROCESSES_OK] else "-"),
+        (label(BYTES_MOVED), lambda r: human_bytes(r.get(BYTES_MOVED))),
+        *(_throughput(name) for name in (USEFUL_INTENSITY, USEFUL_TFLOPS, EXECUTED_OVER_USEFUL, USEFUL_EFFICIENCY)),
+        (label(MAX_REL_ERR), lambda r: format_number(r.get(MAX_REL_ERR), ".1e")),
+    ]
+    columns += [("compile s", lambda r: format_number(r.get(COMPILE_TIME_S), ".1f"))] if with_compile else []
+    return [*columns, ("status", _status_text)]
+
+
+def _throughput(name: str) -> Column:
+    return THROUGHPUT_LABELS[name], lambda r: format_number(r.get(name), TABLE_FORMATS[name])
+
+
+def _latency_range(row: pd.Series) -> str:
+    """``min–max`` of the medians of the processes it ran ok in, each to about 3 digits: a range, not a figure."""
+    if not row[PROCESSES_OK]:
+        return "-"
+    return f"{_about(row[LATENCY_PROCESS_MIN_MS])}–{_about(row[LATENCY_PROCESS_MAX_MS])}"
+
+
+def _about(value_ms: float) -> str:
+    """3 significant digits below 100 ms, whole milliseconds above (never an exponent a range cannot be read in)."""
+    return f"{value_ms:.0f}" if value_ms >= 100 else f"{value_ms:.3g}"
+
+
+def _status_text(row: pd.Series) -> str:
+    """``ok``; ``ok in 2 of 3 processes``; or, ok in none, the first process's status and error."""
+    if not row[PROCESSES_OK]:
+        return summary.status_text(row)
+    if row[PROCESSES_OK] < row[PROCESSES]:
+        return f"{RowStatus.OK.value} in {row[PROCESSES_OK]} of {row[PROCESSES]} processes"
+    return RowStatus.OK.value
