@@ -90,7 +90,7 @@ def test_a_replicated_run_holds_its_merged_rows_and_final_manifest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from mhabench.run import replicates as replicated
-    from mhabench.scenario.config import parse_config
+    from mhabench.scenario.loading import parse_config
 
     _fake_replicates(monkeypatch)
     config = parse_config(

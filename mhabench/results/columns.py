@@ -36,10 +36,6 @@ INFO: dict[str, ColumnInfo] = {info.name: info for info in columns_info()}
 COLUMNS: list[str] = [info.name for info in columns_info() if info.in_csv]
 """Every CSV column, in order. The Parquet file also has ``times_ms``."""
 SAMPLES_COLUMN = "times_ms"
-NUMERIC_COLUMNS: list[str] = [
-    f.name for _, group in GROUPS for f in dataclasses.fields(group) if f.type in ("int", "float")
-]
-"""Columns that hold a count or a measure (a column of them that no row fills reads back as float NaN)."""
 IDENTITY_COLUMNS: list[str] = [f.name for f in dataclasses.fields(CaseIdentity)] + ["status", "error"]
 CASE_KEY: list[str] = [info.name for info in columns_info() if info.role == "key"]
 """Columns that identify the same measurement across runs (compare matches on these)."""

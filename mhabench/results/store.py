@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from mhabench.errors import OutputFolderError, ResultsCorruptError, RunNotFoundError
-from mhabench.results.columns import COLUMNS, IDENTITY_COLUMNS, NUMERIC_COLUMNS, SAMPLES_COLUMN, with_key_defaults
+from mhabench.results.columns import COLUMNS, IDENTITY_COLUMNS, SAMPLES_COLUMN, with_key_defaults
 from mhabench.results.liveness import effective_status
 from mhabench.results.manifest import Manifest
 from mhabench.results.schema import FORMAT_VERSION, ResultRow
@@ -333,13 +333,12 @@ def typed_rows(frame: pd.DataFrame) -> list[ResultRow]:
 
 def read_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
     """Typed rows as the frame readers do pandas work on: :func:`rows_frame`, with ``error`` as text ("" where
-    none), ``times_ms`` a list of floats (empty: none), and a numeric column no row fills as float NaN rather than a
-    column of None (as a CSV column of empty cells reads back), so numeric work on it needs no special case."""
+    none) and ``times_ms`` a list of floats (empty: none). A column no row fills holds None, as a Parquet file's empty
+    column reads back: record keys built from its cells (``pooled_change``) then match across runs, NaN's never do."""
     frame = rows_frame(list(rows))
     frame["error"] = frame["error"].astype(object).fillna("").astype(str)
     frame[SAMPLES_COLUMN] = frame[SAMPLES_COLUMN].apply(lambda v: [float(x) for x in v])
-    empty = {name: float for name in NUMERIC_COLUMNS if frame[name].isna().all()}
-    return frame.astype(empty).copy()  # one block per dtype: readers add columns to it without pandas' warning
+    return frame.copy()  # one block per dtype: readers add columns to it without pandas' warning
 
 
 def held_run(run_dir: Path, manifest: Manifest, rows: Sequence[ResultRow]) -> Run:
