@@ -25,7 +25,6 @@ UNSTORED_PAGES = {
     "advise.md",
     "claims.md",
     "decode.md",
-    "default-run.md",
     "dot-vs-additive.md",
     "gpu-h200.md",
     "head-dim-reduction.md",
