@@ -23,7 +23,6 @@ RUNS = FINDINGS / "runs"
 RUN_ID = re.compile(r"\b[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9._-]*[A-Za-z0-9]")
 UNSTORED_PAGES = {
     "advise.md",
-    "claims.md",
     "decode.md",
     "dot-vs-additive.md",
     "gpu-h200.md",
