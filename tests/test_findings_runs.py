@@ -22,7 +22,6 @@ FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings"
 RUNS = FINDINGS / "runs"
 RUN_ID = re.compile(r"\b[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9._-]*[A-Za-z0-9]")
 UNSTORED_PAGES = {
-    "advise.md",
     "decode.md",
     "dot-vs-additive.md",
     "gpu-h200.md",
