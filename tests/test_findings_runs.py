@@ -26,7 +26,6 @@ UNSTORED_PAGES = {
     "dot-vs-additive.md",
     "gpu-h200.md",
     "head-dim-reduction.md",
-    "heads-sweep.md",
     "masks.md",
     "peers.md",
     "reproducibility.md",
