@@ -29,8 +29,6 @@ UNSTORED_PAGES = {
     "masks.md",
     "peers.md",
     "reproducibility.md",
-    "scaling.md",
-    "shared-qk.md",
     "train-vs-forward.md",
 }
 """Pages written before issue 26 from runs that were never kept (on VMs since gone). This set may only
