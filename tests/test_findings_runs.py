@@ -28,7 +28,6 @@ UNSTORED_PAGES = {
     "head-dim-reduction.md",
     "masks.md",
     "peers.md",
-    "reproducibility.md",
     "train-vs-forward.md",
 }
 """Pages written before issue 26 from runs that were never kept (on VMs since gone). This set may only
