@@ -22,19 +22,12 @@ FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings"
 RUNS = FINDINGS / "runs"
 RUN_ID = re.compile(r"\b[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9._-]*[A-Za-z0-9]")
 UNSTORED_PAGES = {
-    "advise.md",
-    "claims.md",
     "decode.md",
-    "default-run.md",
     "dot-vs-additive.md",
     "gpu-h200.md",
     "head-dim-reduction.md",
-    "heads-sweep.md",
     "masks.md",
     "peers.md",
-    "reproducibility.md",
-    "scaling.md",
-    "shared-qk.md",
     "train-vs-forward.md",
 }
 """Pages written before issue 26 from runs that were never kept (on VMs since gone). This set may only
@@ -234,3 +227,61 @@ def test_the_replicated_masks_picks_quoted_are_advise_on_the_stored_run(tmp_path
     }:
         assert f"`{winner}` wins, {lead} over `{runner_up}`" in text
     assert "`fused` wins, 1.43× [1.18–1.74] / 1.47× [1.22–1.75] over `flex`" in text
+
+
+EIGHT_DEFAULT_RUNS = [
+    "20261127T091136Z-default",
+    "20261127T091343Z-default",
+    "20261127T091637Z-default",
+    "20261127T091927Z-default",
+    "20261127T092222Z-default",
+    "20261127T100806Z-default",
+    "20261127T113344Z-default",
+    "20261127T121603Z-default",
+]
+
+
+def lead(pick: Pick, digits: int = 2) -> str:
+    """A pick's combined lead as the re-checked pages quote it (``digits`` for the interval's ends)."""
+    assert pick.estimate is not None
+    estimate = pick.estimate
+    return f"{estimate.ratio:.2f}× [{estimate.ci_low:.{digits}f}–{estimate.ci_high:.{digits}f}]"
+
+
+def test_default_run_md_quotes_advise_and_spread_on_the_eight_stored_replicated_runs(tmp_path: Path) -> None:
+    runs = [load_run(path) for path in unpack(EIGHT_DEFAULT_RUNS, tmp_path)]
+    largest = [
+        next(p for p in advice.answers.picks.values() if p.case.fields["seq_len"] == 2048)
+        for advice in advise(runs).runs
+    ]
+    wins = [p for p in largest if p.verdict == WINNER and p.impls == ("fused",)]
+    ties = [p for p in largest if p.verdict == TIED]
+    assert (len(wins), len(ties)) == (5, 3)
+    text = " ".join((FINDINGS / "default-run.md").read_text().split())
+    assert all(lead(p) in text for p in ties)
+    low, high = min(p.estimate.ratio for p in wins if p.estimate), max(p.estimate.ratio for p in wins if p.estimate)
+    assert f"`fused` wins in 5 of 8, {low:.2f}×" in text and f"to {high:.2f}×" in text
+    fused = pd.concat([speedup_spread(run.rows, "naive") for run in runs])
+    fused = fused[(fused["impl"] == "fused") & fused["case_id"].str.contains("n2048")]
+    ratios = [r for by_process in fused["speedup_by_repeat"] for r in by_process]
+    assert len(ratios) == 24
+    assert f"`fused` {min(ratios):.2f}–{max(ratios):.2f}×" in text
+
+
+@pytest.mark.parametrize(
+    ("page", "run_id", "key", "digits"),
+    [
+        ("heads-sweep.md", "20261127T120251Z-heads-sweep", "heads", {1: 2, 8: 2, 16: 2, 32: 2, 64: 2}),
+        ("scaling.md", "20261127T120606Z-scaling", "heads", {2: 2, 8: 3, 32: 2}),
+        ("shared-qk.md", "20261127T120712Z-shared-qk", "seq_len", {1024: 2}),
+    ],
+)
+def test_the_loaded_replicated_runs_picks_quoted_are_advise_on_the_stored_runs(
+    tmp_path: Path, page: str, run_id: str, key: str, digits: dict[int, int]
+) -> None:
+    (run_dir,) = unpack([run_id], tmp_path)
+    (advice,) = advise([load_run(run_dir)]).runs
+    picks = {pick.case.fields[key]: pick for pick in advice.answers.picks.values()}
+    text = " ".join((FINDINGS / page).read_text().split())
+    for value, places in digits.items():
+        assert lead(picks[value], places) in text, (page, value, lead(picks[value], places))
