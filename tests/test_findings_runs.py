@@ -30,7 +30,6 @@ UNSTORED_PAGES = {
     "gpu-h200.md",
     "head-dim-reduction.md",
     "heads-sweep.md",
-    "masks.md",
     "peers.md",
     "reproducibility.md",
     "scaling.md",
