@@ -30,7 +30,6 @@ UNSTORED_PAGES = {
     "gpu-h200.md",
     "head-dim-reduction.md",
     "heads-sweep.md",
-    "peers.md",
     "reproducibility.md",
     "scaling.md",
     "shared-qk.md",
@@ -233,3 +232,49 @@ def test_the_replicated_masks_picks_quoted_are_advise_on_the_stored_run(tmp_path
     }:
         assert f"`{winner}` wins, {lead} over `{runner_up}`" in text
     assert "`fused` wins, 1.43× [1.18–1.74] / 1.47× [1.22–1.75] over `flex`" in text
+
+
+def picks_of(run_id: str, into: Path) -> set[tuple[str, str]]:
+    """Every pick ``advise`` makes on a stored run, as (verdict, "ratio× [low–high]") the way the pages quote it."""
+    (run_dir,) = unpack([run_id], into)
+    (advice,) = advise([load_run(run_dir)]).runs
+    return {
+        (pick.verdict, f"{pick.estimate.ratio:.2f}× [{pick.estimate.ci_low:.2f}–{pick.estimate.ci_high:.2f}]")
+        for pick in advice.answers.picks.values()
+        if pick.estimate is not None
+    }
+
+
+RECHECKED = [
+    (
+        "masks.md",
+        "20261127T113601Z-masks",
+        ["1.84× [1.67–2.03]", "1.62× [1.56–1.69]", "1.22× [1.09–1.37]", "1.43× [1.21–1.68]", "2.14× [1.56–2.94]"],
+        ["1.31× [0.85–2.01]"],
+    ),
+    (
+        "decode.md",
+        "20261127T105733Z-decode-batch-sweep",
+        ["1.44× [1.39–1.49]", "2.63× [2.41–2.86]"],
+        ["1.08× [0.96–1.22]"],
+    ),
+    ("dot-vs-additive.md", "20261127T105703Z-dot-vs-additive", ["1.19× [1.10–1.29]", "1.17× [1.10–1.24]"], []),
+    ("head-dim-reduction.md", "20261127T105536Z-head-dim-reduction", ["6.74× [5.93–7.65]"], ["1.02× [0.99–1.05]"]),
+    ("train-vs-forward.md", "20261127T105817Z-train-vs-forward", ["1.23× [1.15–1.32]", "1.15× [1.09–1.20]"], []),
+    ("peers.md", "20261127T110024Z-compiled-peers", ["1.22× [1.08–1.36]", "2.04× [1.97–2.12]"], []),
+    ("peers.md", "20261127T105853Z-sdpa-backends", [], ["1.00× [0.90–1.11]"]),
+    ("peers.md", "20261127T115244Z-sdpa-backends", [], ["1.05× [0.98–1.13]"]),
+    ("peers.md", "20261127T120938Z-compiled-peers", ["1.19× [1.05–1.35]", "1.87× [1.76–1.99]"], []),
+]
+
+
+@pytest.mark.parametrize(("page", "run_id", "wins", "ties"), RECHECKED, ids=[f"{p}:{r}" for p, r, _, _ in RECHECKED])
+def test_the_rechecked_picks_a_page_quotes_are_advise_on_its_stored_run(
+    tmp_path: Path, page: str, run_id: str, wins: list[str], ties: list[str]
+) -> None:
+    said = picks_of(run_id, tmp_path)
+    text = " ".join((FINDINGS / page).read_text().split())
+    for verdict, figures in ((WINNER, wins), (TIED, ties)):
+        for figure in figures:
+            assert (verdict, figure) in said, f"{run_id}: advise has no {verdict} at {figure}"
+            assert figure in text, f"{page} does not quote {figure}"
