@@ -24,7 +24,6 @@ RUN_ID = re.compile(r"\b[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9._-]*[A-Za-z0-9]")
 UNSTORED_PAGES = {
     "advise.md",
     "claims.md",
-    "decode.md",
     "default-run.md",
     "dot-vs-additive.md",
     "gpu-h200.md",
@@ -257,6 +256,12 @@ RECHECKED = [
         "20261127T105733Z-decode-batch-sweep",
         ["1.44× [1.39–1.49]", "2.63× [2.41–2.86]"],
         ["1.08× [0.96–1.22]"],
+    ),
+    (
+        "decode.md",
+        "20261127T121245Z-decode-batch-sweep",
+        ["1.10× [1.06–1.14]", "3.38× [1.83–6.23]"],
+        ["1.03× [0.17–6.04]", "2.22× [0.39–12.65]"],
     ),
     ("dot-vs-additive.md", "20261127T105703Z-dot-vs-additive", ["1.19× [1.10–1.29]", "1.17× [1.10–1.24]"], []),
     ("head-dim-reduction.md", "20261127T105536Z-head-dim-reduction", ["6.74× [5.93–7.65]"], ["1.02× [0.99–1.05]"]),
