@@ -158,3 +158,13 @@ def test_the_short_answer_says_why_from_the_winners_side(tmp_path: Path) -> None
     lines = short_answer(advise([load_run(run_dir)]), run_dir)
     (reason,) = [line for line in lines if line.startswith("Why:")]
     assert "`fused`" in reason.split(":", 2)[2][:12] and "`naive` materializes" not in reason
+
+
+def test_a_row_with_its_own_head_width_is_rebuilt_with_that_width() -> None:
+    """Gemma 2's 8 heads of 256 in a 2304-wide model: the cost the why quotes is for 256-wide heads, not 288."""
+    fields = {"batch": 1, "seq_len": 64, "d_model": 2304, "heads": 8, "kv_heads": 4, "dtype": "float32"}
+    own = why.row_case({**fields, "head_dim": 256})
+    plain = why.row_case({**fields, "head_dim": None})
+    assert own is not None and plain is not None
+    assert (own.head_dim, plain.head_dim) == (256, 288)
+    assert own.workload().q_dim == 8 * 256

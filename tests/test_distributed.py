@@ -180,7 +180,7 @@ def test_partial_outputs_sum_to_the_full_layer(variant: str, layout: str, size: 
     """Without communication each rank returns its partial sum plus b_o: the partials add up to the layer."""
     weights, x = layer_inputs(*LAYOUTS[layout])
     heads = LAYOUTS[layout][0]
-    partials = [VARIANTS[variant](weights, heads, True, tp=TPGroup(size, r)) for r in range(size)]
+    partials = [VARIANTS[variant](weights, heads, CAUSAL, tp=TPGroup(size, r)) for r in range(size)]
     total = sum(layer(x) - weights.b_o for layer in partials) + weights.b_o
     _, max_rel_err = numerical_error(total, reference_attention(weights, x, heads, CAUSAL))
     assert max_rel_err <= 1e-5

@@ -22,20 +22,7 @@ FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings"
 RUNS = FINDINGS / "runs"
 RUN_ID = re.compile(r"\b[0-9]{8}T[0-9]{6}Z-[A-Za-z0-9._-]*[A-Za-z0-9]")
 UNSTORED_PAGES = {
-    "advise.md",
-    "claims.md",
-    "decode.md",
-    "default-run.md",
-    "dot-vs-additive.md",
     "gpu-h200.md",
-    "head-dim-reduction.md",
-    "heads-sweep.md",
-    "masks.md",
-    "peers.md",
-    "reproducibility.md",
-    "scaling.md",
-    "shared-qk.md",
-    "train-vs-forward.md",
 }
 """Pages written before issue 26 from runs that were never kept (on VMs since gone). This set may only
 shrink: a page re-run from now on stores its runs, and then every run id it cites is checked."""
@@ -234,3 +221,121 @@ def test_the_replicated_masks_picks_quoted_are_advise_on_the_stored_run(tmp_path
     }:
         assert f"`{winner}` wins, {lead} over `{runner_up}`" in text
     assert "`fused` wins, 1.43× [1.18–1.74] / 1.47× [1.22–1.75] over `flex`" in text
+
+
+EIGHT_DEFAULT_RUNS = [
+    "20261127T091136Z-default",
+    "20261127T091343Z-default",
+    "20261127T091637Z-default",
+    "20261127T091927Z-default",
+    "20261127T092222Z-default",
+    "20261127T100806Z-default",
+    "20261127T113344Z-default",
+    "20261127T121603Z-default",
+]
+
+
+def lead(pick: Pick, digits: int = 2) -> str:
+    """A pick's combined lead as the re-checked pages quote it (``digits`` for the interval's ends)."""
+    assert pick.estimate is not None
+    estimate = pick.estimate
+    return f"{estimate.ratio:.2f}× [{estimate.ci_low:.{digits}f}–{estimate.ci_high:.{digits}f}]"
+
+
+def test_default_run_md_quotes_advise_and_spread_on_the_eight_stored_replicated_runs(tmp_path: Path) -> None:
+    runs = [load_run(path) for path in unpack(EIGHT_DEFAULT_RUNS, tmp_path)]
+    largest = [
+        next(p for p in advice.answers.picks.values() if p.case.fields["seq_len"] == 2048)
+        for advice in advise(runs).runs
+    ]
+    wins = [p for p in largest if p.verdict == WINNER and p.impls == ("fused",)]
+    ties = [p for p in largest if p.verdict == TIED]
+    assert (len(wins), len(ties)) == (5, 3)
+    text = " ".join((FINDINGS / "default-run.md").read_text().split())
+    assert all(lead(p) in text for p in ties)
+    low, high = min(p.estimate.ratio for p in wins if p.estimate), max(p.estimate.ratio for p in wins if p.estimate)
+    assert f"`fused` wins in 5 of 8, {low:.2f}×" in text and f"to {high:.2f}×" in text
+    fused = pd.concat([speedup_spread(run.rows, "naive") for run in runs])
+    fused = fused[(fused["impl"] == "fused") & fused["case_id"].str.contains("n2048")]
+    ratios = [r for by_process in fused["speedup_by_repeat"] for r in by_process]
+    assert len(ratios) == 24
+    assert f"`fused` {min(ratios):.2f}–{max(ratios):.2f}×" in text
+
+
+@pytest.mark.parametrize(
+    ("page", "run_id", "key", "digits"),
+    [
+        ("heads-sweep.md", "20261127T120251Z-heads-sweep", "heads", {1: 2, 8: 2, 16: 2, 32: 2, 64: 2}),
+        ("scaling.md", "20261127T120606Z-scaling", "heads", {2: 2, 8: 3, 32: 2}),
+        ("shared-qk.md", "20261127T120712Z-shared-qk", "seq_len", {1024: 2}),
+    ],
+)
+def test_the_loaded_replicated_runs_picks_quoted_are_advise_on_the_stored_runs(
+    tmp_path: Path, page: str, run_id: str, key: str, digits: dict[int, int]
+) -> None:
+    (run_dir,) = unpack([run_id], tmp_path)
+    (advice,) = advise([load_run(run_dir)]).runs
+    picks = {pick.case.fields[key]: pick for pick in advice.answers.picks.values()}
+    text = " ".join((FINDINGS / page).read_text().split())
+    for value, places in digits.items():
+        assert lead(picks[value], places) in text, (page, value, lead(picks[value], places))
+
+
+def picks_of(run_id: str, into: Path) -> set[tuple[str, str]]:
+    """Every pick ``advise`` makes on a stored run, as (verdict, "ratio× [low–high]") the way the pages quote it."""
+    (run_dir,) = unpack([run_id], into)
+    (advice,) = advise([load_run(run_dir)]).runs
+    return {
+        (pick.verdict, f"{pick.estimate.ratio:.2f}× [{pick.estimate.ci_low:.2f}–{pick.estimate.ci_high:.2f}]")
+        for pick in advice.answers.picks.values()
+        if pick.estimate is not None
+    }
+
+
+RECHECKED = [
+    (
+        "masks.md",
+        "20261127T113601Z-masks",
+        ["1.84× [1.67–2.03]", "1.62× [1.56–1.69]", "1.22× [1.09–1.37]", "1.43× [1.21–1.68]", "2.14× [1.56–2.94]"],
+        ["1.31× [0.85–2.01]"],
+    ),
+    (
+        "decode.md",
+        "20261127T105733Z-decode-batch-sweep",
+        ["1.44× [1.39–1.49]", "2.63× [2.41–2.86]"],
+        ["1.08× [0.96–1.22]"],
+    ),
+    (
+        "decode.md",
+        "20261127T121245Z-decode-batch-sweep",
+        ["1.10× [1.06–1.14]", "3.38× [1.83–6.23]"],
+        ["1.03× [0.17–6.04]", "2.22× [0.39–12.65]"],
+    ),
+    ("dot-vs-additive.md", "20261127T105703Z-dot-vs-additive", ["1.19× [1.10–1.29]", "1.17× [1.10–1.24]"], []),
+    (
+        "dot-vs-additive.md",
+        "20261127T121449Z-dot-vs-additive",
+        ["2.32× [2.11–2.56]"],
+        ["1.51× [0.48–4.81]", "1.59× [0.48–5.33]"],
+    ),
+    ("head-dim-reduction.md", "20261127T105536Z-head-dim-reduction", ["6.74× [5.93–7.65]"], ["1.02× [0.99–1.05]"]),
+    ("head-dim-reduction.md", "20261127T121530Z-head-dim-reduction", ["7.09× [6.61–7.61]"], ["1.02× [1.01–1.04]"]),
+    ("train-vs-forward.md", "20261127T105817Z-train-vs-forward", ["1.23× [1.15–1.32]", "1.15× [1.09–1.20]"], []),
+    ("train-vs-forward.md", "20261127T121807Z-train-vs-forward", [], ["3.24× [0.22–46.68]"]),
+    ("peers.md", "20261127T110024Z-compiled-peers", ["1.22× [1.08–1.36]", "2.04× [1.97–2.12]"], []),
+    ("peers.md", "20261127T105853Z-sdpa-backends", [], ["1.00× [0.90–1.11]"]),
+    ("peers.md", "20261127T115244Z-sdpa-backends", [], ["1.05× [0.98–1.13]"]),
+    ("peers.md", "20261127T120938Z-compiled-peers", ["1.19× [1.05–1.35]", "1.87× [1.76–1.99]"], []),
+]
+
+
+@pytest.mark.parametrize(("page", "run_id", "wins", "ties"), RECHECKED, ids=[f"{p}:{r}" for p, r, _, _ in RECHECKED])
+def test_the_rechecked_picks_a_page_quotes_are_advise_on_its_stored_run(
+    tmp_path: Path, page: str, run_id: str, wins: list[str], ties: list[str]
+) -> None:
+    said = picks_of(run_id, tmp_path)
+    text = " ".join((FINDINGS / page).read_text().split())
+    for verdict, figures in ((WINNER, wins), (TIED, ties)):
+        for figure in figures:
+            assert (verdict, figure) in said, f"{run_id}: advise has no {verdict} at {figure}"
+            assert figure in text, f"{page} does not quote {figure}"

@@ -265,3 +265,20 @@ def test_a_tied_row_that_sorts_behind_a_clearly_slower_one_is_the_runner_up_quot
     assert found.verdict == TIED and set(found.impls) == {"fused", "per_head"} and found.runner_up == "per_head"
     assert found.estimate is not None and found.estimate.ci_low <= 1
     assert "over `per_head`" in statement(found).text and "the interval includes 1" in statement(found).text
+
+
+def test_the_pick_is_the_implementation_the_paired_ratios_make_fastest_not_the_one_with_the_lowest_medians() -> None:
+    """Rounds of three kinds, a third each: (A 1, B 0.9), (A 1, B 5), (A 10, B 5). A's median (1) is below B's (5),
+    yet B is faster in two rounds of three (the median paired ratio B/A is 0.9), in every process. The pick must be
+    B, clearly ahead, not a "tie" whose printed interval says the runner-up is the faster one."""
+    rng = np.random.default_rng(7)
+    records = []
+    for replicate in range(3):
+        jitter = lambda: float(np.exp(rng.normal(0, 0.002)))  # noqa: E731
+        a = [ms * jitter() for ms in [1.0, 1.0, 10.0] * 7]
+        b = [ms * jitter() for ms in [0.9, 5.0, 5.0] * 7]
+        records += [row("A", a, repeat=replicate), row("B", b, repeat=replicate)]
+    (case,) = cases_of("run", pd.DataFrame(records))
+    found = pick_replicated(case)
+    assert (found.verdict, found.impls, found.runner_up) == (WINNER, ("B",), "A")
+    assert found.estimate is not None and 1.0 < found.estimate.ci_low <= found.estimate.ratio < 1.2

@@ -79,9 +79,8 @@ def pick_replicated(case: MeasuredCase) -> Pick:
         return Pick(case, NOTHING, ())
     if len(by_impl) == 1:
         return Pick(case, ONLY, tuple(by_impl))
-    order = sorted(by_impl, key=lambda impl: _typical_ms(by_impl[impl].values()))
-    fastest, others = order[0], order[1:]
-    leads = {impl: replicated_lead(by_impl[impl], by_impl[fastest]) for impl in others}
+    fastest, leads = _fastest_with_leads(by_impl)
+    others = list(leads)
     closest = min(others, key=lambda impl: (clearly_slower(leads[impl]), _finite_or_inf(leads[impl].ratio)))
     rounds = len(set(by_impl[closest]) & set(by_impl[fastest]))
     common = {"runner_up": closest, "estimate": leads[closest], "method": REPLICATES, "rounds": rounds}
@@ -91,6 +90,28 @@ def pick_replicated(case: MeasuredCase) -> Pick:
         return Pick(case, CANNOT_TELL, (fastest,), reason=reason, **common)
     tied = (fastest, *(impl for impl in others if not clearly_slower(leads[impl])))
     return Pick(case, TIED if len(tied) > 1 else WINNER, tied, **common)
+
+
+def _fastest_with_leads(by_impl: Mapping[str, Mapping[int, Row]]) -> tuple[str, dict[str, RatioEstimate]]:
+    """The fastest implementation by the same paired, across-replicates ratios its leads are read in, and every
+    other one's lead over it.
+
+    Ordering by the replicates' medians alone can disagree with the paired ratios (one slow process moves a
+    geometric mean of medians more than the per-process ratios), and then a "runner-up" could be clearly
+    *faster* than the pick while the pick reads as a tie. So the order is the paired ratio against a common
+    reference, and should one lead still come out clearly below 1 (paired estimates are medians of per-round
+    ratios, not exactly transitive) the faster one is taken as the pick and the leads are read again."""
+    reference = min(by_impl, key=lambda impl: _typical_ms(by_impl[impl].values()))
+    to_reference = {impl: replicated_lead(by_impl[impl], by_impl[reference]).ratio for impl in by_impl}
+    to_reference[reference] = 1.0
+    fastest = min(by_impl, key=lambda impl: _finite_or_inf(to_reference[impl]))
+    for _ in range(len(by_impl)):
+        leads = {impl: replicated_lead(rows, by_impl[fastest]) for impl, rows in by_impl.items() if impl != fastest}
+        faster = [impl for impl, lead in leads.items() if lead.ci_high < 1.0]
+        if not faster:
+            break
+        fastest = min(faster, key=lambda impl: leads[impl].ratio)
+    return fastest, leads
 
 
 def replicated_lead(slower: Mapping[int, Row], fastest: Mapping[int, Row]) -> RatioEstimate:

@@ -48,6 +48,7 @@ from mhabench.results.columns import (
     D_MODEL,
     DTYPE,
     ERROR,
+    HEAD_DIM,
     HEADS,
     HOST_LATENCY_MS,
     IMPL,
@@ -226,7 +227,7 @@ def row_case(row: Row) -> ShapeCase | None:
         d_model=d_model,
         heads=heads,
         kv_heads=int(number(row, KV_HEADS) or heads),
-        head_dim=d_model // heads,
+        head_dim=int(number(row, HEAD_DIM) or d_model // heads),  # Gemma 2, Qwen3: heads wider than d_model / heads
         bias=False,
         dtype=text(row, DTYPE),
         seed=0,
