@@ -255,7 +255,7 @@ def test_default_run_md_quotes_advise_and_spread_on_the_eight_stored_replicated_
     assert all(lead(p) in text for p in ties)
     low, high = min(p.estimate.ratio for p in wins if p.estimate), max(p.estimate.ratio for p in wins if p.estimate)
     assert f"`fused` wins in 5 of 8, {low:.2f}×" in text and f"to {high:.2f}×" in text
-    fused = pd.concat([speedup_spread(run.rows, "naive") for run in runs])
+    fused = pd.concat([speedup_spread(run.frame, "naive") for run in runs])
     fused = fused[(fused["impl"] == "fused") & fused["case_id"].str.contains("n2048")]
     ratios = [r for by_process in fused["speedup_by_repeat"] for r in by_process]
     assert len(ratios) == 24
