@@ -3,8 +3,9 @@
 Issue 26's replay promise, checked for every page whose runs are stored: each figure written as
 ``1.23× [1.10–1.40]`` (a ratio with its 95 % interval) must be reproduced by one of the commands a reader can
 run on the folders under docs/findings/runs: ``advise`` on one run or on the runs of one config together,
-``compare RUN --baseline IMPL`` for any implementation of the run, or ``compare A B`` between consecutive runs of
-one config. A figure copied from a run that was not kept, or edited by hand, fails here.
+``compare RUN --baseline IMPL`` for any implementation of the run (pooled across processes for a replicated
+run), or ``compare A B`` between consecutive runs of one config. A figure copied from a run that was not kept,
+or edited by hand, fails here.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from test_findings_runs import FINDINGS, RUNS, UNSTORED_PAGES, cited, unpack
 
 from mhabench.analysis import compare as compare_mod
 from mhabench.analysis.advice.advise import advise
+from mhabench.analysis.pooled_rows import pooled_rows
 from mhabench.results.store import Run, load_run
 from mhabench.views.advice import to_markdown
 
@@ -57,8 +60,12 @@ def advise_figures(runs: list[Run]) -> Iterator[tuple[str, str, str]]:
 
 
 def speedup_figures(run: Run) -> Iterator[tuple[str, str, str]]:
+    """``compare RUN --baseline X``'s speedups for every X: per process, and pooled across them for a replicated
+    run (what its table and ``--output`` print)."""
     for baseline in sorted(set(run.frame["impl"])):
         rows = compare_mod.speedups(run, baseline).rows
+        if run.manifest.replicated:
+            rows = pd.concat([rows, pooled_rows(rows)], ignore_index=True)
         for ratio, low, high in zip(rows["speedup"], rows["speedup_ci_low"], rows["speedup_ci_high"], strict=True):
             if (found := figure(ratio, low, high)) is not None:
                 yield found
