@@ -4,6 +4,7 @@ the stored folders gives the figures replication.md quotes."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 import tarfile
 from pathlib import Path
@@ -15,6 +16,8 @@ from mhabench.analysis.advice.across import FLIPS
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.pick import TIED, WINNER, Pick
 from mhabench.analysis.calibration import calibration_of
+from mhabench.analysis.compare import speedups
+from mhabench.analysis.pooled_rows import pooled_rows
 from mhabench.analysis.spread import speedup_spread
 from mhabench.results.store import load_run
 
@@ -302,8 +305,8 @@ RECHECKED = [
     (
         "decode.md",
         "20261127T105733Z-decode-batch-sweep",
-        ["1.44× [1.39–1.49]", "2.63× [2.41–2.86]"],
-        ["1.08× [0.96–1.22]"],
+        ["1.44× [1.39–1.49]", "1.82× [1.39–2.38]", "1.58× [1.49–1.66]", "2.63× [2.41–2.86]"],
+        ["1.08× [0.96–1.22]", "1.08× [0.97–1.21]"],
     ),
     (
         "decode.md",
@@ -318,9 +321,19 @@ RECHECKED = [
         ["2.32× [2.11–2.56]"],
         ["1.51× [0.48–4.81]", "1.59× [0.48–5.33]"],
     ),
-    ("head-dim-reduction.md", "20261127T105536Z-head-dim-reduction", ["6.74× [5.93–7.65]"], ["1.02× [0.99–1.05]"]),
+    (
+        "head-dim-reduction.md",
+        "20261127T105536Z-head-dim-reduction",
+        ["1.89× [1.83–1.94]", "3.63× [3.37–3.90]", "6.74× [5.93–7.65]"],
+        ["1.02× [0.99–1.05]"],
+    ),
     ("head-dim-reduction.md", "20261127T121530Z-head-dim-reduction", ["7.09× [6.61–7.61]"], ["1.02× [1.01–1.04]"]),
-    ("train-vs-forward.md", "20261127T105817Z-train-vs-forward", ["1.23× [1.15–1.32]", "1.15× [1.09–1.20]"], []),
+    (
+        "train-vs-forward.md",
+        "20261127T105817Z-train-vs-forward",
+        ["1.23× [1.15–1.32]", "1.12× [1.11–1.14]", "1.38× [1.35–1.41]", "1.15× [1.09–1.20]"],
+        [],
+    ),
     ("train-vs-forward.md", "20261127T121807Z-train-vs-forward", [], ["3.24× [0.22–46.68]"]),
     ("peers.md", "20261127T110024Z-compiled-peers", ["1.22× [1.08–1.36]", "2.04× [1.97–2.12]"], []),
     ("peers.md", "20261127T105853Z-sdpa-backends", [], ["1.00× [0.90–1.11]"]),
@@ -339,3 +352,47 @@ def test_the_rechecked_picks_a_page_quotes_are_advise_on_its_stored_run(
         for figure in figures:
             assert (verdict, figure) in said, f"{run_id}: advise has no {verdict} at {figure}"
             assert figure in text, f"{page} does not quote {figure}"
+
+
+POOLED_TABLES = [
+    ("decode.md", "20261127T105733Z-decode-batch-sweep", "naive"),
+    ("dot-vs-additive.md", "20261127T105703Z-dot-vs-additive", "naive"),
+    ("head-dim-reduction.md", "20261127T105536Z-head-dim-reduction", "fused"),
+    ("train-vs-forward.md", "20261127T105817Z-train-vs-forward", "naive"),
+]
+
+
+def table(page: Path, marker: str) -> list[list[str]]:
+    """The cells of the first Markdown table of ``page`` whose header holds ``marker``, header and separator
+    included."""
+    lines = page.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if marker in line)
+    block = itertools.takewhile(lambda line: line.startswith("|"), lines[start:])
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in block]
+
+
+def milliseconds(value: float) -> str:
+    """A latency as the pooled tables write it: three decimals below 10 ms, two above."""
+    return f"{value:.3f}" if value < 10 else f"{value:.2f}"
+
+
+@pytest.mark.parametrize(("page", "run_id", "baseline"), POOLED_TABLES, ids=[p for p, _, _ in POOLED_TABLES])
+def test_a_pages_pooled_table_is_compares_csv_on_its_stored_run(
+    tmp_path: Path, page: str, run_id: str, baseline: str
+) -> None:
+    """The table whose header has "median ms | processes' medians ms" is the CSV of ``mhabench compare RUN
+    --baseline B --output x.csv`` (pooled over the run's processes), row for row, rounded once."""
+    (run_dir,) = unpack([run_id], tmp_path)
+    pooled = pooled_rows(speedups(load_run(run_dir), baseline).rows)
+    header, _, *rows = table(FINDINGS / page, "| median ms | processes' medians ms |")
+    columns = [header.index(name) for name in ("impl", "median ms", "processes' medians ms", "speedup")]
+    expected = [
+        (
+            row["impl"],
+            milliseconds(row["latency_ms"]),
+            f"{milliseconds(row['latency_process_min_ms'])}–{milliseconds(row['latency_process_max_ms'])}",
+            f"{row['speedup']:.2f}×",
+        )
+        for _, row in pooled.iterrows()
+    ]
+    assert [tuple(row[i] for i in columns) for row in rows] == expected
