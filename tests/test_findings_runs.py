@@ -270,7 +270,7 @@ def test_default_run_md_quotes_advise_and_spread_on_the_eight_stored_replicated_
     [
         ("heads-sweep.md", "20261127T120251Z-heads-sweep", "heads", {1: 2, 8: 2, 16: 2, 32: 2, 64: 2}),
         ("scaling.md", "20261127T120606Z-scaling", "heads", {2: 2, 8: 3, 32: 2}),
-        ("shared-qk.md", "20261127T120712Z-shared-qk", "seq_len", {1024: 2}),
+        ("shared-qk.md", "20261127T120712Z-shared-qk", "seq_len", {256: 2, 1024: 2}),
     ],
 )
 def test_the_loaded_replicated_runs_picks_quoted_are_advise_on_the_stored_runs(
