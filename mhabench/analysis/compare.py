@@ -28,13 +28,12 @@ import pandas as pd
 import scipy.stats
 
 from mhabench.analysis import pooled_change, stats
-from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import DEFAULT_BASELINE, is_ok, samples_of, speedup_rows
-from mhabench.analysis.verdict import Change, Unjudged, judge_change
+from mhabench.analysis.verdict import Change, Unjudged, judge_change, unjudged_row
 from mhabench.errors import InputError
 from mhabench.results import store as results
 from mhabench.results.calibration import load_calibration
-from mhabench.results.columns import CASE_KEY, ERROR, IMPL, LATENCY_MS, SCENARIO, STATUS
+from mhabench.results.columns import CASE_KEY, ERROR, LATENCY_MS, SCENARIO, STATUS
 from mhabench.results.fingerprint import Fingerprint
 
 ENVIRONMENT_FIELDS = (
@@ -296,20 +295,7 @@ def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
     presence = row["_merge"]
     base, cand = _side(row, key, "_base"), _side(row, key, "_cand")
     shown = base if presence != "right_only" else cand
-    out: dict[str, Any] = {c: row[c] for c in key}
-    out.update(
-        scenario=shown.get(SCENARIO),
-        case=case_label(shown),
-        impl=shown[IMPL],
-        base_ms=math.nan,
-        candidate_ms=math.nan,
-        ratio=math.nan,
-        ci_low=math.nan,
-        ci_high=math.nan,
-        p_value=math.nan,
-        verdict=None,
-        note="",
-    )
+    out = unjudged_row({c: row[c] for c in key}, shown)
     if presence != "both":
         out["verdict"] = (Unjudged.ONLY_IN_BASE if presence == "left_only" else Unjudged.ONLY_IN_CANDIDATE).value
         return out

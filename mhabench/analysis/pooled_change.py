@@ -31,12 +31,11 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from mhabench.analysis.case_label import case_label
 from mhabench.analysis.replication import between_process_range
 from mhabench.analysis.speedup import is_ok
 from mhabench.analysis.stats import CONFIDENCE_LEVEL, RatioEstimate
-from mhabench.analysis.verdict import Unjudged
-from mhabench.results.columns import ERROR, IMPL, LATENCY_MS, REPEAT, SCENARIO, STATUS
+from mhabench.analysis.verdict import Unjudged, unjudged_row
+from mhabench.results.columns import ERROR, LATENCY_MS, REPEAT, STATUS
 
 MIN_PROCESSES = 3
 """Processes on both sides together below which there is no degree of freedom for the interval."""
@@ -96,20 +95,7 @@ def _ok_medians(records: list[Record]) -> list[float]:
 
 def _row(key: list[str], found: tuple[Any, ...], base: list[Record], candidate: list[Record]) -> Record:
     shown = (base or candidate)[0]
-    out: Record = dict(zip(key, found, strict=True))
-    out.update(
-        scenario=shown.get(SCENARIO),
-        case=case_label(pd.Series(shown)),
-        impl=shown[IMPL],
-        base_ms=math.nan,
-        candidate_ms=math.nan,
-        ratio=math.nan,
-        ci_low=math.nan,
-        ci_high=math.nan,
-        p_value=math.nan,
-        verdict=None,
-        note="",
-    )
+    out: Record = unjudged_row(dict(zip(key, found, strict=True)), shown)
     if not base or not candidate:
         out["verdict"] = (Unjudged.ONLY_IN_CANDIDATE if not base else Unjudged.ONLY_IN_BASE).value
         return out

@@ -16,6 +16,11 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
+from typing import Any
+
+from mhabench.analysis.case_label import case_label
+from mhabench.results.columns import IMPL, SCENARIO
 
 
 class Change(str, enum.Enum):
@@ -57,3 +62,23 @@ def judge_change(ci_low: float, ci_high: float, threshold: float, between_proces
     if low >= lower and high <= upper:
         return Change.SAME
     return Change.UNCLEAR
+
+
+def unjudged_row(key_values: Mapping[str, Any], shown: Mapping[str, Any]) -> dict[str, Any]:
+    """A row of a two-run comparison before anything is measured into it: its key, the label of the side it is
+    shown from, every figure NaN and no verdict yet. Both pairings (replicate by replicate, and pooled across
+    processes) start from it, so their tables have the same columns."""
+    return {
+        **key_values,
+        "scenario": shown.get(SCENARIO),
+        "case": case_label(shown),
+        "impl": shown[IMPL],
+        "base_ms": math.nan,
+        "candidate_ms": math.nan,
+        "ratio": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "p_value": math.nan,
+        "verdict": None,
+        "note": "",
+    }
