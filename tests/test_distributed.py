@@ -274,7 +274,7 @@ def measure_layouts(launch: LaunchEnv, world_size: int, out_dir: str) -> None:
         reference = reference_attention(weights, x, heads, CAUSAL)
         for variant, cls in VARIANTS.items():
             with using_group(tp):
-                layer = cls(weights, heads, True)
+                layer = cls(weights, heads, CAUSAL)
             with torch.no_grad(), LiveStorageTracker() as tracker:  # the runner's first call, per rank
                 output = layer(x)
             call = functools.partial(layer, x)
@@ -367,7 +367,7 @@ def cuda_worker(rank: int, world_size: int, port: int, out_dir: str) -> None:
         reference = reference_attention(weights, x, heads, CAUSAL)
         weights, x = weights.to(device=device), x.to(device)
         for variant, cls in VARIANTS.items():
-            layer = cls(weights, heads, True, tp=tp)
+            layer = cls(weights, heads, CAUSAL, tp=tp)
             with torch.inference_mode():
                 output = layer(x)
                 comm = measure_comm(functools.partial(layer, x), tp, calls=3)

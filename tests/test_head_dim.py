@@ -260,7 +260,7 @@ def test_tensor_parallel_partials_sum_to_the_layer_at_head_dim_apart(
     weights = weights_for(head_dim, kv_heads)
     x = torch.randn(1, 6, D_MODEL)
     with torch.no_grad():
-        partials = [variant(weights, HEADS, True, tp=TPGroup(2, rank)) for rank in range(2)]
+        partials = [variant(weights, HEADS, CAUSAL, tp=TPGroup(2, rank)) for rank in range(2)]
         total = sum(layer(x) - weights.b_o for layer in partials) + weights.b_o
     assert numerical_error(total, reference_attention(weights, x, HEADS, CAUSAL))[1] < 1e-5
 
