@@ -9,7 +9,8 @@ import pytest
 from synthetic_runs import row, write_replicated_run
 from typer.testing import CliRunner
 
-from mhabench.analysis.pooled_rows import PROCESSES, PROCESSES_OK, SPEEDUP_PROCESS_RANGE, pooled_rows
+from mhabench.analysis.advice.cases import cases_of
+from mhabench.analysis.pooled_rows import PROCESSES, PROCESSES_OK, SPEEDUP_PROCESS_RANGE, middle_process, pooled_rows
 from mhabench.analysis.replication import across_replicates, between_process_range
 from mhabench.analysis.speedup import speedup_rows
 from mhabench.cli import app
@@ -111,3 +112,15 @@ def test_compare_on_one_replicated_run_pools_it_in_every_output(replicated: Path
     written = (tmp_path / "speedups.md").read_text()
     rows = [line for line in written.splitlines() if line.startswith("| n=")]
     assert len(rows) == 4 and all("| 3/3 |" in line for line in rows)  # 2 cases × 2 impls, not × 3 processes
+
+
+def test_advise_quotes_the_process_row_a_replicated_runs_pooled_table_shows() -> None:
+    """Three processes at 10, 30 and 20 ms: the pooled table shows the 20 ms process, and so do the rows advise's
+    why rules quote; a one-process reading (``--repeat``) keeps the first repeat's."""
+    records = [row("fused", [ms] * 5, repeat=index) for index, ms in enumerate([10.0, 30.0, 20.0])]
+    records += [row("naive", [2 * ms] * 5, repeat=index) for index, ms in enumerate([10.0, 30.0, 20.0])]
+    (pooled,) = cases_of("run", pd.DataFrame(records), across_processes=True)
+    (repeated,) = cases_of("run", pd.DataFrame(records))
+    assert [(r["impl"], r["latency_ms"], r["repeat"]) for r in pooled.rows] == [("fused", 20.0, 2), ("naive", 40.0, 2)]
+    assert [r["repeat"] for r in repeated.rows] == [0, 0]
+    assert middle_process([records[0]]) is not None and middle_process([]) is None

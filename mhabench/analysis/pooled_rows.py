@@ -22,6 +22,7 @@ and error). The winner of a case is the pooled row with the highest pooled speed
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -60,20 +61,33 @@ def process_count(frame: pd.DataFrame) -> int:
     return int(frame[REPEAT].nunique()) if REPEAT in frame.columns and len(frame) else 1
 
 
+def middle_process(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The process a pooled row is shown from: of the ok rows with a latency, the one at the median latency (the
+    lower middle of an even count), carrying the median of the processes' latencies; None where none ran ok.
+    advise quotes this row for a replicated run, so its figures are the ones the pooled table shows."""
+    ok = _ok(records)
+    if not ok:
+        return None
+    by_latency = sorted(ok, key=lambda row: float(row[LATENCY_MS]))
+    return {**by_latency[(len(by_latency) - 1) // 2], LATENCY_MS: float(np.median([row[LATENCY_MS] for row in ok]))}
+
+
+def _ok(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [row for row in records if is_ok(row) and _finite(row.get(LATENCY_MS))]
+
+
 def _pooled_row(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The pooled row of one (case, implementation)'s per-process rows."""
-    ok = [row for row in records if is_ok(row) and _finite(row.get(LATENCY_MS))]
-    if not ok:
+    shown, ok = middle_process(records), _ok(records)
+    if shown is None:
         return {**records[0], PROCESSES_OK: 0, PROCESSES: len(records)}
-    by_latency = sorted(ok, key=lambda row: float(row[LATENCY_MS]))
-    latencies = [float(row[LATENCY_MS]) for row in by_latency]
+    latencies = sorted(float(row[LATENCY_MS]) for row in ok)
     speedups = [float(row["speedup"]) for row in ok if _finite(row.get("speedup"))]
     estimate = across_replicates(speedups)
     largest = {name: max((row[name] for row in ok if _finite(row.get(name))), default=math.nan) for name in LARGEST_OF}
     return {
-        **by_latency[(len(by_latency) - 1) // 2],
+        **shown,
         **largest,
-        LATENCY_MS: float(np.median(latencies)),
         LATENCY_PROCESS_MIN_MS: latencies[0],
         LATENCY_PROCESS_MAX_MS: latencies[-1],
         "speedup": estimate.ratio,

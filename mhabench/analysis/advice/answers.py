@@ -63,7 +63,7 @@ class RunAnswers:
 
 def answer(run: Run) -> RunAnswers:
     """The run's cases and picks: across processes for a replicated run, per repeat otherwise."""
-    cases = cases_of(run.run_id, run.frame)
+    cases = cases_of(run.run_id, run.frame, across_processes=run.manifest.replicated)
     pick_of = pick_replicated if run.manifest.replicated else pick
     return RunAnswers(run, cases, {case.case_id: pick_of(case) for case in cases})
 

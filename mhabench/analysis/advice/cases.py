@@ -8,6 +8,7 @@ change. Each case keeps its rows per repeat: a ``--repeat N`` run is N answers t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -16,6 +17,7 @@ import pandas as pd
 
 from mhabench.analysis.advice.wording import RowRef
 from mhabench.analysis.case_label import case_label
+from mhabench.analysis.pooled_rows import middle_process
 from mhabench.results.cells import plain, text
 from mhabench.results.columns import (
     CASE_ID,
@@ -45,11 +47,21 @@ class MeasuredCase:
     label: str
     fields: Mapping[str, Any]
     repeats: tuple[tuple[Row, ...], ...]
+    across_processes: bool = False
+    """The repeats are independent processes (a replicated run): its table shows pooled rows, and so do :attr:`rows`."""
 
-    @property
+    @functools.cached_property
     def rows(self) -> tuple[Row, ...]:
-        """The first repeat's rows: what the why rules quote (cost, memory and bound do not change between repeats)."""
-        return self.repeats[0]
+        """The rows the why rules quote, one per implementation: the first repeat's (cost, memory and bound do not
+        change between repeats), or for a replicated run the process row its pooled table shows
+        (:func:`mhabench.analysis.pooled_rows.middle_process`), so a quoted figure is the table's."""
+        if not self.across_processes or len(self.repeats) == 1:
+            return self.repeats[0]
+        by_impl: dict[str, list[Row]] = {}
+        for rows in self.repeats:
+            for row in rows:
+                by_impl.setdefault(str(row[IMPL]), []).append(row)
+        return tuple(middle_process(rows) or rows[0] for rows in by_impl.values())
 
     def row(self, impl: str) -> Row | None:
         return next((row for row in self.rows if row[IMPL] == impl), None)
@@ -58,15 +70,15 @@ class MeasuredCase:
         return RowRef(self.run_id, self.case_id, impl)
 
 
-def cases_of(run_id: str, rows: pd.DataFrame) -> list[MeasuredCase]:
-    """Every case of a run, in the order the run measured them."""
+def cases_of(run_id: str, rows: pd.DataFrame, across_processes: bool = False) -> list[MeasuredCase]:
+    """Every case of a run, in the order the run measured them (``across_processes``: a replicated run)."""
     by_case: dict[str, dict[int, list[Row]]] = {}
     for record in rows.to_dict("records"):
         by_case.setdefault(str(record[CASE_ID]), {}).setdefault(_repeat(record), []).append(record)
-    return [_case(run_id, case_id, repeats) for case_id, repeats in by_case.items()]
+    return [_case(run_id, case_id, repeats, across_processes) for case_id, repeats in by_case.items()]
 
 
-def _case(run_id: str, case_id: str, repeats: dict[int, list[Row]]) -> MeasuredCase:
+def _case(run_id: str, case_id: str, repeats: dict[int, list[Row]], across_processes: bool) -> MeasuredCase:
     first = repeats[min(repeats)][0]
     return MeasuredCase(
         run_id=run_id,
@@ -75,6 +87,7 @@ def _case(run_id: str, case_id: str, repeats: dict[int, list[Row]]) -> MeasuredC
         label=case_label(first),
         fields={name: plain(first.get(name)) for name in SWEEP_FIELDS},
         repeats=tuple(tuple(repeats[repeat]) for repeat in sorted(repeats)),
+        across_processes=across_processes,
     )
 
 
