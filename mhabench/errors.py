@@ -54,7 +54,18 @@ class RegistryError(MhabenchError):
     exit_code = 2
 
 
-class ReasonCode(str, enum.Enum):
+class Word(str, enum.Enum):
+    """A str enum that prints as its word: ``str()`` and f-strings give ``"ok"``, not ``"RowStatus.OK"`` (Python 3.11
+    changed ``format`` of mixed-in enums), so a member stands wherever the bare word stood, in files and messages."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class ReasonCode(Word):
     """Why an implementation cannot run a case, as a code: what checks match (never the words of the text).
 
     An ``unsupported`` row carries both: this code in ``reason_code`` and a sentence in ``error`` for people. The
@@ -83,12 +94,6 @@ class ReasonCode(str, enum.Enum):
     NO_CAPTURE = "no_capture"
     IMPLEMENTATION = "implementation"
     """The implementation refused the input for a reason of its own (a plugin's ``UnsupportedError``)."""
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 class Refusal(str):

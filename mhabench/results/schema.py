@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mhabench.errors import Word
 from mhabench.results.cells import field_of
 from mhabench.results.column import column
 from mhabench.results.gpu_groups import Energy, HardwareCounters
@@ -128,7 +129,7 @@ class CaseIdentity:
         )
 
 
-class RowStatus(str, enum.Enum):
+class RowStatus(Word):
     """What became of a row: ``ok`` (measured), or why it has no measurements.
 
     str-valued, so a status equals its text (``RowStatus.OK == "ok"``) and files and JSON hold the same words as
@@ -145,12 +146,6 @@ class RowStatus(str, enum.Enum):
     CRASHED = "crashed"
     PLANNED = "planned"
     """A ``--dry-run`` row: listed with its modelled cost, never measured."""
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 @dataclasses.dataclass(frozen=True)
