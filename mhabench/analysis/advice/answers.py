@@ -102,16 +102,22 @@ def _fastest_with_leads(by_impl: Mapping[str, Mapping[int, Row]]) -> tuple[str, 
     reference, and should one lead still come out clearly below 1 (paired estimates are medians of per-round
     ratios, not exactly transitive) the faster one is taken as the pick and the leads are read again."""
     reference = min(by_impl, key=lambda impl: _typical_ms(by_impl[impl].values()))
-    to_reference = {impl: replicated_lead(by_impl[impl], by_impl[reference]).ratio for impl in by_impl}
-    to_reference[reference] = 1.0
-    fastest = min(by_impl, key=lambda impl: _finite_or_inf(to_reference[impl]))
+    leads = _leads_over(reference, by_impl)
+    fastest = min(by_impl, key=lambda impl: 1.0 if impl == reference else _finite_or_inf(leads[impl].ratio))
+    if fastest != reference:
+        leads = _leads_over(fastest, by_impl)
     for _ in range(len(by_impl)):
-        leads = {impl: replicated_lead(rows, by_impl[fastest]) for impl, rows in by_impl.items() if impl != fastest}
         faster = [impl for impl, lead in leads.items() if lead.ci_high < 1.0]
         if not faster:
             break
         fastest = min(faster, key=lambda impl: leads[impl].ratio)
+        leads = _leads_over(fastest, by_impl)
     return fastest, leads
+
+
+def _leads_over(fastest: str, by_impl: Mapping[str, Mapping[int, Row]]) -> dict[str, RatioEstimate]:
+    """Every other implementation's across-replicates lead over ``fastest``."""
+    return {impl: replicated_lead(rows, by_impl[fastest]) for impl, rows in by_impl.items() if impl != fastest}
 
 
 def replicated_lead(slower: Mapping[int, Row], fastest: Mapping[int, Row]) -> RatioEstimate:
