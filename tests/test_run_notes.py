@@ -6,6 +6,7 @@ import tarfile
 from pathlib import Path
 
 import pandas as pd
+from shared_runs import recorded
 from synthetic_runs import row
 
 from mhabench.measure.torch_messages import as_note, messages_of
@@ -58,3 +59,8 @@ def test_only_a_measured_roof_is_doubted_and_only_above_100_percent() -> None:
     assert len(above_roof_lines(measured)) == 1 and "`fused`" in above_roof_lines(measured)[0]
     assert above_roof_lines(measured.assign(roofline_source="datasheet (H100 SXM)")) == []
     assert above_roof_lines(pd.DataFrame([slow]).assign(roofline_source="measured")) == []
+
+
+def test_the_recorded_h100_runs_against_their_datasheet_roof_get_no_above_roof_line() -> None:
+    for name in ("20261126T070612Z-default-gpu", "20261127T074353Z-default-gpu-counters-partial"):
+        assert above_roof_lines(load_run(recorded(name)).frame) == []
