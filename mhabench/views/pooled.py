@@ -10,7 +10,6 @@ spread given as the processes' range rather than one process's IQR.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -28,30 +27,19 @@ from mhabench.analysis.pooled_rows import (
 )
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.analysis.throughput import (
-    EXECUTED_OVER_USEFUL,
-    TABLE_FORMATS,
-    USEFUL_EFFICIENCY,
-    USEFUL_INTENSITY,
-    USEFUL_TFLOPS,
     throughput,
 )
-from mhabench.analysis.throughput import LABELS as THROUGHPUT_LABELS
 from mhabench.results.columns import (
-    BYTES_MOVED,
     CASE_ID,
     COMPILE_TIME_S,
     IMPL,
     LATENCY_MS,
-    MAX_REL_ERR,
-    PEAK_MEMORY_BYTES,
-    label,
 )
 from mhabench.results.schema import RowStatus
 from mhabench.views import summary
 from mhabench.views.run_notes import LEGEND, lines_under_table
-from mhabench.views.table import TableModel, fit_columns, format_number, human_bytes, to_rich
+from mhabench.views.table import TableModel, fit_columns, format_number, to_rich
 
-Column = tuple[str, Callable[[pd.Series], str]]
 LATENCY_RANGE = "ms across processes"
 SPEEDUP_RANGE = "speedup range"
 DROPPABLE = (*summary.DROPPABLE, LATENCY_RANGE)
@@ -106,9 +94,9 @@ def run_summary(rows: pd.DataFrame, baseline: str, run_dir: Path, width: int | N
     return [to_rich(shown), Text(pooled_note(process_count(rows))), Text(LEGEND), *notes]
 
 
-def _columns(baseline: str, with_compile: bool) -> list[Column]:
+def _columns(baseline: str, with_compile: bool) -> list[summary.Column]:
     """The pooled table's columns: header and cell."""
-    columns: list[Column] = [
+    columns: list[summary.Column] = [
         ("case", lambda r: str(r["case"])),
         ("impl", lambda r: str(r[IMPL])),
         ("processes", lambda r: f"{r[PROCESSES_OK]}/{r[PROCESSES]}"),
@@ -116,17 +104,9 @@ def _columns(baseline: str, with_compile: bool) -> list[Column]:
         (LATENCY_RANGE, _latency_range),
         (f"speedup vs {baseline}", summary.speedup_text),
         (SPEEDUP_RANGE, lambda r: format_number(r.get(SPEEDUP_PROCESS_RANGE), ".1%")),
-        (label(PEAK_MEMORY_BYTES), lambda r: human_bytes(r.get(PEAK_MEMORY_BYTES)) if r[PROCESSES_OK] else "-"),
-        (label(BYTES_MOVED), lambda r: human_bytes(r.get(BYTES_MOVED))),
-        *(_throughput(name) for name in (USEFUL_INTENSITY, USEFUL_TFLOPS, EXECUTED_OVER_USEFUL, USEFUL_EFFICIENCY)),
-        (label(MAX_REL_ERR), lambda r: format_number(r.get(MAX_REL_ERR), ".1e")),
+        *summary.figure_columns(lambda r: bool(r[PROCESSES_OK]), with_compile),
     ]
-    columns += [("compile s", lambda r: format_number(r.get(COMPILE_TIME_S), ".1f"))] if with_compile else []
     return [*columns, ("status", _status_text)]
-
-
-def _throughput(name: str) -> Column:
-    return THROUGHPUT_LABELS[name], lambda r: format_number(r.get(name), TABLE_FORMATS[name])
 
 
 def _latency_range(row: pd.Series) -> str:

@@ -116,22 +116,20 @@ def _latency_text(row: pd.Series) -> str:
     return f"{format_number(row[LATENCY_MS], '.3f')} ({spread})"
 
 
-def _throughput_column(name: str) -> tuple[str, Callable[[pd.Series], str]]:
+Column = tuple[str, Callable[[pd.Series], str]]
+"""A results table's column: its header and how a row's cell is written."""
+
+
+def _throughput_column(name: str) -> Column:
     """One throughput figure printed as ``TABLE_FORMATS`` says, the format advise quotes it in."""
     return THROUGHPUT_LABELS[name], lambda r: format_number(r.get(name), TABLE_FORMATS[name])
 
 
-def _columns(baseline: str, with_compile: bool, with_repeats: bool) -> list[tuple[str, Callable[[pd.Series], str]]]:
-    """The results table's columns: header and cell. ``rep`` and the spread only for ``--repeat N``."""
-    columns: list[tuple[str, Callable[[pd.Series], str]]] = [("case", case_label), ("impl", lambda r: str(r[IMPL]))]
-    columns += [(label(REPEAT), lambda r: str(r[REPEAT]))] if with_repeats else []
-    columns += [("median ms (IQR)", _latency_text), (f"speedup vs {baseline}", speedup_text)]
-    columns += [("speedup spread", lambda r: format_number(r["speedup_spread"], ".1%"))] if with_repeats else []
-    columns += [
-        (
-            label(PEAK_MEMORY_BYTES),
-            lambda r: human_bytes(r.get(PEAK_MEMORY_BYTES)) if r[STATUS] == RowStatus.OK else "-",
-        ),
+def figure_columns(measured: Callable[[pd.Series], bool], with_compile: bool) -> list[Column]:
+    """The columns every results table ends with, one-process or pooled: peak memory (where ``measured(row)``),
+    modelled bytes, the throughput figures, the error against the reference and, when any row compiled, its time."""
+    columns: list[Column] = [
+        (label(PEAK_MEMORY_BYTES), lambda r: human_bytes(r.get(PEAK_MEMORY_BYTES)) if measured(r) else "-"),
         (label(BYTES_MOVED), lambda r: human_bytes(r.get(BYTES_MOVED))),
         *(
             _throughput_column(name)
@@ -139,7 +137,16 @@ def _columns(baseline: str, with_compile: bool, with_repeats: bool) -> list[tupl
         ),
         (label(MAX_REL_ERR), lambda r: format_number(r.get(MAX_REL_ERR), ".1e")),
     ]
-    columns += [("compile s", lambda r: format_number(r.get(COMPILE_TIME_S), ".1f"))] if with_compile else []
+    return columns + ([("compile s", lambda r: format_number(r.get(COMPILE_TIME_S), ".1f"))] if with_compile else [])
+
+
+def _columns(baseline: str, with_compile: bool, with_repeats: bool) -> list[Column]:
+    """The results table's columns: header and cell. ``rep`` and the spread only for ``--repeat N``."""
+    columns: list[Column] = [("case", case_label), ("impl", lambda r: str(r[IMPL]))]
+    columns += [(label(REPEAT), lambda r: str(r[REPEAT]))] if with_repeats else []
+    columns += [("median ms (IQR)", _latency_text), (f"speedup vs {baseline}", speedup_text)]
+    columns += [("speedup spread", lambda r: format_number(r["speedup_spread"], ".1%"))] if with_repeats else []
+    columns += figure_columns(lambda r: r[STATUS] == RowStatus.OK, with_compile)
     return [*columns, ("status", status_text)]
 
 
