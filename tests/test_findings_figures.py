@@ -10,7 +10,6 @@ or edited by hand, fails here.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import re
@@ -79,7 +78,6 @@ def change_figures(base: Run, candidate: Run) -> Iterator[tuple[str, str, str]]:
             yield found
 
 
-@functools.cache
 def reproduced(run_ids: tuple[str, ...], into: Path) -> frozenset[tuple[str, str, str]]:
     """Every ratio-with-interval advise and compare print on these stored runs."""
     runs = [load_run(path) for path in unpack(list(run_ids), into)]
