@@ -86,10 +86,12 @@ class Evidence:
 
     def run(self, name: str) -> tuple[pd.DataFrame, dict[str, Any]]:
         """The rows and manifest of the run folder a step wrote."""
-        self.step(name)
+        step = self.step(name)
         manifests = sorted((self.root / name).glob("*/manifest.json"))
         if not manifests or not (manifests[-1].parent / "results.csv").is_file():
-            raise NotRun(f"{name} wrote no run folder with results.csv")
+            raise NotRun(
+                f"{name} {step['status']} (exit {step['returncode']}) and wrote no run folder with results.csv"
+            )
         folder = manifests[-1].parent
         rows = pd.read_csv(folder / "results.csv", keep_default_na=False, na_values=[""])
         return rows, json.loads(manifests[-1].read_text(encoding="utf-8"))
@@ -250,14 +252,15 @@ def spread(ev: Evidence) -> Answer:
         latency = frame.pivot_table(index="case_id", columns="impl", values="latency_ms", aggfunc="first")
         ratios.append(latency.div(latency["fused"], axis=0).drop(columns="fused"))
         picks.append(latency.idxmin(axis=1))
-    stacked = pd.concat(ratios, keys=range(len(ratios)))
-    spread_by = (stacked.groupby(level=1).max() / stacked.groupby(level=1).min() - 1).stack()
+    stacked = pd.concat(ratios, keys=range(len(ratios))).stack()
+    by_pair = stacked.groupby(level=[1, 2])
+    spread_by = (by_pair.max() / by_pair.min() - 1)[by_pair.count() == len(frames)]  # pairs every sweep measured
     seq = frames[0].drop_duplicates("case_id").set_index("case_id")["seq_len"].astype(int)
     aims = pd.Series(
         [SPREAD_AIM_LONG if seq[c] >= LONG_SEQ else SPREAD_AIM for c, _ in spread_by.index], spread_by.index
     )
     over = spread_by[spread_by > aims]
-    flipped = pd.concat(picks, axis=1).nunique(axis=1).gt(1).sum()
+    flipped = pd.concat(picks, axis=1).dropna().nunique(axis=1).gt(1).sum()
     worst = spread_by.idxmax()
     figure = (
         f"{len(frames)} sweeps: largest ratio spread {spread_by.max():.1%} ({worst[1]}, {worst[0]}), "

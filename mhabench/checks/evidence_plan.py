@@ -38,6 +38,9 @@ class Step:
     answers: tuple[str, ...]
     commands: Callable[[Path], list[list[str]]]
     needs: tuple[str, ...] = ()
+    bundle: tuple[str, ...] = ()
+    """Steps that make this one worth running and must fit with it (a sweep for the spread is worth nothing
+    without the spread read over it)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,8 +119,11 @@ def run_plan(
         record = Record(step.name, step.kind, step.answers, estimate.seconds, estimate.basis)
         records.append(record)
         left_s = budget_s - (clock.now() - started_s) - RESERVE_S
-        if estimate.seconds > left_s:
-            record.status, record.reason = SKIPPED, f"needs ~{estimate.seconds:.0f} s, {max(left_s, 0):.0f} s left"
+        bundled = [s for s in pending if s.name in step.bundle]
+        needed_s = estimate.seconds + sum(price(s, estimates, records).seconds for s in bundled)
+        if needed_s > left_s:
+            with_them = "".join(f" with {s.name}" for s in bundled)
+            record.status, record.reason = SKIPPED, f"needs ~{needed_s:.0f} s{with_them}, {max(left_s, 0):.0f} s left"
             after_step(records)
             continue
         start = clock.now()

@@ -73,9 +73,11 @@ def evidence_steps(python: str, configs: Path) -> list[Step]:
         Step("energy", "energy", 2, ("energy_rows", "energy_cost"),
              lambda w: [_run(python, w / "energy", subset, "--energy-windows", str(ENERGY_WINDOWS))]),
         Step("fp8", "fp8", 1, ("fp8_rows",), lambda w: [_run(python, w / "fp8", fp8)]),
-        Step("sweep2", "sweep", 2, ("spread", "calibration"), lambda w: [_run(python, w / "sweep2")], ("sweep1",)),
+        Step("sweep2", "sweep", 2, ("spread", "calibration"), lambda w: [_run(python, w / "sweep2")], ("sweep1",),
+             ("spread2",)),
         Step("spread2", "spread", 1, ("spread", "calibration"), _spread(python, ("sweep1", "sweep2")), ("sweep2",)),
-        Step("sweep3", "sweep", 0.5, ("spread", "calibration"), lambda w: [_run(python, w / "sweep3")], ("sweep2",)),
+        Step("sweep3", "sweep", 0.5, ("spread", "calibration"), lambda w: [_run(python, w / "sweep3")], ("sweep2",),
+             ("spread3",)),
         Step("spread3", "spread", 0.5, ("spread", "calibration"), _spread(python, ("sweep1", "sweep2", "sweep3")),
              ("sweep3",)),
     ]  # fmt: skip
@@ -178,7 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     def after_step(records: list[Record]) -> None:
         last = records[-1]
         actual = "-" if last.actual_s is None else f"{last.actual_s:.0f} s"
-        print(f"{last.status.upper():9} {last.name}: estimate {last.estimate_s:.0f} s, actual {actual} {last.reason}", flush=True)
+        print(
+            f"{last.status.upper():9} {last.name}: estimate {last.estimate_s:.0f} s, actual {actual} {last.reason}",
+            flush=True,
+        )
         write_plan(args.work, records, header)
         write_archive(args.work, args.archive)
 

@@ -1,0 +1,342 @@
+"""make gpu-evidence without a GPU: the step estimates from the recorded H100 files, every run/skip decision of the
+budget rule on a fake GPU whose steps last what the recordings say, the process-group kill at the limit, the
+archive rewritten after each step, and the reader's answers on archives built from the recorded files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from shared_runs import recorded, shared_runs
+
+from mhabench.checks import evidence, evidence_estimates, evidence_run
+from mhabench.checks.evidence_estimates import Estimate
+from mhabench.checks.evidence_plan import RESERVE_S, Outcome, Record, Step, run_plan
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIGS = REPO / "configs"
+OVERRUN_S = 15.0
+"""The most the command may run past its budget."""
+
+
+class FakeClock:
+    def __init__(self, start: float = 1000.0) -> None:
+        self.t = start
+
+    def now(self) -> float:
+        return self.t
+
+
+class FakeGpu:
+    """A step runner that advances the fake clock by each step's recorded duration and writes recorded outputs; at
+    the limit it is killed (the clock moves by the limit and the kill's grace) and reports a timeout."""
+
+    def __init__(
+        self,
+        clock: FakeClock,
+        seconds: dict[str, float],
+        work: Path | None = None,
+        outputs: dict[str, Callable[[Path], None]] | None = None,
+    ) -> None:
+        self.clock, self.seconds, self.work, self.outputs = clock, seconds, work, outputs or {}
+        self.ran: list[tuple[str, float]] = []
+
+    def __call__(self, step: Step, limit_s: float) -> Outcome:
+        self.ran.append((step.name, limit_s))
+        duration = self.seconds[step.name]
+        if duration > limit_s:
+            self.clock.t += limit_s + evidence_run.KILL_GRACE_S
+            return Outcome(-9, timed_out=True)
+        self.clock.t += duration
+        if self.work is not None and step.name in self.outputs:
+            (self.work / step.name).mkdir(parents=True, exist_ok=True)
+            self.outputs[step.name](self.work / step.name)
+        return Outcome(0 if self.work is None or step.name in self.outputs else 1)
+
+
+@pytest.fixture(scope="module")
+def estimates() -> dict[str, Estimate]:
+    runs = shared_runs()
+    if runs is None:
+        pytest.skip("shared/runs is not on this machine")
+    return evidence_estimates.recorded_estimates(runs, CONFIGS)
+
+
+def steps() -> list[Step]:
+    return evidence_run.evidence_steps(sys.executable, CONFIGS)
+
+
+def recorded_seconds(estimates: dict[str, Estimate]) -> dict[str, float]:
+    """Each step lasting exactly its estimate from the recordings."""
+    return {step.name: estimates[step.kind].seconds for step in steps()}
+
+
+def test_the_packaged_estimates_are_what_the_recordings_give(estimates: dict[str, Estimate]) -> None:
+    """The GPU machines read the packaged JSON; it must equal the recordings' figures (rewrite it with
+    ``python -m mhabench.checks.evidence_estimates ../shared/runs --write``)."""
+    packaged = evidence_estimates.packaged_estimates()
+    assert packaged.keys() == estimates.keys()
+    for kind, estimate in estimates.items():
+        assert packaged[kind].seconds == pytest.approx(estimate.seconds, rel=1e-9), kind
+        assert packaged[kind].basis == estimate.basis
+
+
+def test_estimates_rest_on_the_recorded_files(estimates: dict[str, Estimate]) -> None:
+    """Each estimate is priced from the recordings: the sweep at 90 s or less, the checks from gpu_check.log's
+    seconds (dram_copy 7.4 s, fused_hardware_flops 8.8 s) plus a 5 s energy window and the start-up."""
+    seconds = evidence_estimates.check_seconds(recorded("h100-20261127/gpu_check.log"))
+    assert seconds["dram_copy"] == 7.4 and seconds["fused_hardware_flops"] == 8.8 and len(seconds) == 19
+    assert estimates["sweep"].seconds <= 90
+    assert estimates["checks"].seconds > 7.4 + 8.8 + 5.0
+    assert estimates["counters_range"].seconds > estimates["subset"].seconds
+    assert estimates["energy"].seconds - estimates["subset"].seconds == pytest.approx(4 * 3 * 2.2)
+    per_kernel = evidence_estimates.kernel_replay_s_per_kernel(
+        evidence_estimates.Recordings(shared_runs(), CONFIGS), seconds["fused_hardware_flops"]
+    )
+    assert 0 < per_kernel < 1  # 1,174 kernels in about 4.8 minutes, less the rows' own time
+    assert all(e.seconds > 0 and e.basis for e in estimates.values())
+
+
+def expected_decisions(estimates: dict[str, Estimate], seconds: dict[str, float], budget_s: float) -> list[Record]:
+    """The rule restated: by value per second among ready steps, run when the price fits what is left."""
+    clock = FakeClock()
+    return run_plan(steps(), estimates, budget_s, clock.now(), clock, FakeGpu(clock, seconds))
+
+
+def test_the_default_budget_runs_by_value_per_second_and_skips_the_third_sweep(estimates: dict[str, Estimate]) -> None:
+    clock = FakeClock()
+    start = clock.now()
+    gpu = FakeGpu(clock, recorded_seconds(estimates))
+    records = run_plan(steps(), estimates, 480.0, start, clock, gpu)
+    order = [name for name, _ in gpu.ran]
+    assert order == [
+        "checks",
+        "sweep1",
+        "subset",
+        "counters_range",
+        "fp8",
+        "energy",
+        "counters_kernel",
+        "sweep2",
+        "spread2",
+    ]
+    status = {r.name: (r.status, r.reason) for r in records}
+    # sweep3 alone (~89 s) would fit the ~112 s left, but not with the spread read over it (~28 s)
+    assert status["sweep3"][0] == "skipped" and status["sweep3"][1].startswith("needs ~117 s with spread3, 112 s left")
+    assert status["spread3"] == ("skipped", "needs sweep3")
+    assert clock.now() - start <= 480.0
+    # every decision against the clock: ran iff its price fitted what was left, its limit exactly that
+    elapsed = 0.0
+    for record in records:
+        left = 480.0 - elapsed - RESERVE_S
+        if record.status == "done":
+            assert record.estimate_s <= left and record.limit_s == pytest.approx(left)
+            elapsed += record.actual_s or 0.0
+        elif record.reason.startswith("needs ~"):
+            assert record.estimate_s + (estimates["spread"].seconds if "with" in record.reason else 0) > left
+
+
+def test_a_later_sweep_is_priced_at_the_first_ones_wall_time(estimates: dict[str, Estimate]) -> None:
+    """The first sweep took the 24-case sweep's recorded 121.6 s: the second and third are priced at that, not
+    at 89 s, and the third no longer fits with its spread."""
+    seconds = recorded_seconds(estimates)
+    seconds["sweep1"] = seconds["sweep2"] = evidence_estimates.Recordings(shared_runs(), CONFIGS).sweep.wall_s
+    clock = FakeClock()
+    records = {r.name: r for r in run_plan(steps(), estimates, 480.0, clock.now(), clock, FakeGpu(clock, seconds))}
+    assert records["sweep1"].actual_s == pytest.approx(121.562)
+    assert records["sweep2"].estimate_s == pytest.approx(121.562) and records["sweep2"].status == "done"
+    assert "sweep1's wall time" in records["sweep2"].basis
+    assert records["sweep3"].status == "skipped" and records["sweep3"].reason.startswith("needs ~149 s with spread3")
+
+
+@pytest.mark.parametrize("budget_s", [30.0, 60.0, 150.0, 300.0, 480.0, 900.0])
+def test_no_budget_is_overrun_by_more_than_15_s_even_when_every_step_takes_twice_its_estimate(
+    estimates: dict[str, Estimate], budget_s: float
+) -> None:
+    seconds = {name: 2 * value for name, value in recorded_seconds(estimates).items()}
+    clock = FakeClock()
+    start = clock.now()
+    records = run_plan(steps(), estimates, budget_s, start, clock, FakeGpu(clock, seconds))
+    assert clock.now() - start <= budget_s + OVERRUN_S
+    timed_out = [r for r in records if r.status == "timed out"]
+    assert all(r.reason.startswith("cut at the budget") for r in timed_out)
+    assert {r.name for r in records} == {s.name for s in steps()}  # every step has its line
+
+
+def test_a_small_budget_runs_only_what_fits_and_says_why_for_the_rest(estimates: dict[str, Estimate]) -> None:
+    clock = FakeClock()
+    records = {
+        r.name: r
+        for r in run_plan(steps(), estimates, 60.0, clock.now(), clock, FakeGpu(clock, recorded_seconds(estimates)))
+    }
+    assert records["checks"].status == "done"  # ~42 s of the 60
+    assert records["sweep1"].reason == "needs ~89 s, 15 s left"  # next by value per second, but too long
+    assert records["subset"].status == "done"  # ~12 s: a cheaper step still fills what is left
+    assert records["sweep2"].reason == "needs sweep1"
+    assert {r.status for name, r in records.items() if name not in ("checks", "subset")} == {"skipped"}
+
+
+def test_a_step_past_its_limit_is_killed_with_its_process_group(tmp_path: Path) -> None:
+    """A real child that starts a grandchild and sleeps: at the limit both are gone, within the kill's grace."""
+    pid_file = tmp_path / "grandchild.pid"
+    script = f"import subprocess, time; p = subprocess.Popen(['sleep', '60']); open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    step = Step("slow", "slow", 1, (), lambda work: [[sys.executable, "-c", script]])
+    started = time.monotonic()
+    outcome = evidence_run.ProcessRunner(tmp_path)(step, 1.5)
+    assert outcome.timed_out and time.monotonic() - started < 1.5 + 2 * evidence_run.KILL_GRACE_S + 2
+    grandchild = int(pid_file.read_text())
+    time.sleep(0.2)
+    assert not running(grandchild)
+    assert "$ " in (tmp_path / "slow" / "log.txt").read_text()
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan's exit may wait for a reaper)."""
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def copy_run(source: str) -> Callable[[Path], None]:
+    def write(folder: Path) -> None:
+        shutil.copytree(recorded(source), folder / Path(source).name)
+
+    return write
+
+
+def copy_check(folder: Path) -> None:
+    shutil.copy(recorded("h100-20261127/gpu_check.json"), folder / "gpu_check.json")
+
+
+def calibrate(folder: Path) -> None:
+    """What the spread step's ``mhabench calibrate --from`` stores, computed here on the two recorded runs."""
+    from mhabench.analysis.calibration import calibrate_across
+    from mhabench.results.store import load_run
+
+    os.environ["MHABENCH_CACHE_DIR"] = str(folder / "cache")
+    try:
+        calibrate_across([load_run(str(run.parent)) for run in sorted(folder.parent.glob("sweep*/*/manifest.json"))])
+    finally:
+        del os.environ["MHABENCH_CACHE_DIR"]
+
+
+RECORDED_OUTPUTS = {
+    "checks": copy_check,
+    "sweep1": copy_run("20261126T070612Z-default-gpu"),
+    "sweep2": copy_run("20261127T074353Z-default-gpu-counters-partial"),  # a second process of the same config
+    "counters_kernel": copy_run("20261127T074353Z-default-gpu-counters-partial"),
+    "spread2": calibrate,
+}
+"""What the recorded H100 files can stand for; every other step writes nothing (as a step that failed)."""
+
+
+@pytest.fixture(scope="module")
+def recorded_archive(tmp_path_factory: pytest.TempPathFactory, estimates: dict[str, Estimate]) -> Path:
+    """The archive of a fake GPU run whose steps last what the recordings say and write the recorded files."""
+    base = tmp_path_factory.mktemp("evidence")
+    work, archive = base / "work", base / "out" / "gpu-evidence.tgz"
+    work.mkdir()
+    clock = FakeClock()
+    seconds = recorded_seconds(estimates)
+    seconds["sweep1"] = 121.562  # the 24-case sweep's command as the H100 ran it (h100-20261127/default-sweep.log)
+    header = {"budget_s": 600.0, "started_at": clock.now()}
+    seen: list[set[str]] = []
+
+    def after_step(records: list[Record]) -> None:
+        evidence_run.write_plan(work, records, header)
+        evidence_run.write_archive(work, archive)
+        with tarfile.open(archive) as tar:
+            seen.append({Path(name).parts[1] for name in tar.getnames() if len(Path(name).parts) > 1})
+        assert not list(archive.parent.glob("*.partial"))  # written beside, renamed over
+
+    gpu = FakeGpu(clock, seconds, work, RECORDED_OUTPUTS)
+    records = run_plan(steps(), estimates, 600.0, clock.now(), clock, gpu, after_step)
+    # each rewrite holds every step finished so far: a command cut after any step keeps them
+    for index, names in enumerate(seen):
+        finished = {r.name for r in records[: index + 1] if r.name in RECORDED_OUTPUTS and r.status == "done"}
+        assert finished <= names
+    return archive
+
+
+def answers_of(archive: Path, tmp_path: Path) -> dict[str, evidence.Answer]:
+    return {a.question: a for a in evidence.answers(evidence.unpack(archive, tmp_path))}
+
+
+def test_the_reader_answers_each_question_from_the_recorded_h100_files(recorded_archive: Path, tmp_path: Path) -> None:
+    found = answers_of(recorded_archive, tmp_path)
+    assert [q for q, _ in evidence.QUESTIONS] == list(found)
+    # the 2026-11-27 gpu-check: the old energy check (211 W over 74 ms) and the cudaMemcpy copy fall short
+    assert found["energy"].verdict == "SHORT" and "211 W of a 700 W limit over 0.07 s" in found["energy"].figure
+    assert found["dram_copy"].verdict == "SHORT" and "0.000" in found["dram_copy"].figure
+    # fused's FLOPs matched the model, but through kernel replay: the range-replay question stays open
+    assert found["fused_hardware_flops"].verdict == "SHORT" and "1.0000" in found["fused_hardware_flops"].figure
+    assert found["fp8_attention"].verdict == "NOT RUN"
+    # the sweep: 121.6 s, and its recorded rows (max_run_time_s 0.1) mostly below 8 samples
+    assert found["default sweep wall time"].verdict == "SHORT"
+    assert found["default sweep wall time"].figure.startswith("121.6 s wall, 24 of 92 ok rows")
+    assert found["counters by range replay"].verdict == "NOT RUN"
+    assert "wrote no run folder" in found["counters by range replay"].figure
+    assert found["energy per call"].verdict == "NOT RUN"
+    # two processes of one config on the H100: the between-process spread of docs/findings/replication.md
+    assert found["between-process spread"].figure.startswith("7.9% over 2 processes")
+    assert found["between-process spread"].verdict == "PASS"
+    # the 4 cases both processes ran; torch_mha at n = 4096 moved 64.8 % (1 sample against 8), no pick changed
+    assert found["spread across sweeps"].verdict == "SHORT"
+    assert "largest ratio spread 64.8% (torch_mha" in found["spread across sweeps"].figure
+    assert found["spread across sweeps"].figure.endswith("9 of 12 over their aim; picks changed in 0 cases")
+
+
+def test_the_reader_cli_prints_a_line_per_question_and_the_plan(
+    recorded_archive: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert evidence.main([str(recorded_archive)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert sum(line.split(" ")[0] in ("PASS", "SHORT", "NOT") for line in lines) == len(evidence.QUESTIONS)
+    assert "budget 600 s" in out and "sweep1" in out and "estimate" in out and "actual" in out
+
+
+def test_the_reader_refuses_what_is_not_an_archive_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert evidence.main([str(tmp_path / "missing.tgz")]) == 2
+    (tmp_path / "bad.tgz").write_text("not a tar")
+    assert evidence.main([str(tmp_path / "bad.tgz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("ARCHIVE ") for line in err)
+
+
+def test_without_cuda_every_step_is_skipped_and_the_archive_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(evidence_run, "cuda_available", lambda: False)
+    archive = tmp_path / "out" / "gpu-evidence.tgz"
+    assert evidence_run.main(["--budget", "480", "--archive", str(archive), "--work", str(tmp_path / "w")]) == 0
+    plan = json.loads((tmp_path / "w" / "plan.json").read_text())
+    assert {s["status"] for s in plan["steps"]} == {"skipped"} and len(plan["steps"]) == len(steps())
+    found = answers_of(archive, tmp_path / "x")
+    assert {a.verdict for a in found.values()} == {"NOT RUN"}
+    assert "SKIP (no CUDA device)" in capsys.readouterr().out
+
+
+def test_a_bad_budget_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert evidence_run.main(["--budget", "-5", "--work", str(tmp_path / "w")]) == 2
+    assert capsys.readouterr().err.strip() == "--budget -5: must be a positive number of seconds"
+
+
+def test_every_step_command_names_a_config_that_exists_and_gpu_check_knows_its_checks(tmp_path: Path) -> None:
+    from mhabench.checks.gpu import CHECKS
+
+    assert set(evidence_run.CHECKS) <= set(CHECKS)
+    for step in steps():
+        for command in step.commands(tmp_path):
+            assert all(Path(arg).is_file() for arg in command if arg.endswith(".yaml")), command
