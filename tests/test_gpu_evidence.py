@@ -186,7 +186,10 @@ def test_a_small_budget_runs_only_what_fits_and_says_why_for_the_rest(estimates:
 def test_a_step_past_its_limit_is_killed_with_its_process_group(tmp_path: Path) -> None:
     """A real child that starts a grandchild and sleeps: at the limit both are gone, within the kill's grace."""
     pid_file = tmp_path / "grandchild.pid"
-    script = f"import subprocess, time; p = subprocess.Popen(['sleep', '60']); open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    script = (
+        "import subprocess, time; p = subprocess.Popen(['sleep', '60']); "
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    )
     step = Step("slow", "slow", 1, (), lambda work: [[sys.executable, "-c", script]])
     started = time.monotonic()
     outcome = evidence_run.ProcessRunner(tmp_path)(step, 1.5)
