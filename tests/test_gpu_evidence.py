@@ -343,3 +343,16 @@ def test_every_step_command_names_a_config_that_exists_and_gpu_check_knows_its_c
     for step in steps():
         for command in step.commands(tmp_path):
             assert all(Path(arg).is_file() for arg in command if arg.endswith(".yaml")), command
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_gpu_evidence_installs_then_runs_the_orchestrator_on_the_budget_and_archive_given() -> None:
+    import subprocess
+
+    command = ["make", "--no-print-directory", "-C", str(REPO), "-n", "gpu-evidence", "OUT=/tmp/out", "BUDGET=123"]
+    recipe = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "--target build/gpu-site" in recipe  # the install comes first and counts against the budget
+    started = recipe.split("--started-at ")[1].split()[0]
+    assert abs(float(started) - time.time()) < 60  # taken when make read the Makefile, before the install
+    assert recipe.index("--target build/gpu-site .") < recipe.index("mhabench.checks.evidence_run")
+    assert "--budget 123 --started-at" in recipe and "--archive /tmp/out/gpu-evidence.tgz" in recipe
