@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 import pandas as pd
+import torch
 import yaml
 
 from mhabench.checks import counter_checks
@@ -145,9 +146,7 @@ def fp8_estimate(rec: Recordings, sweep: CommandTiming) -> Estimate:
     return Estimate(total, basis)
 
 
-def _cuda():
-    import torch
-
+def _cuda() -> torch.device:
     return torch.device(CUDA)
 
 

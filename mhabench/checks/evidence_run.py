@@ -21,7 +21,9 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from mhabench.checks import evidence, evidence_estimates
 from mhabench.checks.evidence_estimates import ENERGY_WINDOWS, Estimate
@@ -44,7 +46,9 @@ def sweep_runs(work: Path, names: tuple[str, ...]) -> list[str]:
     return [str(manifest.parent) for name in names for manifest in sorted((work / name).glob("*/manifest.json"))]
 
 
-def _spread(python: str, sweeps: tuple[str, ...]):
+def _spread(python: str, sweeps: tuple[str, ...]) -> Callable[[Path], list[list[str]]]:
+    """spread, advise and calibrate over the run folders the named sweeps wrote (found when the step starts)."""
+
     def commands(work: Path) -> list[list[str]]:
         runs = sweep_runs(work, sweeps)
         froms = [arg for run in runs for arg in ("--from", run)]
@@ -62,25 +66,65 @@ def evidence_steps(python: str, configs: Path) -> list[Step]:
     subset, kernel, fp8 = (str(configs / f"gpu-evidence-{name}.yaml") for name in ("subset", "kernel-replay", "fp8"))
     checks = [python, "-m", "mhabench.checks.gpu", "--configs", str(configs), "--only", *CHECKS]
     return [
-        Step("checks", "checks", 5, ("energy", "dram_copy", "range_flops", "fp8_check"),
-             lambda w: [[*checks, "--out", str(w / "checks")]]),
+        Step(
+            "checks",
+            "checks",
+            5,
+            ("energy", "dram_copy", "range_flops", "fp8_check"),
+            lambda w: [[*checks, "--out", str(w / "checks")]],
+        ),
         Step("sweep1", "sweep", 8, ("sweep_wall",), lambda w: [_run(python, w / "sweep1")]),
         Step("subset", "subset", 1, ("counters_cost", "energy_cost"), lambda w: [_run(python, w / "subset", subset)]),
-        Step("counters_range", "counters_range", 2, ("counters_range", "counters_cost"),
-             lambda w: [_run(python, w / "counters_range", subset, "--counters", "hardware")]),
-        Step("counters_kernel", "counters_kernel", 1, ("replay_bytes",),
-             lambda w: [_run(python, w / "counters_kernel", kernel, "--counters", "hardware")]),
-        Step("energy", "energy", 2, ("energy_rows", "energy_cost"),
-             lambda w: [_run(python, w / "energy", subset, "--energy-windows", str(ENERGY_WINDOWS))]),
+        Step(
+            "counters_range",
+            "counters_range",
+            2,
+            ("counters_range", "counters_cost"),
+            lambda w: [_run(python, w / "counters_range", subset, "--counters", "hardware")],
+        ),
+        Step(
+            "counters_kernel",
+            "counters_kernel",
+            1,
+            ("replay_bytes",),
+            lambda w: [_run(python, w / "counters_kernel", kernel, "--counters", "hardware")],
+        ),
+        Step(
+            "energy",
+            "energy",
+            2,
+            ("energy_rows", "energy_cost"),
+            lambda w: [_run(python, w / "energy", subset, "--energy-windows", str(ENERGY_WINDOWS))],
+        ),
         Step("fp8", "fp8", 1, ("fp8_rows",), lambda w: [_run(python, w / "fp8", fp8)]),
-        Step("sweep2", "sweep", 2, ("spread", "calibration"), lambda w: [_run(python, w / "sweep2")], ("sweep1",),
-             ("spread2",)),
+        Step(
+            "sweep2",
+            "sweep",
+            2,
+            ("spread", "calibration"),
+            lambda w: [_run(python, w / "sweep2")],
+            ("sweep1",),
+            ("spread2",),
+        ),
         Step("spread2", "spread", 1, ("spread", "calibration"), _spread(python, ("sweep1", "sweep2")), ("sweep2",)),
-        Step("sweep3", "sweep", 0.5, ("spread", "calibration"), lambda w: [_run(python, w / "sweep3")], ("sweep2",),
-             ("spread3",)),
-        Step("spread3", "spread", 0.5, ("spread", "calibration"), _spread(python, ("sweep1", "sweep2", "sweep3")),
-             ("sweep3",)),
-    ]  # fmt: skip
+        Step(
+            "sweep3",
+            "sweep",
+            0.5,
+            ("spread", "calibration"),
+            lambda w: [_run(python, w / "sweep3")],
+            ("sweep2",),
+            ("spread3",),
+        ),
+        Step(
+            "spread3",
+            "spread",
+            0.5,
+            ("spread", "calibration"),
+            _spread(python, ("sweep1", "sweep2", "sweep3")),
+            ("sweep3",),
+        ),
+    ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +151,7 @@ class ProcessRunner:
         return Outcome(returncode)
 
 
-def run_limited(command: list[str], limit_s: float, log, env: dict[str, str]) -> Outcome:
+def run_limited(command: list[str], limit_s: float, log: IO[str], env: dict[str, str]) -> Outcome:
     """One command in a new session; at the limit its whole process group gets SIGTERM, then SIGKILL."""
     if limit_s <= 0:
         return Outcome(-1, timed_out=True)
@@ -188,8 +232,18 @@ def main(argv: list[str] | None = None) -> int:
         write_archive(args.work, args.archive)
 
     if not cuda_available():
-        skipped = [Record(s.name, s.kind, s.answers, estimates[s.kind].seconds, estimates[s.kind].basis, "skipped",
-                          "no CUDA device") for s in steps]  # fmt: skip
+        skipped = [
+            Record(
+                s.name,
+                s.kind,
+                s.answers,
+                estimates[s.kind].seconds,
+                estimates[s.kind].basis,
+                "skipped",
+                "no CUDA device",
+            )
+            for s in steps
+        ]
         print("gpu-evidence: SKIP (no CUDA device); every step skipped", flush=True)
         write_plan(args.work, skipped, header)
     else:
