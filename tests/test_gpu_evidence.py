@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from shared_runs import recorded, shared_runs
 
@@ -356,3 +357,154 @@ def test_make_gpu_evidence_installs_then_runs_the_orchestrator_on_the_budget_and
     assert abs(float(started) - time.time()) < 60  # taken when make read the Makefile, before the install
     assert recipe.index("--target build/gpu-site .") < recipe.index("mhabench.checks.evidence_run")
     assert "--budget 123 --started-at" in recipe and "--archive /tmp/out/gpu-evidence.tgz" in recipe
+
+
+# --- the reader's rules on synthetic work folders (recorded rows, edited) -----------------------------------------
+
+COUNTERS_RUN = "20261127T074353Z-default-gpu-counters-partial"
+RANGE_SOURCE = "ncu 2025.3.1.0, range replay: one workload per call, L2 flushed once per call"
+
+
+def write_step(work: Path, name: str, actual_s: float, rows: pd.DataFrame | None = None, source: str = COUNTERS_RUN):
+    """A finished step in plan.json and, when given, its run folder: the recorded manifest beside ``rows``."""
+    plan_path = work / "plan.json"
+    plan = json.loads(plan_path.read_text()) if plan_path.exists() else {"budget_s": 480.0, "steps": []}
+    plan["steps"].append(
+        {
+            "name": name,
+            "status": "done",
+            "reason": "",
+            "actual_s": actual_s,
+            "returncode": 0,
+            "estimate_s": actual_s,
+            "kind": name,
+            "answers": [],
+            "basis": "",
+            "limit_s": 480.0,
+        }
+    )
+    plan_path.write_text(json.dumps(plan))
+    if rows is not None:
+        folder = work / name / "run"
+        folder.mkdir(parents=True)
+        shutil.copy(recorded(source) / "manifest.json", folder / "manifest.json")
+        rows.to_csv(folder / "results.csv", index=False)
+
+
+def counters_rows() -> pd.DataFrame:
+    return pd.read_csv(recorded(COUNTERS_RUN) / "results.csv", keep_default_na=False)
+
+
+def replay_case(rows: pd.DataFrame) -> pd.DataFrame:
+    chosen = (rows["case_id"] == "d4096-h32/b1-n4096-d4096-h32-bfloat16") & rows["impl"].isin(["fused", "naive"])
+    return rows[chosen].copy()
+
+
+@pytest.mark.parametrize(("scale", "verdict"), [(1.02, "PASS"), (0.975, "PASS"), (1.05, "SHORT"), (0.9, "SHORT")])
+def test_range_against_kernel_bytes_must_agree_within_3_percent(tmp_path: Path, scale: float, verdict: str) -> None:
+    kernel = replay_case(counters_rows())
+    ranged = kernel.assign(
+        counters_source=RANGE_SOURCE,
+        dram_read_bytes=kernel["dram_read_bytes"] * scale,
+        dram_write_bytes=kernel["dram_write_bytes"] * scale,
+    )
+    write_step(tmp_path, "counters_range", 30.0, ranged)
+    write_step(tmp_path, "counters_kernel", 22.0, kernel)
+    found = {a.question: a for a in evidence.answers(tmp_path)}
+    assert found["range vs kernel replay bytes"].verdict == verdict
+    assert f"({scale - 1:+.1%})" in found["range vs kernel replay bytes"].figure
+    assert found["counters by range replay"].verdict == "PASS"  # both rows by range replay
+    kernel_only = {a.question: a for a in evidence.answers(tmp_path)}
+    assert kernel_only["counters' cost per row"].verdict == "NOT RUN"  # no plain subset, no sweep: no cost
+
+
+def test_counters_source_must_say_range_replay_on_every_ok_row(tmp_path: Path) -> None:
+    rows = replay_case(counters_rows())
+    rows["counters_source"] = [RANGE_SOURCE, "ncu 2025.3.1.0"]
+    write_step(tmp_path, "counters_range", 30.0, rows)
+    found = {a.question: a for a in evidence.answers(tmp_path)}
+    assert found["counters by range replay"].verdict == "SHORT"
+    assert found["counters by range replay"].figure == "1 of 2 ok rows counted by range replay"
+
+
+@pytest.mark.parametrize(("counters_s", "verdict"), [(20.0, "PASS"), (60.0, "SHORT")])
+def test_the_counters_cost_per_row_is_extrapolated_to_the_default_sweep(
+    tmp_path: Path, counters_s: float, verdict: str
+) -> None:
+    """(counters step − plain subset) / rows, times the sweep's 92 ok rows, on top of the sweep's wall time."""
+    rows = counters_rows()
+    write_step(tmp_path, "subset", 12.0)
+    write_step(tmp_path, "counters_range", counters_s, rows)
+    write_step(
+        tmp_path,
+        "sweep1",
+        90.0,
+        pd.read_csv(recorded("20261126T070612Z-default-gpu") / "results.csv"),
+        "20261126T070612Z-default-gpu",
+    )
+    answer = {a.question: a for a in evidence.answers(tmp_path)}["counters' cost per row"]
+    per_row = (counters_s - 12.0) / 16
+    assert answer.figure == f"{per_row:.1f} s a row; default sweep with counters ≈ {90 + per_row * 92:.0f} s"
+    assert answer.verdict == verdict
+
+
+@pytest.mark.parametrize(("wall_s", "samples", "verdict"), [(85.0, 8, "PASS"), (101.0, 8, "SHORT"), (85.0, 2, "SHORT")])
+def test_the_sweep_passes_under_100_s_with_every_ok_row_at_its_samples(
+    tmp_path: Path, wall_s: float, samples: int, verdict: str
+) -> None:
+    rows = pd.read_csv(recorded("20261126T070612Z-default-gpu") / "results.csv")
+    rows.loc[rows["status"] == "ok", "samples"] = 9
+    rows.loc[rows.index[0], "samples"] = samples
+    write_step(tmp_path, "sweep1", wall_s, rows, "20261126T070612Z-default-gpu")
+    answer = {a.question: a for a in evidence.answers(tmp_path)}["default sweep wall time"]
+    assert answer.verdict == verdict and answer.figure.startswith(f"{wall_s:.1f} s wall")
+
+
+def energy_rows(power_w: float, spread: float) -> pd.DataFrame:
+    rows = replay_case(counters_rows())
+    return rows.assign(
+        energy_per_call_j=0.3,
+        average_power_w=power_w,
+        energy_window_s=2.1,
+        energy_uncertainty=0.1 / 2.1,
+        energy_spread=spread,
+        tokens_per_joule=1e4,
+    )
+
+
+@pytest.mark.parametrize(
+    ("power_w", "spread", "verdict"), [(650.0, 0.01, "PASS"), (650.0, 0.08, "SHORT"), (760.0, 0.01, "SHORT")]
+)
+def test_energy_rows_must_resolve_with_a_spread_under_their_uncertainty(
+    tmp_path: Path, power_w: float, spread: float, verdict: str
+) -> None:
+    """The rule of results/energy.py on the 700 W H100: 760 W over 2.1 s is no measurement."""
+    write_step(tmp_path, "subset", 12.0)
+    write_step(tmp_path, "energy", 12.0 + 2 * 3 * 2.15, energy_rows(power_w, spread))
+    found = {a.question: a for a in evidence.answers(tmp_path)}
+    assert found["energy per call"].verdict == verdict
+    assert found["energy windows' cost"].figure == "2.15 s a window (6 windows)"
+    assert found["energy windows' cost"].verdict == "PASS"
+
+
+def fp8_rows(fp8_ms: float) -> pd.DataFrame:
+    fused = replay_case(counters_rows()).query("impl == 'fused'")
+    fp8 = fused.assign(impl="fused_fp8", latency_ms=fp8_ms, roofline_source="datasheet:H100 SXM (fp8 tensor rate)")
+    return pd.concat([fused, fp8])
+
+
+@pytest.mark.parametrize(("fp8_ms", "verdict"), [(0.8, "PASS"), (1.5, "SHORT")])
+def test_fp8_rows_must_beat_fused_on_the_fp8_roof(tmp_path: Path, fp8_ms: float, verdict: str) -> None:
+    write_step(tmp_path, "fp8", 15.0, fp8_rows(fp8_ms))
+    answer = {a.question: a for a in evidence.answers(tmp_path)}["fp8 rows at n = 8192"]
+    assert answer.verdict == verdict
+    assert f"{1.094184 / fp8_ms:.2f}×" in answer.figure
+
+
+def test_gpu_check_runs_only_the_checks_asked_for(tmp_path: Path) -> None:
+    from mhabench.checks import gpu
+
+    assert gpu.main(["--out", str(tmp_path), "--only", *evidence_run.CHECKS]) == 0
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    names = [c["name"] for c in report["checks"]]
+    assert sorted(names) == sorted(evidence_run.CHECKS) and names == [n for n in gpu.CHECKS if n in names]
