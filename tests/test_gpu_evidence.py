@@ -253,21 +253,18 @@ def recorded_archive(tmp_path_factory: pytest.TempPathFactory, estimates: dict[s
     seconds = recorded_seconds(estimates)
     seconds["sweep1"] = 121.562  # the 24-case sweep's command as the H100 ran it (h100-20261127/default-sweep.log)
     header = {"budget_s": 600.0, "started_at": clock.now()}
-    seen: list[set[str]] = []
 
     def after_step(records: list[Record]) -> None:
         evidence_run.write_plan(work, records, header)
         evidence_run.write_archive(work, archive)
-        with tarfile.open(archive) as tar:
-            seen.append({Path(name).parts[1] for name in tar.getnames() if len(Path(name).parts) > 1})
         assert not list(archive.parent.glob("*.partial"))  # written beside, renamed over
+        with tarfile.open(archive) as tar:
+            archived = {Path(name).parts[1] for name in tar.getnames() if len(Path(name).parts) > 1}
+        # each rewrite holds every step finished so far: a command cut after any step keeps them
+        assert {r.name for r in records if r.name in RECORDED_OUTPUTS and r.status == "done"} <= archived
 
     gpu = FakeGpu(clock, seconds, work, RECORDED_OUTPUTS)
-    records = run_plan(steps(), estimates, 600.0, clock.now(), clock, gpu, after_step)
-    # each rewrite holds every step finished so far: a command cut after any step keeps them
-    for index, names in enumerate(seen):
-        finished = {r.name for r in records[: index + 1] if r.name in RECORDED_OUTPUTS and r.status == "done"}
-        assert finished <= names
+    run_plan(steps(), estimates, 600.0, clock.now(), clock, gpu, after_step)
     return archive
 
 
@@ -508,3 +505,29 @@ def test_gpu_check_runs_only_the_checks_asked_for(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "gpu_check.json").read_text())
     names = [c["name"] for c in report["checks"]]
     assert sorted(names) == sorted(evidence_run.CHECKS) and names == [n for n in gpu.CHECKS if n in names]
+
+
+def test_the_command_end_to_end_on_a_fake_gpu_leaves_plan_answers_and_outputs_in_the_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """main() with CUDA faked and every step writing its recorded outputs at once: one archive with plan.json
+    (estimates from the package, actual times), answers.txt, and each step's files."""
+    monkeypatch.setattr(evidence_run, "cuda_available", lambda: True)
+    instant = {step.name: 0.0 for step in steps()}
+    monkeypatch.setattr(
+        evidence_run, "ProcessRunner", lambda work: FakeGpu(FakeClock(), instant, work, RECORDED_OUTPUTS)
+    )
+    archive = tmp_path / "out" / "gpu-evidence.tgz"
+    assert evidence_run.main(["--archive", str(archive), "--work", str(tmp_path / "w"), "--configs", str(CONFIGS)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("DONE ") == len(RECORDED_OUTPUTS) and "archive: " in out
+    root = evidence.unpack(archive, tmp_path / "x")
+    plan = json.loads((root / "plan.json").read_text())
+    assert len(plan["steps"]) == len(steps()) and plan["budget_s"] == 480.0
+    packaged = evidence_estimates.packaged_estimates()
+    first_of_kind = {s["kind"]: s for s in reversed(plan["steps"])}.values()  # later ones: priced by the first's time
+    assert all(s["estimate_s"] == packaged[s["kind"]].seconds for s in first_of_kind)
+    assert (root / "answers.txt").read_text().count("\n") == len(evidence.QUESTIONS)
+    assert (root / "checks" / "gpu_check.json").is_file()
+    assert (root / "sweep1" / "20261126T070612Z-default-gpu" / "results.parquet").is_file()  # raw samples
+    assert (root / "counters_kernel" / COUNTERS_RUN / "kernels.csv").is_file()

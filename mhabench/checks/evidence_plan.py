@@ -104,10 +104,12 @@ def run_plan(
     clock: Clock,
     runner: StepRunner,
     after_step: Callable[[list[Record]], None] = lambda records: None,
+    report: Callable[[Record], None] = lambda record: None,
 ) -> list[Record]:
     """Run what fits of ``steps`` by value per second within ``budget_s`` counted from ``started_s``; every
-    step ends as done, failed, timed out or skipped (with the reason); ``after_step`` sees the records so far
-    after each step (the archive is rewritten there)."""
+    step ends as done, failed, timed out or skipped (with the reason), and ``report`` sees it; ``after_step``
+    sees the records so far after each step that ran (the archive is rewritten there, never for a skip, so
+    skipping costs no time)."""
     records: list[Record] = []
     pending = list(steps)
     while pending:
@@ -124,7 +126,7 @@ def run_plan(
         if needed_s > left_s:
             with_them = "".join(f" with {s.name}" for s in bundled)
             record.status, record.reason = SKIPPED, f"needs ~{needed_s:.0f} s{with_them}, {max(left_s, 0):.0f} s left"
-            after_step(records)
+            report(record)
             continue
         start = clock.now()
         record.limit_s = left_s
@@ -133,6 +135,7 @@ def run_plan(
         record.status = TIMED_OUT if outcome.timed_out else DONE if outcome.returncode == 0 else FAILED
         if outcome.timed_out:
             record.reason = f"cut at the budget after {record.actual_s:.0f} s (estimate {estimate.seconds:.0f} s)"
+        report(record)
         after_step(records)
     done = {r.name for r in records if r.status == DONE}
     for step in pending:
@@ -141,5 +144,5 @@ def run_plan(
         records.append(
             Record(step.name, step.kind, step.answers, estimate.seconds, estimate.basis, SKIPPED, f"needs {missing}")
         )
-        after_step(records)
+        report(records[-1])
     return records

@@ -186,6 +186,10 @@ def write_archive(work: Path, archive: Path) -> None:
     os.replace(partial, archive)
 
 
+def skipped(step: Step, estimate: Estimate, reason: str) -> Record:
+    return Record(step.name, step.kind, step.answers, estimate.seconds, estimate.basis, "skipped", reason)
+
+
 class WallClock:
     def now(self) -> float:
         return time.time()
@@ -221,33 +225,23 @@ def main(argv: list[str] | None = None) -> int:
     header = {"budget_s": args.budget, "started_at": started, "command": sys.argv, "python": sys.executable}
     steps = evidence_steps(sys.executable, args.configs)
 
+    def report(record: Record) -> None:
+        actual = "-" if record.actual_s is None else f"{record.actual_s:.0f} s"
+        line = f"{record.status.upper():9} {record.name}: estimate {record.estimate_s:.0f} s, actual {actual}"
+        print(f"{line} {record.reason}".rstrip(), flush=True)
+
     def after_step(records: list[Record]) -> None:
-        last = records[-1]
-        actual = "-" if last.actual_s is None else f"{last.actual_s:.0f} s"
-        print(
-            f"{last.status.upper():9} {last.name}: estimate {last.estimate_s:.0f} s, actual {actual} {last.reason}",
-            flush=True,
-        )
         write_plan(args.work, records, header)
         write_archive(args.work, args.archive)
 
     if not cuda_available():
-        skipped = [
-            Record(
-                s.name,
-                s.kind,
-                s.answers,
-                estimates[s.kind].seconds,
-                estimates[s.kind].basis,
-                "skipped",
-                "no CUDA device",
-            )
-            for s in steps
-        ]
+        records = [skipped(step, estimates[step.kind], "no CUDA device") for step in steps]
         print("gpu-evidence: SKIP (no CUDA device); every step skipped", flush=True)
-        write_plan(args.work, skipped, header)
     else:
-        run_plan(steps, estimates, args.budget, started, WallClock(), ProcessRunner(args.work), after_step)
+        records = run_plan(
+            steps, estimates, args.budget, started, WallClock(), ProcessRunner(args.work), after_step, report
+        )
+    write_plan(args.work, records, header)
     answers = evidence.render(evidence.answers(args.work))
     (args.work / ANSWERS).write_text(answers, encoding="utf-8")
     write_archive(args.work, args.archive)
