@@ -388,6 +388,18 @@ def write_step(work: Path, name: str, actual_s: float, rows: pd.DataFrame | None
         rows.to_csv(folder / "results.csv", index=False)
 
 
+def test_a_sweep_cut_at_the_budget_falls_short_of_the_wall_time_aim(tmp_path: Path) -> None:
+    rows = pd.read_csv(recorded("20261126T070612Z-default-gpu") / "results.csv").head(40)
+    write_step(tmp_path, "sweep1", 120.0, rows, "20261126T070612Z-default-gpu")
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    plan["steps"][0].update(status="timed out", reason="cut at the budget after 120 s (estimate 89 s)")
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    answer = {a.question: a for a in evidence.answers(tmp_path)}["default sweep wall time"]
+    assert (
+        answer.verdict == "SHORT" and answer.figure == "sweep1 timed out: cut at the budget after 120 s (estimate 89 s)"
+    )
+
+
 def counters_rows() -> pd.DataFrame:
     return pd.read_csv(recorded(COUNTERS_RUN) / "results.csv", keep_default_na=False)
 

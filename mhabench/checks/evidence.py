@@ -50,6 +50,10 @@ class NotRun(Exception):
     """The step behind a question did not run (or left nothing): the message says which and why."""
 
 
+class CutShort(Exception):
+    """The step behind a question was cut at the budget: it ran, and its figure is that it did not finish."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Evidence:
     """The unpacked work folder of one ``make gpu-evidence``."""
@@ -72,7 +76,7 @@ class Evidence:
         """The step's wall time; a failed step (a check or a row failed) still took it, a cut one did not finish."""
         step = self.step(name)
         if step["status"] not in ("done", "failed"):
-            raise NotRun(f"{name} {step['status']}: {step['reason']}")
+            raise CutShort(f"{name} {step['status']}: {step['reason']}")
         return float(step["actual_s"])
 
     def check(self, name: str) -> dict[str, Any]:
@@ -318,6 +322,8 @@ def answers(root: Path) -> list[Answer]:
             found.append(answer(ev))
         except NotRun as exc:
             found.append(Answer(question, str(exc), "", NOT_RUN))
+        except CutShort as exc:
+            found.append(Answer(question, str(exc), "", SHORT))
     return found
 
 
