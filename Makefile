@@ -142,6 +142,7 @@ gpu-fp8: gpu-site
 # Every open GPU question of docs/gpu.md within BUDGET seconds, the install included: the steps run by value per
 # second, each cut at what is left of the budget (mhabench.checks.evidence_run); one archive, rewritten after each
 # step, at $(OUT)/gpu-evidence.tgz; read it anywhere with python -m mhabench.checks.evidence ARCHIVE.
+# PREVIOUS=an earlier archive prices each step by its wall time there instead of the recorded estimate.
 # The budget's clock starts when make reads this file, before gpu-site installs.
 .PHONY: gpu-evidence
 BUDGET ?= 480
@@ -151,7 +152,7 @@ EVIDENCE_START := $(shell date +%s.%N)
 endif
 gpu-evidence: gpu-site
 	$(GPU_RUN) -m mhabench.checks.evidence_run --budget $(BUDGET) --started-at $(EVIDENCE_START) \
-	  --archive $(OUT)/gpu-evidence.tgz --work build/gpu-evidence
+	  --archive $(OUT)/gpu-evidence.tgz --work build/gpu-evidence $(if $(PREVIOUS),--previous $(PREVIOUS))
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -543,3 +543,19 @@ def test_the_command_end_to_end_on_a_fake_gpu_leaves_plan_answers_and_outputs_in
     assert (root / "checks" / "gpu_check.json").is_file()
     assert (root / "sweep1" / "20261126T070612Z-default-gpu" / "results.parquet").is_file()  # raw samples
     assert (root / "counters_kernel" / COUNTERS_RUN / "kernels.csv").is_file()
+
+
+def test_a_previous_archive_prices_each_kind_by_its_measured_wall_time(recorded_archive: Path) -> None:
+    """The next budget is better: a kind the last run finished is priced at its time there (sweep1's 121.6 s)."""
+    estimates = evidence_run.load_estimates(None, CONFIGS, recorded_archive)
+    assert estimates["sweep"].seconds == pytest.approx(121.562) and "sweep1's wall time in" in estimates["sweep"].basis
+    assert estimates["checks"].seconds == pytest.approx(evidence_estimates.packaged_estimates()["checks"].seconds)
+    assert estimates["energy"] == evidence_estimates.packaged_estimates()["energy"]  # it wrote nothing: failed
+
+
+def test_a_previous_that_is_no_archive_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "x.tgz").write_text("no")
+    assert evidence_run.main(["--previous", str(tmp_path / "x.tgz"), "--work", str(tmp_path / "w")]) == 2
+    assert capsys.readouterr().err.startswith(f"--previous {tmp_path / 'x.tgz'}: not a gpu-evidence archive")

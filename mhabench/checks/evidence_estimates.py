@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import re
 import sys
@@ -83,22 +84,22 @@ def rows_of(config: RunConfig, impls: list[str] | None = None) -> list[tuple[str
     return [(case.case_id, impl) for case in expand_cases(config, _cuda()) for impl in names]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class Recordings:
     """The recorded files, read once."""
 
     runs: Path
     configs: Path
 
-    @property
+    @functools.cached_property
     def rows(self) -> pd.DataFrame:
         return replayed_rows(self.runs / DEFAULT_RUN, gpu_default().timing)
 
-    @property
+    @functools.cached_property
     def sweep(self) -> CommandTiming:
         return command_timing(self.runs / SWEEP_LOG, self.runs / SWEEP_MANIFEST)
 
-    @property
+    @functools.cached_property
     def checks(self) -> dict[str, float]:
         return check_seconds(self.runs / CHECK_LOG)
 

@@ -201,9 +201,25 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def load_estimates(runs: Path | None, configs: Path) -> dict[str, Estimate]:
-    """From the recorded runs when given (``shared/runs``), else the packaged ones computed from them."""
-    return evidence_estimates.recorded_estimates(runs, configs) if runs else evidence_estimates.packaged_estimates()
+def load_estimates(runs: Path | None, configs: Path, previous: Path | None = None) -> dict[str, Estimate]:
+    """From the recorded runs when given (``shared/runs``), else the packaged ones computed from them; each kind
+    a previous archive finished is priced at its wall time there instead (the estimate the last run measured)."""
+    found = evidence_estimates.recorded_estimates(runs, configs) if runs else evidence_estimates.packaged_estimates()
+    return {**found, **(measured_estimates(previous) if previous else {})}
+
+
+def measured_estimates(archive: Path) -> dict[str, Estimate]:
+    """Per step kind, the wall time of its first finished step in a previous gpu-evidence archive."""
+    with tarfile.open(archive, "r:gz") as tar:
+        member = tar.extractfile(f"{ARCHIVE_ROOT}/{PLAN}")
+        if member is None:
+            raise ValueError(f"{archive}: no {PLAN}")
+        plan = json.loads(member.read().decode("utf-8"))
+    measured: dict[str, Estimate] = {}
+    for step in plan["steps"]:
+        if step["status"] == "done" and step["kind"] not in measured:
+            measured[step["kind"]] = Estimate(float(step["actual_s"]), f"{step['name']}'s wall time in {archive}")
+    return measured
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,14 +230,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path("build/gpu-evidence"), help="the steps' work folder")
     parser.add_argument("--configs", type=Path, default=Path("configs"))
     parser.add_argument("--recorded", type=Path, default=None, help="price steps from these recorded runs")
+    parser.add_argument("--previous", type=Path, default=None, help="price steps by a previous archive's times")
     args = parser.parse_args(argv)
     if args.budget <= 0:
         print(f"--budget {args.budget:g}: must be a positive number of seconds", file=sys.stderr)
         return 2
+    try:
+        estimates = load_estimates(args.recorded, args.configs, args.previous)
+    except (OSError, tarfile.TarError, ValueError, KeyError) as exc:
+        print(f"--previous {args.previous}: not a gpu-evidence archive ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
     started = args.started_at if args.started_at is not None else time.time()
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
-    estimates = load_estimates(args.recorded, args.configs)
     header = {"budget_s": args.budget, "started_at": started, "command": sys.argv, "python": sys.executable}
     steps = evidence_steps(sys.executable, args.configs)
 
