@@ -2,7 +2,7 @@
 # Only Python 3.10+ is needed. TORCH picks the torch wheel installed first; the default CPU build is
 # small and fast. On a CUDA machine: `make run TORCH='torch>=2.5,<=2.14.1'`.
 # GPU machines without a package index: `make wheels` here, carry wheels/ there, `make gpu-check` and
-# `make gpu-sweep` (docs/gpu.md).
+# `make gpu-sweep`, or all open questions in one budget: `make gpu-evidence` (docs/gpu.md).
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
@@ -138,6 +138,21 @@ gpu-sweep: gpu-site
 # fp8 beside bf16 (configs/gpu-fp8.yaml: fused_fp8 and fused, n 4k-16k, b 1 and 8), into $(GPU_CHECK_OUT)/fp8.
 gpu-fp8: gpu-site
 	$(GPU_RUN) -m mhabench run configs/gpu-fp8.yaml --out $(GPU_CHECK_OUT)/fp8
+
+# Every open GPU question of docs/gpu.md within BUDGET seconds, the install included: the steps run by value per
+# second, each cut at what is left of the budget (mhabench.checks.evidence_run); one archive, rewritten after each
+# step, at $(OUT)/gpu-evidence.tgz; read it anywhere with python -m mhabench.checks.evidence ARCHIVE.
+# PREVIOUS=an earlier archive prices each step by its wall time there instead of the recorded estimate.
+# The budget's clock starts when make reads this file, before gpu-site installs.
+.PHONY: gpu-evidence
+BUDGET ?= 480
+OUT ?= gpu-evidence
+ifneq ($(filter gpu-evidence,$(MAKECMDGOALS)),)
+EVIDENCE_START := $(shell date +%s.%N)
+endif
+gpu-evidence: gpu-site
+	$(GPU_RUN) -m mhabench.checks.evidence_run --budget $(BUDGET) --started-at $(EVIDENCE_START) \
+	  --archive $(OUT)/gpu-evidence.tgz --work build/gpu-evidence $(if $(PREVIOUS),--previous $(PREVIOUS))
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -542,16 +542,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("gpu-check"), help="folder for gpu_check.json")
     parser.add_argument("--configs", type=Path, default=Path("configs"), help="folder with gpu-e2e.yaml etc.")
     parser.add_argument("--skip", nargs="*", default=[], choices=sorted(CHECKS), help="checks to leave out")
+    parser.add_argument("--only", nargs="*", default=None, choices=sorted(CHECKS), help="run only these checks")
     args = parser.parse_args(argv)
+    chosen = [name for name in CHECKS if name not in args.skip and (args.only is None or name in args.only)]
     args.out.mkdir(parents=True, exist_ok=True)
     if torch.cuda.is_available():
         device = torch.device("cuda", torch.cuda.current_device())
         context = Context(device, args.out, args.configs)
-        checks = [run_check(name, check, context) for name, check in CHECKS.items() if name not in args.skip]
+        checks = [run_check(name, CHECKS[name], context) for name in chosen]
     else:
         device, reason = torch.device("cpu"), f"no CUDA device (torch {torch.__version__}, CUDA {torch.version.cuda})"
-        checks = [{"name": name, "status": "SKIP", "reason": reason} for name in CHECKS]
-        print("\n".join(f"SKIP {name}: {reason}" for name in CHECKS), flush=True)
+        checks = [{"name": name, "status": "SKIP", "reason": reason} for name in chosen]
+        print("\n".join(f"SKIP {name}: {reason}" for name in chosen), flush=True)
     command = [sys.executable, "-m", "mhabench.checks.gpu", *(sys.argv[1:] if argv is None else argv)]
     report = {"command": command, "environment": environment(device), "checks": checks}
     (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
