@@ -103,6 +103,12 @@ def run(
         typer.Option("--replicates", help="Run the config as N independent processes (default: the config's)."),
     ] = None,
     replicate: Annotated[str | None, typer.Option("--replicate", hidden=True, help="I/N: be replicate I.")] = None,
+    executor: Annotated[
+        str | None, typer.Option("--executor", help="local | slurm | ray: where the cases run (docs/distributed.md).")
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option("--ray-address", help="--executor ray: join this running Ray cluster.")
+    ] = None,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     from mhabench.distributed.launch import errors_end_every_rank
@@ -131,9 +137,10 @@ def run(
                     "--energy-windows": energy_windows is not None,
                     "--history": history_dir,  # a resumed run: `mhabench history DIR --import RUN` once it is done
                     "--replicates": replicates is not None,
+                    "--executor": executor,
                 },
             )
-            cli_run.resume(resume, out, force, baseline)
+            cli_run.resume(resume, out, force, baseline, ray_address)
             return
         parsed_shard = parse_shard(shard) if shard is not None else None
         paths = [str(path) for path in configs] if configs else [config_loading.default_config_name(device)]
@@ -155,6 +162,8 @@ def run(
                 counters=counters,
                 energy_windows=energy_windows,
                 replicates=replicates,
+                executor=executor,
+                ray_address=ray_address,
             )
             for c in loaded
         ]
