@@ -266,8 +266,10 @@ def compare(
     """One run: speedup of every impl over a baseline. Two runs: what got faster or slower, with statistics."""
     from mhabench.analysis import compare as compare_mod
     from mhabench.analysis import stats
+    from mhabench.analysis.device_mix import compared_device_mix, run_device_mix
     from mhabench.results import store
     from mhabench.views import compare as compare_output
+    from mhabench.views.device_mix import device_lines
     from mhabench.views.run_notes import drift_lines
 
     with user_errors():
@@ -278,6 +280,7 @@ def compare(
                 raise InputError("--fail-on-regression: needs two runs (RUN CANDIDATE)")
             run = store.require_results(store.load_run(run_ref, results_root))
             comparison, drifts = compare_mod.speedups(run, baseline), drift_lines(run.frame)
+            drifts += device_lines(run_device_mix(run.frame))
         else:
             limit = stats.parse_threshold(threshold)
             base, candidate = (store.require_results(store.load_run(r, results_root)) for r in (run_ref, candidate_ref))
@@ -287,7 +290,7 @@ def compare(
                 else stats.parse_threshold(process_spread, "--process-spread")
             )
             comparison = compare_mod.compare_runs(base, candidate, limit, force=force, between_process_spread=spread)
-            drifts = []
+            drifts = device_lines(compared_device_mix(base.frame, candidate.frame))
         out = _fresh_console()
         if comparison.between_process_spread > 0:
             out.print(f"intervals widened by the between-process spread {comparison.between_process_spread:.1%}")

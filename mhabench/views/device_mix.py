@@ -1,0 +1,36 @@
+"""The device caveat (:mod:`mhabench.analysis.device_mix`) as the lines under a run's table, ``compare`` and
+``history``."""
+
+from __future__ import annotations
+
+from mhabench.analysis.device_mix import DeviceCaveat, DeviceMix
+
+NAMED_CASES = 3
+"""How many split cases a line names; the rest are counted."""
+SPREAD_HINT = "two GPUs of one model differ by a few percent; mhabench calibrate --devices measures by how much"
+
+
+def device_lines(mix: DeviceMix | None) -> list[str]:
+    """One line saying which devices the answer rests on, and one naming cases whose pairing crossed devices."""
+    if mix is None:
+        return []
+    devices = ", ".join(f"{device} ({rows} rows)" for device, rows in mix.rows_per_device)
+    if mix.code == DeviceCaveat.MIXED_DEVICES:
+        lines = [
+            f"devices: the cases were measured on {len(mix.devices)} devices: {devices}. Each case's implementations "
+            f"shared one device, but a crossover or a trend across cases also holds the spread between devices "
+            f"({SPREAD_HINT})"
+        ]
+    else:
+        lines = [
+            f"devices: the compared rows were measured on {len(mix.devices)} devices: {devices}. A ratio between "
+            f"runs also holds the spread between devices ({SPREAD_HINT})"
+        ]
+    if mix.split_cases:
+        named = ", ".join(mix.split_cases[:NAMED_CASES])
+        more = f" and {len(mix.split_cases) - NAMED_CASES} more" if len(mix.split_cases) > NAMED_CASES else ""
+        lines.append(
+            f"devices: {len(mix.split_cases)} case(s) ran their implementations on more than one device, so their "
+            f"speedups pair rounds of different devices: {named}{more}"
+        )
+    return lines
