@@ -489,6 +489,12 @@ def calibrate(
         list[str] | None,
         typer.Option("--from", help="A replicated run on disk, or several one-process runs (repeat --from)."),
     ] = None,
+    devices: Annotated[
+        bool,
+        typer.Option(
+            "--devices", help="The spread between devices: the sweep on each GPU (or --from runs per device)."
+        ),
+    ] = False,
 ) -> None:
     """Measure this machine's between-process spread (cached per machine fingerprint; advise and compare use it)."""
     from mhabench.analysis.calibration import calibrate as measure_calibration
@@ -496,6 +502,9 @@ def calibrate(
     from mhabench.results.store import load_run
 
     with user_errors():
+        if devices:
+            _device_spread(out, from_run or [])
+            return
         if show:
             found, path = this_machine(config_loading.check_device_option(device or "auto"))
             console.print(escape(f"{found.describe()}\n{path}"), highlight=False)
@@ -507,6 +516,26 @@ def calibrate(
                 out, sys.argv, device, processes, lambda line: console.print(escape(line))
             )
         console.print(escape(f"{found.describe()}\nstored in {path}"), highlight=False)
+
+
+def _device_spread(out: Path, from_runs: list[str]) -> None:
+    """``calibrate --devices``: the calibration sweep on every GPU here, or the runs given, read across devices."""
+    from mhabench.analysis.calibration import calibration_config
+    from mhabench.analysis.device_spread import device_spread
+    from mhabench.results.store import load_run
+    from mhabench.run.device_sweep import measure_on_devices, visible_devices
+    from mhabench.views.device_mix import spread_lines
+
+    if from_runs:
+        frames = [load_run(ref, out).frame for ref in from_runs]
+    else:
+        config = calibration_config(processes=1)
+        results = measure_on_devices(
+            config, visible_devices(), out, sys.argv, report=lambda line: console.print(escape(line))
+        )
+        frames = [result.frame for result in results]
+    for line in spread_lines(device_spread(frames)):
+        console.print(escape(line), highlight=False, soft_wrap=True)
 
 
 @app.command("check-timing")

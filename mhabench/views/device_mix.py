@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from mhabench.analysis.device_mix import DeviceCaveat, DeviceMix
+from mhabench.analysis.device_spread import DeviceSpread
 
 NAMED_CASES = 3
 """How many split cases a line names; the rest are counted."""
@@ -33,4 +34,15 @@ def device_lines(mix: DeviceMix | None) -> list[str]:
             f"devices: {len(mix.split_cases)} case(s) ran their implementations on more than one device, so their "
             f"speedups pair rounds of different devices: {named}{more}"
         )
+    return lines
+
+
+def spread_lines(spread: DeviceSpread) -> list[str]:
+    """``calibrate --devices``: the spread, then each device against the typical one."""
+    lines = [
+        f"between-device spread {spread.between_device_spread:.1%} (median over {len(spread.pairs)} (case, "
+        f"implementation) pairs of max/min − 1 of their median latency across {len(spread.devices)} devices; each "
+        "device is one process, so this holds the between-process spread too)"
+    ]
+    lines += [f"{device}: {spread.relative_latency[device]:.3f}× the typical latency" for device in spread.devices]
     return lines
