@@ -1,5 +1,6 @@
-"""``mhabench calibrate --devices``: how far apart the devices of a machine (or of a cluster's nodes) put the same
-case, so an answer whose cases ran on different devices (:mod:`mhabench.analysis.device_mix`) can be read against it.
+"""``mhabench calibrate --devices``: how far apart the devices put the same case's latency.
+
+An answer whose cases ran on different devices (:mod:`mhabench.analysis.device_mix`) is read against it.
 
 The same sweep (the calibration config) is measured once on each device; per (case, implementation) the range
 ``max / min − 1`` of its median latency across the devices, and the spread is the median of those ranges. Each

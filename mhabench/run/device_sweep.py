@@ -1,5 +1,6 @@
-"""``mhabench calibrate --devices``' measurement: the calibration sweep once on each device of this machine, each
-an ordinary run folder whose rows carry the device they ran on (``device_id``)."""
+"""``mhabench calibrate --devices``' measurement: the calibration sweep once on each GPU of this machine.
+
+Each is an ordinary run folder whose rows carry the device they ran on (``device_id``)."""
 
 from __future__ import annotations
 

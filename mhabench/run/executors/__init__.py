@@ -1,6 +1,7 @@
-"""Where a run's cases are measured: this process (``executor: local``), a Slurm job array through submitit, or
-Ray tasks (docs/distributed.md). The engines are optional extras; without one, asking for it is one line naming
-the extra to install."""
+"""Where a run's cases are measured: this process, a Slurm job array (submitit) or Ray tasks.
+
+``executor: local`` is today's single process (docs/distributed.md). The engines are optional extras; without
+one, asking for it is one line naming the extra to install."""
 
 from __future__ import annotations
 

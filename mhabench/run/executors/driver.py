@@ -1,5 +1,4 @@
-"""The driver of a cluster run: hands the cases to an engine (Slurm through submitit, Ray tasks) and assembles one
-run folder as they finish.
+"""A cluster run's driver: hands the cases to an engine and assembles one run folder as they finish.
 
 The driver measures nothing. It expands the cases for the workers' device, opens the run folder (a new one, or a
 killed run's with ``--resume``) through the same writer and lifecycle as a local run, gives the engine one group

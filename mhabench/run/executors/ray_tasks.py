@@ -1,5 +1,6 @@
-"""Ray: one task per case, ``num_gpus=1`` on CUDA so Ray gives each task a GPU of its own, ``max_retries`` for a
-worker or node that dies mid-case. Joins a running cluster (``--ray-address``) or starts a local one
+"""Ray: one task per case, ``num_gpus=1`` on CUDA, ``max_retries`` for a worker or node lost mid-case.
+
+Ray gives each task a GPU of its own. The engine joins a running cluster (``--ray-address``) or starts a local one
 (``ray.init(num_cpus=…)``), which it stops again at the end."""
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
-"""Slurm through submitit: one job array, one job per group of ``cases_per_job`` cases, each job asking for the
-partition, account, GPUs, CPUs and time limit of the config. ``cluster: local`` runs the same jobs as processes on
-this machine (submitit's LocalExecutor, all at once: a check of the path, not a measurement).
+"""Slurm through submitit: a job array, one job per ``cases_per_job`` cases; ``cluster: local`` runs them here.
+
+Each job asks for the partition, account, GPUs, CPUs and time limit of the config. ``cluster: local`` runs the
+same jobs as processes on this machine (submitit's LocalExecutor, all at once: a check of the path, not a
+measurement).
 
 submitit keeps each job's pickles and logs under ``<run folder>/slurm/<job id>/``; the run folder must be on a
 file system the nodes share. Each job also appends its rows to ``slurm/rows/`` as they exist, which the driver

@@ -1,6 +1,8 @@
-"""What one Slurm job or Ray task runs: a group of cases, on the device the engine gave it, through the per-case
-code a local run uses (:func:`mhabench.run.runner.case_rows`, in process or, with ``isolation: process``, one
-child per case), so a row measured on a worker is the row a local run would write.
+"""What one Slurm job or Ray task runs: its cases, through the per-case code a local run uses.
+
+The cases run on the device the engine gave the worker, through :func:`mhabench.run.runner.case_rows` (in
+process or, with ``isolation: process``, one child per case), so a row measured on a worker is the row a local
+run would write.
 
 A worker applies the run's process settings and plugins, places its device's roofline, and measures its cases in
 turn. A case that raises becomes error rows for the implementations it left without one; the next case still runs.
