@@ -52,6 +52,11 @@ def run_replicate_or_replicated(
     """``--replicate I/N`` (a child the parent started: measure, print nothing, None) or ``replicates: N`` (the
     parent: the merged run, printed)."""
     replicated_run.check_replicable(config.replicates, repeat, shard, launch_env())
+    if executors.is_remote(config):
+        raise InputError(
+            f"replicates: {config.replicates} runs its processes one after another on this machine; "
+            f"not with executor {config.executor.kind}"
+        )
     if replicate is not None:
         one = replicated_run.parse_replicate(replicate)
         extra = {"replicate": vars(one), "code": code_versions(runner.implementations_of(config))}

@@ -132,6 +132,7 @@ def ray_cluster() -> Iterator[str]:
         (("--executor", "kubernetes"), "--executor: must be one of local, slurm, ray (got 'kubernetes')"),
         (("--ray-address", "10.0.0.1:6379"), "--ray-address: joins a Ray cluster; it needs --executor ray"),
         (("--executor", "ray", "--shard", "0/2"), "--shard: executor ray schedules the whole sweep itself"),
+        (("--executor", "slurm", "--replicates", "2"), "replicates: 2 runs its processes one after another"),
     ],
 )
 def test_bad_executor_options_are_one_line(tmp_path: Path, args: tuple[str, ...], expected: str) -> None:

@@ -57,8 +57,6 @@ def run_with_executor(
         raise InputError(f"--executor {kind}: the engine starts the workers; run mhabench itself, not under torchrun")
     if request.select is not None:
         raise InputError(f"--shard: executor {kind} schedules the whole sweep itself; drop --shard")
-    if config.replicates > 1:
-        raise InputError(f"replicates: {config.replicates} runs processes one after another here; not with --executor")
     if kind == "slurm":
         from mhabench.run.executors.slurm_jobs import SlurmEngine
 
