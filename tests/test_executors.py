@@ -7,6 +7,7 @@ a driver killed mid-sweep leaves a folder ``--resume`` finishes. Options and mis
 from __future__ import annotations
 
 import importlib.util
+import pickle
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import yaml
 from conftest import TINY_TIMING
 from typer.testing import CliRunner
@@ -24,6 +26,7 @@ from mhabench.cli import app
 from mhabench.results.columns import SHAPE_FIELDS
 from mhabench.results.schema import ResultRow
 from mhabench.results.store import Run, load_run
+from mhabench.run.executors.worker import read_stream
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 HAVE_SUBMITIT = importlib.util.find_spec("submitit") is not None
@@ -158,6 +161,38 @@ def test_without_the_engine_the_executor_is_refused_naming_the_extra(
     assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
     assert f"pip install 'mhabench[{extra}]'" in stderr and package in stderr
     assert not (tmp_path / "out").exists()  # refused before a folder was made
+
+
+@needs_submitit
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--device", "cuda:1"), "device: 'cuda:1' names one GPU of one machine; with executor slurm use cuda"),
+        (("--device", "cuda"), "dtype: 'auto' depends on the workers' GPU, which this driver cannot see"),
+    ],
+)
+def test_a_cluster_device_is_the_workers_and_refused_in_one_line(
+    tmp_path: Path, args: tuple[str, ...], expected: str
+) -> None:
+    """Checked on the driver before anything is submitted or written (this machine has no CUDA)."""
+    if torch.cuda.is_available():
+        pytest.skip("the driver sees a GPU here")
+    path = config_file(tmp_path, "gpu", executor=LOCAL_SUBMITIT)
+    code, stderr = cli("run", str(path), "--out", str(tmp_path / "out"), *args)
+    assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
+    assert expected in stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_row_stream_read_mid_write_keeps_only_whole_records(tmp_path: Path) -> None:
+    """The driver reads a job's row file while the job appends to it: a record cut short waits for the next read."""
+    stream = tmp_path / "rows"
+    whole = [("worker", "w", {}), ("row", 1), ("row", 2)]
+    data = b"".join(pickle.dumps(record) for record in whole)
+    stream.write_bytes(data + pickle.dumps(("row", 3))[:-3])
+    assert read_stream(stream, 0) == whole
+    assert read_stream(stream, 2) == whole[2:]
+    assert read_stream(tmp_path / "not-yet", 0) == []
 
 
 # --- the engines, for real ----------------------------------------------------------------------------------------
