@@ -195,6 +195,19 @@ def test_a_row_stream_read_mid_write_keeps_only_whole_records(tmp_path: Path) ->
     assert read_stream(tmp_path / "not-yet", 0) == []
 
 
+@needs_submitit
+def test_a_slurm_job_that_raised_is_named_by_its_exception_line() -> None:
+    from mhabench.run.executors.slurm_jobs import raised_line
+
+    trace = (
+        "Job (task=0) failed during processing with trace:\n----------------------\nTraceback (most recent call "
+        'last):\n  File "x.py", line 1, in <module>\nmhabench.errors.PluginError: /a/b.py: no such plugin file\n\n'
+        "----------------------\nYou can check full logs with 'job.stderr(0)' and 'job.stdout(0)'or at paths:\n"
+    )
+    assert raised_line(trace) == "mhabench.errors.PluginError: /a/b.py: no such plugin file"
+    assert raised_line("the job vanished") == "the job vanished"
+
+
 # --- the engines, for real ----------------------------------------------------------------------------------------
 
 

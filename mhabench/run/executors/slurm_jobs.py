@@ -12,17 +12,20 @@ reads while it polls, so rows arrive case by case and a job killed half-way keep
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from mhabench.errors import InputError
+from mhabench.errors import InputError, shorten
 from mhabench.results.schema import Outcome, RowStatus
 from mhabench.run.executors.driver import Ended, Event, Rows, report_rows
-from mhabench.run.executors.worker import CaseGroup, WorkerInfo, measure_group, one_line, read_stream
+from mhabench.run.executors.worker import ERROR_LIMIT, CaseGroup, WorkerInfo, measure_group, one_line, read_stream
 from mhabench.scenario.config import SlurmOptions
 
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")
+"""A traceback's last line: the exception's type, then its message."""
 POLL_S = 1.0
 """How often the driver reads the row files and asks submitit about its jobs (submitit rate-limits sacct itself)."""
 
@@ -106,6 +109,8 @@ class SlurmEngine:
         failure = job.exception()
         if failure is None:
             return report_rows(job.result(), str(job.job_id))
+        if isinstance(failure, self.submitit.core.utils.FailedJobError):  # the job's Python raised: its error
+            return Ended(index, Outcome(RowStatus.ERROR, f"slurm job {job.job_id}: {raised_line(str(failure))}"))
         state = _state(job)
         status = RowStatus.TIMEOUT if state == "TIMEOUT" else RowStatus.CRASHED
         line = one_line(failure).replace("\n", " ")
@@ -119,6 +124,13 @@ class SlurmEngine:
             except Exception:  # a job that ended meanwhile; nothing to cancel
                 continue
         self.jobs = {}
+
+
+def raised_line(trace: str) -> str:
+    """The exception line of the traceback submitit reports for a job that raised (its first line otherwise)."""
+    lines = [line.strip() for line in trace.strip().splitlines()]
+    raised = [line for line in lines if EXCEPTION_LINE.match(line)]
+    return shorten((raised or lines or [""])[-1 if raised else 0], ERROR_LIMIT)
 
 
 def _state(job: Any) -> str:
