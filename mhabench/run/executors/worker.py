@@ -25,12 +25,13 @@ import torch
 from mhabench.errors import shorten
 from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.device_identity import device_id
-from mhabench.measure.peaks import device_name
+from mhabench.measure.peaks import DevicePeaks, device_name
 from mhabench.results.schema import CaseIdentity, Outcome, ResultRow, RowStatus
 from mhabench.run import runner
 from mhabench.run.case import CudaContextLostError
 from mhabench.run.ncu_profile import CounterSettings
 from mhabench.scenario import plugins
+from mhabench.scenario.cases import Case
 from mhabench.scenario.config import RunConfig
 from mhabench.scenario.device import canonical_device, resolve_device
 from mhabench.version import __version__
@@ -124,14 +125,14 @@ def measure_group(group: CaseGroup) -> GroupReport:
 def _case_rows(
     group: CaseGroup,
     device: torch.device,
-    peaks: Any,
+    peaks: DevicePeaks,
     repeat: int,
-    case: Any,
+    case: Case,
     names: list[str],
     counters: CounterSettings,
 ) -> Iterator[ResultRow]:
     """One case's rows, as a local run makes them: a lost CUDA context moves the rest into child processes."""
-    config, done = group.config, set()
+    config, done = group.config, set[str]()
     isolate = config.isolation == "process"
     try:
         for row in runner.case_rows(case, names, device, group.run_id, peaks, config, repeat, isolate, counters):
@@ -149,7 +150,7 @@ def _case_rows(
 
 
 def missing_rows(
-    run_id: str, case: Any, names: list[str], repeat: int, device: str, outcome: Outcome
+    run_id: str, case: Case, names: list[str], repeat: int, device: str, outcome: Outcome
 ) -> Iterator[ResultRow]:
     """``outcome`` for each implementation of ``case`` in ``names``: what a worker lost or could not measure."""
     for name in names:
