@@ -11,9 +11,9 @@ BIN := $(VENV)/bin
 # TORCH=…` on an existing venv installs that torch instead of keeping whichever one is there.
 TORCH_ID := $(firstword $(shell printf '%s' '$(TORCH)' | cksum))
 STAMP := $(VENV)/.installed-$(TORCH_ID)
-# `make test` also installs the `hf` extra (transformers, for the hf_* peers and their tests); `make run`
-# does not need it. Setup's `rm -f $(VENV)/.installed*` drops this stamp too, so a new venv or a changed
-# pyproject.toml reinstalls it.
+# `make test` also installs the `hf` extra (transformers, for the hf_* peers and their tests) and `cluster`
+# (submitit and Ray, for the cluster executors' tests); `make run` needs neither. Setup's `rm -f $(VENV)/.installed*`
+# drops this stamp too, so a new venv or a changed pyproject.toml reinstalls it.
 HF_STAMP := $(VENV)/.installed-hf
 
 # make gpu-check: the machine's own python3 (with its CUDA torch), the wheels it lacks, the project.
@@ -45,7 +45,7 @@ $(STAMP): pyproject.toml
 hf: $(HF_STAMP)
 
 $(HF_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[dev,hf]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,hf,cluster]"
 	touch $(HF_STAMP)
 
 # One line when this machine has an NVIDIA GPU but the venv's torch cannot use it (`device: auto`

@@ -103,6 +103,12 @@ def run(
         typer.Option("--replicates", help="Run the config as N independent processes (default: the config's)."),
     ] = None,
     replicate: Annotated[str | None, typer.Option("--replicate", hidden=True, help="I/N: be replicate I.")] = None,
+    executor: Annotated[
+        str | None, typer.Option("--executor", help="local | slurm | ray: where the cases run (docs/distributed.md).")
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option("--ray-address", help="--executor ray: join this running Ray cluster.")
+    ] = None,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     from mhabench.distributed.launch import errors_end_every_rank
@@ -131,9 +137,10 @@ def run(
                     "--energy-windows": energy_windows is not None,
                     "--history": history_dir,  # a resumed run: `mhabench history DIR --import RUN` once it is done
                     "--replicates": replicates is not None,
+                    "--executor": executor,
                 },
             )
-            cli_run.resume(resume, out, force, baseline)
+            cli_run.resume(resume, out, force, baseline, ray_address)
             return
         parsed_shard = parse_shard(shard) if shard is not None else None
         paths = [str(path) for path in configs] if configs else [config_loading.default_config_name(device)]
@@ -155,6 +162,8 @@ def run(
                 counters=counters,
                 energy_windows=energy_windows,
                 replicates=replicates,
+                executor=executor,
+                ray_address=ray_address,
             )
             for c in loaded
         ]
@@ -257,8 +266,10 @@ def compare(
     """One run: speedup of every impl over a baseline. Two runs: what got faster or slower, with statistics."""
     from mhabench.analysis import compare as compare_mod
     from mhabench.analysis import stats
+    from mhabench.analysis.device_mix import compared_device_mix, run_device_mix
     from mhabench.results import store
     from mhabench.views import compare as compare_output
+    from mhabench.views.device_mix import device_lines
     from mhabench.views.run_notes import drift_lines
 
     with user_errors():
@@ -269,6 +280,7 @@ def compare(
                 raise InputError("--fail-on-regression: needs two runs (RUN CANDIDATE)")
             run = store.require_results(store.load_run(run_ref, results_root))
             comparison, drifts = compare_mod.speedups(run, baseline), drift_lines(run.frame)
+            drifts += device_lines(run_device_mix(run.frame))
         else:
             limit = stats.parse_threshold(threshold)
             base, candidate = (store.require_results(store.load_run(r, results_root)) for r in (run_ref, candidate_ref))
@@ -278,7 +290,7 @@ def compare(
                 else stats.parse_threshold(process_spread, "--process-spread")
             )
             comparison = compare_mod.compare_runs(base, candidate, limit, force=force, between_process_spread=spread)
-            drifts = []
+            drifts = device_lines(compared_device_mix(base.frame, candidate.frame))
         out = _fresh_console()
         if comparison.between_process_spread > 0:
             out.print(f"intervals widened by the between-process spread {comparison.between_process_spread:.1%}")
@@ -477,6 +489,12 @@ def calibrate(
         list[str] | None,
         typer.Option("--from", help="A replicated run on disk, or several one-process runs (repeat --from)."),
     ] = None,
+    devices: Annotated[
+        bool,
+        typer.Option(
+            "--devices", help="The spread between devices: the sweep on each GPU (or --from runs per device)."
+        ),
+    ] = False,
 ) -> None:
     """Measure this machine's between-process spread (cached per machine fingerprint; advise and compare use it)."""
     from mhabench.analysis.calibration import calibrate as measure_calibration
@@ -484,6 +502,9 @@ def calibrate(
     from mhabench.results.store import load_run
 
     with user_errors():
+        if devices:
+            _device_spread(out, from_run or [])
+            return
         if show:
             found, path = this_machine(config_loading.check_device_option(device or "auto"))
             console.print(escape(f"{found.describe()}\n{path}"), highlight=False)
@@ -495,6 +516,26 @@ def calibrate(
                 out, sys.argv, device, processes, lambda line: console.print(escape(line))
             )
         console.print(escape(f"{found.describe()}\nstored in {path}"), highlight=False)
+
+
+def _device_spread(out: Path, from_runs: list[str]) -> None:
+    """``calibrate --devices``: the calibration sweep on every GPU here, or the runs given, read across devices."""
+    from mhabench.analysis.calibration import calibration_config
+    from mhabench.analysis.device_spread import device_spread
+    from mhabench.results.store import load_run
+    from mhabench.run.device_sweep import measure_on_devices, visible_devices
+    from mhabench.views.device_mix import spread_lines
+
+    if from_runs:
+        frames = [load_run(ref, out).frame for ref in from_runs]
+    else:
+        config = calibration_config(processes=1)
+        results = measure_on_devices(
+            config, visible_devices(), out, sys.argv, report=lambda line: console.print(escape(line))
+        )
+        frames = [result.frame for result in results]
+    for line in spread_lines(device_spread(frames)):
+        console.print(escape(line), highlight=False, soft_wrap=True)
 
 
 @app.command("check-timing")

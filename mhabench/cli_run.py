@@ -5,6 +5,7 @@ a replicated run and its children, a shard's selection, ``--resume``, and what i
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,12 @@ from mhabench.cli_shell import console, err_console
 from mhabench.errors import InputError
 from mhabench.history.provenance import code_versions
 from mhabench.results.manifest import Shard
+from mhabench.run import executors, runner
 from mhabench.run import replicates as replicated_run
-from mhabench.run import runner
 from mhabench.run.launch import launch_env
 from mhabench.run.request import RunRequest, Selector
 from mhabench.scenario import config as config_mod
-from mhabench.scenario import plugins
+from mhabench.scenario import overrides, plugins
 from mhabench.scenario.device import resolve_device
 from mhabench.views import pooled, summary
 from mhabench.views.progress import RichProgress
@@ -36,6 +37,8 @@ def launch(
     the launch's own checks, so ``resume_differences`` only concerns a run in this process.
     """
     launch = launch_env()
+    if executors.is_remote(config):
+        return executors.run_with_executor(config, out_root, progress, request, under_torchrun=launch is not None)
     if launch is None:
         return runner.run(config, out_root, progress, request)
     from mhabench.distributed.run import run_distributed
@@ -49,6 +52,11 @@ def run_replicate_or_replicated(
     """``--replicate I/N`` (a child the parent started: measure, print nothing, None) or ``replicates: N`` (the
     parent: the merged run, printed)."""
     replicated_run.check_replicable(config.replicates, repeat, shard, launch_env())
+    if executors.is_remote(config):
+        raise InputError(
+            f"replicates: {config.replicates} runs its processes one after another on this machine; "
+            f"not with executor {config.executor.kind}"
+        )
     if replicate is not None:
         one = replicated_run.parse_replicate(replicate)
         extra = {"replicate": vars(one), "code": code_versions(runner.implementations_of(config))}
@@ -72,8 +80,9 @@ def shard_selection(config: config_mod.RunConfig, shard: Shard | None) -> tuple[
     return select, {"shard": {"index": shard.index, "count": shard.count}}
 
 
-def resume(ref: str, results_root: Path, force: bool, baseline: str) -> None:
-    """``--resume``: measure the (case, implementation, repeat) triples the run folder lacks."""
+def resume(ref: str, results_root: Path, force: bool, baseline: str, ray_address: str | None = None) -> None:
+    """``--resume``: measure the (case, implementation, repeat) triples the run folder lacks (a cluster run through
+    its engine again; ``--ray-address``: the Ray cluster to join now)."""
     from mhabench.run.resume import NothingToResumeError, prepare_resume
 
     try:
@@ -81,6 +90,8 @@ def resume(ref: str, results_root: Path, force: bool, baseline: str) -> None:
     except NothingToResumeError as exc:  # a finished run: success, so a retry loop may always --resume
         err_console.print(escape(str(exc)), highlight=False, soft_wrap=True)
         return
+    if ray_address is not None:
+        plan = dataclasses.replace(plan, config=overrides.with_overrides(plan.config, ray_address=ray_address))
     select, _ = shard_selection(plan.config, plan.shard)
     with RichProgress(console) as progress:
         request = RunRequest(

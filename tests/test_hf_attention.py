@@ -109,14 +109,14 @@ def dry_make(target: str, venv: Path) -> list[str]:
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_test_installs_the_hf_extra_and_make_run_does_not(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    assert any('-e ".[dev,hf]"' in line for line in dry_make("test", venv))
-    assert not any("hf]" in line for line in dry_make("run", venv))
+    assert any('-e ".[dev,hf,cluster]"' in line for line in dry_make("test", venv))
+    assert not any(",hf" in line for line in dry_make("run", venv))
     venv.mkdir()
     for stamp in [line.split()[-1] for line in dry_make("test", venv) if line.startswith("touch ")]:
         Path(stamp).touch()
     assert not any("pip install" in line for line in dry_make("hf", venv))  # up to date
     Path(stamp).unlink()  # the hf stamp is the last one touched; gone, as after a setup that reinstalled
-    assert any('-e ".[dev,hf]"' in line for line in dry_make("hf", venv))
+    assert any('-e ".[dev,hf,cluster]"' in line for line in dry_make("hf", venv))
 
 
 # --- transformers missing or unsupported ----------------------------------------------------------

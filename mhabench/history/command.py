@@ -12,14 +12,17 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from mhabench.analysis.device_mix import run_device_mix
 from mhabench.analysis.stats import parse_threshold
 from mhabench.history import gate as gate_mod
 from mhabench.history import series, store
 from mhabench.history import table as history_table
 from mhabench.history.gate import GateResult
-from mhabench.history.ingest import add_run
+from mhabench.history.ingest import add_held_run
 from mhabench.history.series import History, Metric
+from mhabench.results.store import load_run
 from mhabench.views import formats
+from mhabench.views.device_mix import device_lines
 from mhabench.views.table import TableModel, to_markdown
 
 FORMATS = ("terminal", "md", "json")
@@ -44,10 +47,13 @@ def check_options(output_format: str, metric: str, threshold: str | None) -> Opt
 
 
 def import_runs(directory: Path, refs: Sequence[str], baseline: str | None, results_root: Path) -> Iterator[str]:
-    """Add each run folder or id; one line per run (rows added: 0 when the store already had it)."""
+    """Add each run folder or id; one line per run (rows added: 0 when the store already had it), and the device
+    caveat of a run whose cases were measured on more than one device (its points mix devices)."""
     for ref in refs:
-        run_id, added = add_run(directory, ref, baseline, results_root)
+        run = load_run(ref, results_root)
+        run_id, added = add_held_run(directory, run, baseline)
         yield f"imported {run_id}: {added} rows"
+        yield from device_lines(run_device_mix(run.frame))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -64,6 +64,8 @@ def with_key_defaults(frame: Any) -> Any:
         frame["head_dim"] = frame["d_model"] // frame["heads"]  # every run before head_dim was a field
     if "model" not in frame.columns:
         frame["model"] = None  # a run before models were scenarios: no model named, as in a run that names none
+    if "device_id" not in frame.columns:
+        frame["device_id"] = None  # a run before rows named their physical device: not known
     if "mask" not in frame.columns and "causal" in frame.columns:
         frame["mask"] = ["causal" if flag(value) else "none" for value in frame["causal"]]
     return frame

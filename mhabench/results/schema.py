@@ -54,6 +54,12 @@ class CaseIdentity:
     impl: str = column("implementation name (mhabench list)", role="key", label="impl")
     device: str = column("torch device the case ran on", role="key", label="device")
     device_name: str = column("GPU or CPU model name", role="identity", label="device name")
+    device_id: str = column(
+        "the physical device that measured the row: GPU UUID (GPU-…), or host:cpu; rows on different devices are "
+        "not paired (empty: measured before this column)",
+        role="identity",
+        label="device id",
+    )
     dtype: str = column("element type of weights and activations", role="key", label="dtype")
     batch: int = column("sequences per call", role="key", unit="sequences", label="b")
     seq_len: int = column("tokens per sequence (decode: cached tokens)", role="key", unit="tokens", label="n")
@@ -90,7 +96,15 @@ class CaseIdentity:
 
     @classmethod
     def of(
-        cls, case: Case, *, impl: str, run_id: str = "", device: str = "", device_name: str = "", repeat: int = 0
+        cls,
+        case: Case,
+        *,
+        impl: str,
+        run_id: str = "",
+        device: str = "",
+        device_name: str = "",
+        device_id: str = "",
+        repeat: int = 0,
     ) -> CaseIdentity:
         """The identity of ``case`` run by ``impl``: the one place a case's shape and pattern become key columns.
 
@@ -106,6 +120,7 @@ class CaseIdentity:
             impl=impl,
             device=device,
             device_name=device_name,
+            device_id=device_id,
             dtype=case.dtype,
             batch=case.batch,
             seq_len=case.seq_len,

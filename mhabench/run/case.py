@@ -43,6 +43,7 @@ from mhabench.errors import MhabenchError, ReasonCode
 from mhabench.impls.reference import check_output
 from mhabench.impls.registry import ImplSpec
 from mhabench.impls.tensor_parallel import is_tensor_parallel
+from mhabench.measure.device_identity import device_id
 from mhabench.measure.energy_window import window_energy
 from mhabench.measure.nvml import RoundSampler, open_sampler, with_windows
 from mhabench.measure.op_counts import count_cuda_kernels, counted
@@ -97,6 +98,7 @@ def identity(run_id: str, case: Case, impl: str, device: torch.device, repeat: i
         run_id=run_id,
         device=canonical_device(device),
         device_name=device_name(device),
+        device_id=device_id(canonical_device(device)),
         repeat=repeat,
     )
 

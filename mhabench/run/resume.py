@@ -23,10 +23,11 @@ from mhabench.results.liveness import effective_status
 from mhabench.results.manifest import Manifest, Shard
 from mhabench.results.schema import FORMAT_VERSION
 from mhabench.results.store import MANIFEST_NAME, finished_rows, read_manifest, resolve_run
+from mhabench.run.executors import is_remote, planning_device
 from mhabench.scenario import plugins
 from mhabench.scenario.cases import count_cases, expand_cases
 from mhabench.scenario.config import RunConfig
-from mhabench.scenario.device import canonical_device, resolve_device
+from mhabench.scenario.device import canonical_device
 from mhabench.scenario.limits import check_row_count
 from mhabench.scenario.loading import parse_config
 from mhabench.version import __version__
@@ -65,10 +66,10 @@ def prepare_resume(ref: str, results_root: Path, force: bool) -> ResumePlan:
     _check_status(run_dir, manifest)
     plugins.load_plugin_files(manifest.plugins)
     config = _recorded_config(run_dir, manifest)
-    device = resolve_device(config.device)
+    device = planning_device(config)  # a cluster run's workers' device, which this driver need not have
     differences = (
         *older_format,
-        *environment_differences(manifest, device),
+        *environment_differences(manifest, device, devices=not is_remote(config)),
         *foreign_rows(run_dir, config, device, manifest.repeats),
     )
     if differences and not force:
@@ -110,16 +111,13 @@ def format_difference(run_dir: Path, manifest: dict[str, Any]) -> list[str]:
     return [f"result format version {version} then, {FORMAT_VERSION} now"] if version != FORMAT_VERSION else []
 
 
-def environment_differences(manifest: Manifest, device: torch.device) -> list[str]:
-    """What of mhabench, torch and the device differs from the manifest's record, one phrase each."""
+def environment_differences(manifest: Manifest, device: torch.device, devices: bool = True) -> list[str]:
+    """What of mhabench, torch and the device differs from the manifest's record, one phrase each (``devices``
+    False: mhabench and torch only, for a cluster run, whose workers' devices each row records)."""
     recorded = manifest.environment
-    now = {
-        "mhabench_version": __version__,
-        "torch": torch.__version__,
-        "device": canonical_device(device),
-        "device_kind": device.type,
-        "device_name": device_name(device),
-    }
+    now: dict[str, str] = {"mhabench_version": __version__, "torch": torch.__version__}
+    if devices:
+        now.update(device=canonical_device(device), device_kind=device.type, device_name=device_name(device))
     return [
         f"{key} {quote(recorded.get(key), 60)} then, {quote(value, 60)} now"
         for key, value in now.items()

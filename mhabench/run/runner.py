@@ -95,8 +95,7 @@ def run(
     (:func:`mhabench.distributed.run.run_distributed`; the CLI chooses).
     """
     request = request or RunRequest()
-    argv, repeats, select, resume_dir = list(request.argv), request.repeats, request.select, request.resume_dir
-    manifest_extra, config_path = dict(request.manifest_extra), request.config_path
+    repeats, select, config_path = request.repeats, request.select, request.config_path
     device = resolve_device(config.device)
     specs = implementations_of(config)
     check_row_count(count_cases(config, device) * repeats, len(specs), config.max_rows)
@@ -106,25 +105,9 @@ def run(
     if device.type == "cuda":
         # with an explicit index (torch 2.11 refuses a bare "cuda"), so every kernel targets cuda:N
         torch.cuda.set_device(torch.device(canonical_device(device)))
-    if resume_dir is not None:
-        writer, manifest = RunWriter.reopen(resume_dir), _resumed_manifest(resume_dir, argv, request.resume_differences)
-        repeats = manifest.repeats
-    else:
-        started = dt.datetime.now(dt.timezone.utc)
-        writer = RunWriter(new_run_dir(out_root, _folder_name(config, manifest_extra), started))
-        manifest = Manifest(
-            command=argv or [],
-            config=config.model_dump(mode="json"),
-            environment={**environment(device), **process},
-            roofline={},
-            cases=len(cases),
-            implementations=[s.name for s in specs],
-            repeats=repeats,
-            plugins=list(plugins.loaded_plugin_files()),  # --resume loads them again
-            started_at=started.isoformat(),
-            **(manifest_extra or {}),
-        )
-    todo = pending(cases, specs, repeats, select, {(r.case.case_id, r.case.impl, r.case.repeat) for r in writer.rows})
+    writer, manifest = open_run(config, out_root, request, {**environment(device), **process}, len(cases))
+    repeats = manifest.repeats
+    todo = pending(cases, specs, repeats, select, done_keys(writer))
     if progress:
         progress.start(sum(len(names) for _, _, names in todo))
     with run_folder(writer.run_dir, manifest, writer) as live:
@@ -137,6 +120,37 @@ def run(
         warning = drift.result().warning()
     notes = (*covered_windows(config), *([warning] if warning else []))
     return RunResult(writer.run_dir, list(writer.rows), manifest, notes)
+
+
+def open_run(
+    config: RunConfig, out_root: Path, request: RunRequest, environment_fields: dict[str, Any], case_count: int
+) -> tuple[RunWriter, Manifest]:
+    """The run's writer and manifest: a new folder under ``out_root``, or the killed run ``request.resume_dir``
+    reopened with a ``resumed`` entry (its own repeats then stand)."""
+    argv, manifest_extra = list(request.argv), dict(request.manifest_extra)
+    if request.resume_dir is not None:
+        resume_dir = request.resume_dir
+        return RunWriter.reopen(resume_dir), _resumed_manifest(resume_dir, argv, request.resume_differences)
+    started = dt.datetime.now(dt.timezone.utc)
+    writer = RunWriter(new_run_dir(out_root, _folder_name(config, manifest_extra), started))
+    manifest = Manifest(
+        command=argv,
+        config=config.model_dump(mode="json"),
+        environment=environment_fields,
+        roofline={},
+        cases=case_count,
+        implementations=[s.name for s in implementations_of(config)],
+        repeats=request.repeats,
+        plugins=list(plugins.loaded_plugin_files()),  # --resume loads them again
+        started_at=started.isoformat(),
+        **manifest_extra,
+    )
+    return writer, manifest
+
+
+def done_keys(writer: RunWriter) -> set[tuple[str, str, int]]:
+    """(case, implementation, repeat) of every row the folder already holds."""
+    return {(r.case.case_id, r.case.impl, r.case.repeat) for r in writer.rows}
 
 
 def _resumed_manifest(run_dir: Path, argv: list[str] | None, differences: tuple[str, ...]) -> Manifest:

@@ -127,6 +127,57 @@ class EnergyConfig(_Strict):
     )
 
 
+class SlurmOptions(_Strict):
+    """``executor: {kind: slurm}``: the Slurm job array submitit submits (docs/distributed.md)."""
+
+    cluster: Literal["slurm", "local"] = Field(
+        "slurm", description="local runs the same jobs as processes on this machine (submitit's LocalExecutor)"
+    )
+    partition: str | None = Field(None, description="Slurm partition (sbatch --partition); None: the cluster's default")
+    account: str | None = Field(None, description="Slurm account to charge (sbatch --account)")
+    gpus_per_job: int = Field(1, ge=0, le=64, strict=True, description="GPUs each job asks for (0: a CPU sweep)")
+    cpus_per_job: int | None = Field(None, ge=1, le=4096, strict=True, description="CPUs each job asks for")
+    time_limit_min: int = Field(60, ge=1, le=10_080, strict=True, description="wall-time limit of one job")
+    cases_per_job: int = Field(
+        1, ge=1, le=100_000, strict=True, description="cases one job measures in turn (a job array of cases / this)"
+    )
+    max_parallel_jobs: int | None = Field(
+        None, ge=1, le=100_000, strict=True, description="jobs of the array Slurm runs at once (--array=…%N)"
+    )
+
+
+class RayOptions(_Strict):
+    """``executor: {kind: ray}``: one Ray task per case (docs/distributed.md)."""
+
+    address: str | None = Field(
+        None, description="a running cluster to join (ray.init(address)); None: start a local one (--ray-address wins)"
+    )
+    num_cpus: int | None = Field(None, ge=1, le=4096, strict=True, description="CPUs of a local cluster; None: all")
+    max_retries: int = Field(
+        1, ge=0, le=100, strict=True, description="times Ray runs a case again whose worker died (a lost node)"
+    )
+
+
+ExecutorKind = Literal["local", "slurm", "ray"]
+EXECUTORS: tuple[str, ...] = ("local", "slurm", "ray")
+
+
+class ExecutorConfig(_Strict):
+    """Where the cases run: this process (local), a Slurm job array, or Ray tasks."""
+
+    kind: ExecutorKind = Field(
+        "local", description="local | slurm (submitit, extra mhabench[slurm]) | ray (extra mhabench[ray])"
+    )
+    slurm: SlurmOptions = SlurmOptions()
+    ray: RayOptions = RayOptions()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_alone(cls, data: Any) -> Any:
+        """``executor: ray`` is shorthand for ``executor: {kind: ray}``."""
+        return {"kind": data} if isinstance(data, str) else data
+
+
 def _as_list(value: Any) -> Any:
     """A scalar is a one-value sweep; an empty list would silently drop its scenario, so it is refused."""
     if value == []:
@@ -356,6 +407,10 @@ class RunConfig(_Strict):
         strict=True,
         description="independent processes the config runs in, one after another, each with its own case order; "
         "their rows share one run folder (replicate i as repeat i) and ratios get intervals across them",
+    )
+
+    executor: ExecutorConfig = Field(
+        ExecutorConfig(), description="where the cases run: local (this process), slurm or ray (docs/distributed.md)"
     )
 
     @field_validator("dtype", mode="before")

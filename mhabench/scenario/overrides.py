@@ -1,7 +1,7 @@
 """Command-line options over a loaded config: ``--device``, ``--impl``, ``--max-rows``, ``--isolation``,
-``--no-memory-guard``, ``--allocator``, ``--threads`` and ``--replicates`` take precedence over the file,
-each checked with a one-line error that names the option (the file's own values were checked when it was
-parsed).
+``--no-memory-guard``, ``--allocator``, ``--threads``, ``--replicates``, ``--executor`` and ``--ray-address``
+take precedence over the file, each checked with a one-line error that names the option (the file's own values
+were checked when it was parsed).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, get_args
 
 from mhabench.errors import ConfigError, quote
-from mhabench.scenario.config import MAX_REPLICATES, MAX_ROWS_LIMIT, IsolationMode, RunConfig
+from mhabench.scenario.config import EXECUTORS, MAX_REPLICATES, MAX_ROWS_LIMIT, ExecutorConfig, IsolationMode, RunConfig
 from mhabench.scenario.loading import check_device_option, check_implementations
 
 
@@ -25,6 +25,8 @@ def with_overrides(
     counters: str | None = None,
     energy_windows: int | None = None,
     replicates: int | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
 ) -> RunConfig:
     """The config with the command line's values, where given, in place of the file's."""
     update: dict[str, Any] = {}
@@ -65,4 +67,17 @@ def with_overrides(
         if isinstance(replicates, bool) or not 1 <= replicates <= MAX_REPLICATES:
             raise ConfigError(f"--replicates: must be between 1 and {MAX_REPLICATES} (got {quote(replicates)})")
         update["replicates"] = replicates
+    if executor is not None or ray_address is not None:
+        update["executor"] = _executor(config, executor, ray_address)
     return config.model_copy(update=update)
+
+
+def _executor(config: RunConfig, kind: str | None, ray_address: str | None) -> ExecutorConfig:
+    """``--executor`` and ``--ray-address`` over the config's ``executor:`` block."""
+    if kind is not None and kind not in EXECUTORS:
+        raise ConfigError(f"--executor: must be one of {', '.join(EXECUTORS)} (got {quote(kind)})")
+    chosen = kind or config.executor.kind
+    if ray_address is not None and chosen != "ray":
+        raise ConfigError(f"--ray-address: joins a Ray cluster; it needs --executor ray (the executor is {chosen})")
+    ray = config.executor.ray.model_copy(update={"address": ray_address}) if ray_address else config.executor.ray
+    return config.executor.model_copy(update={"kind": chosen, "ray": ray})

@@ -1,5 +1,5 @@
-"""The lines under ``mhabench run``'s table: drift inside a case, rows above a measured roof, torch's expected
-messages (each once), the legend.
+"""The lines under ``mhabench run``'s table: drift inside a case, rows above a measured roof, cases measured on more
+than one device, torch's expected messages (each once), the legend.
 
 A row's ``note`` holds what torch said while it was checked (:mod:`mhabench.measure.torch_messages`);
 the same message on many rows is printed once, with the implementations it came from, so a sweep of
@@ -13,9 +13,11 @@ import pandas as pd
 
 from mhabench.analysis.case_drift import case_drifts, drift_line
 from mhabench.analysis.case_label import case_label
+from mhabench.analysis.device_mix import run_device_mix
 from mhabench.analysis.throughput import USEFUL_EFFICIENCY, as_in_table, throughput
 from mhabench.measure.torch_messages import messages_of
 from mhabench.results.columns import IMPL, NOTE, ROOFLINE_SOURCE
+from mhabench.views.device_mix import device_lines
 
 LEGEND = "terms (paired speedup, CI, noisy, FLOP/B, roofline eff., counted vs modelled): README.md, Glossary"
 """One line under the run's table: the words a newcomer has to look up, and where they are explained."""
@@ -23,7 +25,7 @@ LEGEND = "terms (paired speedup, CI, noisy, FLOP/B, roofline eff., counted vs mo
 
 def lines_under_table(rows: pd.DataFrame) -> list[str]:
     """Drift inside a case (:mod:`mhabench.analysis.case_drift`), then torch's messages, each once."""
-    return [*drift_lines(rows), *above_roof_lines(rows), *note_lines(rows)]
+    return [*drift_lines(rows), *above_roof_lines(rows), *device_lines(run_device_mix(rows)), *note_lines(rows)]
 
 
 def drift_lines(rows: pd.DataFrame) -> list[str]:

@@ -7,6 +7,7 @@
 - ``unfinished``: a run that did not complete has cases nobody measured;
 - ``other_device``: a run measured on one kind of device asked about another (``--for``);
 - ``not_measured``: an implementation asked about (``--impl``) that the run does not have;
+- ``mixed_devices``: the run's cases were measured on more than one device (a cluster run);
 - ``did_not_run``: rows that failed for another reason than memory (mismatch, unsupported, error, …);
 - ``may_not_replicate`` or ``uncalibrated`` (one rule, :func:`one_process`): a one-process run's winners against
   the machine's calibrated between-process spread, or, where the machine has none, that nothing says whether
@@ -22,11 +23,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pandas as pd
+
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.pick import CANNOT_TELL, WINNER, Pick
 from mhabench.analysis.advice.why import DID_NOT_FIT
 from mhabench.analysis.advice.wording import CAVEAT, Question, RowRef, Statement
+from mhabench.analysis.device_mix import CASE_ID, DEVICE_ID, run_device_mix
 from mhabench.analysis.speedup import is_ok
 from mhabench.analysis.verdict import Change, judge_change
 from mhabench.results.calibration import Calibration, load_calibration
@@ -59,6 +63,7 @@ def caveats(
         _flagged(run_id, "noisy", [(c, r) for c, r in rows if is_ok(r) and noisy(r)], _NOISY),
         _flagged(run_id, "capped", [(c, r) for c, r in rows if is_ok(r) and flag(r.get(CAPPED))], _CAPPED),
         _no_interval(run_id, cases, picks),
+        _mixed_devices(run_id, rows),
         *_did_not_run(run_id, rows),
         one_process(run_id, manifest, cases, picks),
     ]
@@ -106,6 +111,23 @@ def _drift(run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, R
     )
     figures = {"drift": change, "reference_ms": list(drift.get("reference_ms") or [])}
     return _statement(run_id, "drift", sentence, figures, _refs(_ok_rows(rows)))
+
+
+def _mixed_devices(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
+    """The run's cases ran on more than one device (:mod:`mhabench.analysis.device_mix`): what crosses cases mixes
+    devices, and a case split between devices pairs rounds of different ones."""
+    ok = _ok_rows(rows)
+    mix = run_device_mix(pd.DataFrame([dict(row) for _, row in ok], columns=[CASE_ID, DEVICE_ID]))
+    if mix is None:
+        return None
+    split = f"; {len(mix.split_cases)} case(s) were split between devices" if mix.split_cases else ""
+    sentence = (
+        f"the cases were measured on {len(mix.devices)} devices ({', '.join(mix.devices)}): each case's "
+        "implementations shared one, but a crossover or trend across cases also holds the spread between devices, "
+        f"a few percent (mhabench calibrate --devices measures it){split}."
+    )
+    figures = {"devices": dict(mix.rows_per_device), "split_cases": list(mix.split_cases)}
+    return _statement(run_id, mix.code.value, sentence, figures, _refs(ok))
 
 
 def _unfinished(run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
