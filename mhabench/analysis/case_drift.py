@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from mhabench.analysis.case_label import case_label
-from mhabench.analysis.speedup import group_key, is_ok, raw_samples, rounds_of
+from mhabench.analysis.estimate import is_ok, raw_samples, rounds_of
+from mhabench.analysis.speedup import group_key
 from mhabench.analysis.stats import mann_whitney_p
 from mhabench.results.columns import IMPL
 

@@ -14,13 +14,12 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from rich.console import RenderableType
 from rich.rule import Rule
 from rich.text import Text
 
-from mhabench.analysis.advice import caveats, thresholds, why
+from mhabench.analysis.advice import caveats, why
 from mhabench.analysis.advice.advise import Advice, RunAdvice
 from mhabench.analysis.advice.crossover import GROUP
 from mhabench.analysis.advice.pick import TIED, WINNER
@@ -35,8 +34,8 @@ from mhabench.analysis.advice.wording import (
     WHY,
     Statement,
 )
-from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS, PAIRED
-from mhabench.analysis.stats import CONFIDENCE_LEVEL, MIN_INTERVAL_SAMPLES
+from mhabench.analysis.answer import SCHEMA_VERSION
+from mhabench.analysis.estimate import PAIRED
 from mhabench.views import formats
 from mhabench.views.report.blocks import Block, Heading, Paragraph
 from mhabench.views.table import TableModel
@@ -258,33 +257,14 @@ def to_markdown(advice: Advice) -> str:
 # --- JSON ---------------------------------------------------------------------------------------
 
 
-def thresholds_record() -> dict[str, Any]:
-    """Every number the rules decide by (docs/advise.md), so a consumer knows what "tied" meant: each constant
-    of :mod:`mhabench.analysis.advice.thresholds`, read from the module so a new one cannot be left out, and
-    the interval rules the picks import from the statistics."""
-    own = {name.lower(): value for name, value in vars(thresholds).items() if name.isupper()}
-    return {
-        "confidence_level": CONFIDENCE_LEVEL,
-        "min_interval_samples": MIN_INTERVAL_SAMPLES,
-        "min_paired_rounds": MIN_PAIRED_ROUNDS,
-        **own,
-    }
-
-
 def to_json(advice: Advice) -> str:
-    runs = [
-        {
-            "run_id": run.run_id,
-            "device": run.answers.device(),
-            "device_kind": run.answers.environment.get("device_kind"),
-            "torch": run.answers.environment.get("torch"),
-            "git_commit": run.answers.environment.get("git_commit"),
-            "status": run.answers.run.manifest.status,
-        }
-        for run in advice.runs
-    ]
-    statements = [statement.record() for statement in advice.statements]
-    return json.dumps({"runs": runs, "thresholds": thresholds_record(), "statements": statements}, indent=2)
+    """The record itself (:meth:`mhabench.analysis.answer.RunAnswer.record`, docs/advise.md): one run's record, or
+    for several runs their records and what differs across them, as reason codes with their numbers."""
+    records = [run.record.record() for run in advice.runs]
+    if len(records) == 1:
+        return json.dumps(records[0], indent=2, allow_nan=False)
+    across = [{"code": s.rule, "numbers": s.record()["figures"], "scope": s.scope} for s in advice.across]
+    return json.dumps({"schema_version": SCHEMA_VERSION, "runs": records, "across": across}, indent=2)
 
 
 # --- under mhabench run's table -----------------------------------------------------------------

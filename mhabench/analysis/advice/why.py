@@ -26,8 +26,8 @@ from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LAUNCH_BOUND_SHARE, LOW_EFFICIENCY
 from mhabench.analysis.advice.wording import WHY, Statement
+from mhabench.analysis.estimate import is_ok
 from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, HARDWARE, executed
-from mhabench.analysis.speedup import is_ok
 from mhabench.analysis.throughput import (
     EXECUTED_OVER_USEFUL,
     USEFUL_EFFICIENCY,
@@ -141,8 +141,11 @@ def position(row: Row) -> Position | None:
     peak_tflops, peak_gbps = number(row, PEAK_TFLOPS), number(row, PEAK_GBPS)
     if not (peak_tflops and peak_gbps):
         return None
-    frame = pd.DataFrame([dict(row)])
-    useful, done = throughput(frame).iloc[0], executed(frame).iloc[0]
+    if USEFUL_TFLOPS in row and HARDWARE in row:  # computed once for the run (advice.cases.cases_of)
+        useful = done = row
+    else:
+        frame = pd.DataFrame([dict(row)])
+        useful, done = throughput(frame).iloc[0], executed(frame).iloc[0]
     intensity, rate = number(useful, USEFUL_INTENSITY), number(useful, USEFUL_TFLOPS)
     if not (intensity and rate):
         return None

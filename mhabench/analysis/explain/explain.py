@@ -95,7 +95,7 @@ def explain_answers(answers: RunAnswers, cases: Sequence[str] = (), impls: Seque
             impl = str(row["impl"])
             if impl == fastest[0] or (impls and impl not in impls) or row.get("status") != RowStatus.OK:
                 continue
-            ratio = lead(pick_row, row).estimate
+            ratio = lead(pick_row, row).interval
             if standing(ratio, pick_row, row) != SLOWER:
                 continue
             found.append(_explained(case, row, pick_row, ratio.ratio, kernels))
