@@ -107,5 +107,5 @@ def drift_line(drift: CaseDrift) -> str:
     shorter = ", ".join(f"`{impl}` (rounds 1–{count})" for impl, count in drift.early)
     return (
         f"{line}; {shorter} timed in another stretch: their medians are not comparable with the others', "
-        "the paired speedups are"
+        "but their paired speedups are, since each pairs only the rounds both rows ran in"
     )

@@ -19,7 +19,7 @@ from rich.console import RenderableType
 from rich.rule import Rule
 from rich.text import Text
 
-from mhabench.analysis.advice import caveats, why
+from mhabench.analysis.advice import caveats, why, wording
 from mhabench.analysis.advice.advise import Advice, RunAdvice
 from mhabench.analysis.advice.crossover import GROUP
 from mhabench.analysis.advice.pick import TIED, WINNER
@@ -36,6 +36,7 @@ from mhabench.analysis.advice.wording import (
 )
 from mhabench.analysis.answer import SCHEMA_VERSION
 from mhabench.analysis.estimate import PAIRED
+from mhabench.analysis.stats import RatioEstimate
 from mhabench.views import formats
 from mhabench.views.report.blocks import Block, Heading, Paragraph
 from mhabench.views.table import TableModel
@@ -154,7 +155,7 @@ def _pick_detail(pick: Statement) -> str:
     """What the pick rests on, without what the action line already says: for a winner the method alone
     (``paired over 8 rounds``), otherwise the pick's sentence (the tie's ratio and why it is a tie)."""
     figures = pick.figures
-    if figures.get("verdict") == WINNER and figures.get("method") == PAIRED:
+    if figures.get("verdict") == WINNER and figures.get("method") == PAIRED and not figures.get("reason_code"):
         return f"paired over {figures.get('rounds')} rounds"
     return _without_scope(pick).removeprefix("no clear winner: ")
 
@@ -172,7 +173,7 @@ def _action(pick: Statement, run: RunAdvice) -> str:
     because = f", because {_first_clause(_without_scope(telling))}" if telling is not None else ""
     low, high = figures.get("ci_low"), figures.get("ci_high")
     bounded = low is not None and high is not None and math.isfinite(low) and math.isfinite(high)
-    interval = f" [{low:.2f}–{high:.2f}]" if bounded else ""
+    interval = f" {wording.interval(RatioEstimate(figures['speedup'], low, high))}" if bounded else ""
     return f"use {impls[0]}: {figures['speedup']:.2f}×{interval} faster than `{figures.get('runner_up')}`{because}"
 
 

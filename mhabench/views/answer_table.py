@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import swept
 from mhabench.analysis.advice.wording import field
 from mhabench.analysis.answer import CaseAnswer, ImplAnswer, RunAnswer, Standing, Verdict
@@ -26,8 +27,8 @@ LEGEND = (
     "cell: median ms, speedup vs {baseline} [95% interval]; ★ the pick (a clear winner), = tied (no clear winner); "
     "every column: --wide, the CSV, mhabench report"
 )
-FORMS = ("full", "speedup", "short")
-"""The cell forms, widest first."""
+FORMS = (("full", True), ("full", False), ("speedup", True), ("speedup", False), ("short", False))
+"""The cell forms, widest first, each with or without the answer column (the marks say a winner and a tie)."""
 
 
 def mark(case: CaseAnswer, one: ImplAnswer) -> str:
@@ -43,14 +44,19 @@ def cell(case: CaseAnswer, one: ImplAnswer | None, baseline: str, form: str) -> 
     """``0.217 1.46× [1.45–1.48] ★``; the baseline's own cell is its median; ``-`` where it did not run ok."""
     if one is None or one.median_ms is None:
         return "-" if one is None else one.status
-    parts = [] if form == "short" else [f"{one.median_ms:.3g}"]
+    parts = [] if form == "short" else [_milliseconds(one.median_ms)]
     estimate = one.vs_baseline
     if one.impl != baseline and estimate is not None and math.isfinite(estimate.ratio):
-        interval = f" [{estimate.ci_low:.2f}–{estimate.ci_high:.2f}]" if estimate.has_interval else " [n/a]"
+        interval = f" {wording.interval(estimate.interval)}" if estimate.has_interval else " [n/a]"
         parts.append(f"{estimate.ratio:.2f}×{interval if form == 'full' else ''}")
     elif form == "short":
-        parts.append(f"{one.median_ms:.3g}")
+        parts.append(_milliseconds(one.median_ms))
     return " ".join(parts) + (f" {mark(case, one)}" if mark(case, one) else "")
+
+
+def _milliseconds(value_ms: float) -> str:
+    """Three significant figures, trailing zeros kept (``1.00``, ``0.925``), whole milliseconds from 100."""
+    return f"{value_ms:.0f}" if value_ms >= 100 else f"{value_ms:#.3g}"
 
 
 def answer_word(case: CaseAnswer) -> str:
@@ -77,22 +83,25 @@ def answer_tables(record: RunAnswer, width: int | None = None) -> list[TableMode
 
 
 def _fitted(record: RunAnswer, group: str, cases: list[CaseAnswer], width: int | None) -> TableModel:
-    tables = [group_table(record, group, cases, form) for form in FORMS]
+    tables = [group_table(record, group, cases, form, answered) for form, answered in FORMS]
     if width is None:
         return tables[0]
     return next((table for table in tables if natural_width(table) <= width), tables[-1])
 
 
-def group_table(record: RunAnswer, group: str, cases: Sequence[CaseAnswer], form: str = "full") -> TableModel:
-    """The cases of one group: a column per implementation, in the order the run measured them."""
+def group_table(
+    record: RunAnswer, group: str, cases: Sequence[CaseAnswer], form: str = "full", answered: bool = True
+) -> TableModel:
+    """The cases of one group: a column per implementation, in the order the run measured them, and (``answered``)
+    the answer in words."""
     impls = list(dict.fromkeys(one.impl for case in cases for one in case.impls))
     axes = swept(cases)
-    headers = ["case", *impls, "answer"]
+    headers = ["case", *impls, *(["answer"] if answered else [])]
     cells = [
         [
             case_name(case, axes),
             *(cell(case, case.impl(impl), record.baseline, form) for impl in impls),
-            answer_word(case),
+            *([answer_word(case)] if answered else []),
         ]
         for case in cases
     ]
@@ -100,7 +109,7 @@ def group_table(record: RunAnswer, group: str, cases: Sequence[CaseAnswer], form
     over = ", across processes" if record.replicated else ""
     title = f"{group}{f' ({fixed})' if fixed else ''}: median ms, speedup vs {record.baseline}{over}"
     styles = ["winner" if case.verdict is Verdict.WINNER else "" for case in cases]
-    return TableModel(title, headers, cells, [False, *([True] * len(impls)), False], styles)
+    return TableModel(title, headers, cells, [False, *([True] * len(impls)), *([False] if answered else [])], styles)
 
 
 def _fixed_fields(case: CaseAnswer, axes: Sequence[str]) -> str:

@@ -307,6 +307,7 @@ def statement(one: Pick) -> Statement:
         "rounds": one.rounds,
         "ablations": ablations(one.impls),
         "rounds_disagree": one.split.figures() if one.split is not None else None,
+        "reason_code": one.reason_code,
     }
     shown = one.impls if one.verdict in (WINNER, TIED, ONLY) else ()
     precision = precision_note(shown, [row for row in one.case.rows if is_ok(row)])
