@@ -1,5 +1,7 @@
-"""Where a run's answer meets its folder: the record written when a run ends, and the calibration and notes a
-later reading takes from it (or from ``--calibration FILE``), never from this machine's cache.
+"""Where a run's answer meets its folder: the record written at the end, the calibration read back.
+
+The calibration and notes a later reading takes come from the folder (or from ``--calibration FILE``), never from
+this machine's cache.
 
 :mod:`mhabench.analysis.answer` computes the record without I/O; :mod:`mhabench.results.answers` reads and writes
 the file. This module decides which calibration an answer is judged against:

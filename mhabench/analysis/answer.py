@@ -1,6 +1,8 @@
-"""A run's answer as one typed record, computed once: per case the verdict, the pick, every implementation's
-estimate against the pick and the baseline, why (bound, efficiency, executed ×, where the bytes come from), and
-caveats as reason codes with their numbers; plus where the answer changes and the run-wide caveats.
+"""A run's answer as one typed record, computed once, that every view reads.
+
+Per case the verdict, the pick, every implementation's estimate against the pick and the baseline, why (bound,
+efficiency, executed ×, where the bytes come from), and caveats as reason codes with their numbers; plus where the
+answer changes and the run-wide caveats.
 
 Every view reads this record: the run's table marks a pick only where a case's verdict is ``winner`` (a tie is
 shown as a tie), ``advise --format json`` is the record itself (:meth:`RunAnswer.record`, schema in

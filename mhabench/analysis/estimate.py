@@ -1,5 +1,4 @@
-"""The one estimator of how two implementations' times compare: a ratio with its 95 % interval, within one
-process or across several.
+"""The one estimator of two rows' time ratio and its 95 % interval, within one process or across several.
 
 Within one process (one case, one repeat) the implementations are timed in interleaved rounds: sample i of
 every row comes from round i, so both sides of a ratio saw the same machine state. A row that spent its

@@ -1,4 +1,4 @@
-"""The table ``mhabench run`` prints: one row per case, one column per implementation, read from the run's answer.
+"""The table ``mhabench run`` prints: a row per case, a column per implementation, from the run's answer.
 
 The field's convention (triton's ``perf_report``, FlashAttention's tables): a case is a row, an implementation a
 column, and a cell is the implementation's median and its speedup over the baseline with the interval, on one line.
