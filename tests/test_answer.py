@@ -111,6 +111,8 @@ def test_no_reason_cites_an_efficiency_above_its_roof(tmp_path: Path) -> None:
     run = load_run(write_run(tmp_path, "above", rows))
     for one in answer_run(run).cases[0].impls:
         assert one.why is not None and one.why.roof_below_work and one.why.efficiency is None
+    printed = _text(to_terminal(advise([run])))
+    assert "a roof below the work, so no efficiency is quoted" in printed and "% of the attainable" not in printed
 
 
 def test_the_drift_sentence_is_finished() -> None:

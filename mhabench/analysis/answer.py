@@ -104,6 +104,8 @@ class Why:
     attainable_tflops: float
     efficiency: float | None
     roof_below_work: bool
+    far_from_roof: bool
+    """Under ``LOW_EFFICIENCY`` of its roof: neither bandwidth nor compute limits it (the layout or the host)."""
     executed_over_useful: float | None
     bytes_source: str
     """Where the executed intensity's bytes come from: ``hardware``, ``counted`` or ``model``."""
@@ -415,6 +417,7 @@ def why_of(row: Mapping[str, Any]) -> Why | None:
         attainable_tflops=point.attainable_tflops,
         efficiency=None if above else point.efficiency,
         roof_below_work=above,
+        far_from_roof=point.far_from_roof,
         executed_over_useful=point.executed_over_useful,
         bytes_source=point.source,
     )

@@ -175,7 +175,14 @@ def roofline(case: MeasuredCase, impl: str) -> Statement | None:
         f"{as_in_table(point.efficiency, USEFUL_EFFICIENCY)} of the attainable {point.attainable_tflops:.3g} TFLOP/s "
         f"({as_in_table(point.rate_tflops, USEFUL_TFLOPS)} useful TFLOP/s)"
     )
-    if point.far_from_roof:
+    if point.efficiency > 1:
+        sentence = (
+            f"{wording.impl(impl)} is {bound}-bound by its intensity: {place}; its "
+            f"{as_in_table(point.rate_tflops, USEFUL_TFLOPS)} useful TFLOP/s are above the attainable "
+            f"{point.attainable_tflops:.3g} TFLOP/s recorded for it, a roof below the work, so no efficiency is "
+            "quoted"
+        )
+    elif point.far_from_roof:
         sentence = (
             f"{wording.impl(impl)} is far from both roofs: {place}, but it reaches only {reached}, under "
             f"{wording.percent(LOW_EFFICIENCY)}: the layout (small GEMMs, extra passes) or the host sets its time, "
@@ -190,7 +197,8 @@ def roofline(case: MeasuredCase, impl: str) -> Statement | None:
         "bound": bound,
         "intensity_flop_per_byte": point.intensity,
         "useful_tflops": point.rate_tflops,
-        "efficiency": point.efficiency,
+        "efficiency": point.efficiency if point.efficiency <= 1 else None,
+        "roof_below_work": point.efficiency > 1,
         "attainable_tflops": point.attainable_tflops,
         "ridge_flop_per_byte": ridge,
         "executed_over_useful": point.executed_over_useful,
