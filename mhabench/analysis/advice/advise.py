@@ -31,7 +31,7 @@ from mhabench.analysis.advice.cases import MeasuredCase, groups_of
 from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers, group_answer
-from mhabench.analysis.advice.pick import statement
+from mhabench.analysis.advice.pick import CANNOT_TELL, statement
 from mhabench.analysis.advice.why import why
 from mhabench.analysis.advice.wording import DEVICE_KINDS, ENERGY, WHY, Question, Statement
 from mhabench.analysis.answer import CalibrationUsed, Reason, RunAnswer, build
@@ -179,7 +179,8 @@ def explained(answers: RunAnswers, cases: Sequence[MeasuredCase]) -> list[Statem
             continue
         case = by_id[found.case_id]
         command = f"mhabench explain {answers.run.run_id} --impl {found.impl}"
-        text = f"{case.label}: `{found.impl}` is {found.slower_by:.3g}× slower: {found.short} (`{command}`)."
+        by_median = " by its median (no interval)" if found.standing == CANNOT_TELL else ""
+        text = f"{case.label}: `{found.impl}` is {found.slower_by:.3g}× slower{by_median}: {found.short} (`{command}`)."
         figures = {
             "stage": found.stage.stage,
             "time_share": found.stage.time_share,

@@ -52,6 +52,9 @@ class Explanation:
     rule: str
     text: str
     stages: tuple[StageFigures, ...]
+    standing: str = "clearly slower"
+    """How the row stands against the case's fastest: ``clearly slower``, ``cannot tell`` (slower by its median
+    only), ``tied``, or ``pick`` (the fastest, asked about)."""
 
     @property
     def short(self) -> str:
@@ -71,6 +74,7 @@ class Explanation:
             "source": self.source,
             "stage": named,
             "rule": self.rule,
+            "standing": self.standing,
             "text": self.text,
         }
 
@@ -173,7 +177,8 @@ def _explained(
     head = f"{wording.impl(impl)} ({_standing_words(state, slower_by, pick)}){_dtype_clause(impl, case)}"
     if named is None:
         text = f"{head}: no stage breakdown ({source.removeprefix('none: ')})"
-        return Explanation(case.case_id, case.label, impl, pick, slower_by, source, None, "", text, tuple(figures))
+        found = (case.case_id, case.label, impl, pick, slower_by, source, None, "", text, tuple(figures), state)
+        return Explanation(*found)
     matched = first_match(named)
     rule = matched[0].name if matched else ""
     text = f"{head}: {_share(named)} of its time in the {STAGE_LABELS[named.stage]}{_departure(named)}"
@@ -189,7 +194,9 @@ def _explained(
         text += f"; its model prices no such stage: work its layout adds (`{named.top_op}`)"
     else:
         text += "; the stage runs the model's work, only slower than the pick's"
-    return Explanation(case.case_id, case.label, impl, pick, slower_by, source, named, rule, text, tuple(figures))
+    return Explanation(
+        case.case_id, case.label, impl, pick, slower_by, source, named, rule, text, tuple(figures), state
+    )
 
 
 def _standing_words(state: str, slower_by: float, pick: str) -> str:
