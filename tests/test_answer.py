@@ -184,3 +184,12 @@ def _text(renderables: list, width: int = 200) -> str:
     for renderable in renderables:
         console.print(renderable)
     return console.file.getvalue()
+
+
+def test_several_runs_in_json_are_their_records_and_what_differs(tmp_path: Path) -> None:
+    first, second = tie_run(tmp_path / "a"), tie_run(tmp_path / "b")
+    result = cli.invoke(app, ["advise", str(first), str(second), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["schema_version"] == 1 and [run["cases"][0]["verdict"] for run in data["runs"]] == ["tie", "tie"]
+    assert all({"code", "numbers", "scope"} == set(one) for one in data["across"])
