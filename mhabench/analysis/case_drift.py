@@ -57,12 +57,11 @@ def case_drifts(rows: pd.DataFrame) -> list[CaseDrift]:
     """Every case (and repeat) of ``rows`` whose machine moved by more than ``DRIFT_THRESHOLD`` inside it."""
     if rows.empty or not {IMPL}.issubset(rows.columns):
         return []
-    found = []
-    for _, group in rows.groupby(group_key(rows), sort=False, dropna=False):
-        drift = _drift_of(group.to_dict("records"))
-        if drift is not None:
-            found.append(drift)
-    return found
+    keys = group_key(rows)
+    groups: dict[tuple[str, ...], list[dict]] = {}
+    for record in rows.to_dict("records"):  # once: a frame per group would cost more than the statistics
+        groups.setdefault(tuple(str(record.get(key)) for key in keys), []).append(record)
+    return [drift for records in groups.values() if (drift := _drift_of(records)) is not None]
 
 
 def _drift_of(records: Sequence[dict]) -> CaseDrift | None:
