@@ -109,6 +109,9 @@ def run(
     ray_address: Annotated[
         str | None, typer.Option("--ray-address", help="--executor ray: join this running Ray cluster.")
     ] = None,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Print every row and column, not one row per case (the CSV has all).")
+    ] = False,
 ) -> None:
     """Measure every implementation on every case of the scenario files."""
     from mhabench.distributed.launch import errors_end_every_rank
@@ -172,7 +175,9 @@ def run(
                 console.print(to_rich(summary.plan_table(rows_frame(runner.plan(config, repeat)))))
                 continue
             if replicate is not None or config.replicates > 1:
-                replicated = cli_run.run_replicate_or_replicated(config, out, replicate, repeat, parsed_shard, baseline)
+                replicated = cli_run.run_replicate_or_replicated(
+                    config, out, replicate, repeat, parsed_shard, baseline, wide
+                )
                 if replicated is not None:
                     cli_run.append_history(replicated, history_dir or config.history, baseline)
                 continue
@@ -186,7 +191,7 @@ def run(
                     config_path=path,
                 )
                 result = cli_run.launch(config, out, progress, request)
-            cli_run.print_run(result, baseline)
+            cli_run.print_run(result, baseline, wide)
             cli_run.append_history(result, history_dir or config.history, baseline)
 
 
@@ -411,17 +416,21 @@ def advise(
     results_root: Annotated[Path, typer.Option("--results-root", help="Where run ids are looked up.")] = Path(
         "results"
     ),
+    calibration: Annotated[
+        Path | None,
+        typer.Option("--calibration", help="A calibration file (mhabench calibrate's) instead of the run's own."),
+    ] = None,
 ) -> None:
     """Which implementation to run for each case, where the answer changes, why, and what the runs cannot tell."""
-    from mhabench.analysis.advice.advise import advise as advise_runs
     from mhabench.analysis.advice.wording import Question
+    from mhabench.answers_on_disk import advise_folders
     from mhabench.results import store
     from mhabench.views import advice as advice_view
 
     with user_errors():
         chosen = advice_view.parse_format(output_format)
         runs = [store.require_results(store.load_run(ref, results_root)) for ref in run_refs]
-        found = advise_runs(runs, Question(for_device, tuple(impl or ())))
+        found = advise_folders(runs, Question(for_device, tuple(impl or ())), calibration)
         if chosen == "terminal":
             out = _fresh_console()
             for renderable in advice_view.to_terminal(found):

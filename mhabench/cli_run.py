@@ -47,7 +47,13 @@ def launch(
 
 
 def run_replicate_or_replicated(
-    config: config_mod.RunConfig, out: Path, replicate: str | None, repeat: int, shard: Shard | None, baseline: str
+    config: config_mod.RunConfig,
+    out: Path,
+    replicate: str | None,
+    repeat: int,
+    shard: Shard | None,
+    baseline: str,
+    wide: bool = False,
 ) -> runner.RunResult | None:
     """``--replicate I/N`` (a child the parent started: measure, print nothing, None) or ``replicates: N`` (the
     parent: the merged run, printed)."""
@@ -65,7 +71,7 @@ def run_replicate_or_replicated(
         return None
     files = plugins.loaded_plugin_files()
     result = replicated_run.run_replicated(config, out, sys.argv, files, lambda line: console.print(escape(line)))
-    print_run(result, baseline)
+    print_run(result, baseline, wide)
     return result
 
 
@@ -108,15 +114,28 @@ def refuse_with_resume(**given: Any) -> None:
         raise InputError(f"--resume: finishes a run with the settings it started with; drop {', '.join(named)}")
 
 
-def print_run(result: runner.RunResult | replicated_run.ReplicatedResult | None, baseline: str) -> None:
-    """The run summary (compact above a few dozen rows); nothing on the non-zero ranks of torchrun."""
+def print_run(
+    result: runner.RunResult | replicated_run.ReplicatedResult | None, baseline: str, wide: bool = False
+) -> None:
+    """The run's answer: per case one row, one column per implementation, then the short answer; with ``wide`` the
+    long table (every row, every column) instead of the narrow one. Its record is written to the run folder
+    (answers.json). Nothing on the non-zero ranks of torchrun."""
+    from mhabench.answers_on_disk import answer_at_end
+    from mhabench.results.store import held_run
+    from mhabench.views.advice import short_answer
+
     if result is None:
         return
-    # a replicated run's table is pooled across its processes; one process's prints as it always did
-    tabulate = pooled.run_summary if isinstance(result, replicated_run.ReplicatedResult) else summary.run_summary
-    for renderable in tabulate(result.frame, baseline, result.run_dir, console.width):
+    advice = answer_at_end(held_run(result.run_dir, result.manifest, result.rows), baseline)
+    if wide:
+        replicated = isinstance(result, replicated_run.ReplicatedResult)
+        tabulate = pooled.wide_summary if replicated else summary.wide_summary
+        printed = tabulate(advice.runs[0].record.with_picks(result.frame), baseline, console.width)
+    else:
+        printed = summary.run_summary(advice.runs[0].record, result.frame, result.run_dir, console.width)
+    for renderable in printed:
         console.print(renderable)
-    for line in short_answer(result):
+    for line in short_answer(advice, result.run_dir):
         console.print(Text(line))
     console.print(f"results: {result.run_dir}")
     for warning in result.warnings:
@@ -135,13 +154,3 @@ def append_history(
     run = held_run(result.run_dir, result.manifest, result.rows)
     _, added = add_held_run(Path(directory), run, baseline, strict_baseline=False)
     console.print(f"history: {added} rows added to {directory}", highlight=False, soft_wrap=True)
-
-
-def short_answer(result: runner.RunResult | replicated_run.ReplicatedResult) -> list[str]:
-    """The few lines of ``mhabench advise`` under the run's table: the pick per case group and one why, from the
-    rows and the final manifest the command holds (the folder is never read back)."""
-    from mhabench.analysis.advice.advise import advise as advise_runs
-    from mhabench.results.store import held_run
-    from mhabench.views.advice import short_answer
-
-    return short_answer(advise_runs([held_run(result.run_dir, result.manifest, result.rows)]), result.run_dir)

@@ -21,7 +21,7 @@ from mhabench.analysis.advice.crossover import crossovers
 from mhabench.analysis.advice.pick import CANNOT_TELL, NOTHING, ONLY, TIED, WINNER, pick, statement
 from mhabench.analysis.advice.thresholds import HOST_US_PER_OP, LAUNCH_BOUND_SHARE, TIE_MARGIN
 from mhabench.analysis.advice.wording import Question
-from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
+from mhabench.analysis.estimate import MIN_PAIRED_ROUNDS
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
 from mhabench.errors import InputError
 from mhabench.results.manifest import Manifest

@@ -15,11 +15,13 @@ from mhabench.analysis.advice import why
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.cases import MeasuredCase, cases_of
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LOW_EFFICIENCY
-from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS
+from mhabench.analysis.answer import thresholds_record
+from mhabench.analysis.estimate import MIN_PAIRED_ROUNDS
 from mhabench.analysis.throughput import USEFUL_EFFICIENCY, throughput
+from mhabench.answers_on_disk import answer_at_end
 from mhabench.results.columns import noisy
 from mhabench.results.store import load_run
-from mhabench.views.advice import short_answer, thresholds_record
+from mhabench.views.advice import short_answer
 
 
 def one_case(medians_ms: dict[str, float], **fields: Any) -> MeasuredCase:
@@ -137,7 +139,7 @@ def test_a_win_within_the_machine_spread_is_said_before_any_why(tmp_path: Path) 
     times = rounds({"fused": 1.0, "naive": 1.06}, count=20, noise=0.001)
     run_dir = write_run(tmp_path, "close", [row(impl, times[impl]) for impl in times])
     calibrate_test_machine(0.10)
-    lines = short_answer(advise([load_run(run_dir)]), run_dir)
+    lines = short_answer(answer_at_end(load_run(run_dir)), run_dir)  # the run records it
     assert 3 <= len(lines) <= 5 and lines[1].startswith("Caveat: 1 pick(s) may not replicate")
     assert not any(line.startswith("Why:") for line in lines)
 
@@ -155,7 +157,7 @@ def test_the_short_answer_says_why_from_the_winners_side(tmp_path: Path) -> None
     times = rounds({"fused": 1.0, "naive": 3.0}, count=20)
     run_dir = write_run(tmp_path, "clear", [row(impl, times[impl]) for impl in times])
     calibrate_test_machine(0.02)  # a 3× lead clears it: no caveat outweighs the why
-    lines = short_answer(advise([load_run(run_dir)]), run_dir)
+    lines = short_answer(answer_at_end(load_run(run_dir)), run_dir)  # the run records it
     (reason,) = [line for line in lines if line.startswith("Why:")]
     assert "`fused`" in reason.split(":", 2)[2][:12] and "`naive` materializes" not in reason
 

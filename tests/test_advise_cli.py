@@ -12,12 +12,12 @@ from synthetic_runs import HOSTILE, calibrate_test_machine, rounds, row, write_r
 from typer.testing import CliRunner, Result
 
 from mhabench.analysis.advice.advise import advise
+from mhabench.answers_on_disk import answer_at_end
 from mhabench.cli import app
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.results.store import load_run
 from mhabench.views.advice import short_answer
 
-ROWLESS_RULES = {"differences", "not_measured", "no_common_case"}
 """Statements about manifests or the question asked, not about rows; every other one names its rows."""
 
 
@@ -83,19 +83,21 @@ def test_markdown_escapes_what_the_run_wrote(tmp_path: Path) -> None:
     assert HOSTILE not in result.output and "&lt;script&gt;" in result.output
 
 
-def test_json_statements_carry_the_rows_they_rest_on(tmp_path: Path) -> None:
+def test_json_is_the_record_with_codes_and_numbers(tmp_path: Path) -> None:
     result = invoke("advise", crossover_run(tmp_path), "--format", "json", "--for", "cuda", "--impl", "flex")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["runs"][0]["run_id"] == "sweep" and data["thresholds"]["tie_margin"] == 0.03
-    rules = {statement["rule"] for statement in data["statements"]}
-    assert {"group", "pick", "crossover", "roofline", "did_not_fit", "other_device", "not_measured"} <= rules
-    for statement in data["statements"]:
-        if statement["rule"] not in ROWLESS_RULES:
-            assert statement["rows"], statement
-        assert all(set(ref) == {"run_id", "case_id", "impl"} for ref in statement["rows"])
-    (crossover,) = [s for s in data["statements"] if s["rule"] == "crossover"]
-    assert crossover["figures"]["changes_between"] == [[512, 2048]]
+    assert data["schema_version"] == 1 and data["run_id"] == "sweep" and data["thresholds"]["tie_margin"] == 0.03
+    assert [case["verdict"] for case in data["cases"]] == ["tie", "tie", "winner"]
+    assert data["cases"][2]["pick"] == "fused" and data["cases"][0]["pick"] is None
+    assert set(data["cases"][0]["tied"]) == {"fused", "naive"}
+    (crossover,) = data["crossovers"]
+    assert crossover["axis"] == "seq_len" and crossover["changes_between"] == [[512, 2048]]
+    assert {"other_device", "not_measured"} <= {caveat["code"] for caveat in data["caveats"]}
+    lead = data["cases"][2]["lead"]
+    assert lead["method"] == "paired" and lead["ratio"] > 1 and lead["processes"] == 1
+    assert "text" not in json.dumps(data)  # codes and numbers only: English is the views'
+    assert data["notes"] == [{"code": "recomputed", "numbers": {"missing": "answers.json"}, "scope": "sweep"}]
 
 
 def test_two_runs_add_where_their_picks_differ(tmp_path: Path) -> None:
@@ -143,7 +145,7 @@ def test_the_report_starts_with_the_advice(tmp_path: Path) -> None:
 def test_the_short_answer_is_three_to_five_lines_with_a_why_and_the_command(tmp_path: Path) -> None:
     run_dir = crossover_run(tmp_path)
     calibrate_test_machine(0.02)  # n=2048's lead clears it (uncalibrated, the caveat would come first)
-    lines = short_answer(advise([load_run(run_dir)]), run_dir)
+    lines = short_answer(answer_at_end(load_run(run_dir)), run_dir)  # the calibration the run records
     assert 3 <= len(lines) <= 5
     assert lines[0].startswith("Answer: sweep: n = 128 … 512") and lines[1].startswith("Why: n=2048")
     assert lines[-1].endswith(f"mhabench advise {run_dir}")

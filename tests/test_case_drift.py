@@ -13,7 +13,7 @@ from mhabench.analysis.case_drift import case_drifts, drift_line
 from mhabench.analysis.speedup import speedup_rows
 from mhabench.cli import app
 from mhabench.results.store import load_run
-from mhabench.views.summary import run_summary
+from mhabench.views.summary import wide_summary
 
 
 def sped_up_case(rounds: int = 30, sped_up_from: int = 10, fused_rounds: int = 8) -> list[dict]:
@@ -53,7 +53,7 @@ def test_drift_with_every_row_in_every_round_says_the_pairing_cancels_it() -> No
 
 def test_the_run_summary_and_compare_say_it_under_the_table(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path, "drift", sped_up_case())
-    printed = "\n".join(str(item) for item in run_summary(load_run(run_dir).frame, "naive", run_dir))
+    printed = "\n".join(str(item) for item in wide_summary(load_run(run_dir).frame, "naive"))
     assert "drift inside n=128" in printed and "`fused` (rounds 1–8)" in printed
     result = CliRunner().invoke(app, ["compare", str(run_dir)])
     assert result.exit_code == 0 and "`fused` (rounds 1–8)" in result.stdout.replace("\n", " ")

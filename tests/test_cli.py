@@ -57,15 +57,15 @@ def assert_input_error(result: Result, *fragments: str) -> None:
         assert fragment in result.output
 
 
-def test_tiny_run_writes_three_files_and_prints_table(
+def test_tiny_run_writes_its_files_and_prints_the_wide_table(
     tmp_path: Path, tiny_config_data: dict[str, Any], fixed_peaks: DevicePeaks
 ) -> None:
     config = write_config(tmp_path, {**tiny_config_data, "implementations": ["naive", "fused"]})
     out = tmp_path / "out"
-    result = invoke("run", config, "--out", out)
+    result = invoke("run", config, "--out", out, "--wide")
     assert result.exit_code == 0, result.output
     (run_dir,) = out.iterdir()
-    assert {p.name for p in run_dir.iterdir()} == {"results.csv", "results.parquet", "manifest.json"}
+    assert {p.name for p in run_dir.iterdir()} == {"results.csv", "results.parquet", "manifest.json", "answers.json"}
     assert f"results: {run_dir}" in result.output
     table = table_rows(result.output)
     measured = load_run(run_dir).frame.set_index("impl")
@@ -83,7 +83,7 @@ def test_baseline_flag_sets_the_summary_speedups(
     tmp_path: Path, tiny_config_data: dict[str, Any], fixed_peaks: DevicePeaks
 ) -> None:
     config = write_config(tmp_path, {**tiny_config_data, "implementations": ["naive", "fused"]})
-    result = invoke("run", config, "--out", tmp_path / "out", "--baseline", "fused")
+    result = invoke("run", config, "--out", tmp_path / "out", "--baseline", "fused", "--wide")
     assert result.exit_code == 0, result.output
     speedups = {row["impl"]: row["speedup vs fused"] for row in table_rows(result.output)}  # KeyError: wrong header
     assert speedups["fused"].startswith("1.00×")  # the baseline against itself

@@ -23,6 +23,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"run"}),
     frozenset({"distributed"}),
     frozenset({"analysis"}),
+    frozenset({"answers_on_disk"}),
     frozenset({"views"}),
     frozenset({"probe"}),
     frozenset({"checks"}),

@@ -31,6 +31,8 @@ def _commands(run: Path) -> dict[str, list[str]]:
     """The pinned commands: a name for the golden file and the command line (report is read from disk)."""
     return {
         "advise.json": ["advise", str(run), "--format", "json"],
+        "advise.txt": ["advise", str(run)],
+        "advise.md": ["advise", str(run), "--format", "md"],
         "compare.txt": ["compare", str(run)],
         "explain.txt": ["explain", str(run)],
         "explain.json": ["explain", str(run), "--format", "json"],

@@ -10,8 +10,9 @@ from synthetic_runs import row, write_replicated_run
 from typer.testing import CliRunner
 
 from mhabench.analysis.advice.cases import cases_of
+from mhabench.analysis.answer import Verdict, answer_run
+from mhabench.analysis.estimate import across_processes, between_process_range
 from mhabench.analysis.pooled_rows import PROCESSES, PROCESSES_OK, SPEEDUP_PROCESS_RANGE, middle_process, pooled_rows
-from mhabench.analysis.replication import across_replicates, between_process_range
 from mhabench.analysis.speedup import speedup_rows
 from mhabench.cli import app
 from mhabench.results.store import load_run
@@ -32,7 +33,7 @@ def test_one_pooled_row_per_case_and_implementation_read_across_the_processes(re
     assert len(speedups) == 12 and len(found) == 4  # 2 cases × 2 implementations × 3 processes → 4
     for _, line in found.iterrows():
         mine = speedups[(speedups["case_id"] == line["case_id"]) & (speedups["impl"] == line["impl"])]
-        estimate = across_replicates(list(mine["speedup"]))
+        estimate = across_processes(list(mine["speedup"]))
         assert (line["speedup"], line["speedup_ci_low"], line["speedup_ci_high"]) == pytest.approx(
             (estimate.ratio, estimate.ci_low, estimate.ci_high), nan_ok=True
         )
@@ -42,7 +43,15 @@ def test_one_pooled_row_per_case_and_implementation_read_across_the_processes(re
     fused = found[found["impl"] == "fused"]
     # the processes' speedups were about 2.0, 2.2 and 1.8: their geometric mean, an interval that holds them
     assert fused["speedup"].between(1.9, 2.1).all() and (fused["speedup_ci_low"] < 1.85).all()
-    assert fused["winner"].all() and not found[found["impl"] == "naive"]["winner"].any()
+    record = answer_run(load_run(replicated))
+    assert all(case.verdict is Verdict.WINNER and case.pick == "fused" for case in record.cases)
+    for case in record.cases:  # the pick's speedup over the baseline: the pooled row's, one estimator
+        (line,) = found[(found["case_id"] == case.case_id) & (found["impl"] == "fused")].to_dict("records")
+        shown = case.impl("fused").vs_baseline
+        assert shown.method == "replicates" and shown.processes == 3
+        assert (shown.ratio, shown.ci_low, shown.ci_high) == pytest.approx(
+            (line["speedup"], line["speedup_ci_low"], line["speedup_ci_high"])
+        )
 
 
 def test_a_row_ok_in_some_processes_says_so_and_one_ok_in_none_keeps_its_error(tmp_path: Path) -> None:
@@ -62,9 +71,9 @@ def test_a_row_ok_in_some_processes_says_so_and_one_ok_in_none_keeps_its_error(t
     assert table.cells[fused][-1] == "error: boom" and table.styles[fused] == "failed"
 
 
-def test_the_run_summary_of_a_replicated_run_is_the_pooled_table(replicated: Path) -> None:
+def test_the_wide_summary_of_a_replicated_run_is_the_pooled_table(replicated: Path) -> None:
     rows = load_run(replicated).frame
-    table, note, *_ = pooled.run_summary(rows, "naive", replicated, width=None)
+    table, note, *_ = pooled.wide_summary(rows, "naive", width=None)
     assert "pooled over 3 processes" in str(table.title) and table.row_count == 4
     assert "mhabench report RUN --replicate-rows" in str(note)
 

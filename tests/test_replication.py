@@ -3,6 +3,7 @@ replicates, the case order of each replicate, and ``run --replicates`` end to en
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -17,8 +18,7 @@ from typer.testing import CliRunner
 from mhabench.analysis.advice.answers import REPLICATES, answer, pick_replicated
 from mhabench.analysis.advice.cases import MeasuredCase, cases_of
 from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, WINNER, statement
-from mhabench.analysis.replication import across_replicates, between_process_range
-from mhabench.analysis.speedup import samples_of
+from mhabench.analysis.estimate import across_processes, between_process_range, samples_of
 from mhabench.analysis.stats import paired_ratio
 from mhabench.cli import app
 from mhabench.errors import InputError
@@ -50,7 +50,7 @@ def coverage(count: int, draws: int = 300) -> tuple[float, float]:
     across = pooled = 0
     for _ in range(draws):
         processes = synthetic_replicates(rng, count)
-        combined = across_replicates([paired_ratio(cand, base).ratio for cand, base in processes])
+        combined = across_processes([paired_ratio(cand, base).ratio for cand, base in processes])
         one = paired_ratio(np.concatenate([c for c, _ in processes]), np.concatenate([b for _, b in processes]))
         across += combined.ci_low <= TRUE_RATIO <= combined.ci_high
         pooled += one.ci_low <= TRUE_RATIO <= one.ci_high
@@ -68,21 +68,21 @@ def test_the_interval_is_the_t_interval_of_the_log_ratios() -> None:
     ratios = [1.1, 1.2, 1.3]
     logs = np.log(ratios)
     half = 4.302652729911275 * logs.std(ddof=1) / math.sqrt(3)  # t(0.975, 2)
-    found = across_replicates(ratios)
+    found = across_processes(ratios)
     assert found.ratio == pytest.approx(math.exp(logs.mean()))
     assert (found.ci_low, found.ci_high) == pytest.approx((math.exp(logs.mean() - half), math.exp(logs.mean() + half)))
 
 
 def test_without_between_process_spread_the_interval_shrinks_with_agreeing_replicates() -> None:
-    assert across_replicates([1.2, 1.2, 1.2]) == pytest.approx(across_replicates([1.2, 1.2]))
-    wide, narrow = across_replicates([1.0, 1.4, 1.2]), across_replicates([1.19, 1.21, 1.2])
+    assert across_processes([1.2, 1.2, 1.2]) == pytest.approx(across_processes([1.2, 1.2]))
+    wide, narrow = across_processes([1.0, 1.4, 1.2]), across_processes([1.19, 1.21, 1.2])
     assert wide.ci_high - wide.ci_low > 10 * (narrow.ci_high - narrow.ci_low)
 
 
 def test_one_replicate_has_no_interval_and_non_finite_ratios_are_left_out() -> None:
-    one = across_replicates([1.3, math.nan, -1.0])
+    one = across_processes([1.3, math.nan, -1.0])
     assert one.ratio == pytest.approx(1.3) and math.isnan(one.ci_low) and math.isnan(one.ci_high)
-    assert math.isnan(across_replicates([]).ratio)
+    assert math.isnan(across_processes([]).ratio)
     assert between_process_range([1.0, 1.1, 1.05]) == pytest.approx(0.1)
     assert math.isnan(between_process_range([1.0]))
 
@@ -129,7 +129,7 @@ def test_a_row_ok_in_only_one_replicate_cannot_be_told() -> None:
     case = replicated_case([{"naive": 1.5, "fused": 1.0}, {"naive": 1.5, "fused": 1.0}])
     broken = list(case.repeats[1])
     broken[[r["impl"] for r in broken].index("naive")] = row("naive", [], status="error", repeat=1)
-    found = pick_replicated(MeasuredCase(**{**case.__dict__, "repeats": (case.repeats[0], tuple(broken))}))
+    found = pick_replicated(dataclasses.replace(case, repeats=(case.repeats[0], tuple(broken))))
     assert found.verdict == CANNOT_TELL and found.impls == ("fused",) and "naive" in found.reason
 
 
@@ -186,8 +186,10 @@ def test_run_replicates_measures_each_process_and_merges_them_into_one_folder(tm
     result = CliRunner().invoke(app, ["run", str(config), "--replicates", "2", "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert "replicate 0/2" in result.output and "replicate 1/2" in result.output
-    assert "pooled over 2 processes" in result.output  # the run's table: one row per case and implementation
+    said = " ".join(result.output.split())  # the title wraps to the table's width
+    assert "speedup vs naive, across processes" in said  # the run's table: read across the processes
     (run_dir,) = (tmp_path / "out").iterdir()
+    assert json.loads((run_dir / "answers.json").read_text())["replicated"] is True
     run = load_run(run_dir)
     assert not (run_dir / REPLICATES_FOLDER).exists()
     assert (

@@ -7,7 +7,7 @@ import pytest
 from shared_runs import recorded
 
 from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, WINNER, lead, round_split
-from mhabench.analysis.speedup import SAMPLES_COLUMN
+from mhabench.results.columns import SAMPLES_COLUMN
 
 COUNTERS_RUN = "20261127T074353Z-default-gpu-counters-partial"
 

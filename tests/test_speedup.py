@@ -11,9 +11,9 @@ from scipy import stats as scipy_stats
 from synthetic_runs import rounds, row
 
 from mhabench.analysis import stats
-from mhabench.analysis.speedup import MEDIANS, PAIRED, shared_rounds, speedup_rows
+from mhabench.analysis.estimate import MEDIANS, PAIRED, shared_rounds
+from mhabench.analysis.speedup import speedup_rows
 from mhabench.analysis.spread import relative_range, spread_of
-from mhabench.analysis.winners import case_winners
 
 
 def speedups(*rows: dict, baseline: str = "naive") -> pd.DataFrame:
@@ -79,14 +79,14 @@ def test_shared_rounds_are_the_common_prefix() -> None:
     assert shared_rounds([], [4.0]) == ([], [])
 
 
-def test_failed_rows_have_no_speedup_and_the_winner_falls_back_to_latency() -> None:
+def test_failed_rows_have_no_speedup() -> None:
     result = speedups(
         row("naive", [], status="oom", error="out of memory"),
         row("fused", [1.0, 2.0, 3.0]),
         row("per_head", [3.0, 4.0, 5.0]),
     )
     assert math.isnan(result.loc[("fused", 0), "speedup"]) and result.loc[("fused", 0), "speedup_method"] == ""
-    assert bool(result.loc[("fused", 0), "winner"]) and not bool(result.loc[("naive", 0), "winner"])
+    assert "winner" not in result.columns  # the pick is the run's answer's (analysis.answer), never a column here
 
 
 def test_paired_interval_is_narrow_when_the_machine_drifts_between_rounds() -> None:
@@ -161,21 +161,6 @@ def test_repeat_spread_numbers() -> None:
 def test_relative_range_needs_two_finite_values() -> None:
     assert relative_range([2.0, math.nan, 3.0]) == pytest.approx(0.4)
     assert math.isnan(relative_range([2.0])) and math.isnan(relative_range([]))
-
-
-def test_case_winners_over_repeats_and_failures() -> None:
-    rows = [
-        *repeated_rows(),
-        row("naive", [2.0, 3.0, 4.0], seq_len=256),
-        row("fused", [], seq_len=256, status="oom"),
-        row("naive", [], seq_len=512, status="error", error="boom"),
-    ]
-    winners = case_winners(pd.DataFrame(rows), "naive").set_index("case")
-    assert list(winners["winner"]) == ["fused", "naive", ""]
-    first = winners.iloc[0]
-    assert first["speedup"] == 2.0 and first["speedup_spread"] == pytest.approx(0.5) and first["repeats"] == 3
-    assert math.isnan(first["speedup_ci_low"])  # several repeats: the spread, not one repeat's interval
-    assert winners.iloc[1]["statuses"] == {"ok": 1, "oom": 1} and winners.iloc[2]["statuses"] == {"error": 1}
 
 
 def test_rows_not_timed_in_shared_rounds_are_never_paired() -> None:

@@ -1,4 +1,4 @@
-"""The run summary: every row for a small run, one line per case above the threshold, repeats and spread."""
+"""The run summary: one line per case from the run's answer; the long table (--wide), repeats and spread."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from rich.console import Console
 from synthetic_runs import rounds, row, write_run
 
 from mhabench.analysis import compare
+from mhabench.analysis.answer import answer_run
 from mhabench.analysis.speedup import speedup_rows
 from mhabench.results.columns import label
 from mhabench.results.store import load_run
 from mhabench.views import summary as display
+from mhabench.views.answer_table import answer_tables
 from mhabench.views.compare import comparison_table
 from mhabench.views.table import fit_columns, natural_width
 
@@ -43,35 +45,23 @@ def large_run() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_a_small_run_prints_every_row() -> None:
+def test_wide_prints_every_row() -> None:
     frame = pd.DataFrame(sweep(3))
-    assert len(frame) <= display.COMPACT_ABOVE_ROWS
-    text = rendered(display.run_summary(frame, "naive", Path("results/run")))
+    text = rendered(display.wide_summary(frame, "naive"))
     assert text.count("per_head") == 3 and "median of per-round ratios" in text
-    assert "rows by status" not in text
 
 
 def test_a_large_run_prints_one_line_per_case_with_status_counts(tmp_path: Path) -> None:
-    frame = large_run()
-    assert len(frame) > display.COMPACT_ABOVE_ROWS
-    text = rendered(display.run_summary(frame, "naive", tmp_path / "run"))
-    lines = [line for line in text.splitlines() if "n=" in line and "h=4" in line]
+    run = load_run(write_run(tmp_path, "large", large_run().to_dict("records")))
+    text = rendered(display.run_summary(answer_run(run), run.frame, tmp_path / "run"))
+    lines = [line for line in text.splitlines() if "│ n=" in line]
     assert len(lines) == 14  # one per case, not one per row
-    assert "per_head" in lines[0] and all("fused" in line for line in lines[1:13])
-    assert "naive" in lines[13] and "oom 1, error 1" in lines[13]  # only the baseline ran in the last case
-    assert "rows by status: ok 40, oom 1, error 1" in text
-    assert str(tmp_path / "run" / "results.csv") in text and "results.parquet" in text
-    assert f"mhabench report {tmp_path / 'run'}" in text
-
-
-def test_compact_table_carries_the_paired_speedup_and_its_interval() -> None:
-    table = display.compact_table(large_run(), "naive")
-    second = table.records.iloc[1]
-    assert second["winner"] == "fused" and second["speedup_method"] == "paired"
-    assert second["speedup_ci_low"] < second["speedup"] < second["speedup_ci_high"]
-    assert 2.3 < second["speedup"] < 2.7  # 10 ms / 4 ms with 1 % noise per sample
-    assert table.cells[1][3] == display.speedup_text(second) and "[" in table.cells[1][3]
-    assert "speedup spread" not in table.headers
+    assert lines[0].rstrip(" │").endswith("per_head") and all(
+        line.rstrip(" │").endswith("fused") for line in lines[1:13]
+    )
+    assert "oom" in lines[13] and "error" in lines[13]
+    assert "rows not ok: oom 1, error 1" in text
+    assert str(tmp_path / "run" / "results.csv") in text and f"mhabench report {tmp_path / 'run'}" in text
 
 
 def test_rows_with_few_samples_show_n_a_rather_than_a_verdict(tmp_path: Path) -> None:
@@ -98,10 +88,12 @@ def test_rows_with_few_samples_show_n_a_rather_than_a_verdict(tmp_path: Path) ->
     assert interval[2] == "n/a" and interval[1].startswith("[")
 
 
-def test_a_case_with_no_ok_row_has_no_winner() -> None:
-    frame = pd.DataFrame([row("naive", [], status="oom"), row("fused", [], status="oom"), *sweep(14)])
-    table = display.compact_table(frame, "naive")
-    assert table.cells[0][1] == "-" and table.cells[0][-1] == "oom 2" and table.styles[0] == "failed"
+def test_a_case_with_no_ok_row_has_no_pick(tmp_path: Path) -> None:
+    rows = [row("naive", [], status="oom", seq_len=99), row("fused", [], status="oom", seq_len=99), *sweep(2)]
+    run = load_run(write_run(tmp_path, "none", rows))
+    (table,) = answer_tables(answer_run(run))
+    assert table.cells[0][-1] == "nothing ran" and table.cells[0][1:-1] == ["oom", "oom", "-"]
+    assert table.styles[0] == ""
 
 
 def test_repeats_add_a_rep_and_a_spread_column() -> None:
@@ -143,5 +135,5 @@ def test_a_narrow_terminal_leaves_out_the_cost_columns_and_says_so() -> None:
     assert narrow.caption == f"not shown at 140 columns: {', '.join(dropped)} (every column: mhabench report)"
     assert all(len(cells) == len(narrow.headers) for cells in narrow.cells)
     assert fit_columns(wide, 400, display.DROPPABLE) == wide  # room for everything: unchanged, no caption
-    text = rendered(display.run_summary(frame, "naive", Path("results/run"), width=140))
+    text = rendered(display.wide_summary(frame, "naive", width=140))
     assert "not shown at 140 columns" in text and label("bytes_moved") not in text.split("\n")[2]

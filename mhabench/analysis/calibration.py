@@ -1,6 +1,6 @@
 """``mhabench calibrate``: how far apart independent processes put the same ratio on this machine.
 
-One process's interval says nothing of the next process (``mhabench.analysis.replication``). A run of
+One process's interval says nothing of the next process (``mhabench.analysis.estimate``). A run of
 one process can still be read honestly if the machine's between-process spread is known: a lead
 smaller than it may not replicate (advise), and a change between two runs smaller than it is neither
 faster nor slower (compare). The calibration measures it once per machine fingerprint: a small fixed
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from mhabench.analysis.replication import between_process_range
+from mhabench.analysis.estimate import between_process_range
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.errors import InputError
 from mhabench.measure.environment import environment

@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from mhabench.analysis.case_label import case_label
-from mhabench.analysis.speedup import group_key, is_ok, raw_samples, rounds_of
+from mhabench.analysis.estimate import is_ok, raw_samples, rounds_of
+from mhabench.analysis.speedup import group_key
 from mhabench.analysis.stats import mann_whitney_p
 from mhabench.results.columns import IMPL
 
@@ -56,12 +57,11 @@ def case_drifts(rows: pd.DataFrame) -> list[CaseDrift]:
     """Every case (and repeat) of ``rows`` whose machine moved by more than ``DRIFT_THRESHOLD`` inside it."""
     if rows.empty or not {IMPL}.issubset(rows.columns):
         return []
-    found = []
-    for _, group in rows.groupby(group_key(rows), sort=False, dropna=False):
-        drift = _drift_of(group.to_dict("records"))
-        if drift is not None:
-            found.append(drift)
-    return found
+    keys = group_key(rows)
+    groups: dict[tuple[str, ...], list[dict]] = {}
+    for record in rows.to_dict("records"):  # once: a frame per group would cost more than the statistics
+        groups.setdefault(tuple(str(record.get(key)) for key in keys), []).append(record)
+    return [drift for records in groups.values() if (drift := _drift_of(records)) is not None]
 
 
 def _drift_of(records: Sequence[dict]) -> CaseDrift | None:
@@ -106,5 +106,5 @@ def drift_line(drift: CaseDrift) -> str:
     shorter = ", ".join(f"`{impl}` (rounds 1–{count})" for impl, count in drift.early)
     return (
         f"{line}; {shorter} timed in another stretch: their medians are not comparable with the others', "
-        "the paired speedups are"
+        "but their paired speedups are, since each pairs only the rounds both rows ran in"
     )

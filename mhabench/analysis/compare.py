@@ -28,7 +28,9 @@ import pandas as pd
 import scipy.stats
 
 from mhabench.analysis import pooled_change, stats
-from mhabench.analysis.speedup import DEFAULT_BASELINE, is_ok, samples_of, speedup_rows
+from mhabench.analysis.answer import answer_run
+from mhabench.analysis.estimate import is_ok, samples_of
+from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.analysis.verdict import Change, Unjudged, judge_change, unjudged_row
 from mhabench.errors import InputError
 from mhabench.results import store as results
@@ -125,13 +127,15 @@ class Comparison:
 
 
 def speedups(run: results.Run, baseline: str = DEFAULT_BASELINE) -> Comparison:
-    """Per case: each implementation's speedup over ``baseline`` (with CI), memory ratio, intensity, winner."""
+    """Per case: each implementation's speedup over ``baseline`` (with CI), memory ratio, intensity, and ``pick``:
+    ``winner`` or ``tie`` where the run's answer (:mod:`mhabench.analysis.answer`) says so, else ""."""
     impls = {row.case.impl for row in run.rows}
     if baseline not in impls:
         known = ", ".join(sorted(impls))
         raise InputError(f"--baseline: {baseline!r} is not in run {run.run_id} (implementations: {known})")
     replicated = run.manifest.replicated
-    return Comparison(run.run_id, None, speedup_rows(run.frame, baseline), [], baseline=baseline, replicated=replicated)
+    rows = answer_run(run, baseline=baseline).with_picks(speedup_rows(run.frame, baseline))
+    return Comparison(run.run_id, None, rows, [], baseline=baseline, replicated=replicated)
 
 
 # --- two runs ----------------------------------------------------------------------------------

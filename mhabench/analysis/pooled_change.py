@@ -4,7 +4,7 @@ A replicated run's ``repeat`` *i* is process *i* (``mhabench.run.replicates``). 
 run with replicate *i* of the other pairs two processes that share nothing but a number, and judges a ratio of
 two single processes by a within-process interval: exactly the comparison issue 26 found flipping. Here each
 side's ok processes give one median latency each, and the change is read across them, the two-run form of
-advise's reading of one replicated run (:mod:`mhabench.analysis.replication`):
+advise's reading of one replicated run (:mod:`mhabench.analysis.estimate`):
 
 - **ratio**: the ratio of the geometric means of the two sides' per-process medians (``base_ms`` and
   ``candidate_ms`` are those geometric means, so the ratio is the one the table's two columns show);
@@ -31,8 +31,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from mhabench.analysis.replication import between_process_range
-from mhabench.analysis.speedup import is_ok
+from mhabench.analysis.estimate import between_process_range, is_ok
 from mhabench.analysis.stats import CONFIDENCE_LEVEL, RatioEstimate
 from mhabench.analysis.verdict import Unjudged, unjudged_row
 from mhabench.results.columns import ERROR, LATENCY_MS, REPEAT, STATUS

@@ -8,15 +8,15 @@ across the processes. So the pooled row carries
 - the **median latency across processes** (the median of the processes' medians) and the lowest and highest
   of them, the between-process range of the latency itself;
 - the **speedup over the baseline across processes**: the geometric mean of each process's paired speedup,
-  with the t interval over their logarithms (:func:`mhabench.analysis.replication.across_replicates`), which
+  with the t interval over their logarithms (:func:`mhabench.analysis.estimate.across_processes`), which
   holds the within-process and the between-process spread together; and ``max / min − 1`` of those
-  speedups (:func:`mhabench.analysis.replication.between_process_range`);
+  speedups (:func:`mhabench.analysis.estimate.between_process_range`);
 - how many processes it ran ok in, of how many measured it;
 - the largest peak memory and error of any process (the figure a user must budget for), and every other
   column from the process whose latency is the median one (the lower of the two middle ones for an even count).
 
 Only ok rows are pooled; a (case, implementation) ok in no process keeps its first process's row (its status
-and error). The winner of a case is the pooled row with the highest pooled speedup (:func:`speedup.best`).
+and error).
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mhabench.analysis.replication import across_replicates, between_process_range
-from mhabench.analysis.speedup import best, is_ok
+from mhabench.analysis.estimate import across_processes, between_process_range, is_ok
 from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, MAX_REL_ERR, PEAK_MEMORY_BYTES, REPEAT
 
 PROCESSES_OK = "processes_ok"
@@ -48,12 +47,12 @@ LARGEST_OF = (PEAK_MEMORY_BYTES, MAX_REL_ERR)
 
 def pooled_rows(speedups: pd.DataFrame) -> pd.DataFrame:
     """One row per (case, implementation) of :func:`speedup_rows`'s output for a replicated run, in first-seen
-    order, with the columns above added and ``winner`` read across processes."""
+    order, with the columns above added."""
     if speedups.empty:
         return speedups
     groups = speedups.groupby([CASE_ID, IMPL], sort=False, dropna=False)
     pooled = pd.DataFrame([_pooled_row(group.to_dict("records")) for _, group in groups])
-    return _with_winners(pooled)
+    return pooled
 
 
 def process_count(frame: pd.DataFrame) -> int:
@@ -83,7 +82,7 @@ def _pooled_row(records: list[dict[str, Any]]) -> dict[str, Any]:
         return {**records[0], PROCESSES_OK: 0, PROCESSES: len(records)}
     latencies = sorted(float(row[LATENCY_MS]) for row in ok)
     speedups = [float(row["speedup"]) for row in ok if _finite(row.get("speedup"))]
-    estimate = across_replicates(speedups)
+    estimate = across_processes(speedups)
     largest = {name: max((row[name] for row in ok if _finite(row.get(name))), default=math.nan) for name in LARGEST_OF}
     return {
         **shown,
@@ -98,15 +97,6 @@ def _pooled_row(records: list[dict[str, Any]]) -> dict[str, Any]:
         PROCESSES_OK: len(ok),
         PROCESSES: len(records),
     }
-
-
-def _with_winners(pooled: pd.DataFrame) -> pd.DataFrame:
-    """``winner``: per case, the ok pooled row with the highest pooled speedup (the lowest latency without one)."""
-    winners = []
-    for _, case in pooled.groupby(CASE_ID, sort=False, dropna=False):
-        ok = case[case[PROCESSES_OK] > 0]
-        winners.append(best(dict(ok["speedup"].astype(float)), dict(ok[LATENCY_MS].astype(float))))
-    return pooled.assign(winner=pooled.index.isin([w for w in winners if w is not None]))
 
 
 def _finite(value: Any) -> bool:

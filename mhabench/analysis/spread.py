@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mhabench.analysis.speedup import Row, speedup_rows
+from mhabench.analysis.estimate import Row
+from mhabench.analysis.speedup import speedup_rows
 from mhabench.errors import InputError
 from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, REPEAT, STATUS
 from mhabench.results.schema import RowStatus

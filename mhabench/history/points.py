@@ -16,7 +16,8 @@ from typing import Any
 
 from mhabench.analysis import stats
 from mhabench.analysis.case_label import case_label
-from mhabench.analysis.speedup import DEFAULT_BASELINE, samples_of, speedup_rows
+from mhabench.analysis.estimate import samples_of
+from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.errors import InputError
 from mhabench.history.provenance import UNKNOWN_COMMIT
 from mhabench.results.cells import number_of

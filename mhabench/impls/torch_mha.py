@@ -4,7 +4,7 @@ variants that isolate why it can be slow (docs/findings/torch-mha.md).
 - ``torch_mha``: ``batch_first=True``, our weights as they are (no biases by default). That misses the module's
   native fast path (``torch._native_multi_head_attention`` is called only when ``in_proj_bias`` exists), so it
   runs ``F.multi_head_attention_forward`` on its input transposed to (n, b, d): ``F.linear`` cannot fold that view
-  and its QKV projection runs as one batched GEMM per token (pytorch/pytorch#126973).
+  and its QKV projection runs as one batched GEMM per token.
 - ``torch_mha_seq_first``: ``batch_first=False`` on an input a user holds as (n, b, d) (made contiguous once per
   call here: that copy is the variant's layout stage).
 - ``torch_mha_fast``: ``batch_first=True`` with zero biases, so every condition of the fast path that its

@@ -11,19 +11,17 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from rich.console import RenderableType
 from rich.rule import Rule
 from rich.text import Text
 
-from mhabench.analysis.advice import caveats, thresholds, why
+from mhabench.analysis.advice import caveats, why, wording
 from mhabench.analysis.advice.advise import Advice, RunAdvice
 from mhabench.analysis.advice.crossover import GROUP
-from mhabench.analysis.advice.pick import TIED, WINNER
+from mhabench.analysis.advice.pick import WINNER
 from mhabench.analysis.advice.wording import (
     ACROSS,
     CAVEAT,
@@ -35,8 +33,8 @@ from mhabench.analysis.advice.wording import (
     WHY,
     Statement,
 )
-from mhabench.analysis.speedup import MIN_PAIRED_ROUNDS, PAIRED
-from mhabench.analysis.stats import CONFIDENCE_LEVEL, MIN_INTERVAL_SAMPLES
+from mhabench.analysis.answer import SCHEMA_VERSION, CaseAnswer, Verdict
+from mhabench.analysis.estimate import PAIRED
 from mhabench.views import formats
 from mhabench.views.report.blocks import Block, Heading, Paragraph
 from mhabench.views.table import TableModel
@@ -155,26 +153,49 @@ def _pick_detail(pick: Statement) -> str:
     """What the pick rests on, without what the action line already says: for a winner the method alone
     (``paired over 8 rounds``), otherwise the pick's sentence (the tie's ratio and why it is a tie)."""
     figures = pick.figures
-    if figures.get("verdict") == WINNER and figures.get("method") == PAIRED:
+    if figures.get("verdict") == WINNER and figures.get("method") == PAIRED and not figures.get("reason_code"):
         return f"paired over {figures.get('rounds')} rounds"
     return _without_scope(pick).removeprefix("no clear winner: ")
 
 
+ACTIONS = {
+    Verdict.WINNER: "use `{pick}`: {lead} faster than `{runner_up}`{because}",
+    Verdict.TIE: "use either {tied}: no clear winner",
+    Verdict.CANNOT_TELL: "cannot tell",
+    Verdict.ONLY: "only `{pick}` ran ok",
+    Verdict.NOTHING_RAN: "nothing ran ok",
+}
+"""The line a user acts on, by the case's verdict (the record's, :mod:`mhabench.analysis.answer`)."""
+BECAUSE = {
+    "memory": ", because `{impl}` is memory-bound",
+    "compute": ", because `{impl}` is compute-bound",
+    "far": ", because `{impl}` is far from both roofs",
+}
+"""Where the winner stands on its roofline, by its bound (``far``: under ``LOW_EFFICIENCY`` of its roof)."""
+
+
 def _action(pick: Statement, run: RunAdvice) -> str:
-    """The line a user acts on: which implementation to run, by how much, and the most telling reason."""
-    figures = pick.figures
-    impls = [f"`{impl}`" for impl in figures.get("impls") or ()]
-    impls = sorted(impls) if figures.get("verdict") == TIED else impls
-    if figures.get("verdict") == TIED:
-        return f"use either {' or '.join(impls)}: no clear winner"
-    if figures.get("verdict") != WINNER or figures.get("speedup") is None:
-        return _without_scope(pick).split(": ", 1)[0]
-    telling = _telling_why(run, {pick.group}, pick.scope)
-    because = f", because {_first_clause(_without_scope(telling))}" if telling is not None else ""
-    low, high = figures.get("ci_low"), figures.get("ci_high")
-    bounded = low is not None and high is not None and math.isfinite(low) and math.isfinite(high)
-    interval = f" [{low:.2f}–{high:.2f}]" if bounded else ""
-    return f"use {impls[0]}: {figures['speedup']:.2f}×{interval} faster than `{figures.get('runner_up')}`{because}"
+    """The line a user acts on: which implementation to run, by how much, and where the winner stands."""
+    case = next((one for one in run.record.cases if one.label == pick.scope), None)
+    if case is None:
+        return ""
+    lead = case.lead
+    shown = f"{lead.ratio:.2f}×" + (f" {wording.interval(lead.interval)}" if lead.has_interval else "") if lead else ""
+    return ACTIONS[case.verdict].format(
+        pick=case.pick,
+        lead=shown,
+        runner_up=case.runner_up,
+        tied=" or ".join(f"`{impl}`" for impl in sorted(case.tied)),
+        because=_because(case),
+    )
+
+
+def _because(case: CaseAnswer) -> str:
+    found = case.impl(case.pick) if case.pick else None
+    why = found.why if found else None
+    if why is None:
+        return ""
+    return BECAUSE["far" if why.far_from_roof else why.bound].format(impl=case.pick)
 
 
 def _merged(cases: Sequence[CaseBlock]) -> list[CaseBlock]:
@@ -258,33 +279,14 @@ def to_markdown(advice: Advice) -> str:
 # --- JSON ---------------------------------------------------------------------------------------
 
 
-def thresholds_record() -> dict[str, Any]:
-    """Every number the rules decide by (docs/advise.md), so a consumer knows what "tied" meant: each constant
-    of :mod:`mhabench.analysis.advice.thresholds`, read from the module so a new one cannot be left out, and
-    the interval rules the picks import from the statistics."""
-    own = {name.lower(): value for name, value in vars(thresholds).items() if name.isupper()}
-    return {
-        "confidence_level": CONFIDENCE_LEVEL,
-        "min_interval_samples": MIN_INTERVAL_SAMPLES,
-        "min_paired_rounds": MIN_PAIRED_ROUNDS,
-        **own,
-    }
-
-
 def to_json(advice: Advice) -> str:
-    runs = [
-        {
-            "run_id": run.run_id,
-            "device": run.answers.device(),
-            "device_kind": run.answers.environment.get("device_kind"),
-            "torch": run.answers.environment.get("torch"),
-            "git_commit": run.answers.environment.get("git_commit"),
-            "status": run.answers.run.manifest.status,
-        }
-        for run in advice.runs
-    ]
-    statements = [statement.record() for statement in advice.statements]
-    return json.dumps({"runs": runs, "thresholds": thresholds_record(), "statements": statements}, indent=2)
+    """The record itself (:meth:`mhabench.analysis.answer.RunAnswer.record`, docs/advise.md): one run's record, or
+    for several runs their records and what differs across them, as reason codes with their numbers."""
+    records = [run.record.record() for run in advice.runs]
+    if len(records) == 1:
+        return json.dumps(records[0], indent=2, allow_nan=False)
+    across = [{"code": s.rule, "numbers": s.record()["figures"], "scope": s.scope} for s in advice.across]
+    return json.dumps({"schema_version": SCHEMA_VERSION, "runs": records, "across": across}, indent=2)
 
 
 # --- under mhabench run's table -----------------------------------------------------------------
@@ -309,18 +311,14 @@ def short_answer(advice: Advice, run_dir: Path) -> list[str]:
     return lines
 
 
-def _telling_why(run: RunAdvice, groups: set[str], scope: str | None = None) -> Statement | None:
+def _telling_why(run: RunAdvice, groups: set[str]) -> Statement | None:
     """A why about the winner's own row in the last case of ``groups`` with a clear winner (a sweep's last
     case is its largest; or the case ``scope``), the most telling rule first: the answer lines name that
     winner, so the why says what holds for it rather than what held the loser back."""
     won = [
         s
         for s in run.statements
-        if s.kind == PICK
-        and s.group in groups
-        and s.figures.get("verdict") == WINNER
-        and s.rule != GROUP
-        and (scope is None or s.scope == scope)
+        if s.kind == PICK and s.group in groups and s.figures.get("verdict") == WINNER and s.rule != GROUP
     ]
     if not won:
         return None

@@ -89,6 +89,10 @@ def _verdict_style(verdict: str) -> str:
     return VERDICT_STYLES.get(verdict, verdict)
 
 
+PICK_MARKS = {"winner": "★", "tie": "="}
+"""The run's answer in the one-run table: ★ on a winner only, = on each member of a tie."""
+
+
 def _speedup_table(comparison: Comparison) -> TableModel:
     """One run: speedups over the baseline, with the method; a ``rep`` column for a ``--repeat N`` run."""
     frame = comparison.rows
@@ -103,7 +107,7 @@ def _speedup_table(comparison: Comparison) -> TableModel:
         "method",
         "mem ratio",
         "FLOP/B",
-        "winner",
+        "pick",
         "status",
     ]
     intensity = throughput(frame)[USEFUL_INTENSITY]  # the results table's FLOP/B: useful FLOPs over minimal bytes
@@ -118,12 +122,15 @@ def _speedup_table(comparison: Comparison) -> TableModel:
             r["speedup_method"] or "-",
             format_number(r["memory_ratio"], ".2f", "×"),
             format_number(intensity[index], ".1f"),
-            "★" if r["winner"] else "",
+            PICK_MARKS.get(r.get("pick", ""), ""),
             status_text(r),
         ]
         for index, r in frame.iterrows()
     ]
-    styles = ["failed" if r[STATUS] != RowStatus.OK else "winner" if r["winner"] else "" for _, r in frame.iterrows()]
+    styles = [
+        "failed" if r[STATUS] != RowStatus.OK else "winner" if r.get("pick") == "winner" else ""
+        for _, r in frame.iterrows()
+    ]
     phrase = method_phrase(frame.get("speedup_method", []))
     title = f"{comparison.base_id}: speedup vs {comparison.baseline} ({phrase}, 95% bootstrap CI)"
     return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), frame)
@@ -199,7 +206,7 @@ def summary_line(comparison: Comparison) -> str | None:
 
 
 def _numeric(headers: list[str]) -> list[bool]:
-    return [h not in ("case", "impl", "rep", "method", "verdict", "note", "status", "winner") for h in headers]
+    return [h not in ("case", "impl", "rep", "method", "verdict", "note", "status", "pick") for h in headers]
 
 
 # --- output files ------------------------------------------------------------------------------

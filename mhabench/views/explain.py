@@ -1,4 +1,5 @@
-"""What ``mhabench explain`` shows: per clearly-slower row, its sentence and its stages against the model.
+"""What ``mhabench explain`` shows: per slower row (or each row asked about), its sentence and its stages against
+the model.
 
 The sentences and figures come from :mod:`mhabench.analysis.explain`; this module lays them out as the terminal
 (rich), Markdown or JSON, so the formats cannot say different things.
@@ -20,7 +21,10 @@ from mhabench.stage_cost import STAGE_LABELS
 from mhabench.views.table import TableModel, format_number, human_bytes, human_count, to_markdown, to_rich
 
 FORMATS = ("terminal", "markdown", "md", "json")
-NOTHING = "No implementation is clearly slower than its case's pick: nothing to explain."
+NOTHING = (
+    "No implementation is 3 % or more slower than its case's fastest: nothing to explain "
+    "(--impl NAME breaks down any implementation, the fastest included)."
+)
 
 
 def parse_format(text: str) -> str:

@@ -10,8 +10,6 @@ spread given as the processes' range rather than one process's IQR.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 from rich.console import RenderableType
 from rich.text import Text
@@ -60,15 +58,22 @@ def pooled_note(processes: int, where: str = PER_PROCESS_ROWS) -> str:
     )
 
 
-def pooled_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, title: str = "") -> TableModel:
-    """The pooled results table of a replicated run's :func:`speedup_rows` (pooled here)."""
+def pooled_table(
+    speedups: pd.DataFrame,
+    baseline: str = DEFAULT_BASELINE,
+    title: str = "",
+) -> TableModel:
+    """The pooled results table of a replicated run's :func:`speedup_rows` (pooled here); a row is styled as
+    the pick only where its ``pick`` column says ``winner``."""
     pooled = pooled_rows(speedups)
     frame = pd.concat([pooled, throughput(pooled)], axis=1)
     with_compile = COMPILE_TIME_S in frame and bool(frame[COMPILE_TIME_S].notna().any())
     columns = _columns(baseline, with_compile)
     headers = [header for header, _ in columns]
     cells = [[cell(row) for _, cell in columns] for _, row in frame.iterrows()]
-    styles = ["failed" if r[PROCESSES_OK] == 0 else "winner" if r.get("winner") else "" for _, r in frame.iterrows()]
+    styles = [
+        "failed" if r[PROCESSES_OK] == 0 else "winner" if r.get("pick") == "winner" else "" for _, r in frame.iterrows()
+    ]
     numeric = [h not in ("case", "impl", "status") for h in headers]
     title = title or f"mhabench run, speedup vs {baseline}, " + pooled_title(speedups)
     return TableModel(title, headers, cells, numeric, styles, list(frame.get(CASE_ID, [])), frame)
@@ -82,13 +87,9 @@ def pooled_title(speedups: pd.DataFrame) -> str:
     )
 
 
-def run_summary(rows: pd.DataFrame, baseline: str, run_dir: Path, width: int | None = None) -> list[RenderableType]:
-    """What ``mhabench run`` prints after a replicated run: the pooled table while it has at most
-    ``summary.COMPACT_ABOVE_ROWS`` rows, else the compact summary the one-process view prints."""
-    speedups = speedup_rows(rows, baseline)
-    if len(speedups.drop_duplicates([CASE_ID, IMPL])) > summary.COMPACT_ABOVE_ROWS:
-        return summary.run_summary(rows, baseline, run_dir, width)
-    table = pooled_table(speedups, baseline)
+def wide_summary(rows: pd.DataFrame, baseline: str, width: int | None = None) -> list[RenderableType]:
+    """``mhabench run --wide`` after a replicated run: the pooled table, every column a ``width`` terminal shows."""
+    table = pooled_table(speedup_rows(rows, baseline), baseline)
     shown = fit_columns(table, width, DROPPABLE) if width else table
     notes = [Text(line) for line in lines_under_table(rows)]
     return [to_rich(shown), Text(pooled_note(process_count(rows))), Text(LEGEND), *notes]

@@ -1,10 +1,9 @@
-"""What the terminal shows of a run: the results table, the run summary and the dry-run plan.
+"""What the terminal shows of a run: the run summary, the results table and the dry-run plan.
 
-:func:`results_table` is the one results table: a small run's summary prints it, the report renders
-it per scenario to Markdown and HTML. Above ``COMPACT_ABOVE_ROWS`` rows a table of every row is
-unreadable in a terminal, so :func:`run_summary` prints one line per case instead (its winner and
-paired speedup) with the counts by status, and points to the files and the report. Speedups come
-from :mod:`mhabench.analysis.speedup`.
+:func:`run_summary` is what ``mhabench run`` prints: a case per row, an implementation per column, read from the
+run's answer (:mod:`mhabench.views.answer_table`). :func:`results_table` is the long table, every row and every
+column: ``run --wide`` prints it, the report renders it per scenario to Markdown and HTML. Speedups come from
+:mod:`mhabench.analysis.speedup`.
 """
 
 from __future__ import annotations
@@ -18,8 +17,10 @@ import pandas as pd
 from rich.console import RenderableType
 from rich.text import Text
 
+from mhabench.analysis.answer import RunAnswer
 from mhabench.analysis.case_label import case_label
-from mhabench.analysis.speedup import DEFAULT_BASELINE, MEDIANS, PAIRED, speedup_rows
+from mhabench.analysis.estimate import MEDIANS, PAIRED
+from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
 from mhabench.analysis.throughput import (
     EXECUTED_OVER_USEFUL,
@@ -30,7 +31,6 @@ from mhabench.analysis.throughput import (
     throughput,
 )
 from mhabench.analysis.throughput import LABELS as THROUGHPUT_LABELS
-from mhabench.analysis.winners import case_winners
 from mhabench.results.cells import flag, whole_of
 from mhabench.results.columns import (
     ARITHMETIC_INTENSITY,
@@ -55,12 +55,12 @@ from mhabench.results.columns import (
     noisy,
 )
 from mhabench.results.schema import MIN_SPREAD_SAMPLES, RowStatus
-from mhabench.results.store import CSV_NAME, PARQUET_NAME
+from mhabench.results.store import CSV_NAME
+from mhabench.views.answer_table import LEGEND as ANSWER_LEGEND
+from mhabench.views.answer_table import answer_tables
 from mhabench.views.run_notes import LEGEND, lines_under_table
 from mhabench.views.table import TableModel, fit_columns, format_number, human_bytes, human_count, to_rich
 
-COMPACT_ABOVE_ROWS = 40
-"""A run with more rows than this gets the compact summary: about a terminal screen of table."""
 STATUSES = tuple(status for status in RowStatus if status is not RowStatus.PLANNED)
 """Every row status, in the order the summary counts them."""
 
@@ -157,7 +157,11 @@ def _with_spread(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(speedup_spread=[spread.get(key, math.nan) for key in keys])
 
 
-def results_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, title: str = "") -> TableModel:
+def results_table(
+    speedups: pd.DataFrame,
+    baseline: str = DEFAULT_BASELINE,
+    title: str = "",
+) -> TableModel:
     """Per (case, implementation): median latency (IQR), speedup over ``baseline`` with CI, memory, cost.
 
     Throughput and efficiency are the useful work's (:mod:`mhabench.analysis.throughput`): useful FLOPs over the
@@ -167,7 +171,8 @@ def results_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, titl
     ``speedups`` are the rows with their speedups over ``baseline`` (:func:`speedup_rows`), made by the
     caller: a report cuts one set into its per-scenario tables rather than bootstrapping each again.
     A "compile s" column appears when an implementation compiled on its first call; a ``--repeat N``
-    run shows each row's repeat and the (case, implementation)'s speedup spread over the repeats.
+    run shows each row's repeat and the (case, implementation)'s speedup spread over the repeats. A row is styled
+    as the pick only where its ``pick`` column (:meth:`RunAnswer.with_picks`) says ``winner``.
     """
     with_repeats = repeat_count(speedups) > 1
     frame = _with_spread(speedups) if with_repeats else speedups
@@ -180,7 +185,7 @@ def results_table(speedups: pd.DataFrame, baseline: str = DEFAULT_BASELINE, titl
         "failed"
         if r[STATUS] != RowStatus.OK
         else "winner"
-        if r.get("winner")
+        if r.get("pick") == "winner"
         else "noisy"
         if flag(r.get(NOISY))
         else ""
@@ -210,42 +215,6 @@ def _counts_text(counts: dict[str, int], without: str = "") -> str:
     return ", ".join(f"{status} {count}" for status, count in ordered_counts(counts).items() if status != without)
 
 
-def compact_table(rows: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> TableModel:
-    """One line per case: the winner, its median latency and speedup over ``baseline``, rows not ok."""
-    winners = case_winners(rows, baseline)
-    with_repeats = repeat_count(rows) > 1
-    headers = [
-        "case",
-        "winner",
-        "median ms",
-        f"speedup vs {baseline}",
-        "method",
-        *(["speedup spread"] if with_repeats else []),
-        "not ok",
-    ]
-    cells = [
-        [
-            line["case"],
-            line["winner"] or "-",
-            format_number(line.get(LATENCY_MS), ".3f"),
-            speedup_text(line),
-            line.get("speedup_method") or "-",
-            *([format_number(line.get("speedup_spread"), ".1%")] if with_repeats else []),
-            _counts_text(line["statuses"], without=RowStatus.OK),
-        ]
-        for _, line in winners.iterrows()
-    ]
-    styles = ["" if line["winner"] else "failed" for _, line in winners.iterrows()]
-    numeric = [h in ("median ms", f"speedup vs {baseline}", "speedup spread") for h in headers]
-    methods = winners.get("speedup_method", pd.Series(dtype=str))
-    over = f"median over {repeat_count(rows)} repeats" if with_repeats else "95% bootstrap CI"
-    title = (
-        f"{len(rows)} rows over {len(winners)} cases, the winner of each "
-        f"(speedup vs {baseline}: {method_phrase(methods)}, {over})"
-    )
-    return TableModel(title, headers, cells, numeric, styles, records=winners)
-
-
 # Left out of the run summary, in this order, while the terminal is too narrow for it.
 DROPPABLE = (
     label(BYTES_MOVED),
@@ -257,22 +226,26 @@ DROPPABLE = (
 )
 
 
-def run_summary(rows: pd.DataFrame, baseline: str, run_dir: Path, width: int | None = None) -> list[RenderableType]:
-    """What ``mhabench run`` prints at the end: every row for a small run (columns that a ``width``
-    terminal cannot show left out); above ``COMPACT_ABOVE_ROWS`` rows, the compact table, the counts
-    by status and where every row is."""
+def wide_summary(rows: pd.DataFrame, baseline: str, width: int | None = None) -> list[RenderableType]:
+    """``mhabench run --wide``: every row with every column (those a ``width`` terminal cannot show left out)."""
+    table = results_table(speedup_rows(rows, baseline), baseline)
     notes = [Text(line) for line in lines_under_table(rows)]
-    if len(rows) <= COMPACT_ABOVE_ROWS:
-        table = results_table(speedup_rows(rows, baseline), baseline)
-        return [to_rich(fit_columns(table, width, DROPPABLE) if width else table), Text(LEGEND), *notes]
+    return [to_rich(fit_columns(table, width, DROPPABLE) if width else table), Text(LEGEND), *notes]
+
+
+def run_summary(record: RunAnswer, rows: pd.DataFrame, run_dir: Path, width: int | None = None) -> list[RenderableType]:
+    """What ``mhabench run`` prints at the end: per case group one row per case and one column per implementation
+    (:mod:`mhabench.views.answer_table`), the rows that did not run ok, the lines under the table, where every row
+    is."""
+    tables = [to_rich(table) for table in answer_tables(record, width)]
+    counts = status_counts(rows[STATUS])
+    not_ok = _counts_text(counts, without=RowStatus.OK)
     return [
-        to_rich(compact_table(rows, baseline)),
-        Text(f"rows by status: {_counts_text(status_counts(rows[STATUS]))}"),
-        Text(
-            f"every row: {run_dir / CSV_NAME} and {PARQUET_NAME} (raw samples); tables and plots: "
-            f"mhabench report {run_dir}"
-        ),
-        *notes,
+        *tables,
+        Text(ANSWER_LEGEND.format(baseline=record.baseline)),
+        *([Text(f"rows not ok: {not_ok}")] if not_ok else []),
+        *(Text(line) for line in lines_under_table(rows)),
+        Text(f"every row: {run_dir / CSV_NAME} (mhabench run --wide, mhabench report {run_dir})"),
     ]
 
 

@@ -31,11 +31,13 @@ from mhabench.analysis.advice.cases import MeasuredCase, groups_of
 from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers, group_answer
-from mhabench.analysis.advice.pick import statement
+from mhabench.analysis.advice.pick import CANNOT_TELL, statement
 from mhabench.analysis.advice.why import why
 from mhabench.analysis.advice.wording import DEVICE_KINDS, ENERGY, WHY, Question, Statement
+from mhabench.analysis.answer import CalibrationUsed, Reason, RunAnswer, build
+from mhabench.analysis.estimate import is_ok
 from mhabench.analysis.explain.explain import explain_answers
-from mhabench.analysis.speedup import is_ok
+from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.errors import InputError
 from mhabench.results.columns import IMPL
 from mhabench.results.energy import EnergyReading, power_limit_of, reading
@@ -44,10 +46,11 @@ from mhabench.results.store import Run
 
 @dataclasses.dataclass(frozen=True)
 class RunAdvice:
-    """One run's answers and every statement made about it."""
+    """One run's answers, its record (:mod:`mhabench.analysis.answer`) and every statement made about it."""
 
     answers: RunAnswers
     statements: tuple[Statement, ...]
+    record: RunAnswer
 
     @property
     def run_id(self) -> str:
@@ -66,16 +69,36 @@ class Advice:
         return (*(s for run in self.runs for s in run.statements), *self.across)
 
 
-def advise(runs: Sequence[Run], question: Question | None = None) -> Advice:
-    """Advice on ``runs``; ``question`` names the device kind and implementations the reader asks about."""
+def advise(
+    runs: Sequence[Run],
+    question: Question | None = None,
+    calibrations: Sequence[CalibrationUsed | None] | None = None,
+    notes: Sequence[Sequence[Reason]] | None = None,
+    baseline: str = DEFAULT_BASELINE,
+) -> Advice:
+    """Advice on ``runs``; ``question`` names the device kind and implementations the reader asks about;
+    ``calibrations``: per run, the between-process spread its answer is judged against (None: none, never looked
+    up); ``notes``: per run, what the reader should know of its record (recomputed for an older folder)."""
     question = question or Question()
     if question.device_kind is not None and question.device_kind not in DEVICE_KINDS:
         raise InputError(f"--for: {question.device_kind!r} is not a device kind; use one of {', '.join(DEVICE_KINDS)}")
     answered = [answer(run) for run in runs]
-    return Advice(tuple(_run_advice(one, question) for one in answered), (*across(answered), *flips(answered)))
+    given = list(calibrations) if calibrations is not None else [None] * len(runs)
+    said = list(notes) if notes is not None else [()] * len(runs)
+    ran = [
+        _run_advice(one, question, calibration, noted, baseline)
+        for one, calibration, noted in zip(answered, given, said, strict=True)
+    ]
+    return Advice(tuple(ran), (*across(answered), *flips(answered)))
 
 
-def _run_advice(answers: RunAnswers, question: Question) -> RunAdvice:
+def _run_advice(
+    answers: RunAnswers,
+    question: Question,
+    calibration: CalibrationUsed | None,
+    notes: Sequence[Reason],
+    baseline: str,
+) -> RunAdvice:
     statements: list[Statement] = []
     environment = answers.environment
     for group, cases in groups_of(answers.cases).items():
@@ -88,8 +111,10 @@ def _run_advice(answers: RunAnswers, question: Question) -> RunAdvice:
         statements += explained(answers, cases)
         statements += changes(cases)
     run = answers.run
-    statements += caveats(run.run_id, run.manifest, answers.cases, answers.picks, question)
-    return RunAdvice(answers, tuple(statements))
+    spread = (calibration.between_process_spread, calibration.run_id) if calibration is not None else None
+    statements += caveats(run.run_id, run.manifest, answers.cases, answers.picks, question, spread)
+    record = build(answers, calibration, baseline, statements=statements, notes=notes)
+    return RunAdvice(answers, tuple(statements), record)
 
 
 # --- energy per call --------------------------------------------------------------------------------------------------
@@ -154,7 +179,8 @@ def explained(answers: RunAnswers, cases: Sequence[MeasuredCase]) -> list[Statem
             continue
         case = by_id[found.case_id]
         command = f"mhabench explain {answers.run.run_id} --impl {found.impl}"
-        text = f"{case.label}: `{found.impl}` is {found.slower_by:.3g}× slower: {found.short} (`{command}`)."
+        by_median = " by its median (no interval)" if found.standing == CANNOT_TELL else ""
+        text = f"{case.label}: `{found.impl}` is {found.slower_by:.3g}× slower{by_median}: {found.short} (`{command}`)."
         figures = {
             "stage": found.stage.stage,
             "time_share": found.stage.time_share,

@@ -6,7 +6,7 @@ of one process that disagree make "cannot tell". Replicates are independent proc
 disagreement is the between-process spread itself, and the answer is read across them: the fastest
 implementation is the one with the lowest geometric mean of its replicates' medians, and each other
 row's lead over it is the per-replicate paired ratio combined across replicates
-(:func:`mhabench.analysis.replication.across_replicates`: the t interval that holds both spreads).
+(:func:`mhabench.analysis.estimate.across_processes`: the t interval that holds both spreads).
 The tie rule is the one-process rule (``pick.clearly_slower``), applied to that interval, and the
 runner-up a pick quotes is the closest row: a tied one if any (a row whose median is large in one
 process sorts behind others yet may be tied), else the smallest lead. Only the
@@ -29,14 +29,14 @@ from mhabench.analysis.advice.pick import (
     NOTHING,
     ONLY,
     TIED,
+    TOO_FEW_PROCESSES,
     WINNER,
     Pick,
     clearly_slower,
     median_ms,
     pick,
 )
-from mhabench.analysis.replication import MIN_REPLICATES, across_replicates
-from mhabench.analysis.speedup import is_ok, rounds_of, samples_of, speedup_estimate
+from mhabench.analysis.estimate import MIN_REPLICATES, is_ok, rows_ratio_across
 from mhabench.analysis.stats import RatioEstimate
 from mhabench.results.columns import IMPL
 from mhabench.results.store import Run
@@ -87,7 +87,16 @@ def pick_replicated(case: MeasuredCase) -> Pick:
     unknown = [impl for impl in others if not math.isfinite(leads[impl].ci_low)]
     if unknown:
         reason = f"{unknown[0]} ran ok in fewer than {MIN_REPLICATES} of the replicates {fastest} ran in"
-        return Pick(case, CANNOT_TELL, (fastest,), reason=reason, **common)
+        figures = {"impl": unknown[0], "needs": MIN_REPLICATES}
+        return Pick(
+            case,
+            CANNOT_TELL,
+            (fastest,),
+            reason=reason,
+            reason_code=TOO_FEW_PROCESSES,
+            reason_figures=figures,
+            **common,
+        )
     tied = (fastest, *(impl for impl in others if not clearly_slower(leads[impl])))
     return Pick(case, TIED if len(tied) > 1 else WINNER, tied, **common)
 
@@ -121,15 +130,9 @@ def _leads_over(fastest: str, by_impl: Mapping[str, Mapping[int, Row]]) -> dict[
 
 
 def replicated_lead(slower: Mapping[int, Row], fastest: Mapping[int, Row]) -> RatioEstimate:
-    """``slower``'s time over ``fastest``'s, per replicate where both ran (paired when timed in the same
-    rounds), combined across those replicates."""
-    ratios = []
-    for replicate in sorted(set(slower) & set(fastest)):
-        other, best = slower[replicate], fastest[replicate]
-        same_rounds = rounds_of(best) is not None and rounds_of(best) == rounds_of(other)
-        estimate, _ = speedup_estimate(samples_of(other), samples_of(best), same_rounds)
-        ratios.append(estimate.ratio)
-    return across_replicates(ratios)
+    """``slower``'s time over ``fastest``'s across the processes both ran in
+    (:func:`mhabench.analysis.estimate.rows_ratio_across`)."""
+    return rows_ratio_across(slower, fastest).interval
 
 
 def _finite_or_inf(value: float) -> float:

@@ -11,13 +11,15 @@ import dataclasses
 import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
 from mhabench.analysis.advice.wording import RowRef
 from mhabench.analysis.case_label import case_label
+from mhabench.analysis.executed import executed
 from mhabench.analysis.pooled_rows import middle_process
+from mhabench.analysis.throughput import throughput
 from mhabench.results.cells import plain, text
 from mhabench.results.columns import (
     CASE_ID,
@@ -75,7 +77,20 @@ def cases_of(run_id: str, rows: pd.DataFrame, across_processes: bool = False) ->
     by_case: dict[str, dict[int, list[Row]]] = {}
     for record in rows.to_dict("records"):
         by_case.setdefault(str(record[CASE_ID]), {}).setdefault(_repeat(record), []).append(record)
-    return [_case(run_id, case_id, repeats, across_processes) for case_id, repeats in by_case.items()]
+    cases = [_case(run_id, case_id, repeats, across_processes) for case_id, repeats in by_case.items()]
+    _with_figures([row for case in cases for row in case.rows])
+    return cases
+
+
+def _with_figures(shown: Sequence[Row]) -> None:
+    """The throughput and executed figures of every row the rules quote, computed once over the whole run (one
+    frame, not one per row) and kept in the rows, the figures the results table shows for them."""
+    if not shown:
+        return
+    frame = pd.DataFrame(list(shown))
+    figures = pd.concat([throughput(frame), executed(frame)], axis=1).to_dict("records")
+    for row, found in zip(shown, figures, strict=True):
+        row.update(found)  # type: ignore[attr-defined]  # the records cases_of made: plain dicts
 
 
 def _case(run_id: str, case_id: str, repeats: dict[int, list[Row]], across_processes: bool) -> MeasuredCase:
@@ -105,7 +120,14 @@ def groups_of(cases: Iterable[MeasuredCase]) -> dict[str, list[MeasuredCase]]:
     return grouped
 
 
-def swept(cases: Sequence[MeasuredCase]) -> list[str]:
+class HasFields(Protocol):
+    """A case as far as its sweep goes: its fields (a measured case, or a case of the run's answer)."""
+
+    @property
+    def fields(self) -> Mapping[str, Any]: ...
+
+
+def swept(cases: Sequence[HasFields]) -> list[str]:
     """The fields that take more than one value among ``cases``: the group's axes. ``kv_heads`` is not one
     where every case is plain multi-head attention (kv_heads = heads): there it only follows ``heads``;
     nor is ``head_dim`` where every case's heads are d_model / heads wide: there it follows both."""

@@ -31,9 +31,8 @@ from mhabench.analysis.advice.pick import CANNOT_TELL, WINNER, Pick
 from mhabench.analysis.advice.why import DID_NOT_FIT
 from mhabench.analysis.advice.wording import CAVEAT, Question, RowRef, Statement
 from mhabench.analysis.device_mix import CASE_ID, DEVICE_ID, run_device_mix
-from mhabench.analysis.speedup import is_ok
+from mhabench.analysis.estimate import is_ok
 from mhabench.analysis.verdict import Change, judge_change
-from mhabench.results.calibration import Calibration, load_calibration
 from mhabench.results.cells import flag, number, text
 from mhabench.results.columns import CAPPED, ERROR, IMPL, STATUS, noisy
 from mhabench.results.fingerprint import Fingerprint
@@ -52,8 +51,10 @@ def caveats(
     cases: Sequence[MeasuredCase],
     picks: Mapping[str, Pick],
     question: Question,
+    spread: tuple[float, str] | None = None,
 ) -> list[Statement]:
-    """Every caveat of one run, the run-wide ones first."""
+    """Every caveat of one run, the run-wide ones first; ``spread``: the machine's between-process spread and the
+    calibration run it comes from, as the run recorded it or the reader gave it (None: none)."""
     rows = [(case, row) for case in cases for repeat in case.repeats for row in repeat]
     found = [
         _drift(run_id, manifest, rows),
@@ -65,7 +66,7 @@ def caveats(
         _no_interval(run_id, cases, picks),
         _mixed_devices(run_id, rows),
         *_did_not_run(run_id, rows),
-        one_process(run_id, manifest, cases, picks),
+        one_process(run_id, manifest, cases, picks, spread),
     ]
     return [statement for statement in found if statement is not None]
 
@@ -198,7 +199,11 @@ def _did_not_run(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> list[
 
 
 def one_process(
-    run_id: str, manifest: Manifest, cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]
+    run_id: str,
+    manifest: Manifest,
+    cases: Sequence[MeasuredCase],
+    picks: Mapping[str, Pick],
+    spread: tuple[float, str] | None,
 ) -> Statement | None:
     """The one caveat on a one-process run's winners: ``may_not_replicate`` for those whose lead is within the
     machine's calibrated between-process spread (none when every lead clears it), ``uncalibrated`` for all of
@@ -219,11 +224,10 @@ def one_process(
     if not winners:
         return None
     fingerprint = Fingerprint.of(manifest.environment)
-    calibration = load_calibration(fingerprint)
-    if calibration is None or not math.isfinite(calibration.between_process_spread):
+    if spread is None:
         return _uncalibrated(run_id, manifest, fingerprint, winners)
-    fragile = [one for one in winners if not replicates(one, calibration.between_process_spread)]
-    return _may_not_replicate(run_id, calibration, fragile) if fragile else None
+    fragile = [one for one in winners if not replicates(one, spread[0])]
+    return _may_not_replicate(run_id, spread, fingerprint, fragile) if fragile else None
 
 
 def replicates(one: Pick, spread: float) -> bool:
@@ -239,26 +243,28 @@ def _uncalibrated(run_id: str, manifest: Manifest, fingerprint: Fingerprint, win
     device_kind = manifest.environment.get("device_kind")
     command = f"mhabench calibrate --device {device_kind}" if device_kind else "mhabench calibrate"
     sentence = (
-        f"{len(winners)} pick(s) rest on one process, and this machine ({fingerprint.key}) has no measured "
-        f"between-process spread, so nothing here says whether they replicate (the closest leads first: "
-        f"{_named_picks(closest)}): `{command}` measures it once for this machine, or run with --replicates 3 to "
-        "read the picks across processes."
+        f"{len(winners)} pick(s) rest on one process, and no between-process spread of this machine "
+        f"({fingerprint.key}) was recorded with the run or given (--calibration), so nothing here says whether "
+        f"they replicate (the closest leads first: {_named_picks(closest)}): `{command}` measures it once for this "
+        "machine (runs after it record it), or run with --replicates 3 to read the picks across processes."
     )
     figures = {"picks": len(winners), "fingerprint": fingerprint.key}
     return _statement(run_id, UNCALIBRATED, sentence, figures, _pick_refs(winners))
 
 
-def _may_not_replicate(run_id: str, calibration: Calibration, fragile: list[Pick]) -> Statement:
+def _may_not_replicate(
+    run_id: str, spread: tuple[float, str], fingerprint: Fingerprint, fragile: list[Pick]
+) -> Statement:
     sentence = (
         f"{len(fragile)} pick(s) may not replicate: the lead is within this machine's between-process spread "
-        f"({wording.percent(calibration.between_process_spread)}, `mhabench calibrate` run {calibration.run_id}): "
+        f"({wording.percent(spread[0])}, `mhabench calibrate` run {spread[1]}): "
         f"{_named_picks(fragile)}. Run with --replicates 3 to read them across processes."
     )
     figures = {
         "picks": len(fragile),
-        "between_process_spread": calibration.between_process_spread,
-        "calibration_run": calibration.run_id,
-        "fingerprint": calibration.fingerprint_key,
+        "between_process_spread": spread[0],
+        "calibration_run": spread[1],
+        "fingerprint": fingerprint.key,
     }
     return _statement(run_id, MAY_NOT_REPLICATE, sentence, figures, _pick_refs(fragile))
 

@@ -18,7 +18,7 @@ from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, Row, lines_along, swept
 from mhabench.analysis.advice.pick import CANNOT_TELL, SLOWER, TIED, fastest_first, median_ms, standing
 from mhabench.analysis.advice.wording import CHANGE, Statement
-from mhabench.analysis.speedup import is_ok, samples_of
+from mhabench.analysis.estimate import is_ok, samples_of
 from mhabench.analysis.stats import ratio_of_medians
 from mhabench.results.cells import number
 from mhabench.results.columns import D_MODEL, HEAD_DIM, HEADS, IMPL, KV_CACHE_BYTES, KV_HEADS, LATENCY_MS, PHASE

@@ -33,7 +33,7 @@ from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, lines_along, order, swept
 from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, Pick
 from mhabench.analysis.advice.wording import CROSSOVER, PICK, RowRef, Statement
-from mhabench.analysis.speedup import is_ok, samples_of
+from mhabench.analysis.estimate import is_ok, samples_of
 
 Segment = tuple[list[Any], list[Pick]]
 """The values of the axis one answer holds over, and the pick at each of them."""

@@ -33,14 +33,14 @@ from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.thresholds import TIE_MARGIN
 from mhabench.analysis.advice.wording import PICK, Statement
-from mhabench.analysis.speedup import (
+from mhabench.analysis.estimate import (
     MIN_PAIRED_ROUNDS,
     PAIRED,
+    Estimate,
     is_ok,
     raw_samples,
-    rounds_of,
+    row_ratio,
     samples_of,
-    speedup_estimate,
 )
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
 from mhabench.impls import get_spec
@@ -66,16 +66,19 @@ class PickVerdict(str, enum.Enum):
 
 WINNER, TIED, ONLY, CANNOT_TELL, NOTHING, SLOWER = PickVerdict
 
-
-@dataclasses.dataclass(frozen=True)
-class Lead:
-    """A row's time over the fastest row's: the estimate, ``PAIRED`` or ``MEDIANS``, the rounds it rests
-    on (paired: shared; else the fewer side's), and why it is not paired ("" when it is)."""
-
-    estimate: RatioEstimate
-    method: str
-    rounds: int
-    unpaired: str = ""
+NO_RAW_SAMPLES, TOO_FEW_ROUNDS, ROUNDS_DISAGREE, REPEATS_DISAGREE = (
+    "no_raw_samples",
+    "too_few_rounds",
+    "rounds_disagree",
+    "repeats_disagree",
+)
+"""The reasons a pick is "cannot tell" (``Pick.reason_code``)."""
+TOO_FEW_PROCESSES = "too_few_processes"
+"""A replicated run's "cannot tell": a row ran ok in fewer than ``MIN_REPLICATES`` of the pick's processes."""
+DOMINANCE = "dominance"
+"""A winner whose lead has no interval (fewer than ``MIN_INTERVAL_SAMPLES`` rounds on the slower side): the one
+exception to "no interval is cannot tell", when every round of each slower row is ``TIE_MARGIN`` slower than the
+winner's slowest round and the winner has enough rounds for an interval."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +122,9 @@ class Pick:
     reason: str = ""
     split: RoundSplit | None = None
     """Where the rounds disagree (the reason "cannot tell" is said): how they split."""
+    reason_code: str = ""
+    """Why "cannot tell", or ``dominance`` for a winner with no interval: a code of docs/advise.md's list."""
+    reason_figures: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def answer(self) -> tuple[str, tuple[str, ...]]:
@@ -142,7 +148,13 @@ def pick(case: MeasuredCase) -> Pick:
     if len({one.answer for one in picks}) == 1:
         return picks[0]
     said = "; ".join(f"repeat {index}: {one.phrase()}" for index, one in enumerate(picks))
-    return dataclasses.replace(picks[0], verdict=CANNOT_TELL, reason=f"its {len(picks)} repeats disagree ({said})")
+    return dataclasses.replace(
+        picks[0],
+        verdict=CANNOT_TELL,
+        reason=f"its {len(picks)} repeats disagree ({said})",
+        reason_code=REPEATS_DISAGREE,
+        reason_figures={"repeats": [one.phrase() for one in picks]},
+    )
 
 
 def median_ms(row: Row) -> float:
@@ -169,15 +181,19 @@ def _pick_rows(case: MeasuredCase, rows: Sequence[Row]) -> Pick:
     first = leads[0]
     common = {
         "runner_up": str(others[0][IMPL]),
-        "estimate": first.estimate,
+        "estimate": first.interval,
         "method": first.method,
         "rounds": first.rounds,
         "unpaired": first.unpaired,
     }
-    found = [(row, standing(one.estimate, fastest, row)) for row, one in zip(others, leads, strict=True)]
+    found = [(row, standing(one.interval, fastest, row)) for row, one in zip(others, leads, strict=True)]
     unknown = next((row for row, state in found if state == CANNOT_TELL), None)
     if unknown is not None:
-        return Pick(case, CANNOT_TELL, (str(fastest[IMPL]),), reason=_no_interval(fastest, unknown), **common)
+        code, figures = _no_interval_code(fastest, unknown)
+        reason = _no_interval(fastest, unknown)
+        return Pick(
+            case, CANNOT_TELL, (str(fastest[IMPL]),), reason=reason, reason_code=code, reason_figures=figures, **common
+        )
     split = next(
         (
             found_split
@@ -187,9 +203,46 @@ def _pick_rows(case: MeasuredCase, rows: Sequence[Row]) -> Pick:
         None,
     )
     if split is not None:
-        return Pick(case, CANNOT_TELL, (str(fastest[IMPL]),), reason=split.sentence(), split=split, **common)
+        return Pick(
+            case,
+            CANNOT_TELL,
+            (str(fastest[IMPL]),),
+            reason=split.sentence(),
+            split=split,
+            reason_code=ROUNDS_DISAGREE,
+            reason_figures=split.figures(),
+            **common,
+        )
     tied = (str(fastest[IMPL]), *(str(row[IMPL]) for row, state in found if state == TIED))
+    dominated = [(row, one) for (row, state), one in zip(found, leads, strict=True) if not one.has_interval]
+    if len(tied) == 1 and dominated:
+        return Pick(case, WINNER, tied, reason_code=DOMINANCE, reason_figures=_dominance(fastest, dominated), **common)
     return Pick(case, TIED if len(tied) > 1 else WINNER, tied, **common)
+
+
+def _dominance(fastest: Row, dominated: Sequence[tuple[Row, Estimate]]) -> dict[str, Any]:
+    """What a winner without an interval rests on: every round of each slower row against the winner's slowest."""
+    return {
+        "winner_rounds": len(samples_of(fastest)),
+        "winner_slowest_ms": max(samples_of(fastest)),
+        "slower": {
+            str(row[IMPL]): {"rounds": len(samples_of(row)), "fastest_ms": min(samples_of(row))} for row, _ in dominated
+        },
+        "margin": TIE_MARGIN,
+        "min_interval_samples": MIN_INTERVAL_SAMPLES,
+    }
+
+
+def _no_interval_code(fastest: Row, other: Row) -> tuple[str, dict[str, Any]]:
+    """The code of :func:`_no_interval`'s reason, with its numbers."""
+    if not (raw_samples(fastest) and raw_samples(other)):
+        return NO_RAW_SAMPLES, {}
+    fewer = min((fastest, other), key=lambda row: len(samples_of(row)))
+    return TOO_FEW_ROUNDS, {
+        "impl": str(fewer[IMPL]),
+        "rounds": len(samples_of(fewer)),
+        "needs": MIN_INTERVAL_SAMPLES,
+    }
 
 
 def _no_interval(fastest: Row, other: Row) -> str:
@@ -202,29 +255,16 @@ def _no_interval(fastest: Row, other: Row) -> str:
     return f"{wording.impl(str(fewer[IMPL]))} has {rounds}: no interval (it needs {MIN_INTERVAL_SAMPLES})"
 
 
-def lead(fastest: Row, other: Row) -> Lead:
-    """``other``'s time over ``fastest``'s (≥ 1 by the medians), paired when both were timed in the same
-    rounds and share enough of them; else the ratio of medians, with the reason it could not be paired."""
-    same_rounds = rounds_of(fastest) is not None and rounds_of(fastest) == rounds_of(other)
-    estimate, method = speedup_estimate(samples_of(other), samples_of(fastest), same_rounds)
-    shared = min(len(samples_of(fastest)), len(samples_of(other)))
-    if method == PAIRED:
-        unpaired = ""
-    elif not (raw_samples(fastest) and raw_samples(other)):
-        unpaired = "no raw samples stored"
-    elif not same_rounds:
-        unpaired = "not timed in the same rounds"
-    else:
-        rounds = f"{shared} shared round{'s' if shared != 1 else ''}"
-        unpaired = f"only {rounds}, fewer than the {MIN_PAIRED_ROUNDS} pairing needs"
-    return Lead(estimate, method, shared, unpaired)
+def lead(fastest: Row, other: Row) -> Estimate:
+    """``other``'s time over ``fastest``'s (≥ 1 by the medians): :func:`mhabench.analysis.estimate.row_ratio`."""
+    return row_ratio(other, fastest)
 
 
-def round_split(fastest: Row, other: Row, one: Lead) -> RoundSplit | None:
+def round_split(fastest: Row, other: Row, one: Estimate) -> RoundSplit | None:
     """How the rounds split where a paired lead is clear by its median (at least ``TIE_MARGIN``) but its
     interval reaches 1 because some rounds went the other way; None for any other lead (a noisy tie has a
     median near 1, a lead with no round behind is merely wide)."""
-    if one.method != PAIRED or one.estimate.ratio < 1 + TIE_MARGIN or clearly_slower(one.estimate):
+    if one.method != PAIRED or one.ratio < 1 + TIE_MARGIN or clearly_slower(one.interval):
         return None
     ratios = [o / f for f, o in zip(samples_of(fastest), samples_of(other), strict=False) if f > 0]
     ahead = [ratio for ratio in ratios if ratio >= 1 + TIE_MARGIN]
@@ -267,6 +307,7 @@ def statement(one: Pick) -> Statement:
         "rounds": one.rounds,
         "ablations": ablations(one.impls),
         "rounds_disagree": one.split.figures() if one.split is not None else None,
+        "reason_code": one.reason_code,
     }
     shown = one.impls if one.verdict in (WINNER, TIED, ONLY) else ()
     precision = precision_note(shown, [row for row in one.case.rows if is_ok(row)])
@@ -285,6 +326,8 @@ def _sentence(one: Pick) -> str:
         return f"{one.reason} ({wording.impl(one.impls[0])} {lead})."
     if one.verdict == CANNOT_TELL:
         return f"cannot tell: {wording.impl(one.impls[0])} had the lowest median, {lead}, but {one.reason}."
+    if one.verdict == WINNER and one.reason_code == DOMINANCE:
+        return f"{wording.impl(one.impls[0])} wins, {lead}; {_dominance_text(one)}."
     if one.verdict == WINNER:
         return f"{wording.impl(one.impls[0])} wins, {lead}."
     why = "the interval includes 1" if one.estimate.ci_low <= 1 else f"the lead is under {wording.percent(TIE_MARGIN)}"
@@ -293,12 +336,33 @@ def _sentence(one: Pick) -> str:
     return f"no clear winner: {wording.impls(one.impls)} are tied ({wording.impl(one.impls[0])} {lead}: {why}){rest}."
 
 
+def _dominance_text(one: Pick) -> str:
+    """The exception said where it applies: no interval, yet every round of the slower rows is clearly slower."""
+    figures = one.reason_figures
+    slower = figures["slower"]
+    rounds = sorted({found["rounds"] for found in slower.values()})
+    counted = "–".join(str(count) for count in (rounds[0], rounds[-1]) if count) if len(rounds) > 1 else str(rounds[0])
+    return (
+        f"no interval (fewer than {figures['min_interval_samples']} rounds), but by the dominance exception to "
+        f"that rule: each of the {counted} rounds of {wording.impls(slower)} was at least "
+        f"{wording.percent(figures['margin'])} slower than {wording.impl(one.impls[0])}'s slowest of "
+        f"{figures['winner_rounds']} (docs/advise.md)"
+    )
+
+
 def _method(one: Pick) -> str:
     if one.method == PAIRED:
         return f"paired over {one.rounds} rounds"
     if one.method == "replicates":  # mhabench.analysis.advice.answers: a lead combined across processes
         return f"across {one.rounds} replicates, each paired over its rounds"
-    return f"ratio of medians: {one.unpaired}"
+    if one.unpaired == "too_few_shared_rounds":
+        rounds = f"{one.rounds} shared round{'s' if one.rounds != 1 else ''}"
+        return f"ratio of medians: only {rounds}, fewer than the {MIN_PAIRED_ROUNDS} pairing needs"
+    return f"ratio of medians: {UNPAIRED_WORDS.get(one.unpaired, one.unpaired)}"
+
+
+UNPAIRED_WORDS = {"no_raw_samples": "no raw samples stored", "not_same_rounds": "not timed in the same rounds"}
+"""Why a lead is a ratio of medians, by :func:`mhabench.analysis.estimate.row_ratio`'s code."""
 
 
 def _excluded(case: MeasuredCase) -> str:

@@ -26,8 +26,8 @@ from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LAUNCH_BOUND_SHARE, LOW_EFFICIENCY
 from mhabench.analysis.advice.wording import WHY, Statement
+from mhabench.analysis.estimate import is_ok
 from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, HARDWARE, executed
-from mhabench.analysis.speedup import is_ok
 from mhabench.analysis.throughput import (
     EXECUTED_OVER_USEFUL,
     USEFUL_EFFICIENCY,
@@ -141,8 +141,11 @@ def position(row: Row) -> Position | None:
     peak_tflops, peak_gbps = number(row, PEAK_TFLOPS), number(row, PEAK_GBPS)
     if not (peak_tflops and peak_gbps):
         return None
-    frame = pd.DataFrame([dict(row)])
-    useful, done = throughput(frame).iloc[0], executed(frame).iloc[0]
+    if USEFUL_TFLOPS in row and HARDWARE in row:  # computed once for the run (advice.cases.cases_of)
+        useful = done = row
+    else:
+        frame = pd.DataFrame([dict(row)])
+        useful, done = throughput(frame).iloc[0], executed(frame).iloc[0]
     intensity, rate = number(useful, USEFUL_INTENSITY), number(useful, USEFUL_TFLOPS)
     if not (intensity and rate):
         return None
@@ -172,7 +175,14 @@ def roofline(case: MeasuredCase, impl: str) -> Statement | None:
         f"{as_in_table(point.efficiency, USEFUL_EFFICIENCY)} of the attainable {point.attainable_tflops:.3g} TFLOP/s "
         f"({as_in_table(point.rate_tflops, USEFUL_TFLOPS)} useful TFLOP/s)"
     )
-    if point.far_from_roof:
+    if point.efficiency > 1:
+        sentence = (
+            f"{wording.impl(impl)} is {bound}-bound by its intensity: {place}; its "
+            f"{as_in_table(point.rate_tflops, USEFUL_TFLOPS)} useful TFLOP/s are above the attainable "
+            f"{point.attainable_tflops:.3g} TFLOP/s recorded for it, a roof below the work, so no efficiency is "
+            "quoted"
+        )
+    elif point.far_from_roof:
         sentence = (
             f"{wording.impl(impl)} is far from both roofs: {place}, but it reaches only {reached}, under "
             f"{wording.percent(LOW_EFFICIENCY)}: the layout (small GEMMs, extra passes) or the host sets its time, "
@@ -187,7 +197,8 @@ def roofline(case: MeasuredCase, impl: str) -> Statement | None:
         "bound": bound,
         "intensity_flop_per_byte": point.intensity,
         "useful_tflops": point.rate_tflops,
-        "efficiency": point.efficiency,
+        "efficiency": point.efficiency if point.efficiency <= 1 else None,
+        "roof_below_work": point.efficiency > 1,
         "attainable_tflops": point.attainable_tflops,
         "ridge_flop_per_byte": ridge,
         "executed_over_useful": point.executed_over_useful,

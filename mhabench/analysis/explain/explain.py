@@ -1,10 +1,11 @@
-"""Why each implementation clearly slower than a case's pick is slower, stage by stage (docs/stages.md).
+"""Why each implementation slower than a case's fastest is slower, stage by stage (docs/stages.md).
 
-Per clearly-slower row: its breakdown (the row's ``stage_breakdown``, or derived from the run's kernels.csv where
-the run profiled kernels and the row holds none — a run recorded before breakdowns existed), the stage that costs
-most beyond the pick (stages grouped so a fused attention kernel compares with scores + softmax + P·V), how far that
-stage's FLOPs and bytes are from the cost model's, and what a rule of :mod:`mhabench.analysis.explain.rules` says of
-it. Nothing runs: everything comes from the run folder.
+Per row slower than its case's fastest, or any row asked about (the fastest included): its breakdown (the row's
+``stage_breakdown``, or derived from the run's kernels.csv where the run profiled kernels and the row holds none,
+a run recorded before breakdowns existed), the stage that costs most beyond the fastest row's (stages grouped so a
+fused attention kernel compares with scores + softmax + P·V), how far that stage's FLOPs and bytes are from the
+cost model's, the dtype it computes in where that is wider than its case's, and what a rule of
+:mod:`mhabench.analysis.explain.rules` says of it. Nothing runs: everything comes from the run folder.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+import torch
 
 from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.answers import RunAnswers, answer
 from mhabench.analysis.advice.cases import MeasuredCase
-from mhabench.analysis.advice.pick import SLOWER, lead, standing
+from mhabench.analysis.advice.pick import CANNOT_TELL, SLOWER, lead, standing
+from mhabench.analysis.advice.thresholds import TIE_MARGIN
 from mhabench.analysis.advice.why import row_case
 from mhabench.analysis.explain.rules import REMEDIES, departs, first_match
-from mhabench.errors import InputError
+from mhabench.errors import InputError, UnknownImplementationError
 from mhabench.impls.registry import get_spec
 from mhabench.measure.stages import breakdown, kernel_units
 from mhabench.results.kernels import read_kernels
@@ -49,6 +52,9 @@ class Explanation:
     rule: str
     text: str
     stages: tuple[StageFigures, ...]
+    standing: str = "clearly slower"
+    """How the row stands against the case's fastest: ``clearly slower``, ``cannot tell`` (slower by its median
+    only), ``tied``, or ``pick`` (the fastest, asked about)."""
 
     @property
     def short(self) -> str:
@@ -68,6 +74,7 @@ class Explanation:
             "source": self.source,
             "stage": named,
             "rule": self.rule,
+            "standing": self.standing,
             "text": self.text,
         }
 
@@ -78,7 +85,11 @@ def explain(run: Run, cases: Sequence[str] = (), impls: Sequence[str] = ()) -> l
 
 
 def explain_answers(answers: RunAnswers, cases: Sequence[str] = (), impls: Sequence[str] = ()) -> list[Explanation]:
-    """:func:`explain` on a run already read for advice (advise cites these without reading the run twice)."""
+    """:func:`explain` on a run already read for advice (advise cites these without reading the run twice).
+
+    Unasked, every row slower than its case's fastest: clearly slower, or slower by at least ``TIE_MARGIN`` by its
+    median where the case cannot tell (no interval, rounds that disagree), which the sentence says. Asked about
+    with ``impls``, each of them whatever it stands, the pick included: its own stages, costliest first."""
     _check_filters(answers, cases, impls)
     kernels = read_kernels(answers.run.path)
     found = []
@@ -86,19 +97,22 @@ def explain_answers(answers: RunAnswers, cases: Sequence[str] = (), impls: Seque
         if cases and case.case_id not in cases and case.label not in cases:
             continue
         fastest = answers.picks[case.case_id].impls[:1]
-        if not fastest:
-            continue
-        pick_row = case.row(fastest[0])
+        pick_row = case.row(fastest[0]) if fastest else None
         if pick_row is None:
             continue
         for row in case.rows:
             impl = str(row["impl"])
-            if impl == fastest[0] or (impls and impl not in impls) or row.get("status") != RowStatus.OK:
+            if (impls and impl not in impls) or row.get("status") != RowStatus.OK:
                 continue
-            ratio = lead(pick_row, row).estimate
-            if standing(ratio, pick_row, row) != SLOWER:
+            if impl == fastest[0]:
+                if impls:
+                    found.append(_explained(case, row, None, 1.0, kernels, "pick"))
                 continue
-            found.append(_explained(case, row, pick_row, ratio.ratio, kernels))
+            ratio = lead(pick_row, row).interval
+            state = standing(ratio, pick_row, row)
+            slower = state == SLOWER or (ratio.ratio >= 1 + TIE_MARGIN and state == CANNOT_TELL)
+            if slower or impls:
+                found.append(_explained(case, row, pick_row, ratio.ratio, kernels, str(state)))
     return found
 
 
@@ -149,18 +163,22 @@ def _model(row: Mapping[str, Any]) -> dict[str, Any] | None:
 def _explained(
     case: MeasuredCase,
     row: Mapping[str, Any],
-    pick_row: Mapping[str, Any],
+    pick_row: Mapping[str, Any] | None,
     slower_by: float,
     kernels: pd.DataFrame | None,
+    state: str,
 ) -> Explanation:
-    impl, pick = str(row["impl"]), str(pick_row["impl"])
+    """``pick_row`` None: ``row`` is the case's fastest, asked about; its stages are read on their own."""
+    impl = str(row["impl"])
+    pick = str(pick_row["impl"]) if pick_row is not None else impl
     figures, source = row_stages(row, kernels)
-    pick_figures, _ = row_stages(pick_row, kernels)
-    named = _costliest_beyond(_at_latency(figures, row), _at_latency(pick_figures, pick_row))
-    head = f"{wording.impl(impl)} ({slower_by:.3g}× slower than {wording.impl(pick)})"
+    pick_figures = row_stages(pick_row, kernels)[0] if pick_row is not None else []
+    named = _costliest_beyond(_at_latency(figures, row), _at_latency(pick_figures, pick_row or row))
+    head = f"{wording.impl(impl)} ({_standing_words(state, slower_by, pick)}){_dtype_clause(impl, case)}"
     if named is None:
         text = f"{head}: no stage breakdown ({source.removeprefix('none: ')})"
-        return Explanation(case.case_id, case.label, impl, pick, slower_by, source, None, "", text, tuple(figures))
+        found = (case.case_id, case.label, impl, pick, slower_by, source, None, "", text, tuple(figures), state)
+        return Explanation(*found)
     matched = first_match(named)
     rule = matched[0].name if matched else ""
     text = f"{head}: {_share(named)} of its time in the {STAGE_LABELS[named.stage]}{_departure(named)}"
@@ -176,7 +194,40 @@ def _explained(
         text += f"; its model prices no such stage: work its layout adds (`{named.top_op}`)"
     else:
         text += "; the stage runs the model's work, only slower than the pick's"
-    return Explanation(case.case_id, case.label, impl, pick, slower_by, source, named, rule, text, tuple(figures))
+    return Explanation(
+        case.case_id, case.label, impl, pick, slower_by, source, named, rule, text, tuple(figures), state
+    )
+
+
+def _standing_words(state: str, slower_by: float, pick: str) -> str:
+    """How the row stands against the case's fastest, as the sentence opens."""
+    if state == "pick":
+        return "the case's fastest"
+    if state == SLOWER:
+        return f"{slower_by:.3g}× slower than {wording.impl(pick)}"
+    if state == CANNOT_TELL:
+        return f"{slower_by:.3g}× slower than {wording.impl(pick)} by its median; no interval says how surely"
+    return f"tied with {wording.impl(pick)}, {slower_by:.3g}× by its median"
+
+
+def _dtype_clause(impl: str, case: MeasuredCase) -> str:
+    """Where the implementation computes in a wider dtype than its case's (a float64 plugin): said, since every
+    byte and FLOP the model prices for the case is at the case's width."""
+    wider, own = compute_dtype(impl), str(case.fields.get("dtype") or "")
+    if not wider or not own or _itemsize(wider) is None or _itemsize(own) is None:
+        return ""
+    if (_itemsize(wider) or 0) <= (_itemsize(own) or 0):
+        return ""
+    ratio = (_itemsize(wider) or 0) // (_itemsize(own) or 1)
+    return (
+        f"; it computes in {wider}, wider than the case's {own}: the model prices its stages at {own}, so its "
+        f"bytes read about {ratio}× the model's from the dtype alone"
+    )
+
+
+def _itemsize(name: str) -> int | None:
+    found = getattr(torch, name, None)
+    return found.itemsize if isinstance(found, torch.dtype) else None
 
 
 def _at_latency(figures: Sequence[StageFigures], row: Mapping[str, Any]) -> list[StageFigures]:
@@ -224,3 +275,11 @@ def _departure(figure: StageFigures) -> str:
         ratio = figure.bytes_ratio
         parts.append(f"moved {ratio:,.0f}× its bytes" if ratio >= 100 else f"moved {ratio:.3g}× its bytes")
     return ", which " + " and ".join(parts) if parts else ""
+
+
+def compute_dtype(impl: str) -> str | None:
+    """The registered dtype an implementation computes in when it is not its case's; None otherwise or unknown."""
+    try:
+        return get_spec(impl).compute_dtype
+    except UnknownImplementationError:
+        return None

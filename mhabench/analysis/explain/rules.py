@@ -73,11 +73,11 @@ RULES: tuple[Rule, ...] = (
 REMEDIES: dict[str, dict[str, str]] = {
     "torch_mha": {
         "per_token_gemm": "that is nn.MultiheadAttention with batch_first=True off its fast path: it transposes "
-        "the input to (n, b, d) and F.linear turns that view into one GEMM per token (pytorch/pytorch#126973); "
+        "the input to (n, b, d) and F.linear turns that view into one GEMM per token; "
         "SDPA (`fused`) avoids it, and so does its native fast path on the CPU (`torch_mha_fast`: biases present, "
         "eval, no grad)",
         "padded_gemm": "that is nn.MultiheadAttention with batch_first=True off its fast path, whose QKV projection "
-        "runs as one GEMM per token (pytorch/pytorch#126973); SDPA (`fused`) avoids it, and so does its native "
+        "runs as one GEMM per token; SDPA (`fused`) avoids it, and so does its native "
         "fast path on the CPU (`torch_mha_fast`; configs/gpu-torch-mha.yaml measures it on a GPU)",
     },
     "torch_mha_seq_first": {

@@ -14,13 +14,14 @@ from collections.abc import Sequence
 import pandas as pd
 import yaml
 
-from mhabench.analysis.advice.advise import advise
+from mhabench.analysis.answer import RunAnswer
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.pooled_rows import process_count
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
 from mhabench.analysis.throughput import EXECUTED_OVER_USEFUL
 from mhabench.analysis.throughput import LABELS as THROUGHPUT_LABELS
+from mhabench.answers_on_disk import advise_folders
 from mhabench.results.cells import flag
 from mhabench.results.columns import (
     ARITHMETIC_INTENSITY,
@@ -69,12 +70,18 @@ def build(
     """The whole report: the title, then ``first`` (a probe run's claims, which the caller reads), then
     the sections below. A run without rows (a probe run) keeps only the environment and the config.
     ``kernels``: the longest kernels of each profiled row to list (0: no such section). A replicated run's
-    result tables are pooled across its processes; ``replicate_rows`` adds each process's rows after them."""
+    result tables are pooled across its processes; ``replicate_rows`` adds each process's rows after them. The
+    advice and the tables read one answer (a row is styled as the pick only where it says winner)."""
+    advice = advise_folders([run], baseline=baseline) if len(run.rows) else None
     return [
         Heading(f"mhabench report: {run.run_id}", 1),
         *first,
-        *(report_blocks(advise([run])) if len(run.rows) else []),
-        *(_result_blocks(run, baseline, replicate_rows) if len(run.rows) else [Paragraph(_no_rows_sentence(run))]),
+        *(report_blocks(advice) if advice else []),
+        *(
+            _result_blocks(run, advice.runs[0].record, baseline, replicate_rows)
+            if advice
+            else [Paragraph(_no_rows_sentence(run))]
+        ),
         *(stage_blocks(run) if len(run.rows) else []),
         *kernel_blocks(run, kernels),
         *(energy_blocks(run) if len(run.rows) else []),
@@ -87,9 +94,9 @@ def build(
     ]
 
 
-def _result_blocks(run: Run, baseline: str, replicate_rows: bool = False) -> list[Block]:
+def _result_blocks(run: Run, record: RunAnswer, baseline: str, replicate_rows: bool = False) -> list[Block]:
     rows = run.frame
-    speedups = speedup_rows(rows, baseline)
+    speedups = record.with_picks(speedup_rows(rows, baseline))
     if run.manifest.replicated:
         tables = _pooled_sections(speedups, baseline, replicate_rows)
     else:
