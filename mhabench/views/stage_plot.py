@@ -22,7 +22,7 @@ from mhabench.results.schema import RowStatus
 from mhabench.results.stages import StageFigures
 from mhabench.results.store import Run
 from mhabench.stage_cost import STAGE_LABELS, STAGES
-from mhabench.views.plots import Plot, ok_rows, render
+from mhabench.views.plots import Plot, fitted_legend, ok_rows, render
 from mhabench.views.report.blocks import Block, Heading, Paragraph
 
 MAX_CASES = 6
@@ -103,5 +103,5 @@ def _figure(case_id: str, bars: list[Bar]) -> Figure:
     ax.set_title(case_id, fontsize="medium")
     shown = [s for s in STAGES if any(s in m or s in d for _, m, d in bars)]
     handles = [Patch(color=COLOURS[s], label=STAGE_LABELS[s]) for s in shown]
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(handles)), fontsize="small")
+    fitted_legend(fig, handles, "outside lower center")
     return fig
