@@ -14,12 +14,15 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from shared_runs import recorded
 from synthetic_runs import row
 
-from mhabench.analysis.throughput import USEFUL_EFFICIENCY, roofs, throughput
+from mhabench.analysis.executed import EXECUTED_INTENSITY, EXECUTED_TFLOPS
+from mhabench.analysis.speedup import speedup_rows
+from mhabench.analysis.throughput import LABELS, USEFUL_EFFICIENCY, roofs, throughput, with_roofs
 from mhabench.measure.peaks import DevicePeaks, RoofSource
 from mhabench.measure.roofline import with_peaks, work_points
 from mhabench.results.columns import PEAK_GBPS, PEAK_TFLOPS, ROOF_SOURCE
@@ -28,6 +31,8 @@ from mhabench.results.store import load_run
 from mhabench.run import runner
 from mhabench.run.roof import RoofCheck
 from mhabench.scenario.loading import parse_config
+from mhabench.views import plots
+from mhabench.views.pooled import pooled_table
 from mhabench.views.run_notes import roof_lines
 
 FINDINGS_RUNS = Path(__file__).resolve().parents[1] / "docs" / "findings" / "runs"
@@ -197,6 +202,7 @@ def test_the_loaded_run_reads_fused_against_the_runs_largest_probe(loaded_run: p
     assert table.loc[fused, ROOF_SOURCE].item() == "re-probed"
     assert (table[USEFUL_EFFICIENCY] <= 1.0).all()
     assert set(table.loc[loaded_run["repeat"] == 0, ROOF_SOURCE]) == {"probed"}
+    assert with_roofs(with_roofs(loaded_run)).equals(with_roofs(loaded_run))
     (line,) = roof_lines(loaded_run)
     assert line.startswith("roof corrected (24 rows re-probed); `fused` at n=2048 h=8 d=512 b=1 float32 ran above ")
     assert "%" not in line
@@ -218,3 +224,16 @@ def test_work_points_are_the_executed_and_the_useful_one() -> None:
     assert work_points(placed.roofline, placed.cost) == [(0.5, 10.0), (0.5, 10.0)]
     assert work_points(dataclasses.replace(placed.roofline, achieved_gbps=None), None) == []
     assert math.isclose(placed.roofline.roofline_efficiency, 0.5)
+
+
+def test_the_loaded_runs_pooled_table_and_roofline_stand_on_the_runs_largest_probe(loaded_run: pd.DataFrame) -> None:
+    """The pooled table shows one process's row per case: it is judged against every process's probe, and the
+    roofline draws one roof (the run's largest probe) with no point above it."""
+    table = pooled_table(speedup_rows(loaded_run), "naive")
+    column = table.headers.index(LABELS[USEFUL_EFFICIENCY])
+    shown = [float(cells[column].rstrip("%")) for cells in table.cells if cells[column].endswith("%")]
+    assert len(shown) == 12 and max(shown) <= 100.0
+    points = plots.roofline_points(loaded_run)
+    assert points[PEAK_TFLOPS].nunique() == 1 and points[PEAK_TFLOPS].iloc[0] == pytest.approx(0.358613, rel=1e-5)
+    roof = np.minimum(points[PEAK_TFLOPS], points[EXECUTED_INTENSITY] * points[PEAK_GBPS] / 1e3)
+    assert (points[EXECUTED_TFLOPS] <= roof).all()

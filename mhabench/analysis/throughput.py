@@ -139,6 +139,13 @@ def roofs(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def with_roofs(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with their roof columns (``peak_tflops``, ``peak_gbps``, ``roof_source``) as :func:`roofs` corrects
+    them: for a view that keeps a subset of a run's rows (one process's row per case, a plot's points) and must
+    judge them against the roof the whole run shows. Applying it twice changes nothing."""
+    return rows.assign(**{name: values for name, values in roofs(rows).items()})
+
+
 def throughput(rows: pd.DataFrame) -> pd.DataFrame:
     """Per row: useful TFLOP/s, useful intensity, the roof there, efficiency, executed over useful FLOPs, bound, and
     how the roof was obtained (:func:`roofs`)."""

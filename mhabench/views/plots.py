@@ -37,6 +37,7 @@ from mhabench.analysis.executed import (
     source_points,
 )
 from mhabench.analysis.speedup import DEFAULT_BASELINE
+from mhabench.analysis.throughput import with_roofs
 from mhabench.results.cells import cell
 from mhabench.results.columns import (
     BATCH,
@@ -386,7 +387,7 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     FLOPs, or a causal flash row would stand above the compute roof (:mod:`mhabench.analysis.executed`). FLOPs and
     bytes come from the hardware counters where ``intensity_source`` is hardware (``source``: hardware), are
     counted where it is measured (``source``: measured), else modelled."""
-    ok = ok_rows(rows)
+    ok = with_roofs(ok_rows(rows))  # the roofs the tables judge by: never below a row's work
     done = executed(ok)
     points = pd.DataFrame(
         {
