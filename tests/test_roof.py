@@ -126,6 +126,15 @@ def test_a_datasheet_roof_is_never_moved_while_a_run_goes() -> None:
     assert check.checked(above) is above and check.peaks["float32"] is sheet
 
 
+def test_a_row_without_a_roof_stays_without_one() -> None:
+    """A row computing in a dtype whose rate this device has no figure for (fp8 on a probed roof) is not placed."""
+    unplaced = dataclasses.replace(result_row(3.0, PROBED), roofline=Roofline(tokens_per_s=1.0, roofline_source="x"))
+    check = RoofCheck({"float32": PROBED}, lambda dtype: pytest.fail("nothing to probe for"))
+    assert check.checked(unplaced) is unplaced
+    rows = probed_rows(("fused", 0.1, 0.5, 0)).assign(peak_tflops=None, peak_gbps=None)
+    assert roofs(rows)[ROOF_SOURCE].isna().all()
+
+
 def test_a_run_on_a_probe_far_below_its_rows_writes_every_row_at_or_under_its_roof(
     tiny_config_data: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

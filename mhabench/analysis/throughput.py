@@ -120,7 +120,9 @@ def roofs(rows: pd.DataFrame) -> pd.DataFrame:
         },
         index=rows.index,
     )
-    probed = out[ROOF_SOURCE].ne(RoofSource.DATASHEET) & out[PEAK_TFLOPS].gt(0) & out[PEAK_GBPS].gt(0)
+    placed = out[PEAK_TFLOPS].gt(0) & out[PEAK_GBPS].gt(0)
+    out[ROOF_SOURCE] = out[ROOF_SOURCE].where(placed)  # a row without a roof has no roof source
+    probed = out[ROOF_SOURCE].ne(RoofSource.DATASHEET) & placed
     if not probed.any():
         return out
     work, keys = needed_roof(rows), [key for key in ROOF_GROUP if key in rows]

@@ -33,7 +33,9 @@ class RoofCheck:
         """``row`` against its dtype's current roof (a row of a case measured before the roof moved included),
         corrected first where the row lies above it."""
         point, dtype = row.roofline, row.case.dtype
-        if point is None or dtype not in self.peaks or point.roof_source == RoofSource.DATASHEET:
+        if point is None or point.peak_tflops is None or dtype not in self.peaks:
+            return row  # not placed: no roof known for the dtype it computes in
+        if point.roof_source == RoofSource.DATASHEET:
             return row
         peaks, work = self.peaks[dtype], work_points(point, row.cost)
         if peaks.below(work) and dtype not in self.reprobed:
