@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from shared_runs import recorded
-from synthetic_runs import row
+from synthetic_runs import calibrate_test_machine, rounds, row, write_run
+from typer.testing import CliRunner
 
 from mhabench.analysis.executed import EXECUTED_INTENSITY, EXECUTED_TFLOPS
 from mhabench.analysis.speedup import speedup_rows
 from mhabench.analysis.throughput import LABELS, USEFUL_EFFICIENCY, roofs, throughput, with_roofs
+from mhabench.cli import app
 from mhabench.measure.peaks import DevicePeaks, RoofSource
 from mhabench.measure.roofline import with_peaks, work_points
 from mhabench.results.columns import PEAK_GBPS, PEAK_TFLOPS, ROOF_SOURCE
@@ -246,3 +249,15 @@ def test_the_loaded_runs_pooled_table_and_roofline_stand_on_the_runs_largest_pro
     assert points[PEAK_TFLOPS].nunique() == 1 and points[PEAK_TFLOPS].iloc[0] == pytest.approx(0.358613, rel=1e-5)
     roof = np.minimum(points[PEAK_TFLOPS], points[EXECUTED_INTENSITY] * points[PEAK_GBPS] / 1e3)
     assert (points[EXECUTED_TFLOPS] <= roof).all()
+
+
+def test_no_reason_advise_gives_cites_an_efficiency_above_100_percent(tmp_path: Path) -> None:
+    """One process whose probe (0.005 TFLOP/s) came out below its winner's 0.0084 useful TFLOP/s: advise's why
+    quotes the efficiency against the roof raised to that row, never 168 %."""
+    times = rounds({"fused": 1.0, "naive": 3.0}, count=20)
+    low = {"peak_tflops": 0.005, "roofline_source": "measured"}
+    run_dir = write_run(tmp_path, "low-probe", [{**row(impl, times[impl]), **low} for impl in times])
+    calibrate_test_machine(0.02)
+    output = " ".join(CliRunner().invoke(app, ["advise", str(run_dir)]).output.split())
+    cited = [float(value) for value in re.findall(r"(\d+(?:\.\d+)?)% of the attainable", output)]
+    assert cited and max(cited) <= 100.0, output
