@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from mhabench.analysis.executed import EXECUTED_INTENSITY, EXECUTED_TFLOPS
 from mhabench.analysis.speedup import speedup_rows
-from mhabench.analysis.throughput import LABELS, USEFUL_EFFICIENCY, roofs, throughput, with_roofs
+from mhabench.analysis.throughput import LABELS, ROOF, USEFUL_EFFICIENCY, roofs, throughput, with_roofs
 from mhabench.cli import app
 from mhabench.measure.peaks import DevicePeaks, RoofSource
 from mhabench.measure.roofline import with_peaks, work_points
@@ -153,6 +153,7 @@ def test_a_run_on_a_probe_far_below_its_rows_writes_every_row_at_or_under_its_ro
     assert set(rows[ROOF_SOURCE]) == {"raised to row"}
     assert (rows["roofline_efficiency"] <= 1.0).all()
     assert (throughput(rows)[USEFUL_EFFICIENCY] <= 1.0).all()
+    assert pd.concat([rows, throughput(rows)], axis=1).columns.is_unique  # as the tables join them
     assert result.manifest.roofline["float32"]["roof_source"] == "raised to row"
 
 
@@ -183,7 +184,7 @@ def test_a_row_faster_than_any_probe_raises_its_groups_roof_to_its_own_work() ->
     rows = probed_rows(("fused", 1e-4, 0.5, 0), ("naive", 1.0, 0.5, 0))
     needed = rows["useful_flops"][0] / 1e-7 / 1e12
     table = throughput(rows)
-    assert list(table[ROOF_SOURCE]) == ["raised to row", "raised to row"]
+    assert list(table[ROOF]) == ["raised to row", "raised to row"]
     assert table[USEFUL_EFFICIENCY][0] == 1.0 and table[USEFUL_EFFICIENCY][1] < 1.0
     assert roofs(rows)[PEAK_TFLOPS][0] == pytest.approx(needed)
     assert roof_lines(rows)[0].startswith("roof corrected (2 rows raised to row); `fused` at ")
@@ -211,9 +212,9 @@ def test_the_loaded_run_reads_fused_against_the_runs_largest_probe(loaded_run: p
     fused = (loaded_run["impl"] == "fused") & (loaded_run["seq_len"] == 2048) & (loaded_run["repeat"] == 1)
     assert loaded_run.loc[fused, "roofline_efficiency"].item() == pytest.approx(1.457, abs=1e-3)  # as stored
     assert table.loc[fused, USEFUL_EFFICIENCY].item() == pytest.approx(0.111452 / 0.358613, rel=1e-4)
-    assert table.loc[fused, ROOF_SOURCE].item() == "re-probed"
+    assert table.loc[fused, ROOF].item() == "re-probed"
     assert (table[USEFUL_EFFICIENCY] <= 1.0).all()
-    assert set(table.loc[loaded_run["repeat"] == 0, ROOF_SOURCE]) == {"probed"}
+    assert set(table.loc[loaded_run["repeat"] == 0, ROOF]) == {"probed"}
     assert with_roofs(with_roofs(loaded_run)).equals(with_roofs(loaded_run))
     (line,) = roof_lines(loaded_run)
     assert line.startswith("roof corrected (24 rows re-probed); `fused` at n=2048 h=8 d=512 b=1 float32 ran above ")

@@ -53,6 +53,9 @@ USEFUL_ATTAINABLE_TFLOPS = "useful_attainable_tflops"
 USEFUL_EFFICIENCY = "useful_efficiency"
 EXECUTED_OVER_USEFUL = "executed_over_useful"
 USEFUL_BOUND = "useful_bound"
+ROOF = "roof"
+"""How the roof these figures are judged against was obtained (a :class:`~mhabench.measure.peaks.RoofSource`
+word): the stored ``roof_source``, or ``re-probed`` / ``raised to row`` where :func:`roofs` corrected it."""
 LABELS = {
     USEFUL_FLOPS: "useful FLOPs",
     USEFUL_INTENSITY: "FLOP/B",
@@ -173,7 +176,7 @@ def throughput(rows: pd.DataFrame) -> pd.DataFrame:
             USEFUL_EFFICIENCY: efficiency,
             EXECUTED_OVER_USEFUL: executed(rows)[EXECUTED_TFLOPS] / rate,
             USEFUL_BOUND: bound,
-            ROOF_SOURCE: roof[ROOF_SOURCE],
+            ROOF: roof[ROOF_SOURCE],
         },
         index=rows.index,
     )

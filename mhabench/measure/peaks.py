@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import platform
 import re
@@ -150,13 +151,17 @@ class DevicePeaks:
         points = list(points)
         if not self.below(points):
             return self
-        return dataclasses.replace(
+        raised = dataclasses.replace(
             self,
             peak_tflops=max([self.peak_tflops, *(rate for rate, _ in points)]),
             peak_gbps=max([self.peak_gbps, *(rate / intensity * 1e3 for rate, intensity in points)]),
             source=f"{self.source}; raised to row",
             roof_source=RoofSource.RAISED,
         )
+        while raised.below(points):  # rate / intensity × intensity can round a last bit below the rate
+            tflops, gbps = math.nextafter(raised.peak_tflops, math.inf), math.nextafter(raised.peak_gbps, math.inf)
+            raised = dataclasses.replace(raised, peak_tflops=tflops, peak_gbps=gbps)
+        return raised
 
 
 def device_name(device: torch.device) -> str:

@@ -13,10 +13,10 @@ import pandas as pd
 
 from mhabench.analysis.case_drift import case_drifts, drift_line
 from mhabench.analysis.case_label import case_label
-from mhabench.analysis.throughput import needed_roof, stored_roof_source, throughput
+from mhabench.analysis.throughput import ROOF, needed_roof, stored_roof_source, throughput
 from mhabench.measure.peaks import RoofSource
 from mhabench.measure.torch_messages import messages_of
-from mhabench.results.columns import IMPL, NOTE, PEAK_GBPS, PEAK_TFLOPS, ROOF_SOURCE
+from mhabench.results.columns import IMPL, NOTE, PEAK_GBPS, PEAK_TFLOPS
 
 LEGEND = "terms (paired speedup, CI, noisy, FLOP/B, roofline eff., counted vs modelled): README.md, Glossary"
 """One line under the run's table: the words a newcomer has to look up, and where they are explained."""
@@ -38,7 +38,7 @@ def roof_lines(rows: pd.DataFrame) -> list[str]:
     never as a figure over 100 %). A datasheet roof is never corrected."""
     if rows.empty:
         return []
-    source = throughput(rows)[ROOF_SOURCE]
+    source = throughput(rows)[ROOF]
     counts = {word: int(source.eq(word).sum()) for word in (RoofSource.REPROBED, RoofSource.RAISED)}
     if not any(counts.values()):
         return []
