@@ -31,12 +31,15 @@ import numpy as np
 import pandas as pd
 
 from mhabench.analysis.executed import EXECUTED_INTENSITY, EXECUTED_TFLOPS, executed, numeric_column
+from mhabench.impls import get_spec
+from mhabench.impls.registry import available_implementations
 from mhabench.measure.peaks import RoofSource
 from mhabench.results.columns import (
     BYTES_MOVED,
     DEVICE_NAME,
     DTYPE,
     FLOPS,
+    IMPL,
     LATENCY_MS,
     PEAK_GBPS,
     PEAK_TFLOPS,
@@ -80,7 +83,8 @@ def useful_flops(rows: pd.DataFrame) -> pd.Series:
 
 
 ROOF_GROUP = (RUN_ID, DEVICE_NAME, DTYPE, TENSOR_PARALLEL)
-"""Rows that share one machine's roof: the probes of a run's processes on one device, dtype and group size."""
+"""Rows that share one machine's roof: the probes of a run's processes on one device, dtype and group size (and
+compute dtype, :func:`_compute_dtypes`)."""
 
 
 def stored_roof_source(rows: pd.DataFrame) -> pd.Series:
@@ -93,6 +97,19 @@ def stored_roof_source(rows: pd.DataFrame) -> pd.Series:
     older = pd.Series(np.where(sheet, RoofSource.DATASHEET.value, RoofSource.PROBED.value), index=rows.index)
     older = older.where(described.notna() & described.astype(str).ne(""))
     return stored.where(stored.notna(), older)
+
+
+COMPUTE_DTYPE = "compute_dtype"
+
+
+def _compute_dtypes(rows: pd.DataFrame) -> pd.Series:
+    """The dtype each row's implementation computes in where it has one of its own (``fused_fp8``: its own roof
+    inside a bf16 case), else empty: rows on different compute rates never share a roof."""
+    if IMPL not in rows:
+        return pd.Series("", index=rows.index)
+    known = set(available_implementations())
+    own = {impl: str(get_spec(impl).compute_dtype or "") if impl in known else "" for impl in rows[IMPL].unique()}
+    return rows[IMPL].map(own).fillna("")
 
 
 def needed_roof(rows: pd.DataFrame) -> pd.DataFrame:
@@ -129,8 +146,8 @@ def roofs(rows: pd.DataFrame) -> pd.DataFrame:
     if not probed.any():
         return out
     work, keys = needed_roof(rows), [key for key in ROOF_GROUP if key in rows]
-    shared = rows.loc[probed, keys].astype(str)
-    groups = shared.groupby(keys).groups.values() if keys else [shared.index]
+    shared = rows.loc[probed, keys].astype(str).assign(**{COMPUTE_DTYPE: _compute_dtypes(rows.loc[probed])})
+    groups = shared.groupby([*keys, COMPUTE_DTYPE]).groups.values()
     for index in groups:
         best = out.loc[index, [PEAK_TFLOPS, PEAK_GBPS]].max()
         needed = work.loc[index].max()
