@@ -29,7 +29,7 @@ from mhabench.scenario import overrides, plugins
 from mhabench.version import __version__
 from mhabench.views import summary
 from mhabench.views.implementations import implementations_markdown
-from mhabench.views.models import models_table
+from mhabench.views.models import models_table, models_view
 from mhabench.views.progress import RichProgress
 from mhabench.views.table import to_markdown, to_rich
 
@@ -223,7 +223,7 @@ def models(
     if markdown:
         typer.echo(to_markdown(table))
         return
-    console.print(to_rich(table))
+    console.print(models_view(console.width))
 
 
 @app.command()

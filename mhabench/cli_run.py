@@ -25,7 +25,7 @@ from mhabench.scenario import config as config_mod
 from mhabench.scenario import overrides, plugins
 from mhabench.scenario.device import resolve_device
 from mhabench.views import pooled, summary
-from mhabench.views.progress import RichProgress
+from mhabench.views.progress import RichProgress, replicate_line
 
 
 def launch(
@@ -70,7 +70,9 @@ def run_replicate_or_replicated(
         runner.run(config, out, None, request)
         return None
     files = plugins.loaded_plugin_files()
-    result = replicated_run.run_replicated(config, out, sys.argv, files, lambda line: console.print(escape(line)))
+    result = replicated_run.run_replicated(
+        config, out, sys.argv, files, lambda progress: console.print(escape(replicate_line(progress)))
+    )
     print_run(result, baseline, wide)
     return result
 

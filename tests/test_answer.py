@@ -107,9 +107,15 @@ def test_explain_names_a_dtype_wider_than_the_case(tmp_path: Path, monkeypatch: 
 def test_no_reason_cites_an_efficiency_above_its_roof(tmp_path: Path) -> None:
     times = rounds({"naive": 3.0, "fused": 1.0}, count=20)
     rows = [row(impl, ms) for impl, ms in times.items()]
-    rows = [{**one, "peak_tflops": 1e-6, "peak_gbps": 1e-3} for one in rows]  # a roof far below the work
-    run = load_run(write_run(tmp_path, "above", rows))
-    for one in answer_run(run).cases[0].impls:
+    low = {"peak_tflops": 1e-6, "peak_gbps": 1e-3}  # a roof far below the work
+    probed = load_run(
+        write_run(tmp_path / "probed", "above", [{**one, **low, "roof_source": "probed"} for one in rows])
+    )
+    for one in answer_run(probed).cases[0].impls:  # a probed roof is raised to the work, never left below it
+        assert one.why is not None and one.why.efficiency is not None and one.why.efficiency <= 1 + 1e-9
+    sheet = [{**one, **low, "roof_source": "datasheet", "roofline_source": "datasheet"} for one in rows]
+    run = load_run(write_run(tmp_path / "sheet", "above", sheet))
+    for one in answer_run(run).cases[0].impls:  # a datasheet roof stays: no efficiency is quoted against it
         assert one.why is not None and one.why.roof_below_work and one.why.efficiency is None
     printed = _text(to_terminal(advise([run])))
     assert "a roof below the work, so no efficiency is quoted" in printed and "% of the attainable" not in printed

@@ -97,7 +97,7 @@ def test_advise_compare_and_history_say_so(tmp_path: Path) -> None:
     other = write_run(tmp_path, "other", case_rows(64, GPU_B) + case_rows(128, GPU_B))
     code, stdout, stderr = cli("advise", str(mixed), "--format", "json")
     assert code == 0, stderr
-    rules = [s["rule"] for s in json.loads(stdout)["statements"] if s["kind"] == "caveat"]
+    rules = [caveat["code"] for caveat in json.loads(stdout)["caveats"]]
     assert "mixed_devices" in rules
     code, stdout, stderr = cli("compare", str(mixed), str(other))
     assert code == 0, stderr

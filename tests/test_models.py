@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from rich.cells import cell_len
+from rich.console import Console
 from typer.testing import CliRunner
 
 from mhabench.cli import app
@@ -16,7 +19,7 @@ from mhabench.probe.config import parse_probe_config
 from mhabench.scenario.cases import covered_windows, expand_cases
 from mhabench.scenario.loading import load_config, parse_config
 from mhabench.scenario.models import PRESETS, read_config_json
-from mhabench.views.models import _cells
+from mhabench.views.models import _cells, models_view
 
 CPU = torch.device("cpu")
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -259,6 +262,23 @@ def test_models_command_lists_every_preset() -> None:
     assert lines[0].startswith("| preset | d_model | heads | kv_heads | head_dim |")
     assert len(lines) == 2 + len(PRESETS)
     assert "| gemma-2-9b | 3584 | 16 | 8 | 256 * | no | 4096 | 50 | 8192 |" in markdown.output
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_models_fit_a_terminal_with_every_source_url_whole_on_one_line(width: int) -> None:
+    """At 100 columns each preset's source URL was folded over ~11 lines of its table cell."""
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(models_view(width))
+    lines = console.file.getvalue().splitlines()
+    assert max(cell_len(line) for line in lines) <= width
+    for name, model in PRESETS.items():
+        assert any(line.strip() == model.source or line.strip().endswith(f" {model.source}") for line in lines)
+        assert any(line.startswith(f"│ {name} ") for line in lines)
+    assert len(lines) <= 16 + 2 * len(PRESETS), "a table of 7 rows, its caption, one or two lines per source"
+    header = next(line for line in lines if line.startswith("┃ preset"))
+    assert ("context" in header) == (width >= 100), "a column left out only where the terminal is too narrow"
+    words = " ".join(" ".join(lines).split())
+    assert (f"Not shown at {width} columns: softcap, context" in words) == (width < 100)
 
 
 def test_cli_run_with_an_unknown_preset_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import torch
 from mhabench.measure import peaks as hardware
 from mhabench.measure.peaks import (
     DevicePeaks,
+    RoofSource,
     cuda_copy_bytes,
     datasheet_peaks,
     device_peaks,
@@ -42,7 +43,7 @@ def test_each_gpu_gets_its_own_model(
     name: str, model: str, tflops: float, tbps: float, fp8_tflops: float | None
 ) -> None:
     peaks = datasheet_peaks(name, torch.bfloat16)
-    assert peaks == DevicePeaks(tflops, tbps * 1e3, f"datasheet:{model}", fp8_tflops)
+    assert peaks == DevicePeaks(tflops, tbps * 1e3, f"datasheet:{model}", fp8_tflops, RoofSource.DATASHEET)
 
 
 @pytest.mark.parametrize(("name", "model", "tflops", "tbps", "fp8_tflops"), NAMES)
@@ -57,7 +58,9 @@ def test_fp8_rows_sit_on_the_fp8_roof(
     if fp8_tflops is None:
         assert fp8 is None
         return
-    assert fp8 == DevicePeaks(fp8_tflops, tbps * 1e3, f"datasheet:{model} (fp8 tensor rate)", fp8_tflops)
+    assert fp8 == DevicePeaks(
+        fp8_tflops, tbps * 1e3, f"datasheet:{model} (fp8 tensor rate)", fp8_tflops, RoofSource.DATASHEET
+    )
     assert fp8_tflops >= 2 * tflops - 1  # NVL/PCIe parts round their halves
 
 

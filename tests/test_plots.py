@@ -7,6 +7,8 @@ that matplotlib cannot place warns, and that is a layout bug.
 
 from __future__ import annotations
 
+import io
+import tarfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from PIL import Image
 from synthetic_runs import PEAK_GBPS, PEAK_TFLOPS, five_field_rows, row, samples, with_counts
 
 from mhabench.analysis.executed import EXECUTED_INTENSITY, EXECUTED_TFLOPS
@@ -34,6 +37,7 @@ from mhabench.results.schema import MIN_SPREAD_SAMPLES
 from mhabench.results.store import load_run
 from mhabench.views import plots
 
+FINDINGS_RUNS = Path(__file__).resolve().parents[1] / "docs" / "findings" / "runs"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -375,3 +379,46 @@ def test_a_label_leaves_out_what_another_field_already_says() -> None:
         "head_dim",
         "score_mod",
     ]
+
+
+@pytest.fixture(scope="module")
+def loaded_default_run(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """The stored default run: four implementations over three lengths, one panel per plot."""
+    folder = tmp_path_factory.mktemp("default")
+    with tarfile.open(FINDINGS_RUNS / "20261127T113344Z-default.tar.xz") as archive:
+        archive.extractall(folder, filter="data")
+    return load_run(folder / "20261127T113344Z-default").frame
+
+
+def _legend_inside(fig: plots.Figure) -> tuple[list[str], bool]:
+    """The figure legend's labels, and whether its box (markers and labels) lies within the figure's."""
+    renderer = _drawn(fig)
+    (legend,) = fig.legends
+    box = legend.get_window_extent(renderer)
+    return [text.get_text() for text in legend.get_texts()], box.x0 >= 0 and box.x1 <= fig.bbox.width
+
+
+@pytest.mark.parametrize("name", ["latency_vs_seq_len", "memory_vs_seq_len"])
+def test_the_default_runs_latency_and_memory_plots_are_wide_and_keep_their_legend_whole(
+    loaded_default_run: pd.DataFrame, name: str
+) -> None:
+    """The one-panel plots of the default run were 320 px wide, their legend cut at both ends (`naive` lost its
+    marker, `torch_mha` read `torch`)."""
+    _, x, metrics, _ = plots.FACETED[name]
+    rows = plots.ok_rows(loaded_default_run)
+    styles = plots.impl_styles(rows)
+    (fig,), _, _ = plots.facet_figures(rows, x, metrics, styles)
+    labels, inside = _legend_inside(fig)
+    assert labels == ["naive", "per_head", "fused", "torch_mha"] and inside
+    (image,) = plots.faceted(name, loaded_default_run, styles, "naive")
+    assert image.png is not None
+    assert Image.open(io.BytesIO(image.png)).size[0] >= plots.MIN_FIGURE_WIDTH_IN * plots.DPI
+
+
+def test_a_legend_of_long_names_takes_fewer_columns_until_it_fits() -> None:
+    fig = plots.Figure(figsize=(3.2, 2.4), layout="constrained")
+    fig.add_subplot()
+    names = ["an_implementation_with_a_long_name", "another_long_implementation", "naive", "torch_mha"]
+    plots.fitted_legend(fig, plots._impl_handles(names, {n: ("C0", "o") for n in names}), "outside lower center")
+    labels, inside = _legend_inside(fig)
+    assert labels == names and inside and fig.legends[0]._ncols < 4

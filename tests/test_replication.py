@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,15 @@ from mhabench.cli import app
 from mhabench.errors import InputError
 from mhabench.results.manifest import Manifest
 from mhabench.results.store import Run, load_run, typed_rows
-from mhabench.run.replicates import REPLICATES_FOLDER, Replicate, case_order, check_replicable, parse_replicate
+from mhabench.run.replicates import (
+    REPLICATES_FOLDER,
+    Replicate,
+    ReplicateProgress,
+    case_order,
+    check_replicable,
+    parse_replicate,
+)
+from mhabench.views.progress import replicate_line
 
 TRUE_RATIO = 1.05
 
@@ -180,16 +189,29 @@ scenarios:
 """
 
 
+def test_a_replicated_runs_progress_names_the_processes_and_the_one_folder_that_holds_them() -> None:
+    folder = Path("results/20261129T061756Z-default")
+    assert replicate_line(ReplicateProgress(0, 3, folder)) == (
+        "3 processes, one after another, each a replicate of the config; their rows go to "
+        "results/20261129T061756Z-default"
+    )
+    assert replicate_line(ReplicateProgress(2, 3, folder)) == "process 2/3 done: repeat 1 of 20261129T061756Z-default"
+
+
 def test_run_replicates_measures_each_process_and_merges_them_into_one_folder(tmp_path: Path) -> None:
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY)
     result = CliRunner().invoke(app, ["run", str(config), "--replicates", "2", "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert "replicate 0/2" in result.output and "replicate 1/2" in result.output
     said = " ".join(result.output.split())  # the title wraps to the table's width
     assert "speedup vs naive, across processes" in said  # the run's table: read across the processes
     (run_dir,) = (tmp_path / "out").iterdir()
     assert json.loads((run_dir / "answers.json").read_text())["replicated"] is True
+    lines = result.output.splitlines()
+    assert f"process 1/2 done: repeat 0 of {run_dir.name}" in lines
+    assert f"process 2/2 done: repeat 1 of {run_dir.name}" in lines
+    # every run folder the progress names is the one on disk: the processes' own folders were merged and removed
+    assert set(re.findall(r"\d{8}T\d{6}Z-[\w.-]+", result.output)) == {run_dir.name}
     run = load_run(run_dir)
     assert not (run_dir / REPLICATES_FOLDER).exists()
     assert (

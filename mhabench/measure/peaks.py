@@ -16,21 +16,28 @@ the choice is read when the peaks are looked up and written into ``source``.
 CPUs and unknown GPUs are measured: a large matmul for FLOP/s and a copy much larger than the
 last-level cache for bandwidth, labelled ``measured``. On CUDA both are timed with CUDA events over
 several calls (see :mod:`mhabench.measure.cuda_timing`).
+
+A probe can come out slow (a busy machine: another process took the cores while it ran), never fast, so a
+measured roof can sit below work a row then does. ``roof_source`` says how far a roof was corrected for that: a
+row above a probed roof makes the run probe again and keep the larger figures (``re-probed``); a row still
+above is itself the evidence, and the roof is raised to it (``raised to row``). A datasheet roof is never moved.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import platform
 import re
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 
+from mhabench.errors import Word
 from mhabench.measure.cuda_timing import cuda_event_times_ms, l2_cache_bytes
 
 
@@ -79,6 +86,18 @@ GPU_DATASHEETS: tuple[GpuDatasheet, ...] = (
 )
 
 
+class RoofSource(Word):
+    """How a row's roofs were obtained, from the least to the most corrected."""
+
+    DATASHEET = "datasheet"
+    PROBED = "probed"
+    """Measured once, before the process's first case."""
+    REPROBED = "re-probed"
+    """Measured again after a row ran above the first probe (or by another process of the run): the larger kept."""
+    RAISED = "raised to row"
+    """Raised to the fastest row's own throughput, which no probe reached."""
+
+
 @dataclasses.dataclass(frozen=True)
 class DevicePeaks:
     """Peak compute (TFLOP/s) and bandwidth (GB/s) for one device and dtype, and where they came from."""
@@ -88,6 +107,7 @@ class DevicePeaks:
     source: str
     fp8_tflops: float | None = None
     """The device's fp8 tensor rate where a datasheet gives one: the roof of rows that compute in fp8."""
+    roof_source: RoofSource = RoofSource.PROBED
 
     def for_compute(self, compute_dtype: str | None) -> DevicePeaks | None:
         """The roof of a row that computes in ``compute_dtype`` (None: the case's dtype, these peaks): the fp8
@@ -96,7 +116,7 @@ class DevicePeaks:
             return self
         if not compute_dtype.startswith("float8") or self.fp8_tflops is None:
             return None
-        return DevicePeaks(self.fp8_tflops, self.peak_gbps, f"{self.source} (fp8 tensor rate)", self.fp8_tflops)
+        return dataclasses.replace(self, peak_tflops=self.fp8_tflops, source=f"{self.source} (fp8 tensor rate)")
 
     @property
     def ridge_flops_per_byte(self) -> float:
@@ -108,6 +128,40 @@ class DevicePeaks:
 
     def bound(self, intensity: float) -> str:
         return "memory" if intensity < self.ridge_flops_per_byte else "compute"
+
+    def below(self, points: Iterable[tuple[float, float]]) -> bool:
+        """True when a (TFLOP/s, FLOP/B) point lies above this roofline: the roof is below work that was done."""
+        return any(rate > self.attainable_tflops(intensity) for rate, intensity in points)
+
+    def at_least(self, probe: DevicePeaks) -> DevicePeaks:
+        """Each figure the larger of this roof's and a later ``probe``'s (``re-probed`` where the probe is higher)."""
+        if probe.peak_tflops <= self.peak_tflops and probe.peak_gbps <= self.peak_gbps:
+            return self
+        return dataclasses.replace(
+            self,
+            peak_tflops=max(self.peak_tflops, probe.peak_tflops),
+            peak_gbps=max(self.peak_gbps, probe.peak_gbps),
+            source=f"{self.source}; re-probed",
+            roof_source=RoofSource.REPROBED,
+        )
+
+    def raised_to(self, points: Iterable[tuple[float, float]]) -> DevicePeaks:
+        """The lowest roof at or above this one that no (TFLOP/s, FLOP/B) point exceeds: the compute peak at least
+        the fastest rate, the bandwidth at least the most bytes per second a point implies (rate / intensity)."""
+        points = list(points)
+        if not self.below(points):
+            return self
+        raised = dataclasses.replace(
+            self,
+            peak_tflops=max([self.peak_tflops, *(rate for rate, _ in points)]),
+            peak_gbps=max([self.peak_gbps, *(rate / intensity * 1e3 for rate, intensity in points)]),
+            source=f"{self.source}; raised to row",
+            roof_source=RoofSource.RAISED,
+        )
+        while raised.below(points):  # rate / intensity × intensity can round a last bit below the rate
+            tflops, gbps = math.nextafter(raised.peak_tflops, math.inf), math.nextafter(raised.peak_gbps, math.inf)
+            raised = dataclasses.replace(raised, peak_tflops=tflops, peak_gbps=gbps)
+        return raised
 
 
 def device_name(device: torch.device) -> str:
@@ -160,12 +214,13 @@ def fp32_matmul_mode() -> str:
 
 def sheet_peaks(sheet: GpuDatasheet, dtype: torch.dtype, tf32: bool | None = None) -> DevicePeaks:
     """``sheet``'s roof for ``dtype``; ``tf32`` (default: torch's current setting) picks the fp32 one."""
-    source = f"datasheet:{sheet.model}"
+    source, sheet_gbps = f"datasheet:{sheet.model}", sheet.memory_tbps * 1e3
     if dtype != torch.float32:
-        return DevicePeaks(sheet.tensor_tflops, sheet.memory_tbps * 1e3, source, sheet.fp8_tflops)
+        return DevicePeaks(sheet.tensor_tflops, sheet_gbps, source, sheet.fp8_tflops, RoofSource.DATASHEET)
     use_tf32 = tf32_enabled() if tf32 is None else tf32
     tflops = sheet.tf32_tflops if use_tf32 else sheet.fp32_tflops
-    return DevicePeaks(tflops, sheet.memory_tbps * 1e3, f"{source} ({FP32_MODES[use_tf32]})", sheet.fp8_tflops)
+    mode = f"{source} ({FP32_MODES[use_tf32]})"
+    return DevicePeaks(tflops, sheet_gbps, mode, sheet.fp8_tflops, RoofSource.DATASHEET)
 
 
 def datasheet_peaks(name: str, dtype: torch.dtype, tf32: bool | None = None) -> DevicePeaks | None:
@@ -259,7 +314,8 @@ def _cuda_peaks(device: torch.device, dtype: torch.dtype) -> DevicePeaks:
 
 @functools.cache
 def measured_peaks(device: torch.device, dtype: torch.dtype) -> DevicePeaks:
-    """Measure matmul FLOP/s and copy bandwidth once per process for (device, dtype)."""
+    """Measure matmul FLOP/s and copy bandwidth once per process for (device, dtype); ``cache_clear`` to probe
+    again (:mod:`mhabench.run.roof`)."""
     with torch.inference_mode():
         return _cuda_peaks(device, dtype) if device.type == "cuda" else _cpu_peaks(dtype)
 

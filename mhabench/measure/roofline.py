@@ -32,6 +32,7 @@ def roofline(
         peak_tflops=peaks.peak_tflops,
         peak_gbps=peaks.peak_gbps,
         roofline_source=peaks.source,
+        roof_source=peaks.roof_source,
         skips_masked_work=skips_masked_work,
     )
     # counted where they describe the call; not when an opaque op (a custom kernel) hid part of it and the
@@ -65,6 +66,47 @@ def roofline(
         intensity_source=source,
         achieved_useful_tflops=useful,
     )
+
+
+def with_peaks(point: Roofline, peaks: DevicePeaks) -> Roofline:
+    """``point`` placed against other roofs (a re-probed or raised one): its throughput and intensity unchanged."""
+    moved = dataclasses.replace(
+        point,
+        peak_tflops=peaks.peak_tflops,
+        peak_gbps=peaks.peak_gbps,
+        roofline_source=peaks.source,
+        roof_source=peaks.roof_source,
+    )
+    intensity, judged = executed_intensity(point), executed_tflops(point)
+    if intensity is None or judged is None:
+        return moved
+    attainable = peaks.attainable_tflops(intensity)
+    return dataclasses.replace(
+        moved,
+        roofline_bound=peaks.bound(intensity),
+        attainable_tflops=attainable,
+        roofline_efficiency=judged / attainable,
+    )
+
+
+def work_points(point: Roofline, cost: ModelledCost | None) -> list[tuple[float, float]]:
+    """The (TFLOP/s, FLOP/B) points a row's efficiencies judge against its roof: the executed one (the stored
+    ``roofline_efficiency``) and the useful work at the model's minimal traffic (:mod:`mhabench.analysis.throughput`).
+    A roof below either is below work this row did."""
+    points = []
+    intensity, judged = executed_intensity(point), executed_tflops(point)
+    if intensity and judged:
+        points.append((judged, intensity))
+    if cost is not None and point.achieved_useful_tflops and cost.useful_flops and cost.bytes_moved:
+        points.append((point.achieved_useful_tflops, cost.useful_flops / cost.bytes_moved))
+    return points
+
+
+def executed_intensity(point: Roofline) -> float | None:
+    """FLOPs per byte of the placed point (achieved TFLOP/s over achieved GB/s); None where it was not placed."""
+    if not (point.achieved_tflops and point.achieved_gbps):
+        return None
+    return point.achieved_tflops * 1e3 / point.achieved_gbps
 
 
 def executed_tflops(point: Roofline) -> float | None:

@@ -85,10 +85,13 @@ def _column(name: str) -> str:
 
 
 # The read side (analysis, views) names the columns it reads through these: one spelling of each.
+RUN_ID = _column("run_id")
 SCENARIO = _column("scenario")
 CASE_ID = _column("case_id")
 IMPL = _column("impl")
 DEVICE = _column("device")
+DEVICE_NAME = _column("device_name")
+TENSOR_PARALLEL = _column("tensor_parallel")
 DTYPE = _column("dtype")
 BATCH = _column("batch")
 SEQ_LEN = _column("seq_len")
@@ -136,6 +139,7 @@ SKIPS_MASKED_WORK = _column("skips_masked_work")
 PEAK_TFLOPS = _column("peak_tflops")
 PEAK_GBPS = _column("peak_gbps")
 ROOFLINE_SOURCE = _column("roofline_source")
+ROOF_SOURCE = _column("roof_source")
 ROOFLINE_EFFICIENCY = _column("roofline_efficiency")
 INTENSITY_SOURCE = _column("intensity_source")
 HEAD_DIM = _column("head_dim")

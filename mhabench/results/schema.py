@@ -435,6 +435,13 @@ class Roofline:
     roofline_source: str = column(
         "datasheet or measured (how the roofs were obtained)", role="identity", label="roofline source"
     )
+    roof_source: str = column(
+        "datasheet; probed (measured once, at the process's start); re-probed (measured again after a row ran above "
+        "it, the larger figures kept); raised to row (raised to the fastest row's throughput, which no probe reached). "
+        "Empty in a run written before this column: read as datasheet or probed",
+        role="identity",
+        label="roof",
+    )
     roofline_bound: str = column("compute or memory: which roof limits this intensity", role="derived", label="bound")
     attainable_tflops: float = column(
         "min(peak, intensity × bandwidth)", role="derived", unit="TFLOP/s", label="attainable TFLOP/s"

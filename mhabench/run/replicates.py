@@ -66,6 +66,16 @@ class Replicate:
 
 
 @dataclasses.dataclass(frozen=True)
+class ReplicateProgress:
+    """Where a replicated run stands: ``done`` of ``count`` processes ended (0: none started yet), and the one
+    run folder their rows are merged into (the processes' own folders are temporary)."""
+
+    done: int
+    count: int
+    run_dir: Path
+
+
+@dataclasses.dataclass(frozen=True)
 class ReplicatedResult:
     """The merged run as this process wrote it (typed rows, raw samples included, and the final manifest): what the
     run summary and the short answer read, without reading the folder back."""
@@ -115,11 +125,11 @@ def run_replicated(
     out_root: Path,
     argv: list[str],
     plugin_files: Sequence[str] = (),
-    report: Callable[[str], None] = lambda line: None,
+    report: Callable[[ReplicateProgress], None] = lambda progress: None,
 ) -> ReplicatedResult:
     """Run ``config`` as ``config.replicates`` child processes, one after another; merge their rows into one folder.
 
-    ``report`` receives one line as each replicate ends (the CLI prints it). Raises
+    ``report`` is told before the first process and as each one ends (the CLI prints a line). Raises
     :class:`ReplicateFailedError` after merging what finished when a replicate fails.
     """
     started = dt.datetime.now(dt.timezone.utc)
@@ -130,6 +140,7 @@ def run_replicated(
     config_file.write_text(json.dumps(config.model_copy(update={"replicates": 1}).model_dump(mode="json")))
     finished: list[Path] = []
     failure: str | None = None
+    report(ReplicateProgress(0, config.replicates, run_dir))
     try:
         for index in range(config.replicates):
             replicate = Replicate(index, config.replicates)
@@ -138,7 +149,7 @@ def run_replicated(
                 finished.append(folder)
             if failure is not None:
                 break
-            report(f"replicate {replicate}: {folder.name if folder else '?'}")
+            report(ReplicateProgress(index + 1, config.replicates, run_dir))
     except KeyboardInterrupt:  # Ctrl-C reaches the child too; what finished is merged before stopping
         _merge(run_dir, _folders(work), argv, started, config.replicates, "interrupted")
         raise

@@ -26,7 +26,7 @@ from mhabench.impls.registry import ImplSpec
 from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.drift import DriftWatch
 from mhabench.measure.environment import environment
-from mhabench.measure.peaks import DevicePeaks, device_peaks
+from mhabench.measure.peaks import DevicePeaks, device_peaks, measured_peaks
 from mhabench.results.lifecycle import now_iso, run_folder
 from mhabench.results.liveness import liveness_fields
 from mhabench.results.manifest import Manifest
@@ -38,6 +38,7 @@ from mhabench.run.launch import check_launch
 from mhabench.run.ncu_profile import CounterSettings
 from mhabench.run.replicates import case_order
 from mhabench.run.request import RunRequest, Selector
+from mhabench.run.roof import RoofCheck
 from mhabench.run.shard import folder_name
 from mhabench.scenario import plugins
 from mhabench.scenario.cases import Case, count_cases, covered_windows, expand_cases
@@ -116,6 +117,7 @@ def run(
         # the reference workload, timed before the first case; no longer than a row's own minimum
         drift = DriftWatch(device, config.timing.noise_threshold, seconds=min(0.2, config.timing.min_run_time_s))
         run_cases(todo, device, writer, peaks, config, progress, drift)
+        live.record(roofline={dtype: dataclasses.asdict(p) for dtype, p in peaks.items()})  # as corrected
         live.record(drift=drift.finish())
         warning = drift.result().warning()
     notes = (*covered_windows(config), *([warning] if warning else []))
@@ -192,6 +194,12 @@ def roofline_peaks(device: torch.device, dtypes: list[str]) -> dict[str, DeviceP
     return {dtype: device_peaks(device, DTYPES[dtype]) for dtype in dtypes}
 
 
+def probed_again(device: torch.device, dtype: str) -> DevicePeaks:
+    """A new measurement of the roof of ``dtype`` (the per-process one dropped); a datasheet's where it has one."""
+    measured_peaks.cache_clear()
+    return device_peaks(device, DTYPES[dtype])
+
+
 def run_cases(
     todo: list[Pending],
     device: torch.device,
@@ -208,6 +216,7 @@ def run_cases(
     the rest of the sweep, the unfinished implementations of that case included, runs in children.
     """
     isolate = config.isolation == "process"
+    roof = RoofCheck(peaks, lambda dtype: probed_again(device, dtype))  # updates ``peaks`` for the next cases
     for repeat, case, names in todo:
         drift.between_cases()
         counters = CounterSettings.of(config, writer.run_dir)
@@ -215,16 +224,16 @@ def run_cases(
         done: set[str] = set()
         try:
             for row in rows:
-                _record(writer, row, progress, done)
+                _record(writer, roof.checked(row), progress, done)
         except CudaContextLostError as lost:
             isolate = True
             drift.stop("this process lost its CUDA context; the rest of the run was measured in child processes")
             if lost.culprit is not None:  # its own error, once; the others of the case are measured without it
-                _record(writer, lost.culprit, progress, done)
+                _record(writer, roof.checked(lost.culprit), progress, done)
             rest = [name for name in names if name not in done]
             rerun = case_rows(case, rest, device, writer.run_id, peaks[case.dtype], config, repeat, True, counters)
             for row in rerun:
-                _record(writer, row, progress, done)
+                _record(writer, roof.checked(row), progress, done)
 
 
 def case_rows(

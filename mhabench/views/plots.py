@@ -14,9 +14,11 @@ import itertools
 import math
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -35,6 +37,7 @@ from mhabench.analysis.executed import (
     source_points,
 )
 from mhabench.analysis.speedup import DEFAULT_BASELINE
+from mhabench.analysis.throughput import with_roofs
 from mhabench.results.cells import cell
 from mhabench.results.columns import (
     BATCH,
@@ -80,6 +83,9 @@ MAX_PANELS = 12  # axes per image; more go to further images
 MAX_IMAGES = 4  # images per plot: the tables hold every case, the plots are a legible overview
 MAX_BAR_CASES = 16  # cases per speedup bar chart image
 PANEL_SIZE_IN = (3.2, 2.4)
+MIN_FIGURE_WIDTH_IN = 6.4
+"""A figure of one or two panels is drawn this wide: at 3.2 inches (320 px) its title is cut and a legend of the
+default run's four implementations is wider than the figure."""
 BAR_LABEL_CHARS = 36  # a case label wraps at this width beside its bars
 PANEL_TITLE_CHARS = 40  # a panel's title wraps at this width (a small-font line of a 3.2-inch panel)
 TITLE_CHARS_PER_IN = 9  # characters of a medium-size title line per inch of figure width (wide ones included)
@@ -211,9 +217,24 @@ def _grid(ax: Axes) -> Axes:
     return ax
 
 
-def _legend(fig: Figure, handles: list[Line2D], where: str = "outside lower center") -> None:
-    """One legend for the whole figure, outside every axes, so it can never cover data."""
-    fig.legend(handles=handles, loc=where, ncols=1 if "right" in where else 4, fontsize="small", frameon=False)
+def _legend(fig: Figure, handles: Sequence[Artist], where: str = "outside lower center") -> None:
+    """One legend for the whole figure, outside every axes, so it can never cover data; beside the axes in one
+    column, or below them in as many columns as the figure's width holds (every label and marker whole)."""
+    if "right" in where:
+        fig.legend(handles=handles, loc=where, ncols=1, fontsize="small", frameon=False)
+        return
+    fitted_legend(fig, handles, where, frameon=False)
+
+
+def fitted_legend(fig: Figure, handles: Sequence[Artist], where: str, max_columns: int = 4, **options: Any) -> None:
+    """A figure legend at ``where`` in the most columns (up to ``max_columns``) whose width fits the figure: a
+    legend wider than its figure loses its first marker and its last label's end to the image's edges."""
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    for columns in range(min(max_columns, len(handles)), 0, -1):
+        legend = fig.legend(handles=handles, loc=where, ncols=columns, fontsize="small", **options)
+        if columns == 1 or legend.get_window_extent(renderer).width <= fig.bbox.width:
+            return
+        legend.remove()
 
 
 def _impl_handles(names: Sequence[str], styles: dict[str, tuple[str, str]]) -> list[Line2D]:
@@ -251,7 +272,8 @@ def _facet_figure(panels: list[tuple], x: str, metrics: Sequence[Metric], styles
     """Panels × metrics in a grid with shared axes; the empty cells of the last row are removed."""
     count = len(panels) * len(metrics)
     nrows = math.ceil(count / columns)
-    fig = Figure(figsize=(PANEL_SIZE_IN[0] * columns, PANEL_SIZE_IN[1] * nrows + 0.9), layout="constrained")
+    width_in = max(PANEL_SIZE_IN[0] * columns, MIN_FIGURE_WIDTH_IN)
+    fig = Figure(figsize=(width_in, PANEL_SIZE_IN[1] * nrows + 0.9), layout="constrained")
     grid = fig.subplots(nrows, columns, sharex=True, sharey="col" if len(metrics) > 1 else True, squeeze=False)
     cells = list(grid.flat)
     for ax in cells[count:]:
@@ -365,7 +387,7 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     FLOPs, or a causal flash row would stand above the compute roof (:mod:`mhabench.analysis.executed`). FLOPs and
     bytes come from the hardware counters where ``intensity_source`` is hardware (``source``: hardware), are
     counted where it is measured (``source``: measured), else modelled."""
-    ok = ok_rows(rows)
+    ok = with_roofs(ok_rows(rows))  # the roofs the tables judge by: never below a row's work
     done = executed(ok)
     points = pd.DataFrame(
         {

@@ -24,9 +24,7 @@ from mhabench.analysis.pooled_rows import (
     process_count,
 )
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
-from mhabench.analysis.throughput import (
-    throughput,
-)
+from mhabench.analysis.throughput import throughput, with_roofs
 from mhabench.results.columns import (
     CASE_ID,
     COMPILE_TIME_S,
@@ -65,7 +63,7 @@ def pooled_table(
 ) -> TableModel:
     """The pooled results table of a replicated run's :func:`speedup_rows` (pooled here); a row is styled as
     the pick only where its ``pick`` column says ``winner``."""
-    pooled = pooled_rows(speedups)
+    pooled = pooled_rows(with_roofs(speedups))  # every process's probe, not the pooled row's alone
     frame = pd.concat([pooled, throughput(pooled)], axis=1)
     with_compile = COMPILE_TIME_S in frame and bool(frame[COMPILE_TIME_S].notna().any())
     columns = _columns(baseline, with_compile)

@@ -1,4 +1,5 @@
-"""The progress bar ``mhabench run`` shows while it measures (rich), one step per (case, implementation)."""
+"""What ``mhabench run`` shows while it measures: a progress bar (rich), one step per (case, implementation), and
+a replicated run's line per process."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from mhabench.run.replicates import ReplicateProgress
 
 
 class RichProgress:
@@ -36,3 +39,14 @@ class RichProgress:
 
     def advance(self, label: str) -> None:
         self._bar.update(self._task, advance=1, description=label)
+
+
+def replicate_line(progress: ReplicateProgress) -> str:
+    """Before the first process, where the rows will be; then each process as it ends, as the repeat it becomes.
+    The processes' own run folders are merged and removed: no line names one."""
+    if progress.done == 0:
+        return (
+            f"{progress.count} processes, one after another, each a replicate of the config; "
+            f"their rows go to {progress.run_dir}"
+        )
+    return f"process {progress.done}/{progress.count} done: repeat {progress.done - 1} of {progress.run_dir.name}"

@@ -1,4 +1,4 @@
-"""The lines under ``mhabench run``'s table: drift inside a case, rows above a measured roof, cases measured on more
+"""The lines under ``mhabench run``'s table: drift inside a case, a corrected roof, cases measured on more
 than one device, torch's expected messages (each once), the legend.
 
 A row's ``note`` holds what torch said while it was checked (:mod:`mhabench.measure.torch_messages`);
@@ -14,9 +14,10 @@ import pandas as pd
 from mhabench.analysis.case_drift import case_drifts, drift_line
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.device_mix import run_device_mix
-from mhabench.analysis.throughput import USEFUL_EFFICIENCY, as_in_table, throughput
+from mhabench.analysis.throughput import ROOF, needed_roof, stored_roof_source, throughput
+from mhabench.measure.peaks import RoofSource
 from mhabench.measure.torch_messages import messages_of
-from mhabench.results.columns import IMPL, NOTE, ROOFLINE_SOURCE
+from mhabench.results.columns import IMPL, NOTE, PEAK_GBPS, PEAK_TFLOPS
 from mhabench.views.device_mix import device_lines
 
 LEGEND = "terms (paired speedup, CI, noisy, FLOP/B, roofline eff., counted vs modelled): README.md, Glossary"
@@ -25,7 +26,7 @@ LEGEND = "terms (paired speedup, CI, noisy, FLOP/B, roofline eff., counted vs mo
 
 def lines_under_table(rows: pd.DataFrame) -> list[str]:
     """Drift inside a case (:mod:`mhabench.analysis.case_drift`), then torch's messages, each once."""
-    return [*drift_lines(rows), *above_roof_lines(rows), *device_lines(run_device_mix(rows)), *note_lines(rows)]
+    return [*drift_lines(rows), *roof_lines(rows), *device_lines(run_device_mix(rows)), *note_lines(rows)]
 
 
 def drift_lines(rows: pd.DataFrame) -> list[str]:
@@ -33,25 +34,34 @@ def drift_lines(rows: pd.DataFrame) -> list[str]:
     return [drift_line(drift) for drift in case_drifts(rows)]
 
 
-def above_roof_lines(rows: pd.DataFrame) -> list[str]:
-    """One line when rows ran above a *measured* roof (roofline eff. over 100 %): that roof was probed once, at the
-    process's start, and the machine's speed moved since (a loaded VM), so their efficiency reads high. A datasheet
-    roof is not probed: a row above it is a cost-model question, which advise's "Model disagreements" asks."""
-    if ROOFLINE_SOURCE not in rows or rows.empty:
+def roof_lines(rows: pd.DataFrame) -> list[str]:
+    """One line when the table judges rows against a corrected roof (:func:`~mhabench.analysis.throughput.roofs`):
+    how many were re-probed or raised to a row, and which rows ran above the roof their own process probed (named,
+    never as a figure over 100 %). A datasheet roof is never corrected."""
+    if rows.empty:
         return []
-    efficiency = throughput(rows)[USEFUL_EFFICIENCY]
-    above = rows[(efficiency > 1.0) & rows[ROOFLINE_SOURCE].astype(str).str.startswith("measured")]
-    if above.empty:
+    source = throughput(rows)[ROOF]
+    counts = {word: int(source.eq(word).sum()) for word in (RoofSource.REPROBED, RoofSource.RAISED)}
+    if not any(counts.values()):
         return []
-    named = [
-        f"`{row[IMPL]}` at {case_label(row)} ({as_in_table(efficiency[index], USEFUL_EFFICIENCY)})"
-        for index, row in above.head(3).iterrows()
-    ]
+    needed, probe = needed_roof(rows), rows.reindex(columns=[PEAK_TFLOPS, PEAK_GBPS]).apply(pd.to_numeric)
+    above = rows[needed.gt(probe).any(axis=1) & stored_roof_source(rows).ne(RoofSource.DATASHEET)]
+    named = [f"`{row[IMPL]}` at {case_label(row)}" for _, row in above.head(3).iterrows()]
     more = f" and {len(above) - 3} more" if len(above) > 3 else ""
+    ran = (
+        f"; {', '.join(named)}{more} ran above the roof {'its' if len(above) == 1 else 'their'} process probed"
+        if named
+        else ""
+    )
+    done = ", ".join(f"{count} {_rows(count)} {word}" for word, count in counts.items() if count)
     return [
-        f"above the measured roof: {', '.join(named)}{more}: the roof was probed once, at the process's start, and the "
-        "machine's speed moved since; roofline eff. above 100 % says the probe ran slow, not that a row beat the roof"
+        f"roof corrected ({done}){ran}: a probe reads slow on a busy machine, so roofline eff. is against the run's "
+        "largest probe, or the fastest row where none reached it"
     ]
+
+
+def _rows(count: int) -> str:
+    return "row" if count == 1 else "rows"
 
 
 def note_lines(rows: pd.DataFrame) -> list[str]:

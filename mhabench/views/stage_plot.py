@@ -3,8 +3,8 @@
 Measured: each stage's share of the profiled call (docs/stages.md) times the row's median latency, so the bar is
 as long as the row's latency and split as its profiled call was. Model: each stage's FLOPs and bytes from the cost
 model, timed at the roof (the longer of FLOPs over the peak FLOP/s and bytes over the peak bandwidth, the row's
-own roofs): the least time the stage could take. The gap between the two bars of a stage is what it cost beyond
-the model; ``mhabench explain`` says why.
+own roofs as the run corrects them, :func:`~mhabench.analysis.throughput.with_roofs`): the least time the stage
+could take. The gap between the two bars of a stage is what it cost beyond the model; ``mhabench explain`` says why.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from mhabench.analysis.explain.explain import row_stages
+from mhabench.analysis.throughput import with_roofs
 from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, PEAK_GBPS, PEAK_TFLOPS, REPEAT, STATUS
 from mhabench.results.kernels import read_kernels
 from mhabench.results.schema import RowStatus
 from mhabench.results.stages import StageFigures
 from mhabench.results.store import Run
 from mhabench.stage_cost import STAGE_LABELS, STAGES
-from mhabench.views.plots import Plot, ok_rows, render
+from mhabench.views.plots import Plot, fitted_legend, ok_rows, render
 from mhabench.views.report.blocks import Block, Heading, Paragraph
 
 MAX_CASES = 6
@@ -33,7 +34,7 @@ COLOURS = dict(zip(STAGES, PALETTE, strict=True))
 
 def stage_blocks(run: Run) -> list[Block]:
     """The section, or nothing when no row of the run has a breakdown."""
-    rows = ok_rows(run.frame)
+    rows = with_roofs(ok_rows(run.frame))  # the model's time at the run's roof, not at a probe that read slow
     kernels = read_kernels(run.path)
     plots = []
     for case_id, case_rows in list(rows.groupby(CASE_ID, sort=False))[:MAX_CASES]:
@@ -103,5 +104,5 @@ def _figure(case_id: str, bars: list[Bar]) -> Figure:
     ax.set_title(case_id, fontsize="medium")
     shown = [s for s in STAGES if any(s in m or s in d for _, m, d in bars)]
     handles = [Patch(color=COLOURS[s], label=STAGE_LABELS[s]) for s in shown]
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(handles)), fontsize="small")
+    fitted_legend(fig, handles, "outside lower center")
     return fig

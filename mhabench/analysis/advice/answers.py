@@ -38,6 +38,7 @@ from mhabench.analysis.advice.pick import (
 )
 from mhabench.analysis.estimate import MIN_REPLICATES, is_ok, rows_ratio_across
 from mhabench.analysis.stats import RatioEstimate
+from mhabench.analysis.throughput import with_roofs
 from mhabench.results.columns import IMPL
 from mhabench.results.store import Run
 
@@ -63,7 +64,7 @@ class RunAnswers:
 
 def answer(run: Run) -> RunAnswers:
     """The run's cases and picks: across processes for a replicated run, per repeat otherwise."""
-    cases = cases_of(run.run_id, run.frame, across_processes=run.manifest.replicated)
+    cases = cases_of(run.run_id, with_roofs(run.frame), across_processes=run.manifest.replicated)
     pick_of = pick_replicated if run.manifest.replicated else pick
     return RunAnswers(run, cases, {case.case_id: pick_of(case) for case in cases})
 
