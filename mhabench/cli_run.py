@@ -12,9 +12,9 @@ from typing import Any
 from rich.markup import escape
 from rich.text import Text
 
+from mhabench.cli_replicate import run_replicate
 from mhabench.cli_shell import console, err_console
 from mhabench.errors import InputError
-from mhabench.history.provenance import code_versions
 from mhabench.results.manifest import Shard
 from mhabench.run import replicates as replicated_run
 from mhabench.run import runner
@@ -24,6 +24,7 @@ from mhabench.scenario import config as config_mod
 from mhabench.scenario import plugins
 from mhabench.scenario.device import resolve_device
 from mhabench.views import pooled, summary
+from mhabench.views.run_time import run_time
 from mhabench.views.progress import RichProgress
 
 
@@ -50,10 +51,7 @@ def run_replicate_or_replicated(
     parent: the merged run, printed)."""
     replicated_run.check_replicable(config.replicates, repeat, shard, launch_env())
     if replicate is not None:
-        one = replicated_run.parse_replicate(replicate)
-        extra = {"replicate": vars(one), "code": code_versions(runner.implementations_of(config))}
-        request = RunRequest(argv=tuple(sys.argv), case_order_seed=one.index, manifest_extra=extra)
-        runner.run(config, out, None, request)
+        run_replicate(config, out, replicated_run.parse_replicate(replicate))
         return None
     files = plugins.loaded_plugin_files()
     result = replicated_run.run_replicated(config, out, sys.argv, files, lambda line: console.print(escape(line)))
@@ -110,6 +108,7 @@ def print_run(result: runner.RunResult | replicated_run.ReplicatedResult | None,
     console.print(f"results: {result.run_dir}")
     for warning in result.warnings:
         err_console.print(escape(warning), style="yellow", highlight=False, soft_wrap=True)
+    console.print(run_time(result.manifest), highlight=False, soft_wrap=True)
 
 
 def append_history(

@@ -52,6 +52,16 @@ def h100_run() -> Path:
 
 
 @pytest.fixture
+def one_thread() -> Iterator[None]:
+    """torch on one thread for the test: on a busy machine, or beside another pytest-xdist worker, two OpenMP
+    threads stall for milliseconds at random and split reductions differently from call to call."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def tiny_timing() -> TimingConfig:
     """A few milliseconds per row: enough samples for statistics, nothing more."""
     return TimingConfig(**TINY_TIMING)

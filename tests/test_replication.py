@@ -230,7 +230,9 @@ def test_a_failed_replicate_ends_the_run_with_the_finished_rows_merged(
 
     started: list[int] = []
 
-    def fake_child(config_file: Path, out_root: Path, replicate: Replicate, plugin_files: Any) -> Any:
+    def fake_child(
+        config_file: Path, out_root: Path, replicate: Replicate, plugin_files: Any, roofline: Any = None
+    ) -> Any:
         started.append(replicate.index)
         if replicate.index == 0:
             return write_run(out_root, "first", [row("naive", [1.0] * 6), row("fused", [0.5] * 6)]), None

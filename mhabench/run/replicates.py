@@ -128,16 +128,20 @@ def run_replicated(
     work.mkdir()
     config_file = work / "config.json"
     config_file.write_text(json.dumps(config.model_copy(update={"replicates": 1}).model_dump(mode="json")))
+    roofline = work / "roofline.json"
     finished: list[Path] = []
     failure: str | None = None
     try:
         for index in range(config.replicates):
             replicate = Replicate(index, config.replicates)
-            folder, failure = _run_child(config_file, work / f"replicate-{index}", replicate, plugin_files)
+            shared = roofline if roofline.exists() else None
+            folder, failure = _run_child(config_file, work / f"replicate-{index}", replicate, plugin_files, shared)
             if folder is not None:
                 finished.append(folder)
             if failure is not None:
                 break
+            if shared is None:  # the first replicate's roofs: the later ones do not probe them again
+                _write_roofline(folder, roofline)
             report(f"replicate {replicate}: {folder.name if folder else '?'}")
     except KeyboardInterrupt:  # Ctrl-C reaches the child too; what finished is merged before stopping
         _merge(run_dir, _folders(work), argv, started, config.replicates, "interrupted")
@@ -149,23 +153,36 @@ def run_replicated(
     return ReplicatedResult(merged)
 
 
-def child_command(config_file: Path, out_root: Path, replicate: Replicate, plugin_files: Sequence[str]) -> list[str]:
-    """The command line of one replicate: a fresh interpreter running the resolved config as replicate I/N."""
+def child_command(
+    config_file: Path, out_root: Path, replicate: Replicate, plugin_files: Sequence[str], roofline: Path | None = None
+) -> list[str]:
+    """The command line of one replicate: a fresh interpreter running the resolved config as replicate I/N
+    (:mod:`mhabench.cli_replicate`, which imports the runner only), with the roofs an earlier replicate measured."""
     plugins = [part for path in plugin_files for part in ("--plugin", path)]
-    command = [sys.executable, "-m", "mhabench", "run", str(config_file), "--out", str(out_root)]
-    return [*command, "--replicate", str(replicate), *plugins]
+    command = [sys.executable, "-m", "mhabench.cli_replicate", str(config_file), str(out_root), str(replicate)]
+    return [*command, *(["--roofline", str(roofline)] if roofline else []), *plugins]
+
+
+def _write_roofline(folder: Path, target: Path) -> None:
+    """The finished replicate's roofs (its manifest's ``roofline``) into ``target``, for the next replicates."""
+    roofline = json.loads((folder / MANIFEST_NAME).read_text()).get("roofline") or {}
+    if roofline:
+        target.write_text(json.dumps(roofline))
 
 
 def _run_child(
-    config_file: Path, out_root: Path, replicate: Replicate, plugin_files: Sequence[str]
+    config_file: Path,
+    out_root: Path,
+    replicate: Replicate,
+    plugin_files: Sequence[str],
+    roofline: Path | None = None,
 ) -> tuple[Path | None, str | None]:
     """Run one replicate; its run folder (None if it made none) and why it failed (None when it did not)."""
     out_root.mkdir()
     log = out_root.with_suffix(".log")
+    command = child_command(config_file, out_root, replicate, plugin_files, roofline)
     with log.open("w") as sink:
-        code = subprocess.run(
-            child_command(config_file, out_root, replicate, plugin_files), stdout=sink, stderr=subprocess.STDOUT
-        ).returncode
+        code = subprocess.run(command, stdout=sink, stderr=subprocess.STDOUT).returncode
     folders = _folders(out_root.parent)
     folder = next((path for path in folders if path.parent == out_root), None)
     if code == 0 and folder is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -128,7 +128,7 @@ def run(
     if progress:
         progress.start(sum(len(names) for _, _, names in todo))
     with run_folder(writer.run_dir, manifest, writer) as live:
-        peaks = roofline_peaks(device, sorted({case.dtype for case in cases}))  # before any case is timed
+        peaks = roofline_peaks(device, sorted({case.dtype for case in cases}), request.roofline)  # before any timing
         live.record(roofline={dtype: dataclasses.asdict(p) for dtype, p in peaks.items()})
         # the reference workload, timed before the first case; no longer than a row's own minimum
         drift = DriftWatch(device, config.timing.noise_threshold, seconds=min(0.2, config.timing.min_run_time_s))
@@ -173,9 +173,13 @@ def pending(
     return todo
 
 
-def roofline_peaks(device: torch.device, dtypes: list[str]) -> dict[str, DevicePeaks]:
-    """The device's roofs per dtype: datasheet figures, or probed here before the first case."""
-    return {dtype: device_peaks(device, DTYPES[dtype]) for dtype in dtypes}
+def roofline_peaks(
+    device: torch.device, dtypes: list[str], known: Mapping[str, DevicePeaks] | None = None
+) -> dict[str, DevicePeaks]:
+    """The device's roofs per dtype: ``known`` ones (an earlier replicate's), datasheet figures, or probed here
+    before the first case."""
+    known = known or {}
+    return {dtype: known[dtype] if dtype in known else device_peaks(device, DTYPES[dtype]) for dtype in dtypes}
 
 
 def run_cases(
