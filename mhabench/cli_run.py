@@ -24,8 +24,8 @@ from mhabench.scenario import config as config_mod
 from mhabench.scenario import plugins
 from mhabench.scenario.device import resolve_device
 from mhabench.views import pooled, summary
-from mhabench.views.run_time import run_time
 from mhabench.views.progress import RichProgress
+from mhabench.views.run_time import run_time
 
 
 def launch(
