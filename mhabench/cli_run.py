@@ -25,7 +25,7 @@ from mhabench.scenario import plugins
 from mhabench.scenario.device import resolve_device
 from mhabench.views import pooled, summary
 from mhabench.views.progress import RichProgress
-from mhabench.views.run_time import run_time
+from mhabench.views.run_time import estimate_line, replicate_line, run_time
 
 
 def launch(
@@ -54,9 +54,15 @@ def run_replicate_or_replicated(
         run_replicate(config, out, replicated_run.parse_replicate(replicate))
         return None
     files = plugins.loaded_plugin_files()
-    result = replicated_run.run_replicated(config, out, sys.argv, files, lambda line: console.print(escape(line)))
+    result = replicated_run.run_replicated(config, out, sys.argv, files, print_replicate)
     print_run(result, baseline)
     return result
+
+
+def print_replicate(ended: replicated_run.ReplicateEnded) -> None:
+    """A replicated run's line as a process ends: its folder, its time and the time left."""
+    line = replicate_line(str(ended.replicate), ended.folder_name, ended.seconds, ended.left_s)
+    console.print(escape(line), highlight=False)
 
 
 def shard_selection(config: config_mod.RunConfig, shard: Shard | None) -> tuple[Selector | None, dict[str, Any] | None]:
@@ -86,6 +92,20 @@ def resume(ref: str, results_root: Path, force: bool, baseline: str) -> None:
         )
         result = launch(plan.config, plan.run_dir.parent, progress, request)
     print_run(result, baseline)
+
+
+def dry_run(config: config_mod.RunConfig, repeats: int, history: Path | str | None) -> None:
+    """``--dry-run``: the planned rows with their modelled cost, and how long the run will take (per-call times
+    from the ``history`` folder's earlier runs of the same cases where it has them, else the cost model)."""
+    from mhabench.history.store import median_latencies_ms
+    from mhabench.results.store import rows_frame
+    from mhabench.views.table import to_rich
+
+    planned = runner.plan(config, repeats)
+    console.print(to_rich(summary.plan_table(rows_frame(planned))))
+    known = median_latencies_ms(Path(history)) if history is not None else {}
+    line = estimate_line(runner.estimate(config, planned, repeats, known))
+    console.print(escape(line), highlight=False, soft_wrap=True)
 
 
 def refuse_with_resume(**given: Any) -> None:

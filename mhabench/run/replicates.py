@@ -26,6 +26,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from mhabench.results.manifest import Ending, Manifest
 from mhabench.results.merge import write_rows
 from mhabench.results.schema import ResultRow
 from mhabench.results.store import MANIFEST_NAME, Run, load_run, new_run_dir, stored_frame, typed_rows
+from mhabench.run.estimate import processes_left_s
 from mhabench.run.shard import folder_name
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import RunConfig
@@ -63,6 +65,17 @@ class Replicate:
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicateEnded:
+    """What a replicated run reports as each replicate ends: which, its folder, how long it took, what is left."""
+
+    replicate: Replicate
+    folder_name: str
+    seconds: float
+    left_s: float
+    """The remaining replicates at the mean of the finished ones' wall times (:func:`processes_left_s`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,11 +128,11 @@ def run_replicated(
     out_root: Path,
     argv: list[str],
     plugin_files: Sequence[str] = (),
-    report: Callable[[str], None] = lambda line: None,
+    report: Callable[[ReplicateEnded], None] = lambda ended: None,
 ) -> ReplicatedResult:
     """Run ``config`` as ``config.replicates`` child processes, one after another; merge their rows into one folder.
 
-    ``report`` receives one line as each replicate ends (the CLI prints it). Raises
+    ``report`` hears of each replicate as it ends (the CLI prints a line, with the time left). Raises
     :class:`ReplicateFailedError` after merging what finished when a replicate fails.
     """
     started = dt.datetime.now(dt.timezone.utc)
@@ -131,18 +144,22 @@ def run_replicated(
     roofline = work / "roofline.json"
     finished: list[Path] = []
     failure: str | None = None
+    took_s: list[float] = []
     try:
         for index in range(config.replicates):
             replicate = Replicate(index, config.replicates)
             shared = roofline if roofline.exists() else None
+            start_s = time.monotonic()
             folder, failure = _run_child(config_file, work / f"replicate-{index}", replicate, plugin_files, shared)
+            took_s.append(time.monotonic() - start_s)
             if folder is not None:
                 finished.append(folder)
             if failure is not None:
                 break
             if shared is None:  # the first replicate's roofs: the later ones do not probe them again
                 _write_roofline(folder, roofline)
-            report(f"replicate {replicate}: {folder.name if folder else '?'}")
+            left_s = processes_left_s(config.replicates, took_s)
+            report(ReplicateEnded(replicate, folder.name if folder else "?", took_s[-1], left_s))
     except KeyboardInterrupt:  # Ctrl-C reaches the child too; what finished is merged before stopping
         _merge(run_dir, _folders(work), argv, started, config.replicates, "interrupted")
         raise

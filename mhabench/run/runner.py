@@ -33,6 +33,7 @@ from mhabench.results.manifest import Manifest
 from mhabench.results.schema import Outcome, ResultRow, RowStatus
 from mhabench.results.store import MANIFEST_NAME, RunWriter, new_run_dir, read_manifest, rows_frame
 from mhabench.run.case import CudaContextLostError, identity, modelled_cost, run_case
+from mhabench.run.estimate import PlannedRow, RowKey, RunEstimate, estimate_run
 from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
 from mhabench.run.launch import check_launch
 from mhabench.run.ncu_profile import CounterSettings
@@ -279,3 +280,23 @@ def plan(config: RunConfig, repeats: int = 1) -> list[ResultRow]:
         for case in expand_cases(config, device)
         for spec in implementations_of(config)
     ]
+
+
+def estimate(
+    config: RunConfig, planned: list[ResultRow], repeats: int = 1, known_ms: Mapping[RowKey, float] | None = None
+) -> RunEstimate:
+    """``--dry-run``: how long the run of ``planned`` (:func:`plan`'s rows) will take on this machine: per-call
+    times from ``known_ms`` (earlier runs) or the cost model on this device's roofs (probed here on a CPU)."""
+    device = resolve_device(config.device)
+    peaks = roofline_peaks(device, sorted({row.case.dtype for row in planned}))
+    rows = [PlannedRow(row.case.case_id, row.case.impl, row.cost, peaks[row.case.dtype]) for row in planned]
+    probed = any(p.source.startswith("measured") for p in peaks.values())
+    return estimate_run(
+        rows,
+        config.timing,
+        processes=config.replicates,
+        repeats=repeats,
+        known_ms=known_ms,
+        device_type=device.type,
+        probed=probed,
+    )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mhabench.results.manifest import Manifest
+from mhabench.run.estimate import MODELLED_EFFICIENCY, RunEstimate
 
 IMPORTED_S = time.monotonic()
 """When this module was imported: the start where the process's own start time cannot be read (not Linux)."""
@@ -60,3 +61,29 @@ def process_age_s(proc: Path = Path("/proc")) -> float:
 def run_time(manifest: Manifest) -> str:
     """The line for the run whose final manifest is ``manifest``, as of now."""
     return run_time_line(process_age_s(), measuring_spans_s(manifest))
+
+
+def replicate_line(replicate: str, folder_name: str, seconds: float, left_s: float) -> str:
+    """``replicate 1/3: <run id> (9.8 s; about 19.6 s left)``: the line a replicated run prints as a process ends."""
+    left = f"; about {left_s:.0f} s left" if left_s > 0 else ""
+    return f"replicate {replicate}: {folder_name} ({seconds:.1f} s{left})"
+
+
+def estimate_line(estimate: RunEstimate) -> str:
+    """``--dry-run``'s last line: the estimated wall time, its parts, and where the per-call times came from."""
+    rows = len(estimate.rows)
+    rows_s = estimate.process_s - estimate.process_start_s
+    each = f"{estimate.processes} processes × " if estimate.processes > 1 else ""
+    parts = f"{each}(start-up {estimate.process_start_s:.0f} s + {rows} rows {rows_s:.1f} s)"
+    if estimate.processes > 1:
+        parts = f"their parent's start-up {estimate.process_start_s:.0f} s, {parts}"
+    if estimate.probe_s:
+        parts += f", roof probe {estimate.probe_s:.0f} s"
+    parts += f", answer {estimate.answer_s:.0f} s"
+    sources = estimate.sources()
+    said = {
+        "history": "from earlier runs of the same cases",
+        "modelled": f"modelled (cost model at {MODELLED_EFFICIENCY:.0%} of this machine's roofs)",
+    }
+    per_call = "; ".join(f"{count} rows {said[source]}" for source, count in sorted(sources.items()))
+    return f"estimated run time: about {estimate.total_s:.0f} s ({parts}); per-call times: {per_call}. An estimate."
