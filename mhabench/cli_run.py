@@ -128,7 +128,7 @@ def print_run(result: runner.RunResult | replicated_run.ReplicatedResult | None,
     console.print(f"results: {result.run_dir}")
     for warning in result.warnings:
         err_console.print(escape(warning), style="yellow", highlight=False, soft_wrap=True)
-    console.print(run_time(result.manifest), highlight=False, soft_wrap=True)
+    console.print(run_time(result.manifest, result.rows), highlight=False, soft_wrap=True)
 
 
 def append_history(

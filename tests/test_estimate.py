@@ -171,6 +171,17 @@ def test_the_run_time_line_splits_measuring_from_everything_else() -> None:
     spans = run_time.measuring_spans_s(replicated)
     assert spans == [6.0, 7.0]
     assert "measuring 13.0 s (2 processes: 6.0 + 7.0 s), everything else 7.0 s" in run_time.run_time_line(20.0, spans)
+    with_rows = run_time.run_time_line(20.0, spans, timed_s=9.0, rows=100)
+    assert "(2 processes: 6.0 + 7.0 s; timed calls 9.0 s, the rest 40 ms a row), everything else 7.0 s" in with_rows
+
+
+def test_the_timed_calls_are_the_rows_samples_times_their_block_size() -> None:
+    def row(times_ms: tuple[float, ...], calls: int) -> Any:
+        latency = type("Latency", (), {"times_ms": times_ms, "calls_per_sample": calls})()
+        return type("Row", (), {"latency": latency})()
+
+    failed = type("Row", (), {"latency": None})()
+    assert run_time.timed_calls_s([row((1.0, 2.0), 10), row((100.0,), 1), failed]) == pytest.approx(0.13)
 
 
 def test_the_process_age_reads_procs_start_time(tmp_path: Path) -> None:

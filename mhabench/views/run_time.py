@@ -1,9 +1,11 @@
 """The line ``mhabench run`` ends with: its wall time, and how much of it was measuring.
 
 Measuring is each process's span in the run's manifest (``started_at`` to ``finished_at``: the roofs, the
-drift watch and the cases, every process of a replicated run added up); everything else is the rest of the
-command's wall time: the interpreters' start-up and imports, loading the config, merging the replicates and
-the answer after the run.
+drift watch and the cases, every process of a replicated run added up); within it, the timed calls (the rows'
+timed blocks) and the rest, per row: the tool's own work (warm-up, building, the checked and profiled calls,
+writing the row). Everything else is the rest of the command's wall time: the interpreters' start-up and
+imports, loading the config, merging the replicates and the answer after the run. Also the lines that say how
+long a run will take: ``--dry-run``'s estimate and a replicated run's time left.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from mhabench.results.manifest import Manifest
+from mhabench.results.schema import ResultRow
 from mhabench.run.estimate import MODELLED_EFFICIENCY, RunEstimate
 
 IMPORTED_S = time.monotonic()
@@ -33,12 +37,22 @@ def _span_s(started: str | None, finished: str | None) -> float:
     return (dt.datetime.fromisoformat(finished) - dt.datetime.fromisoformat(started)).total_seconds()
 
 
-def run_time_line(wall_s: float, spans_s: list[float]) -> str:
-    """``wall time 28.1 s: measuring 19.0 s (3 processes: 6.2 + 6.4 + 6.4 s), everything else 9.1 s …``."""
+def timed_calls_s(rows: Sequence[ResultRow]) -> float:
+    """Seconds the rows' timed blocks took (each sample is a block's mean per-call time): the timing itself, without
+    the warm-up."""
+    return sum(sum(row.latency.times_ms) * row.latency.calls_per_sample / 1e3 for row in rows if row.latency)
+
+
+def run_time_line(wall_s: float, spans_s: list[float], timed_s: float | None = None, rows: int = 0) -> str:
+    """``wall time 28.1 s: measuring 19.0 s (3 processes: 6.2 + 6.4 + 6.4 s; timed calls 9.6 s, the rest 39 ms a
+    row), everything else 9.1 s …``: with ``timed_s`` and the ``rows`` count, the tool's own work per row."""
     measuring_s = sum(spans_s)
     count = len(spans_s)
     each = f": {' + '.join(f'{span:.1f}' for span in spans_s)} s" if count > 1 else ""
     processes = f"{count} process{'es' if count > 1 else ''}{each}"
+    if timed_s is not None and rows:
+        rest_ms = (measuring_s - timed_s) / rows * 1e3
+        processes += f"; timed calls {timed_s:.1f} s, the rest {rest_ms:.0f} ms a row"
     other_s = max(0.0, wall_s - measuring_s)
     return (
         f"wall time {wall_s:.1f} s: measuring {measuring_s:.1f} s ({processes}), everything else {other_s:.1f} s "
@@ -58,9 +72,9 @@ def process_age_s(proc: Path = Path("/proc")) -> float:
         return time.monotonic() - IMPORTED_S
 
 
-def run_time(manifest: Manifest) -> str:
-    """The line for the run whose final manifest is ``manifest``, as of now."""
-    return run_time_line(process_age_s(), measuring_spans_s(manifest))
+def run_time(manifest: Manifest, rows: Sequence[ResultRow]) -> str:
+    """The line for the run whose final manifest is ``manifest`` and whose rows are ``rows``, as of now."""
+    return run_time_line(process_age_s(), measuring_spans_s(manifest), timed_calls_s(rows), len(rows))
 
 
 def replicate_line(replicate: str, folder_name: str, seconds: float, left_s: float) -> str:
