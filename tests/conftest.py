@@ -55,12 +55,40 @@ SLOW_TESTS = (
     "tests/test_sdpa_nested.py",
 )
 """Tests (node id prefixes) that take seconds each: a process started, torch.compile, transformers, a stored run
-answered again. ``make test-fast`` (``-m "not slow"``) leaves them out; ``make test`` runs them."""
+answered again. ``make test-fast`` leaves them out; ``make test`` runs them."""
+CORE_TESTS = tuple(
+    f"tests/test_{name}.py"
+    for name in (
+        "ablations",
+        "allocator",
+        "cli",
+        "config",
+        "cost",
+        "drift",
+        "estimate",
+        "fingerprint",
+        "limits",
+        "measure",
+        "memory_guard",
+        "pooling",
+        "reference",
+        "replication",
+        "rounds",
+        "runner",
+        "schema",
+        "speedup",
+        "step_detection",
+        "torch_errors",
+        "verdict",
+    )
+)
+"""The data path's own tests, YAML to config, cases, layers and their reference, timing, rows, the run and its
+command line, speedups and verdicts: marked ``core``; ``make test-fast`` runs those not marked ``slow``."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``cuda`` need a GPU; without one they are skipped, never faked. The tests of
-    :data:`SLOW_TESTS` and the ``compiled`` cases are marked ``slow``."""
+    :data:`SLOW_TESTS` and the ``compiled`` cases are marked ``slow``, those of :data:`CORE_TESTS` ``core``."""
     skip = (
         None
         if torch.cuda.is_available()
@@ -69,6 +97,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.nodeid.startswith(SLOW_TESTS) or "compiled" in item.nodeid:
             item.add_marker(pytest.mark.slow)
+        if item.nodeid.startswith(CORE_TESTS):
+            item.add_marker(pytest.mark.core)
         if skip is not None and item.get_closest_marker("cuda") is not None:
             item.add_marker(skip)
 

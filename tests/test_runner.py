@@ -237,12 +237,18 @@ def test_a_very_slow_implementation_leaves_the_fast_ones_their_samples(
     # machine is busy enough to stretch a sleep past 50 ms): read from its own samples, not this machine's speed
     times_ms, cap_ms = list(rows.loc[slow, "times_ms"]), timing["max_run_time_s"] * 1e3
     assert sum(times_ms[:-1]) < cap_ms <= sum(times_ms) and len(times_ms) == rows.loc[slow, "samples"] < 6
-    assert rows.loc["naive", "samples"] >= 6 and rows.loc["fused", "samples"] >= 6
-    assert list(rows["capped"]) == [False, True, False] and rows["rounds_id"].nunique() == 1
-    assert pd.isna(rows.loc[slow, "noisy"]) and rows.loc["fused", "noisy"] in (True, False)
+    # naive and fused go on to min_samples (an idle machine: always), or leave by their own cap, never by the slow
+    # one's: a machine loaded enough to stretch a 2 ms block past 50 ms caps them after fewer samples
+    for name in ("naive", "fused"):
+        spent_ms = sum(rows.loc[name, "times_ms"]) * rows.loc[name, "calls_per_sample"]
+        assert rows.loc[name, "samples"] >= 6 or spent_ms >= cap_ms
+        assert rows.loc[name, "capped"] == (rows.loc[name, "samples"] < 6)
+    assert rows.loc[slow, "capped"] and rows["rounds_id"].nunique() == 1
+    assert pd.isna(rows.loc[slow, "noisy"])
     speedups = speedup_rows(frame, "naive").set_index("impl")
     assert speedups.loc["fused", "speedup_method"] == "paired"
-    assert math.isfinite(speedups.loc["fused", "speedup_ci_low"])
+    if min(rows.loc["naive", "samples"], rows.loc["fused", "samples"]) >= 6:
+        assert rows.loc["fused", "noisy"] in (True, False) and math.isfinite(speedups.loc["fused", "speedup_ci_low"])
     assert math.isnan(speedups.loc[slow, "speedup_ci_low"])  # fewer than 3 paired rounds: no interval
 
 
