@@ -59,8 +59,8 @@ def test_a_row_adds_its_checked_and_profiled_calls_and_its_overhead() -> None:
     per_call_s = 0.05
     timed = est.warmup_s(per_call_s, TIMING) + est.timed_s(per_call_s, TIMING)
     cpu = est.row_seconds(per_call_s, TIMING, "cpu")
-    assert cpu == pytest.approx(timed + (1 + 3) * per_call_s + est.ROW_OVERHEAD_S)
-    assert est.row_seconds(per_call_s, TIMING, "cuda") == pytest.approx(cpu - 2 * per_call_s)  # one profiled call
+    assert cpu == pytest.approx(timed + (1 + 2) * per_call_s + est.ROW_OVERHEAD_S)
+    assert est.row_seconds(per_call_s, TIMING, "cuda") == pytest.approx(cpu - per_call_s)  # one profiled call
 
 
 def test_the_modelled_call_is_the_slower_roof_at_the_assumed_efficiency() -> None:
