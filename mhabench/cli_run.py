@@ -12,6 +12,7 @@ from typing import Any
 from rich.markup import escape
 from rich.text import Text
 
+from mhabench.cli_replicate import main as replicate_main
 from mhabench.cli_replicate import run_replicate
 from mhabench.cli_shell import console, err_console
 from mhabench.errors import InputError
@@ -54,7 +55,7 @@ def run_replicate_or_replicated(
         run_replicate(config, out, replicated_run.parse_replicate(replicate))
         return None
     files = plugins.loaded_plugin_files()
-    result = replicated_run.run_replicated(config, out, sys.argv, files, print_replicate)
+    result = replicated_run.run_replicated(config, out, sys.argv, files, print_replicate, replicate_main)
     print_run(result, baseline)
     return result
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from synthetic_runs import rounds, row
 from typer.testing import CliRunner
 
@@ -180,7 +182,19 @@ scenarios:
 """
 
 
-def test_run_replicates_measures_each_process_and_merges_them_into_one_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh-interpreter"])
+def test_run_replicates_measures_each_process_and_merges_them_into_one_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork: bool
+) -> None:
+    """On the CPU a replicate is a fork of the command's process (no imports again); on CUDA, or where there is no
+    fork, a fresh interpreter: both measure and merge alike, and each records the command it ran."""
+    from mhabench.run import replicates as replicated
+
+    assert replicated.can_fork(torch.device("cpu")) == ("fork" in multiprocessing.get_all_start_methods())
+    assert not replicated.can_fork(torch.device("cuda"))
+    if fork and not replicated.can_fork(torch.device("cpu")):
+        pytest.skip("no fork on this platform")
+    monkeypatch.setattr(replicated, "can_fork", lambda device: fork)
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY)
     result = CliRunner().invoke(app, ["run", str(config), "--replicates", "2", "--out", str(tmp_path / "out")])
@@ -231,7 +245,12 @@ def test_a_failed_replicate_ends_the_run_with_the_finished_rows_merged(
     started: list[int] = []
 
     def fake_child(
-        config_file: Path, out_root: Path, replicate: Replicate, plugin_files: Any, roofline: Any = None
+        config_file: Path,
+        out_root: Path,
+        replicate: Replicate,
+        plugin_files: Any,
+        roofline: Any = None,
+        fork: Any = None,
     ) -> Any:
         started.append(replicate.index)
         if replicate.index == 0:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import multiprocessing
+import os
 import shutil
 import subprocess
 import sys
@@ -33,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 
 from mhabench.errors import InputError, MhabenchError
 from mhabench.results.columns import REPEAT
@@ -45,6 +48,7 @@ from mhabench.run.estimate import processes_left_s
 from mhabench.run.shard import folder_name
 from mhabench.scenario.cases import Case
 from mhabench.scenario.config import RunConfig
+from mhabench.scenario.device import resolve_device
 
 REPLICATES_FOLDER = ".replicates"
 """Where the replicates' own run folders live while the run is being measured."""
@@ -129,10 +133,13 @@ def run_replicated(
     argv: list[str],
     plugin_files: Sequence[str] = (),
     report: Callable[[ReplicateEnded], None] = lambda ended: None,
+    replicate_main: ReplicateMain | None = None,
 ) -> ReplicatedResult:
     """Run ``config`` as ``config.replicates`` child processes, one after another; merge their rows into one folder.
 
-    ``report`` hears of each replicate as it ends (the CLI prints a line, with the time left). Raises
+    ``report`` hears of each replicate as it ends (the CLI prints a line, with the time left). With
+    ``replicate_main`` a CPU run's replicates are forks of this process that call it (:func:`can_fork`), else fresh
+    interpreters. Raises
     :class:`ReplicateFailedError` after merging what finished when a replicate fails.
     """
     started = dt.datetime.now(dt.timezone.utc)
@@ -142,6 +149,7 @@ def run_replicated(
     config_file = work / "config.json"
     config_file.write_text(json.dumps(config.model_copy(update={"replicates": 1}).model_dump(mode="json")))
     roofline = work / "roofline.json"
+    fork = replicate_main if replicate_main is not None and can_fork(resolve_device(config.device)) else None
     finished: list[Path] = []
     failure: str | None = None
     took_s: list[float] = []
@@ -150,7 +158,9 @@ def run_replicated(
             replicate = Replicate(index, config.replicates)
             shared = roofline if roofline.exists() else None
             start_s = time.monotonic()
-            folder, failure = _run_child(config_file, work / f"replicate-{index}", replicate, plugin_files, shared)
+            folder, failure = _run_child(
+                config_file, work / f"replicate-{index}", replicate, plugin_files, shared, fork=fork
+            )
             took_s.append(time.monotonic() - start_s)
             if folder is not None:
                 finished.append(folder)
@@ -193,19 +203,59 @@ def _run_child(
     replicate: Replicate,
     plugin_files: Sequence[str],
     roofline: Path | None = None,
+    fork: ReplicateMain | None = None,
 ) -> tuple[Path | None, str | None]:
-    """Run one replicate; its run folder (None if it made none) and why it failed (None when it did not)."""
+    """Run one replicate (with ``fork``, that entry point in a fork of this process); its run folder (None if it made
+    none) and why it failed (None when it did not)."""
     out_root.mkdir()
     log = out_root.with_suffix(".log")
     command = child_command(config_file, out_root, replicate, plugin_files, roofline)
-    with log.open("w") as sink:
-        code = subprocess.run(command, stdout=sink, stderr=subprocess.STDOUT).returncode
+    if fork is not None:
+        code = _forked(command, log, fork)
+    else:
+        with log.open("w") as sink:
+            code = subprocess.run(command, stdout=sink, stderr=subprocess.STDOUT).returncode
     folders = _folders(out_root.parent)
     folder = next((path for path in folders if path.parent == out_root), None)
     if code == 0 and folder is not None:
         return folder, None
     tail = " ".join(log.read_text(errors="replace").split())[-LOG_TAIL_CHARS:]
     return folder, f"replicate {replicate} exited with status {code} ({log}: …{tail})"
+
+
+def can_fork(device: torch.device) -> bool:
+    """Whether a replicate may be a fork of this process: on the CPU where ``fork`` exists (Linux), and only while
+    this process has run no torch op (no thread pool, no allocator history to inherit). CUDA cannot be used in a
+    fork once a parent touched it, so a CUDA run starts fresh interpreters."""
+    return device.type == "cpu" and "fork" in multiprocessing.get_all_start_methods()
+
+
+ReplicateMain = Callable[[list[str]], int]
+"""The replicate's entry point (:func:`mhabench.cli_replicate.main`), given by the command line that imported it:
+called with the replicate's arguments in a fork, it returns the exit status."""
+
+
+def _forked(command: list[str], log: Path, main: ReplicateMain) -> int | None:
+    """``command`` (``python -m mhabench.cli_replicate …``) run as ``main`` in a fork of this process, which has
+    imported torch and mhabench already: the same program as a fresh interpreter without its seconds of imports.
+    The fork's output goes to ``log``; its exit status is returned."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    process = multiprocessing.get_context("fork").Process(target=_in_fork, args=(command, str(log), main))
+    process.start()
+    process.join()
+    return process.exitcode
+
+
+def _in_fork(command: list[str], log: str, main: ReplicateMain) -> None:
+    """In the fork: output to ``log``, ``sys.argv`` the replicate's command line (its manifest records it), then
+    ``main`` on its arguments."""
+    sink = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(sink, 1)
+    os.dup2(sink, 2)
+    os.close(sink)
+    sys.argv = command
+    sys.exit(main(command[3:]))
 
 
 def _folders(work: Path) -> list[Path]:
