@@ -83,6 +83,10 @@ def test_an_earlier_runs_latency_wins_over_the_model_and_processes_multiply_the_
     assert one.total_s == pytest.approx(est.PROCESS_START_S + rows_s + est.ROOFLINE_PROBE_S + est.ANSWER_S)
     three = dataclasses.replace(one, processes=3)
     assert three.total_s == pytest.approx(4 * est.PROCESS_START_S + 3 * rows_s + est.ROOFLINE_PROBE_S + est.ANSWER_S)
+    forked = est.estimate_run(rows, TIMING, processes=3, forked=True, known_ms={("c/1", "naive"): 50.0})
+    expected = est.PROCESS_START_S + 3 * (est.FORKED_START_S + rows_s) + est.ROOFLINE_PROBE_S + est.ANSWER_S
+    assert forked.total_s == pytest.approx(expected)
+    assert est.estimate_run(rows, TIMING, forked=True).process_start_s == est.PROCESS_START_S  # one process: no fork
     twice = est.estimate_run(rows, TIMING, repeats=2, probed=False)
     assert sum(r.seconds for r in twice.rows) == pytest.approx(
         2 * sum(r.seconds for r in est.estimate_run(rows, TIMING).rows)
@@ -126,7 +130,7 @@ def test_dry_run_says_how_long_the_run_will_take_from_the_model_or_from_history(
     config.write_text(json.dumps({**tiny_config_data, "implementations": ["naive", "fused"], "replicates": 3}))
     result = CliRunner().invoke(app, ["run", str(config), "--dry-run", "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert "estimated run time: about" in result.output and "3 processes × (start-up 3 s + 2 rows" in result.output
+    assert "estimated run time: about" in result.output and "3 processes × (start-up 0.7 s + 2 rows" in result.output
     assert "2 rows modelled (cost model at 30% of this machine's roofs)" in result.output
     case_id = runner.plan(parse_config(tiny_config_data, "tiny.yaml"))[0].case.case_id
     _history_with(tmp_path / "history", {(case_id, "naive"): [400.0]})

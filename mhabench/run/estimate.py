@@ -30,6 +30,9 @@ case's float64 reference, profiling, writing the row."""
 PROCESS_START_S = 3.0
 """One process's start-up: the interpreter and torch, the drift watch's reference timings. A replicated run has
 one more, the parent that starts the replicates."""
+FORKED_START_S = 0.7
+"""A replicate forked from the command's process (the CPU, :func:`mhabench.run.replicates.can_fork`): no imports,
+the drift watch's reference timings and the merge's share (docs/findings/fast-default.md)."""
 ROOFLINE_PROBE_S = 2.0
 """Probing the CPU's roofs (a datasheet GPU has none); once per run, replicates share it."""
 ANSWER_S = 2.0
@@ -56,8 +59,11 @@ class RunEstimate:
     rows: tuple[RowEstimate, ...]
     processes: int
     process_start_s: float
+    """Each measuring process's start-up."""
     probe_s: float
     answer_s: float
+    parent_start_s: float = PROCESS_START_S
+    """The command's own start-up where it starts replicates (one process measures in the command's own)."""
 
     @property
     def process_s(self) -> float:
@@ -66,7 +72,7 @@ class RunEstimate:
 
     @property
     def total_s(self) -> float:
-        parent_s = self.process_start_s if self.processes > 1 else 0.0
+        parent_s = self.parent_start_s if self.processes > 1 else 0.0
         return parent_s + self.processes * self.process_s + self.probe_s + self.answer_s
 
     def sources(self) -> dict[str, int]:
@@ -132,10 +138,11 @@ def estimate_run(
     known_ms: Mapping[RowKey, float] | None = None,
     device_type: str = "cpu",
     probed: bool = True,
+    forked: bool = False,
 ) -> RunEstimate:
     """The estimate of a run of ``rows`` ``repeats`` times in each of ``processes`` processes. ``known_ms``: median
     latencies of earlier runs per (case id, implementation), used before the model; ``probed``: the run probes
-    its roofs (a CPU; a GPU with a datasheet does not)."""
+    its roofs (a CPU; a GPU with a datasheet does not); ``forked``: replicates are forks of the command's process."""
     known = known_ms or {}
     estimates = []
     for row in rows:
@@ -146,7 +153,8 @@ def estimate_run(
             per_call_s, source = modelled_call_s(row.cost, row.peaks), "modelled"
         seconds = repeats * row_seconds(per_call_s, timing, device_type)
         estimates.append(RowEstimate(row.case_id, row.impl, per_call_s, source, seconds))
-    return RunEstimate(tuple(estimates), processes, PROCESS_START_S, ROOFLINE_PROBE_S if probed else 0.0, ANSWER_S)
+    start_s = FORKED_START_S if forked and processes > 1 else PROCESS_START_S
+    return RunEstimate(tuple(estimates), processes, start_s, ROOFLINE_PROBE_S if probed else 0.0, ANSWER_S)
 
 
 def processes_left_s(processes: int, finished_s: Sequence[float]) -> float:

@@ -37,7 +37,7 @@ from mhabench.run.estimate import PlannedRow, RowKey, RunEstimate, estimate_run
 from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
 from mhabench.run.launch import check_launch
 from mhabench.run.ncu_profile import CounterSettings
-from mhabench.run.replicates import case_order
+from mhabench.run.replicates import can_fork, case_order
 from mhabench.run.request import RunRequest, Selector
 from mhabench.run.shard import folder_name
 from mhabench.scenario import plugins
@@ -299,4 +299,5 @@ def estimate(
         known_ms=known_ms,
         device_type=device.type,
         probed=probed,
+        forked=can_fork(device),
     )

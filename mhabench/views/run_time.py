@@ -88,9 +88,9 @@ def estimate_line(estimate: RunEstimate) -> str:
     rows = len(estimate.rows)
     rows_s = estimate.process_s - estimate.process_start_s
     each = f"{estimate.processes} processes × " if estimate.processes > 1 else ""
-    parts = f"{each}(start-up {estimate.process_start_s:.0f} s + {rows} rows {rows_s:.1f} s)"
+    parts = f"{each}(start-up {estimate.process_start_s:.1f} s + {rows} rows {rows_s:.1f} s)"
     if estimate.processes > 1:
-        parts = f"their parent's start-up {estimate.process_start_s:.0f} s, {parts}"
+        parts = f"their parent's start-up {estimate.parent_start_s:.0f} s, {parts}"
     if estimate.probe_s:
         parts += f", roof probe {estimate.probe_s:.0f} s"
     parts += f", answer {estimate.answer_s:.0f} s"
