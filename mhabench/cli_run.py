@@ -55,7 +55,8 @@ def run_replicate_or_replicated(
         run_replicate(config, out, replicated_run.parse_replicate(replicate))
         return None
     files = plugins.loaded_plugin_files()
-    result = replicated_run.run_replicated(config, out, sys.argv, files, print_replicate, replicate_main)
+    fork_into = None if runner.measured_in_this_process() else replicate_main  # a fork after torch ran could hang
+    result = replicated_run.run_replicated(config, out, sys.argv, files, print_replicate, fork_into)
     print_run(result, baseline)
     return result
 

@@ -189,12 +189,14 @@ def test_run_replicates_measures_each_process_and_merges_them_into_one_folder(
     """On the CPU a replicate is a fork of the command's process (no imports again); on CUDA, or where there is no
     fork, a fresh interpreter: both measure and merge alike, and each records the command it ran."""
     from mhabench.run import replicates as replicated
+    from mhabench.run import runner
 
     assert replicated.can_fork(torch.device("cpu")) == ("fork" in multiprocessing.get_all_start_methods())
     assert not replicated.can_fork(torch.device("cuda"))
     if fork and not replicated.can_fork(torch.device("cpu")):
         pytest.skip("no fork on this platform")
     monkeypatch.setattr(replicated, "can_fork", lambda device: fork)
+    monkeypatch.setattr(runner, "_measured_here", [])  # as a fresh `mhabench run`: nothing measured before
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY)
     result = CliRunner().invoke(app, ["run", str(config), "--replicates", "2", "--out", str(tmp_path / "out")])
@@ -303,3 +305,22 @@ def test_the_pick_is_the_implementation_the_paired_ratios_make_fastest_not_the_o
     found = pick_replicated(case)
     assert (found.verdict, found.impls, found.runner_up) == (WINNER, ("B",), "A")
     assert found.estimate is not None and 1.0 < found.estimate.ci_low <= found.estimate.ratio < 1.2
+
+
+def test_a_process_that_measured_starts_fresh_interpreters_not_forks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork after torch ran (a first config measured in this process) could hang in OpenMP's thread pool."""
+    from mhabench import cli_run
+    from mhabench.run import replicates as replicated
+    from mhabench.run import runner
+    from mhabench.scenario.loading import parse_config
+
+    given: list[object] = []
+    monkeypatch.setattr(replicated, "run_replicated", lambda *args: given.append(args[-1]) or None)
+    monkeypatch.setattr(cli_run, "print_run", lambda result, baseline: None)
+    config = parse_config({"name": "t", "replicates": 2, "scenarios": [{"seq_len": 8, "d_model": 16, "heads": 2}]}, "x")
+    for measured, entry in (([], cli_run.replicate_main), ([True], None)):
+        monkeypatch.setattr(runner, "_measured_here", measured)
+        cli_run.run_replicate_or_replicated(config, tmp_path, None, 1, None, "naive")
+        assert given.pop() is entry

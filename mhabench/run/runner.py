@@ -79,6 +79,15 @@ def implementations_of(config: RunConfig) -> list[ImplSpec]:
 
 # --- a whole run -------------------------------------------------------------------------------
 
+_measured_here: list[bool] = []
+"""Not empty once this process has measured: torch's OpenMP thread pool exists, and a fork of the process could
+hang in it (:func:`measured_in_this_process`)."""
+
+
+def measured_in_this_process() -> bool:
+    """Whether this process has run a config: then a replicate must be a fresh interpreter, not a fork."""
+    return bool(_measured_here)
+
 
 def run(
     config: RunConfig,
@@ -96,6 +105,7 @@ def run(
     (:func:`mhabench.distributed.run.run_distributed`; the CLI chooses).
     """
     request = request or RunRequest()
+    _measured_here.append(True)
     argv, repeats, select, resume_dir = list(request.argv), request.repeats, request.select, request.resume_dir
     manifest_extra, config_path = dict(request.manifest_extra), request.config_path
     device = resolve_device(config.device)
