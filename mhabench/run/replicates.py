@@ -4,10 +4,11 @@ A ratio measured in one process carries that process's state: allocator history,
 clocks, whatever else the machine ran meanwhile. Paired rounds cancel what changes *within* the
 process, nothing of what changes *between* processes, so a pick with a tight interval can flip in
 the next run (docs/findings/replication.md). A replicated run measures that movement instead of
-assuming it away: replicate *i* is a fresh ``python -m mhabench run`` of the same resolved config
-with its own case order (replicate 0 keeps the config's order, replicate *i* > 0 a permutation
-seeded by *i*), so no case always runs first, on a cold allocator, or last, after the others warmed
-the machine.
+assuming it away: replicate *i* is a process of its own (``python -m mhabench.cli_replicate``, or on the
+CPU a fork of the command's process that has imported everything and measured nothing: :func:`can_fork`) running
+the same resolved config with its own case order (replicate 0 keeps the config's order, replicate *i* > 0 a
+permutation seeded by *i*), so no case always runs first, on a cold allocator, or last, after the others warmed
+the machine. The first replicate's roofs are handed to the others (the merged run keeps those only).
 
 The replicates write their own folders under ``<run folder>/.replicates/``; once they end, their rows
 are merged into the run folder with replicate *i* as ``repeat`` *i* (the column every view already
