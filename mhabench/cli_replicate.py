@@ -1,5 +1,6 @@
-"""``python -m mhabench.cli_replicate CONFIG OUT I/N [--roofline FILE] [--plugin FILE]...``: one replicate of a
-replicated run, the process :mod:`mhabench.run.replicates` starts.
+"""One replicate of a replicated run, the process :mod:`mhabench.run.replicates` starts or forks.
+
+``python -m mhabench.cli_replicate CONFIG OUT I/N [--roofline FILE] [--plugin FILE]...``.
 
 A replicate measures and prints nothing, so it imports the runner alone: not the command line's views,
 analysis and statistics, which cost a fresh interpreter more than a second on a 2-core machine, once per
