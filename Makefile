@@ -29,7 +29,7 @@ GPU_NODEPS_WHEEL_SPECS ?= "nvidia-cudnn-frontend==1.32.0"
 GPU_WHEEL_PYTHON ?= 3.12
 GPU_RUN = PYTHONPATH=$(abspath $(GPU_SITE))$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON)
 
-.PHONY: setup hf browser run test lint docs clean cuda-warning wheels gpu-check gpu-site gpu-sweep gpu-fp8
+.PHONY: setup hf browser run test test-fast lint docs clean cuda-warning wheels gpu-check gpu-site gpu-sweep gpu-fp8
 
 setup: $(STAMP)
 
@@ -59,8 +59,15 @@ cuda-warning:
 run: setup cuda-warning
 	$(BIN)/mhabench run
 
+# Two pytest-xdist workers (a 2-core machine's cores; PYTEST_WORKERS=auto takes every core), torch's threads split
+# between them (tests/conftest.py). `make test-fast`: the edit-test loop, the data path's core tests that are not
+# slow (docs/development.md).
+PYTEST_WORKERS ?= 2
 test: setup hf browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "core and not slow"
 
 # Headless Chromium (Debian's package) for tests/test_browser.py. Best effort: where apt-get is not
 # available or not allowed, that test skips and says why.

@@ -20,14 +20,12 @@ from mhabench.history.provenance import code_versions
 from mhabench.impls import get_spec
 from mhabench.impls.registry import available_implementations
 from mhabench.results.columns import columns_info, reference_markdown
-from mhabench.results.store import rows_frame
 from mhabench.run import runner
 from mhabench.run.launch import launch_env
 from mhabench.run.request import RunRequest
 from mhabench.scenario import loading as config_loading
 from mhabench.scenario import overrides, plugins
 from mhabench.version import __version__
-from mhabench.views import summary
 from mhabench.views.implementations import implementations_markdown
 from mhabench.views.models import models_table, models_view
 from mhabench.views.progress import RichProgress
@@ -172,7 +170,7 @@ def run(
         ]
         for path, config in zip(paths, loaded, strict=True):
             if dry_run:
-                console.print(to_rich(summary.plan_table(rows_frame(runner.plan(config, repeat)))))
+                cli_run.dry_run(config, repeat, history_dir or config.history)
                 continue
             if replicate is not None or config.replicates > 1:
                 replicated = cli_run.run_replicate_or_replicated(
@@ -521,9 +519,7 @@ def calibrate(
         if from_run:
             found, path = calibrate_across([load_run(ref, out) for ref in from_run])
         else:
-            found, path = measure_calibration(
-                out, sys.argv, device, processes, lambda line: console.print(escape(line))
-            )
+            found, path = measure_calibration(out, sys.argv, device, processes, cli_run.print_replicate)
         console.print(escape(f"{found.describe()}\nstored in {path}"), highlight=False)
 
 

@@ -13,9 +13,10 @@ from typing import Any
 from rich.markup import escape
 from rich.text import Text
 
+from mhabench.cli_replicate import main as replicate_main
+from mhabench.cli_replicate import run_replicate
 from mhabench.cli_shell import console, err_console
 from mhabench.errors import InputError
-from mhabench.history.provenance import code_versions
 from mhabench.results.manifest import Shard
 from mhabench.run import executors, runner
 from mhabench.run import replicates as replicated_run
@@ -26,6 +27,7 @@ from mhabench.scenario import overrides, plugins
 from mhabench.scenario.device import resolve_device
 from mhabench.views import pooled, summary
 from mhabench.views.progress import RichProgress, replicate_line
+from mhabench.views.run_time import estimate_line, run_time
 
 
 def launch(
@@ -64,17 +66,18 @@ def run_replicate_or_replicated(
             f"not with executor {config.executor.kind}"
         )
     if replicate is not None:
-        one = replicated_run.parse_replicate(replicate)
-        extra = {"replicate": vars(one), "code": code_versions(runner.implementations_of(config))}
-        request = RunRequest(argv=tuple(sys.argv), case_order_seed=one.index, manifest_extra=extra)
-        runner.run(config, out, None, request)
+        run_replicate(config, out, replicated_run.parse_replicate(replicate))
         return None
     files = plugins.loaded_plugin_files()
-    result = replicated_run.run_replicated(
-        config, out, sys.argv, files, lambda progress: console.print(escape(replicate_line(progress)))
-    )
+    fork_into = None if runner.measured_in_this_process() else replicate_main  # a fork after torch ran could hang
+    result = replicated_run.run_replicated(config, out, sys.argv, files, print_replicate, fork_into)
     print_run(result, baseline, wide)
     return result
+
+
+def print_replicate(progress: replicated_run.ReplicateProgress) -> None:
+    """A replicated run's line before its first process and as each one ends, with the time left."""
+    console.print(escape(replicate_line(progress)), highlight=False)
 
 
 def shard_selection(config: config_mod.RunConfig, shard: Shard | None) -> tuple[Selector | None, dict[str, Any] | None]:
@@ -107,6 +110,20 @@ def resume(ref: str, results_root: Path, force: bool, baseline: str, ray_address
         )
         result = launch(plan.config, plan.run_dir.parent, progress, request)
     print_run(result, baseline)
+
+
+def dry_run(config: config_mod.RunConfig, repeats: int, history: Path | str | None) -> None:
+    """``--dry-run``: the planned rows with their modelled cost, and how long the run will take (per-call times
+    from the ``history`` folder's earlier runs of the same cases where it has them, else the cost model)."""
+    from mhabench.history.store import median_latencies_ms
+    from mhabench.results.store import rows_frame
+    from mhabench.views.table import to_rich
+
+    planned = runner.plan(config, repeats)
+    console.print(to_rich(summary.plan_table(rows_frame(planned))))
+    known = median_latencies_ms(Path(history)) if history is not None else {}
+    line = estimate_line(runner.estimate(config, planned, repeats, known))
+    console.print(escape(line), highlight=False, soft_wrap=True)
 
 
 def refuse_with_resume(**given: Any) -> None:
@@ -142,6 +159,7 @@ def print_run(
     console.print(f"results: {result.run_dir}")
     for warning in result.warnings:
         err_console.print(escape(warning), style="yellow", highlight=False, soft_wrap=True)
+    console.print(run_time(result.manifest, result.rows), highlight=False, soft_wrap=True)
 
 
 def append_history(

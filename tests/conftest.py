@@ -4,6 +4,7 @@ run."""
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,14 +28,87 @@ H100_RUN_ID = "20261126T070612Z-default-gpu"
 _unique = itertools.count()
 
 
+SLOW_TESTS = (
+    "tests/test_browser.py",
+    "tests/test_concurrent_runs.py",
+    "tests/test_distributed.py",
+    "tests/test_distributed_run.py",
+    "tests/test_findings_figures.py",
+    "tests/test_findings_runs.py",
+    "tests/test_fused_fp8.py",
+    "tests/test_fuzz.py",
+    "tests/test_gpu_check.py",
+    "tests/test_hf_attention.py",
+    "tests/test_history_store.py",
+    "tests/test_isolation.py",
+    "tests/test_pinned_outputs.py",
+    "tests/test_probe_run.py",
+    "tests/test_resume.py",
+    "tests/test_cli.py::test_profiled_keeps_the_exit_status",
+    "tests/test_cli.py::test_python_dash_m_works",
+    "tests/test_patterns.py::test_flex_matches_the_independent_computation",
+    "tests/test_peers.py",
+    "tests/test_pooled_rows.py",
+    "tests/test_replication.py::test_run_replicates_measures_each_process",
+    "tests/test_report.py",
+    "tests/test_runner.py::test_after_a_sticky_cuda_error",
+    "tests/test_sdpa_nested.py",
+)
+"""Tests (node id prefixes) that take seconds each: a process started, torch.compile, transformers, a stored run
+answered again. ``make test-fast`` leaves them out; ``make test`` runs them."""
+CORE_TESTS = tuple(
+    f"tests/test_{name}.py"
+    for name in (
+        "ablations",
+        "allocator",
+        "cli",
+        "config",
+        "cost",
+        "drift",
+        "estimate",
+        "fingerprint",
+        "limits",
+        "measure",
+        "memory_guard",
+        "pooling",
+        "reference",
+        "replication",
+        "rounds",
+        "runner",
+        "schema",
+        "speedup",
+        "step_detection",
+        "torch_errors",
+        "verdict",
+    )
+)
+"""The data path's own tests, YAML to config, cases, layers and their reference, timing, rows, the run and its
+command line, speedups and verdicts: marked ``core``; ``make test-fast`` runs those not marked ``slow``."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``cuda`` need a GPU; without one they are skipped, never faked."""
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs CUDA (torch.cuda.is_available() is False)")
+    """Tests marked ``cuda`` need a GPU; without one they are skipped, never faked. The tests of
+    :data:`SLOW_TESTS` and the ``compiled`` cases are marked ``slow``, those of :data:`CORE_TESTS` ``core``."""
+    skip = (
+        None
+        if torch.cuda.is_available()
+        else pytest.mark.skip(reason="needs CUDA (torch.cuda.is_available() is False)")
+    )
     for item in items:
-        if item.get_closest_marker("cuda") is not None:
+        if item.nodeid.startswith(SLOW_TESTS) or "compiled" in item.nodeid:
+            item.add_marker(pytest.mark.slow)
+        if item.nodeid.startswith(CORE_TESTS):
+            item.add_marker(pytest.mark.core)
+        if skip is not None and item.get_closest_marker("cuda") is not None:
             item.add_marker(skip)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist each worker gets its share of the cores for torch's threads, so two workers on two cores do
+    not run four OpenMP threads (which stall each other for milliseconds at random)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +123,16 @@ def empty_calibration_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatc
 def h100_run() -> Path:
     """The H100 run folder in shared/runs (inside the checkout or beside it: :mod:`shared_runs`)."""
     return recorded(H100_RUN_ID)
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """torch on one thread for the test: on a busy machine, or beside another pytest-xdist worker, two OpenMP
+    threads stall for milliseconds at random and split reductions differently from call to call."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

@@ -85,7 +85,9 @@ ONE_PROCESS_RULES = {MAY_NOT_REPLICATE, UNCALIBRATED, "one_process"}
 def one_process_caveats(answers: RunAnswers) -> list[Statement]:
     """The run's caveats about whether its picks replicate (all of them, so a second sentence would show)."""
     run = answers.run
-    found = caveats(run.run_id, run.manifest, answers.cases, answers.picks, Question())
+    recorded = load_calibration(Fingerprint.of(ENVIRONMENT))  # what the run records as it ends (answers.json)
+    spread = (recorded.between_process_spread, recorded.run_id) if recorded is not None else None
+    found = caveats(run.run_id, run.manifest, answers.cases, answers.picks, Question(), spread)
     assert all(statement.kind == CAVEAT for statement in found)
     return [statement for statement in found if statement.rule in ONE_PROCESS_RULES]
 

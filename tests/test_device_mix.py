@@ -150,7 +150,7 @@ def test_calibrate_devices_runs_the_sweep_on_each_of_two_fake_gpus(
     text = " ".join(stdout.split())
     assert "between-device spread 3.0%" in text and f"{GPU_B}: 1.0" in text
 
-    code, stdout, stderr = cli("calibrate", "--devices", "--from", str(tmp_path / "fake-0"), "--from", "fake-1",
-                               "--out", str(tmp_path))  # fmt: skip
+    runs = ["--from", str(tmp_path / "fake-0"), "--from", "fake-1"]
+    code, stdout, stderr = cli("calibrate", "--devices", *runs, "--out", str(tmp_path))
     assert code == 0, stderr
     assert "between-device spread 3.0%" in " ".join(stdout.split())

@@ -28,7 +28,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"probe"}),
     frozenset({"checks"}),
     frozenset({"history"}),
-    frozenset({"cli", "cli_run", "cli_shell", "__main__", "profiled", "mhabench"}),
+    frozenset({"cli", "cli_run", "cli_replicate", "cli_shell", "__main__", "profiled", "mhabench"}),
 )
 """Lowest first. A module may import its own layer and any lower one; the circle test keeps a layer's
 units from importing each other both ways."""

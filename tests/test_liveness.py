@@ -174,3 +174,20 @@ def test_a_resumed_start_is_kept_and_finished_as_applies_to_success_only(tmp_pat
 def test_a_status_outside_the_vocabulary_cannot_be_recorded(tmp_path: Path) -> None:
     with run_folder(tmp_path, Manifest()) as live, pytest.raises(ValueError, match="status"):
         live.record(status="incomplete-ish")
+
+
+def test_the_heartbeat_is_written_when_it_changes_not_once_per_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It counts whole seconds: a run of small rows beats hundreds of times a second, and writes once a second."""
+    from mhabench.results import lifecycle
+    from mhabench.results.manifest import Manifest
+
+    writes: list[dict[str, object]] = []
+    monkeypatch.setattr(lifecycle, "write_manifest", lambda run_dir, manifest: writes.append(manifest))
+    beats = iter(["2026-01-01T00:00:01+00:00"] * 3 + ["2026-01-01T00:00:02+00:00"])
+    monkeypatch.setattr(lifecycle, "heartbeat", lambda: {"heartbeat": next(beats)})
+    live = lifecycle.LiveRun(tmp_path, Manifest())
+    for _ in range(4):
+        live.beat()
+    assert [manifest["heartbeat"] for manifest in writes] == ["2026-01-01T00:00:01+00:00", "2026-01-01T00:00:02+00:00"]

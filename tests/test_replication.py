@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import multiprocessing
 import re
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from synthetic_runs import rounds, row
 from typer.testing import CliRunner
 
@@ -198,7 +200,21 @@ def test_a_replicated_runs_progress_names_the_processes_and_the_one_folder_that_
     assert replicate_line(ReplicateProgress(2, 3, folder)) == "process 2/3 done: repeat 1 of 20261129T061756Z-default"
 
 
-def test_run_replicates_measures_each_process_and_merges_them_into_one_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh-interpreter"])
+def test_run_replicates_measures_each_process_and_merges_them_into_one_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork: bool
+) -> None:
+    """On the CPU a replicate is a fork of the command's process (no imports again); on CUDA, or where there is no
+    fork, a fresh interpreter: both measure and merge alike, and each records the command it ran."""
+    from mhabench.run import replicates as replicated
+    from mhabench.run import runner
+
+    assert replicated.can_fork(torch.device("cpu")) == ("fork" in multiprocessing.get_all_start_methods())
+    assert not replicated.can_fork(torch.device("cuda"))
+    if fork and not replicated.can_fork(torch.device("cpu")):
+        pytest.skip("no fork on this platform")
+    monkeypatch.setattr(replicated, "can_fork", lambda device: fork)
+    monkeypatch.setattr(runner, "_measured_here", [])  # as a fresh `mhabench run`: nothing measured before
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY)
     result = CliRunner().invoke(app, ["run", str(config), "--replicates", "2", "--out", str(tmp_path / "out")])
@@ -208,8 +224,8 @@ def test_run_replicates_measures_each_process_and_merges_them_into_one_folder(tm
     (run_dir,) = (tmp_path / "out").iterdir()
     assert json.loads((run_dir / "answers.json").read_text())["replicated"] is True
     lines = result.output.splitlines()
-    assert f"process 1/2 done: repeat 0 of {run_dir.name}" in lines
-    assert f"process 2/2 done: repeat 1 of {run_dir.name}" in lines
+    assert any(line.startswith(f"process 1/2 done: repeat 0 of {run_dir.name} (") for line in lines)
+    assert any(line.startswith(f"process 2/2 done: repeat 1 of {run_dir.name} (") for line in lines)
     # every run folder the progress names is the one on disk: the processes' own folders were merged and removed
     assert set(re.findall(r"\d{8}T\d{6}Z-[\w.-]+", result.output)) == {run_dir.name}
     run = load_run(run_dir)
@@ -254,7 +270,14 @@ def test_a_failed_replicate_ends_the_run_with_the_finished_rows_merged(
 
     started: list[int] = []
 
-    def fake_child(config_file: Path, out_root: Path, replicate: Replicate, plugin_files: Any) -> Any:
+    def fake_child(
+        config_file: Path,
+        out_root: Path,
+        replicate: Replicate,
+        plugin_files: Any,
+        roofline: Any = None,
+        fork: Any = None,
+    ) -> Any:
         started.append(replicate.index)
         if replicate.index == 0:
             return write_run(out_root, "first", [row("naive", [1.0] * 6), row("fused", [0.5] * 6)]), None
@@ -306,3 +329,22 @@ def test_the_pick_is_the_implementation_the_paired_ratios_make_fastest_not_the_o
     found = pick_replicated(case)
     assert (found.verdict, found.impls, found.runner_up) == (WINNER, ("B",), "A")
     assert found.estimate is not None and 1.0 < found.estimate.ci_low <= found.estimate.ratio < 1.2
+
+
+def test_a_process_that_measured_starts_fresh_interpreters_not_forks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork after torch ran (a first config measured in this process) could hang in OpenMP's thread pool."""
+    from mhabench import cli_run
+    from mhabench.run import replicates as replicated
+    from mhabench.run import runner
+    from mhabench.scenario.loading import parse_config
+
+    given: list[object] = []
+    monkeypatch.setattr(replicated, "run_replicated", lambda *args: given.append(args[-1]) or None)
+    monkeypatch.setattr(cli_run, "print_run", lambda result, baseline, wide=False: None)
+    config = parse_config({"name": "t", "replicates": 2, "scenarios": [{"seq_len": 8, "d_model": 16, "heads": 2}]}, "x")
+    for measured, entry in (([], cli_run.replicate_main), ([True], None)):
+        monkeypatch.setattr(runner, "_measured_here", measured)
+        cli_run.run_replicate_or_replicated(config, tmp_path, None, 1, None, "naive")
+        assert given.pop() is entry

@@ -187,6 +187,22 @@ def test_the_cpu_breakdown_keeps_the_profiled_call_of_median_wall_time(monkeypat
     assert profile_cpu(lambda: None, 4) == ([], 10.0)
 
 
+def test_two_profiled_calls_that_agree_are_enough_and_the_faster_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mhabench.measure.stages as stage_module
+
+    profiled: list[float] = []
+
+    def once(walls: list[float]) -> object:
+        found = iter(walls)
+        return lambda call, element_bytes: ([], profiled.append(wall := next(found)) or wall)
+
+    monkeypatch.setattr(stage_module, "_profile_cpu_once", once([10.0, 11.0, 99.0]))
+    assert profile_cpu(lambda: None, 4) == ([], 10.0) and profiled == [10.0, 11.0]  # no third call
+    profiled.clear()
+    monkeypatch.setattr(stage_module, "_profile_cpu_once", once([10.0, 14.0, 12.0]))  # 40 % apart: a third call
+    assert profile_cpu(lambda: None, 4) == ([], 12.0) and profiled == [10.0, 14.0, 12.0]
+
+
 def test_the_cpu_profile_shows_torch_mha_per_token_bmm_on_a_small_case() -> None:
     weights, tokens = AttentionWeights.random(64), 32
     module = build("torch_mha", weights, 4)

@@ -79,7 +79,14 @@ def _fake_replicates(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each replicate's child process replaced by a written folder: naive 1 ms slower in each next replicate."""
     from mhabench.run import replicates as replicated
 
-    def fake_child(config_file: Path, out_root: Path, replicate: Replicate, plugin_files: Any) -> Any:
+    def fake_child(
+        config_file: Path,
+        out_root: Path,
+        replicate: Replicate,
+        plugin_files: Any,
+        roofline: Any = None,
+        fork: Any = None,
+    ) -> Any:
         rows = [row("naive", [1.0 + replicate.index] * 6), row("fused", [0.5] * 6)]
         return write_run(out_root, f"replicate{replicate.index}", rows), None
 

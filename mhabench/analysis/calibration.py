@@ -31,7 +31,7 @@ from mhabench.results.columns import CASE_ID, IMPL, REPEAT, STATUS
 from mhabench.results.fingerprint import Fingerprint
 from mhabench.results.schema import RowStatus
 from mhabench.results.store import Run
-from mhabench.run.replicates import run_replicated
+from mhabench.run.replicates import ReplicateProgress, run_replicated
 from mhabench.scenario.config import RunConfig
 from mhabench.scenario.device import resolve_device
 from mhabench.scenario.loading import parse_config
@@ -58,7 +58,7 @@ def calibrate(
     argv: list[str],
     device: str | None = None,
     processes: int = DEFAULT_PROCESSES,
-    report: Callable[[str], None] = lambda line: None,
+    report: Callable[[ReplicateProgress], None] = lambda progress: None,
 ) -> tuple[Calibration, Path]:
     """Run the calibration sweep, measure the spread, store it for this machine; the calibration and its file."""
     result = run_replicated(calibration_config(device, processes), out_root, argv, report=report)

@@ -113,3 +113,14 @@ def read(directory: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             connection,
         )
     return runs, rows
+
+
+def median_latencies_ms(directory: Path) -> dict[tuple[str, str], float]:
+    """Per (case id, implementation), the median latency of the store's ok rows: what a run of those cases
+    should take per call here (``run --dry-run --history DIR``). Empty when the folder holds no store yet."""
+    if not store_path(directory).exists():
+        return {}
+    _, rows = read(directory)
+    ok = rows[(rows["status"] == "ok") & rows["latency_ms"].notna()]
+    medians = ok.groupby(["case_id", "impl"])["latency_ms"].median()
+    return {(str(case_id), str(impl)): float(ms) for (case_id, impl), ms in medians.items()}

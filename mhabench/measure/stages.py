@@ -200,17 +200,26 @@ def quiet_profiler() -> Iterator[None]:
 
 
 PROFILED_CPU_CALLS = 3
-"""CPU calls profiled per row; the one of median wall time is kept. On a shared machine one call can be preempted
-mid-way, and the time the process sat idle lands in no op, so a single call could put most of the row in "other"
-(seen on the shared 2-core VM, torch 2.13.0+cpu: 92 % "other" for `naive` at n=128 in run 20261127T093556Z-rb-tiny,
-3-28 % in four calls profiled right after)."""
+"""The most CPU calls profiled per row; the one of median wall time is kept. On a shared machine one call can be
+preempted mid-way, and the time the process sat idle lands in no op, so a single call could put most of the row in
+"other" (seen on the shared 2-core VM, torch 2.13.0+cpu: 92 % "other" for `naive` at n=128 in run
+20261127T093556Z-rb-tiny, 3-28 % in four calls profiled right after)."""
+AGREEING_WALL = 0.25
+"""Two profiled calls whose wall times are within 25 % of each other were not preempted (preemption adds tens of
+milliseconds, or doubles a short call): the faster is kept and the third call, and its profiler's event processing
+(most of a small row's own cost), is saved."""
 
 
 def profile_cpu(
     call: Callable[[], object], element_bytes: int, calls: int = PROFILED_CPU_CALLS
 ) -> tuple[list[Unit], float]:
-    """The units of the median-wall-time call of ``calls`` profiled ones of ``call``, and that call's wall time."""
-    profiled = sorted((_profile_cpu_once(call, element_bytes) for _ in range(calls)), key=lambda found: found[1])
+    """The units of one typical profiled call of ``call`` and its wall time: the faster of the first two when their
+    wall times agree within :data:`AGREEING_WALL`, else the median-wall-time call of ``calls``."""
+    profiled = [_profile_cpu_once(call, element_bytes) for _ in range(min(2, calls))]
+    if len(profiled) == 2 and math.isclose(profiled[0][1], profiled[1][1], rel_tol=AGREEING_WALL):
+        return min(profiled, key=lambda found: found[1])
+    profiled += [_profile_cpu_once(call, element_bytes) for _ in range(calls - len(profiled))]
+    profiled.sort(key=lambda found: found[1])
     return profiled[len(profiled) // 2]
 
 

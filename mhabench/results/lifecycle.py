@@ -50,8 +50,12 @@ class LiveRun:
         write_manifest(self.run_dir, self.manifest.as_dict())
 
     def beat(self) -> None:
-        """Refresh the heartbeat: proof of life for a reader that cannot see this process."""
-        self.record(**heartbeat())
+        """Refresh the heartbeat: proof of life for a reader that cannot see this process. Written when it changed
+        (it counts whole seconds), not once per row: a run of small rows would rewrite the manifest hundreds of
+        times a second."""
+        fields = heartbeat()
+        if fields["heartbeat"] != self.manifest.heartbeat:
+            self.record(**fields)
 
 
 def _ending(exc: BaseException) -> Ending:

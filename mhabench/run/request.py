@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from mhabench.measure.peaks import DevicePeaks
 from mhabench.scenario.cases import Case
 
 Selector = Callable[[Case, str, int], bool]
@@ -38,3 +39,6 @@ class RunRequest:
     """The config file as the user named it, for the commands error messages suggest."""
     case_order_seed: int = 0
     """A replicate's case order: 0 the config's, above 0 a seeded permutation (:mod:`mhabench.run.replicates`)."""
+    roofline: Mapping[str, DevicePeaks] = dataclasses.field(default_factory=dict)
+    """Roofs per dtype an earlier process of the same run measured (a replicate after the first): not measured
+    again; a dtype missing here is measured as usual."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,10 +33,11 @@ from mhabench.results.manifest import Manifest
 from mhabench.results.schema import Outcome, ResultRow, RowStatus
 from mhabench.results.store import MANIFEST_NAME, RunWriter, new_run_dir, read_manifest, rows_frame
 from mhabench.run.case import CudaContextLostError, identity, modelled_cost, run_case
+from mhabench.run.estimate import PlannedRow, RowKey, RunEstimate, estimate_run
 from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
 from mhabench.run.launch import check_launch
 from mhabench.run.ncu_profile import CounterSettings
-from mhabench.run.replicates import case_order
+from mhabench.run.replicates import can_fork, case_order
 from mhabench.run.request import RunRequest, Selector
 from mhabench.run.roof import RoofCheck
 from mhabench.run.shard import folder_name
@@ -79,6 +80,15 @@ def implementations_of(config: RunConfig) -> list[ImplSpec]:
 
 # --- a whole run -------------------------------------------------------------------------------
 
+_measured_here: list[bool] = []
+"""Not empty once this process has measured: torch's OpenMP thread pool exists, and a fork of the process could
+hang in it (:func:`measured_in_this_process`)."""
+
+
+def measured_in_this_process() -> bool:
+    """Whether this process has run a config: then a replicate must be a fresh interpreter, not a fork."""
+    return bool(_measured_here)
+
 
 def run(
     config: RunConfig,
@@ -96,6 +106,7 @@ def run(
     (:func:`mhabench.distributed.run.run_distributed`; the CLI chooses).
     """
     request = request or RunRequest()
+    _measured_here.append(True)
     repeats, select, config_path = request.repeats, request.select, request.config_path
     device = resolve_device(config.device)
     specs = implementations_of(config)
@@ -112,7 +123,7 @@ def run(
     if progress:
         progress.start(sum(len(names) for _, _, names in todo))
     with run_folder(writer.run_dir, manifest, writer) as live:
-        peaks = roofline_peaks(device, sorted({case.dtype for case in cases}))  # before any case is timed
+        peaks = roofline_peaks(device, sorted({case.dtype for case in cases}), request.roofline)  # before any timing
         live.record(roofline={dtype: dataclasses.asdict(p) for dtype, p in peaks.items()})
         # the reference workload, timed before the first case; no longer than a row's own minimum
         drift = DriftWatch(device, config.timing.noise_threshold, seconds=min(0.2, config.timing.min_run_time_s))
@@ -189,9 +200,13 @@ def pending(
     return todo
 
 
-def roofline_peaks(device: torch.device, dtypes: list[str]) -> dict[str, DevicePeaks]:
-    """The device's roofs per dtype: datasheet figures, or probed here before the first case."""
-    return {dtype: device_peaks(device, DTYPES[dtype]) for dtype in dtypes}
+def roofline_peaks(
+    device: torch.device, dtypes: list[str], known: Mapping[str, DevicePeaks] | None = None
+) -> dict[str, DevicePeaks]:
+    """The device's roofs per dtype: ``known`` ones (an earlier replicate's), datasheet figures, or probed here
+    before the first case."""
+    known = known or {}
+    return {dtype: known[dtype] if dtype in known else device_peaks(device, DTYPES[dtype]) for dtype in dtypes}
 
 
 def probed_again(device: torch.device, dtype: str) -> DevicePeaks:
@@ -298,3 +313,24 @@ def plan(config: RunConfig, repeats: int = 1) -> list[ResultRow]:
         for case in expand_cases(config, device)
         for spec in implementations_of(config)
     ]
+
+
+def estimate(
+    config: RunConfig, planned: list[ResultRow], repeats: int = 1, known_ms: Mapping[RowKey, float] | None = None
+) -> RunEstimate:
+    """``--dry-run``: how long the run of ``planned`` (:func:`plan`'s rows) will take on this machine: per-call
+    times from ``known_ms`` (earlier runs) or the cost model on this device's roofs (probed here on a CPU)."""
+    device = resolve_device(config.device)
+    peaks = roofline_peaks(device, sorted({row.case.dtype for row in planned}))
+    rows = [PlannedRow(row.case.case_id, row.case.impl, row.cost, peaks[row.case.dtype]) for row in planned]
+    probed = any(p.source.startswith("measured") for p in peaks.values())
+    return estimate_run(
+        rows,
+        config.timing,
+        processes=config.replicates,
+        repeats=repeats,
+        known_ms=known_ms,
+        device_type=device.type,
+        probed=probed,
+        forked=can_fork(device),
+    )

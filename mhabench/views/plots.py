@@ -8,7 +8,6 @@ other field) made a 5-field sweep ~100 lines under a legend that covered the dat
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import itertools
 import math
@@ -71,6 +70,7 @@ from mhabench.results.columns import (
     label,
 )
 from mhabench.results.schema import RowStatus
+from mhabench.views.report.blocks import Plot
 
 # Fields that make two rows different measurements (besides the implementation).
 PLOT_FIELDS = (*SHAPE_FIELDS, DTYPE)
@@ -114,18 +114,6 @@ def _plain_log_labels(ax: Axes) -> None:
         axis.set_major_formatter(FuncFormatter(_one_two_five))
         wide = low > 0 and math.log10(high / low) > MINOR_LABEL_DECADES
         axis.set_minor_formatter(FuncFormatter(lambda _v, _p: "") if wide else FuncFormatter(_one_two_five))
-
-
-@dataclasses.dataclass(frozen=True)
-class Plot:
-    """One image of the report: PNG bytes, or the reason it was skipped."""
-
-    name: str  # file stem, e.g. latency_vs_seq_len (latency_vs_seq_len_2 for a second image)
-    title: str
-    png: bytes | None
-    reason: str = ""
-    wide: bool = False  # a wide image (several panels, many bars): laid out across the full page width
-    caption: str = ""  # how to read it: what the panels are, which implementations were left out
 
 
 def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:

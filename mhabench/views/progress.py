@@ -49,4 +49,6 @@ def replicate_line(progress: ReplicateProgress) -> str:
             f"{progress.count} processes, one after another, each a replicate of the config; "
             f"their rows go to {progress.run_dir}"
         )
-    return f"process {progress.done}/{progress.count} done: repeat {progress.done - 1} of {progress.run_dir.name}"
+    left = f"; about {progress.left_s:.0f} s left" if progress.left_s > 0 else ""
+    took = f" ({progress.seconds:.1f} s{left})" if progress.seconds > 0 else ""
+    return f"process {progress.done}/{progress.count} done: repeat {progress.done - 1} of {progress.run_dir.name}{took}"

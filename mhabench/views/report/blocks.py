@@ -1,6 +1,6 @@
 """What a report is made of: a list of blocks, drawn top to bottom by both renderers.
 
-Tables are :class:`mhabench.views.table.TableModel` and images :class:`mhabench.views.plots.Plot`,
+Tables are :class:`mhabench.views.table.TableModel` and images :class:`Plot` (made by :mod:`mhabench.views.plots`),
 the same objects the terminal and the plots module make, so a report cannot say otherwise.
 """
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from mhabench.views.plots import Plot
 from mhabench.views.table import TableModel
 
 
@@ -28,6 +27,18 @@ class Code:
     """A YAML listing (the resolved configuration)."""
 
     text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Plot:
+    """One image of the report: PNG bytes, or the reason it was skipped."""
+
+    name: str  # file stem, e.g. latency_vs_seq_len (latency_vs_seq_len_2 for a second image)
+    title: str
+    png: bytes | None
+    reason: str = ""
+    wide: bool = False  # a wide image (several panels, many bars): laid out across the full page width
+    caption: str = ""  # how to read it: what the panels are, which implementations were left out
 
 
 Block = Heading | Paragraph | TableModel | Plot | Code
