@@ -242,8 +242,16 @@ def compare(
     baseline: Annotated[str, typer.Option("--baseline", help="One run: speedups over this impl.")] = DEFAULT_BASELINE,
     threshold: Annotated[str, typer.Option("--threshold", help="Two runs: smallest change that counts.")] = "5%",
     fail_on_regression: Annotated[
-        bool, typer.Option("--fail-on-regression", help="Exit 1 if a row's whole CI is slower than the threshold.")
+        bool,
+        typer.Option(
+            "--fail-on-regression",
+            help="Exit 1 if a row's whole CI is slower than the threshold or its counted work rose past it; "
+            "3 if rows cannot be judged (docs/history.md).",
+        ),
     ] = False,
+    on_noise: Annotated[
+        str, typer.Option("--on-noise", help="fail | pass: exit 3 or 0 when the machine moved too much to judge.")
+    ] = "fail",
     force: Annotated[bool, typer.Option("--force", help="Compare runs from different device kinds.")] = False,
     process_spread: Annotated[
         str,
@@ -257,21 +265,30 @@ def compare(
     """One run: speedup of every impl over a baseline. Two runs: what got faster or slower, with statistics."""
     from mhabench.analysis import compare as compare_mod
     from mhabench.analysis import stats
+    from mhabench.analysis.two_run_gate import ON_NOISE, GateResult
     from mhabench.results import store
+    from mhabench.results.completeness import require_whole
     from mhabench.views import compare as compare_output
+    from mhabench.views.gate import gate_line, unfinished_lines
     from mhabench.views.run_notes import drift_lines
 
     with user_errors():
         if output is not None:
             compare_output.check_output_path(output)
+        if on_noise not in ON_NOISE:
+            raise InputError(f"--on-noise: {on_noise!r} is not one of {', '.join(ON_NOISE)}")
         if candidate_ref is None:
             if fail_on_regression:
                 raise InputError("--fail-on-regression: needs two runs (RUN CANDIDATE)")
-            run = store.require_results(store.load_run(run_ref, results_root))
+            run = require_whole(store.require_results(store.load_run(run_ref, results_root)))
+            runs = [run]
             comparison, drifts = compare_mod.speedups(run, baseline), drift_lines(run.frame)
         else:
             limit = stats.parse_threshold(threshold)
-            base, candidate = (store.require_results(store.load_run(r, results_root)) for r in (run_ref, candidate_ref))
+            base, candidate = (
+                require_whole(store.require_results(store.load_run(r, results_root))) for r in (run_ref, candidate_ref)
+            )
+            runs = [base, candidate]
             spread = (
                 compare_mod.machine_spread([base, candidate])
                 if process_spread == "auto"
@@ -280,6 +297,8 @@ def compare(
             comparison = compare_mod.compare_runs(base, candidate, limit, force=force, between_process_spread=spread)
             drifts = []
         out = _fresh_console()
+        for line in unfinished_lines(runs):
+            out.print(Text(line, style="yellow"))
         if comparison.between_process_spread > 0:
             out.print(f"intervals widened by the between-process spread {comparison.between_process_spread:.1%}")
         differences = compare_output.differences_text(comparison)
@@ -287,17 +306,16 @@ def compare(
             out.print(differences)
         out.print(compare_output.compare_table(comparison, out.width))
         summary = compare_output.summary_line(comparison)
-        for line in [*drifts, *([summary] if summary is not None else [])]:
+        lines = [*drifts, *([summary] if summary is not None else []), *compare_output.machine_lines(comparison)]
+        for line in lines:
             out.print(Text(line))
         if output is not None:
             compare_output.write_output(comparison, output)
             out.print(f"written: {output}")
-        regressions = comparison.regressions
-        if fail_on_regression and len(regressions):
-            err_console.print(
-                f"[bold red]regression:[/bold red] {len(regressions)} row(s) slower (whole 95% CI past the threshold)"
-            )
-            raise typer.Exit(1)
+        if fail_on_regression:
+            gate = GateResult(len(comparison.regressions), len(comparison.work_rises), len(comparison.unjudged))
+            err_console.print(gate_line(gate, on_noise))
+            raise typer.Exit(gate.exit_code(on_noise))
 
 
 @app.command()
