@@ -319,6 +319,74 @@ def compare(
 
 
 @app.command()
+def ab(
+    base_file: Annotated[Path, typer.Argument(metavar="BASE.py", help="The plugin file as it was (the base).")],
+    candidate_file: Annotated[Path, typer.Argument(metavar="CANDIDATE.py", help="The plugin file as it is now.")],
+    config: Annotated[
+        Path | None, typer.Argument(metavar="[CONFIG]", help="Scenario YAML (default: the embedded default).")
+    ] = None,
+    replicates: Annotated[
+        int | None, typer.Option("--replicates", min=1, help="Fresh processes (default: the config's, at least 3).")
+    ] = None,
+    threshold: Annotated[str, typer.Option("--threshold", help="Smallest change that counts.")] = "5%",
+    fail_on_regression: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-regression", help="Exit 1 on a slower row or a rise in counted work (docs/history.md)."
+        ),
+    ] = False,
+    device: Annotated[str | None, typer.Option("--device", help="auto | cpu | cuda | cuda:N")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder that receives <run_id>/.")] = Path("results"),
+    output: Annotated[Path | None, typer.Option("--output", help="Also write .csv, .json or .md.")] = None,
+) -> None:
+    """Two versions of a plugin file in the same paired rounds, in several fresh processes: the CI gate."""
+    from mhabench.analysis.ab import compare_versions
+    from mhabench.analysis.two_run_gate import GateResult
+    from mhabench.results import store
+    from mhabench.run import ab as ab_run
+    from mhabench.run import replicates as replicated_run
+    from mhabench.run.request import RunRequest
+    from mhabench.views import compare as compare_output
+    from mhabench.views.gate import gate_line
+
+    with user_errors():
+        if output is not None:
+            compare_output.check_output_path(output)
+        limit = stats_threshold(threshold)
+        versions = ab_run.load_versions(base_file, candidate_file, out)
+        loaded = config_loading.load_config(config) if config else config_loading.load_default_config(device)
+        resolved = ab_run.ab_config(overrides.with_overrides(loaded, device=device), versions, replicates)
+        if resolved.replicates > 1:
+            files = plugins.loaded_plugin_files()
+            report_line = lambda line: console.print(escape(line))  # noqa: E731
+            run_dir = replicated_run.run_replicated(resolved, out, sys.argv, files, report_line).run_dir
+        else:
+            run_dir = runner.run(resolved, out, None, RunRequest(argv=tuple(sys.argv))).run_dir
+        run = store.load_run(run_dir)
+        labels = (f"{base_file} (base)", f"{candidate_file} (candidate)")
+        comparison = compare_versions(run.frame, versions.pairs, limit, labels)
+        out_console = _fresh_console()
+        out_console.print(compare_output.compare_table(comparison, out_console.width))
+        for line in [compare_output.summary_line(comparison), *compare_output.machine_lines(comparison)]:
+            if line:
+                out_console.print(Text(line))
+        out_console.print(f"results: {run_dir}")
+        if output is not None:
+            compare_output.write_output(comparison, output)
+            out_console.print(f"written: {output}")
+        if fail_on_regression:
+            gate = GateResult(len(comparison.regressions), len(comparison.work_rises), len(comparison.unjudged))
+            err_console.print(gate_line(gate, "fail"))
+            raise typer.Exit(gate.exit_code("fail"))
+
+
+def stats_threshold(text: str) -> float:
+    from mhabench.analysis import stats
+
+    return stats.parse_threshold(text)
+
+
+@app.command()
 def report(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run folder, run id, or latest.")],
     report_format: Annotated[str, typer.Option("--format", help="html | md | both (markdown = md)")] = "both",
