@@ -129,8 +129,8 @@ class Comparison:
             return None
         verdicts = self.rows["verdict"].astype(str)
         counts = {str(v): int(n) for v, n in verdicts.value_counts(sort=False).items()}
-        judged = self.rows[self.rows["verdict"] != Unjudged.CANNOT_JUDGE]
-        ratios = judged["ratio"].to_numpy(dtype=float)
+        judgeable = self.rows[self.rows["verdict"] != Unjudged.CANNOT_JUDGE]
+        ratios = judgeable["ratio"].to_numpy(dtype=float)
         ratios = ratios[np.isfinite(ratios) & (ratios > 0)]
         if len(ratios) < MIN_SHIFT_ROWS:
             return Summary(counts)
