@@ -48,7 +48,7 @@ def compare_versions(
         for pair in pairs
     ]
     rows = [row for row in rows if row is not None]
-    return Comparison(labels[0], labels[1], pd.DataFrame(rows), [], threshold=threshold)
+    return Comparison(labels[0], labels[1], pd.DataFrame(rows), [], threshold=threshold, same_rounds=True)
 
 
 def per_process(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> RatioEstimate:

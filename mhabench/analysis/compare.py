@@ -100,6 +100,8 @@ class Comparison:
     replicated: bool = False
     """One run of several processes (``replicates: N``): its rows are read pooled across them
     (:mod:`mhabench.analysis.pooled_rows`)."""
+    same_rounds: bool = False
+    """Two versions timed in the same rounds of one run (``mhabench ab``): each ratio is paired, not two medians."""
     machine: machine_drift.MachineMove | None = None
     """Two runs: their reference workload's timings, read against the threshold (:mod:`.machine_drift`)."""
 

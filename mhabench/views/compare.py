@@ -164,8 +164,9 @@ def _runs_table(comparison: Comparison) -> TableModel:
         for _, r in frame.iterrows()
     ]
     styles = [_verdict_style(str(r["verdict"])) for _, r in frame.iterrows()]
+    measure = "candidate/base, paired in the same rounds" if comparison.same_rounds else "candidate/base median"
     title = (
-        f"{comparison.base_id} → {comparison.candidate_id}: candidate/base median "
+        f"{comparison.base_id} → {comparison.candidate_id}: {measure} "
         f"(threshold {comparison.threshold:.1%}: verdict by the whole 95% CI; p informative)"
     )
     return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), frame)
