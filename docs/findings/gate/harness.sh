@@ -1,30 +1,24 @@
 #!/usr/bin/env bash
-# The A/A and A/B pairs of docs/findings/gate.md, for as many minutes as given.
-#   PYTHON=.venv/bin/python docs/findings/gate/harness.sh OUT_DIR MINUTES     (from the repository root)
+# The A/A and A/B pairs of docs/findings/gate.md, cycle after cycle for as many minutes as given.
+#   PYTHON=.venv/bin/python docs/findings/gate/harness.sh OUT_DIR MINUTES [FIRST_CYCLE]   (from the repository root)
 # then: .venv/bin/python docs/findings/gate/summarize.py OUT_DIR
-# Per cycle i: one-process runs of the base plugin (twice), of +1 and of +4 extra head products (plain two-run
+# A cycle i: one-process runs of the base plugin (twice), of +1 and of +4 extra head products (plain two-run
 # compare pairs: base/base A/A, base/+1 and base/+4 A/B), and `mhabench ab` of base/base, base/+1, base/+4 (3
-# processes each). Every benchmark holds /tmp/mhabench-bench.lock; log.tsv records each command's start, end,
-# exit code and `uptime`.
+# processes each). Each cycle holds /tmp/mhabench-bench.lock, so no other benchmark shares the machine's
+# benchmark slot while it runs; log.tsv records each command's start, end, exit code and `uptime`.
 set -u
 out=$1
 minutes=$2
+cycle=${3:-0}
 python=${PYTHON:-python}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$out/plugins" "$out/runs" "$out/ab"
-cp "$here/my_fused.py" "$out/plugins/my_fused_x0.py"
-for extra in 1 4; do
-  sed "s/^EXTRA_HEADS = 0$/EXTRA_HEADS = $extra/" "$here/my_fused.py" > "$out/plugins/my_fused_x$extra.py"
-done
-end=$(( $(date +%s) + minutes * 60 ))
 log="$out/log.tsv"
 
-bench() {  # NAME COMMAND...: run under the lock unless the time is up; log start, end, exit code and load
+bench() {  # NAME COMMAND...: log start, end, exit code and load
   local name=$1
   shift
-  [ "$(date +%s)" -lt "$end" ] || return 1
   printf '%s\tstart\t%s\t%s\n' "$name" "$(date -u +%FT%TZ)" "$(uptime)" >> "$log"
-  flock /tmp/mhabench-bench.lock "$@" > "$out/$name.out" 2>&1
+  "$@" > "$out/$name.out" 2>&1
   printf '%s\tend\t%s\trc=%s\t%s\n' "$name" "$(date -u +%FT%TZ)" "$?" "$(uptime)" >> "$log"
 }
 
@@ -37,9 +31,24 @@ ab() {  # CYCLE EXTRA
     "$here/gate.yaml" --out "$out/ab/$1-x$2" --fail-on-regression
 }
 
-cycle=0
+if [ "$minutes" = "--cycle" ]; then  # one cycle, called under the lock below
+  run "$cycle" base_a my_fused_x0.py
+  run "$cycle" base_b my_fused_x0.py
+  ab "$cycle" 0
+  run "$cycle" x1 my_fused_x1.py
+  ab "$cycle" 1
+  run "$cycle" x4 my_fused_x4.py
+  ab "$cycle" 4
+  exit 0
+fi
+
+mkdir -p "$out/plugins" "$out/runs" "$out/ab"
+cp "$here/my_fused.py" "$out/plugins/my_fused_x0.py"
+for extra in 1 4; do
+  sed "s/^EXTRA_HEADS = 0$/EXTRA_HEADS = $extra/" "$here/my_fused.py" > "$out/plugins/my_fused_x$extra.py"
+done
+end=$(( $(date +%s) + minutes * 60 ))
 while [ "$(date +%s)" -lt "$end" ]; do
-  run $cycle base_a my_fused_x0.py && run $cycle base_b my_fused_x0.py && ab $cycle 0 \
-    && run $cycle x1 my_fused_x1.py && ab $cycle 1 && run $cycle x4 my_fused_x4.py && ab $cycle 4
+  flock /tmp/mhabench-bench.lock bash "$0" "$out" --cycle "$cycle"
   cycle=$((cycle + 1))
 done
