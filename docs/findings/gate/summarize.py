@@ -15,6 +15,9 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from mhabench.analysis.ab import compare_versions
 from mhabench.analysis.compare import Comparison, compare_runs
 from mhabench.analysis.two_run_gate import GateResult
@@ -51,6 +54,7 @@ def gate_without_work(comparison: Comparison) -> int:
 def main(out: Path) -> None:
     cycles = sorted({int(m.group(1)) for p in out.glob("runs/*") if (m := re.match(r"(\d+)-", p.name))})
     tallies: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    effects: dict[str, list[Comparison]] = collections.defaultdict(list)
     print("| pair, mode | cycle | exit | time-only exit | verdicts | ratio(s) | machine (reference) |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for cycle in cycles:
@@ -66,7 +70,13 @@ def main(out: Path) -> None:
             run = run_in(out / "ab" / f"{cycle}-{extra}")
             if run is None or run.manifest.status != "complete":
                 continue
-            record(tallies, f"{kind} ab", compare_versions(run.frame, VERSIONS, THRESHOLD, ("base", extra)), cycle)
+            comparison = compare_versions(run.frame, VERSIONS, THRESHOLD, ("base", extra))
+            record(tallies, f"{kind} ab", comparison, cycle)
+            effects[kind].append(comparison)
+    print()
+    for name in sorted(effects):
+        print(f"{name}: {describe(effects[name])}")
+    print(f"load averages (1 min) over the commands: {load_range(out)}")
     print()
     print("| kind, mode | pairs | exit 0 | exit 1 | exit 3 | time-only exit 1 | rows slower | rows faster | rows |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -75,6 +85,24 @@ def main(out: Path) -> None:
             f"| {name} | {tally['pairs']} | {tally['exit 0']} | {tally['exit 1']} | {tally['exit 3']} | "
             f"{tally['time exit 1']} | {tally['slower']} | {tally['faster']} | {tally['rows']} |"
         )
+
+
+def describe(comparisons: list[Comparison]) -> str:
+    """The paired ratio per case, geometric mean over the cycles, and one cycle's counted FLOPs change per case."""
+    frame = pd.concat([c.rows for c in comparisons])
+    ratios = frame.groupby("case", sort=False)["ratio"].apply(lambda r: float(np.exp(np.log(r).mean())))
+    first = comparisons[0].rows
+    work = [
+        f"{case}: " + ", ".join(f"{w.column} {w.base:.0f} → {w.candidate:.0f} ({w.relative:+.1%})" for w in changes)
+        for case, changes in zip(first["case"], first["work_changes"], strict=True)
+    ]
+    timed = ", ".join(f"{case} ×{ratio:.2f}" for case, ratio in ratios.items())
+    return f"{len(comparisons)} ab runs; time {timed}; counted work {'; '.join(work) or 'unchanged'}"
+
+
+def load_range(out: Path) -> str:
+    loads = [float(m.group(1)) for m in re.finditer(r"load average: ([0-9.]+),", (out / "log.tsv").read_text())]
+    return f"{min(loads):.2f}–{max(loads):.2f} (median {float(np.median(loads)):.2f}, {len(loads)} readings)"
 
 
 def record(tallies: dict[str, collections.Counter[str]], name: str, comparison: Comparison, cycle: int) -> None:
