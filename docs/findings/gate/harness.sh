@@ -5,7 +5,8 @@
 # A cycle i: one-process runs of the base plugin (twice), of +1 and of +4 extra head products (plain two-run
 # compare pairs: base/base A/A, base/+1 and base/+4 A/B), and `mhabench ab` of base/base, base/+1, base/+4 (3
 # processes each). Each cycle holds /tmp/mhabench-bench.lock, so no other benchmark shares the machine's
-# benchmark slot while it runs; log.tsv records each command's start, end, exit code and `uptime`.
+# benchmark slot while it runs; log.tsv records each command's start, end, exit code and `uptime` (the runs of
+# docs/findings/gate.md logged rc=0 for every command: a bug fixed since; summarize.py recomputes every exit code).
 set -u
 out=$1
 minutes=$2
@@ -19,7 +20,8 @@ bench() {  # NAME COMMAND...: log start, end, exit code and load
   shift
   printf '%s\tstart\t%s\t%s\n' "$name" "$(date -u +%FT%TZ)" "$(uptime)" >> "$log"
   "$@" > "$out/$name.out" 2>&1
-  printf '%s\tend\t%s\trc=%s\t%s\n' "$name" "$(date -u +%FT%TZ)" "$?" "$(uptime)" >> "$log"
+  local code=$?
+  printf '%s\tend\t%s\trc=%s\t%s\n' "$name" "$(date -u +%FT%TZ)" "$code" "$(uptime)" >> "$log"
 }
 
 run() {  # CYCLE NAME PLUGIN
