@@ -254,8 +254,16 @@ def compare(
     baseline: Annotated[str, typer.Option("--baseline", help="One run: speedups over this impl.")] = DEFAULT_BASELINE,
     threshold: Annotated[str, typer.Option("--threshold", help="Two runs: smallest change that counts.")] = "5%",
     fail_on_regression: Annotated[
-        bool, typer.Option("--fail-on-regression", help="Exit 1 if a row's whole CI is slower than the threshold.")
+        bool,
+        typer.Option(
+            "--fail-on-regression",
+            help="Exit 1 if a row's whole CI is slower than the threshold or its counted work rose past it; "
+            "3 if rows cannot be judged (docs/history.md).",
+        ),
     ] = False,
+    on_noise: Annotated[
+        str, typer.Option("--on-noise", help="fail | pass: exit 3 or 0 when the machine moved too much to judge.")
+    ] = "fail",
     force: Annotated[bool, typer.Option("--force", help="Compare runs from different device kinds.")] = False,
     process_spread: Annotated[
         str,
@@ -270,23 +278,32 @@ def compare(
     from mhabench.analysis import compare as compare_mod
     from mhabench.analysis import stats
     from mhabench.analysis.device_mix import compared_device_mix, run_device_mix
+    from mhabench.analysis.two_run_gate import ON_NOISE, GateResult
     from mhabench.results import store
+    from mhabench.results.completeness import require_whole
     from mhabench.views import compare as compare_output
     from mhabench.views.device_mix import device_lines
+    from mhabench.views.gate import gate_line, unfinished_lines
     from mhabench.views.run_notes import drift_lines
 
     with user_errors():
         if output is not None:
             compare_output.check_output_path(output)
+        if on_noise not in ON_NOISE:
+            raise InputError(f"--on-noise: {on_noise!r} is not one of {', '.join(ON_NOISE)}")
         if candidate_ref is None:
             if fail_on_regression:
                 raise InputError("--fail-on-regression: needs two runs (RUN CANDIDATE)")
-            run = store.require_results(store.load_run(run_ref, results_root))
+            run = require_whole(store.require_results(store.load_run(run_ref, results_root)))
+            runs = [run]
             comparison, drifts = compare_mod.speedups(run, baseline), drift_lines(run.frame)
             drifts += device_lines(run_device_mix(run.frame))
         else:
             limit = stats.parse_threshold(threshold)
-            base, candidate = (store.require_results(store.load_run(r, results_root)) for r in (run_ref, candidate_ref))
+            base, candidate = (
+                require_whole(store.require_results(store.load_run(r, results_root))) for r in (run_ref, candidate_ref)
+            )
+            runs = [base, candidate]
             spread = (
                 compare_mod.machine_spread([base, candidate])
                 if process_spread == "auto"
@@ -295,6 +312,8 @@ def compare(
             comparison = compare_mod.compare_runs(base, candidate, limit, force=force, between_process_spread=spread)
             drifts = device_lines(compared_device_mix(base.frame, candidate.frame))
         out = _fresh_console()
+        for line in unfinished_lines(runs):
+            out.print(Text(line, style="yellow"))
         if comparison.between_process_spread > 0:
             out.print(f"intervals widened by the between-process spread {comparison.between_process_spread:.1%}")
         differences = compare_output.differences_text(comparison)
@@ -302,17 +321,83 @@ def compare(
             out.print(differences)
         out.print(compare_output.compare_table(comparison, out.width))
         summary = compare_output.summary_line(comparison)
-        for line in [*drifts, *([summary] if summary is not None else [])]:
+        lines = [*drifts, *([summary] if summary is not None else []), *compare_output.machine_lines(comparison)]
+        for line in lines:
             out.print(Text(line))
         if output is not None:
             compare_output.write_output(comparison, output)
             out.print(f"written: {output}")
-        regressions = comparison.regressions
-        if fail_on_regression and len(regressions):
-            err_console.print(
-                f"[bold red]regression:[/bold red] {len(regressions)} row(s) slower (whole 95% CI past the threshold)"
-            )
-            raise typer.Exit(1)
+        if fail_on_regression:
+            gate = GateResult(len(comparison.regressions), len(comparison.work_rises), len(comparison.unjudged))
+            err_console.print(gate_line(gate, on_noise))
+            raise typer.Exit(gate.exit_code(on_noise))
+
+
+@app.command()
+def ab(
+    base_file: Annotated[Path, typer.Argument(metavar="BASE.py", help="The plugin file as it was (the base).")],
+    candidate_file: Annotated[Path, typer.Argument(metavar="CANDIDATE.py", help="The plugin file as it is now.")],
+    config: Annotated[
+        Path | None, typer.Argument(metavar="[CONFIG]", help="Scenario YAML (default: the embedded default).")
+    ] = None,
+    replicates: Annotated[
+        int | None, typer.Option("--replicates", min=1, help="Fresh processes (default: the config's, at least 3).")
+    ] = None,
+    threshold: Annotated[str, typer.Option("--threshold", help="Smallest change that counts.")] = "5%",
+    fail_on_regression: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-regression", help="Exit 1 on a slower row or a rise in counted work (docs/history.md)."
+        ),
+    ] = False,
+    device: Annotated[str | None, typer.Option("--device", help="auto | cpu | cuda | cuda:N")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder that receives <run_id>/.")] = Path("results"),
+    output: Annotated[Path | None, typer.Option("--output", help="Also write .csv, .json or .md.")] = None,
+) -> None:
+    """Two versions of a plugin file in the same paired rounds, in several fresh processes: the CI gate."""
+    from mhabench.analysis.ab import compare_versions
+    from mhabench.analysis.two_run_gate import GateResult
+    from mhabench.results import store
+    from mhabench.run import ab as ab_run
+    from mhabench.run import replicates as replicated_run
+    from mhabench.run.request import RunRequest
+    from mhabench.views import compare as compare_output
+    from mhabench.views.gate import gate_line
+
+    with user_errors():
+        if output is not None:
+            compare_output.check_output_path(output)
+        limit = stats_threshold(threshold)
+        versions = ab_run.load_versions(base_file, candidate_file, out)
+        loaded = config_loading.load_config(config) if config else config_loading.load_default_config(device)
+        resolved = ab_run.ab_config(overrides.with_overrides(loaded, device=device), versions, replicates)
+        if resolved.replicates > 1:
+            files = plugins.loaded_plugin_files()
+            run_dir = replicated_run.run_replicated(resolved, out, sys.argv, files, cli_run.print_replicate).run_dir
+        else:
+            run_dir = runner.run(resolved, out, None, RunRequest(argv=tuple(sys.argv))).run_dir
+        run = store.load_run(run_dir)
+        labels = (f"{base_file} (base)", f"{candidate_file} (candidate)")
+        comparison = compare_versions(run.frame, versions.pairs, limit, labels)
+        out_console = _fresh_console()
+        out_console.print(compare_output.compare_table(comparison, out_console.width))
+        for line in [compare_output.summary_line(comparison), *compare_output.machine_lines(comparison)]:
+            if line:
+                out_console.print(Text(line))
+        out_console.print(f"results: {run_dir}")
+        if output is not None:
+            compare_output.write_output(comparison, output)
+            out_console.print(f"written: {output}")
+        if fail_on_regression:
+            gate = GateResult(len(comparison.regressions), len(comparison.work_rises), len(comparison.unjudged))
+            err_console.print(gate_line(gate, "fail"))
+            raise typer.Exit(gate.exit_code("fail"))
+
+
+def stats_threshold(text: str) -> float:
+    from mhabench.analysis import stats
+
+    return stats.parse_threshold(text)
 
 
 @app.command()

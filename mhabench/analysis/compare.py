@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from mhabench.analysis import pooled_change, stats
+from mhabench.analysis import machine_drift, pooled_change, stats, work_change
 from mhabench.analysis.answer import answer_run
 from mhabench.analysis.estimate import is_ok, samples_of
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
@@ -35,7 +35,7 @@ from mhabench.analysis.verdict import Change, Unjudged, judge_change, unjudged_r
 from mhabench.errors import InputError
 from mhabench.results import store as results
 from mhabench.results.calibration import load_calibration
-from mhabench.results.columns import CASE_KEY, ERROR, LATENCY_MS, SCENARIO, STATUS
+from mhabench.results.columns import CASE_KEY, ERROR, LATENCY_MS, REPEAT, SCENARIO, STATUS
 from mhabench.results.fingerprint import Fingerprint
 
 ENVIRONMENT_FIELDS = (
@@ -102,6 +102,10 @@ class Comparison:
     replicated: bool = False
     """One run of several processes (``replicates: N``): its rows are read pooled across them
     (:mod:`mhabench.analysis.pooled_rows`)."""
+    same_rounds: bool = False
+    """Two versions timed in the same rounds of one run (``mhabench ab``): each ratio is paired, not two medians."""
+    machine: machine_drift.MachineMove | None = None
+    """Two runs: their reference workload's timings, read against the threshold (:mod:`.machine_drift`)."""
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -111,13 +115,26 @@ class Comparison:
         return self.rows[self.rows["verdict"] == Change.SLOWER]
 
     @property
+    def unjudged(self) -> pd.DataFrame:
+        """Rows the machine's movement left ``cannot judge`` (``--on-noise`` decides what they do to the gate)."""
+        if "verdict" not in self.rows:
+            return self.rows.iloc[0:0]
+        return self.rows[self.rows["verdict"] == Unjudged.CANNOT_JUDGE]
+
+    @property
+    def work_rises(self) -> pd.DataFrame:
+        """Rows whose counted work rose past the threshold: a regression whatever the machine did."""
+        return work_change.rises(self.rows, self.threshold or 0.0)
+
+    @property
     def summary(self) -> Summary | None:
         """The verdicts counted and the run-wide shift (two runs only)."""
         if self.candidate_id is None or self.threshold is None:
             return None
         verdicts = self.rows["verdict"].astype(str)
         counts = {str(v): int(n) for v, n in verdicts.value_counts(sort=False).items()}
-        ratios = self.rows["ratio"].to_numpy(dtype=float)
+        judgeable = self.rows[self.rows["verdict"] != Unjudged.CANNOT_JUDGE]
+        ratios = judgeable["ratio"].to_numpy(dtype=float)
         ratios = ratios[np.isfinite(ratios) & (ratios > 0)]
         if len(ratios) < MIN_SHIFT_ROWS:
             return Summary(counts)
@@ -204,7 +221,9 @@ def compare_runs(
         if all(row["verdict"] in (Unjudged.ONLY_IN_BASE, Unjudged.ONLY_IN_CANDIDATE) for row in rows):
             raise NoCommonRowsError(f"{base.run_id} and {candidate.run_id} have no (case, implementation) in common")
         measured = pooled_change.measured_spread(base.frame, candidate.frame, key)
-        return _judged(base, candidate, rows, differences, threshold, max(between_process_spread, measured))
+        pooled_key = [column for column in key if column != REPEAT]
+        spread = max(between_process_spread, measured)
+        return _judged(base, candidate, rows, differences, threshold, spread, pooled_key)
     merged = pd.merge(
         base.frame.drop_duplicates(key).assign(_order=lambda f: range(len(f))),
         candidate.frame.drop_duplicates(key).assign(_order=lambda f: range(len(base.rows), len(base.rows) + len(f))),
@@ -220,7 +239,7 @@ def compare_runs(
             f"{base.run_id} and {candidate.run_id} have no rows in common (matched on {', '.join(key)})"
         )
     rows = [_compare_row(row, key) for _, row in merged.iterrows()]
-    return _judged(base, candidate, rows, differences, threshold, between_process_spread)
+    return _judged(base, candidate, rows, differences, threshold, between_process_spread, key)
 
 
 def _judged(
@@ -230,14 +249,22 @@ def _judged(
     differences: list[Difference],
     threshold: float,
     between_process_spread: float,
+    key: list[str],
 ) -> Comparison:
-    """The compared rows with their Holm-corrected p-values and verdicts (widened by the between-process spread)."""
+    """The compared rows with their Holm-corrected p-values and verdicts (widened by the between-process spread),
+    corrected for the machine or left unjudged where it moved (:mod:`.machine_drift`), with their counted work's
+    changes (:mod:`.work_change`)."""
+    machine = machine_drift.machine_move(base, candidate, threshold)
+    machine_drift.place_rows(rows, base.frame, key)
+    machine_drift.correct(rows, machine)
     adjusted = stats.holm([r["p_value"] for r in rows])
     for row, p_holm in zip(rows, adjusted, strict=True):
         row["p_holm"] = p_holm
         if row["verdict"] is None:
             row["verdict"] = row_verdict(row["ci_low"], row["ci_high"], threshold)
-        unclear_within_spread(row, threshold, between_process_spread)
+        unclear_within_spread(row, threshold, machine_drift.row_spread(row, machine, between_process_spread))
+        machine_drift.unjudge(row)
+    work_change.annotate(rows, base.frame, candidate.frame, key)
     return Comparison(
         base.run_id,
         candidate.run_id,
@@ -245,6 +272,7 @@ def _judged(
         differences,
         threshold=threshold,
         between_process_spread=between_process_spread,
+        machine=machine,
     )
 
 

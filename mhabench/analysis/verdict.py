@@ -33,9 +33,12 @@ class Change(str, enum.Enum):
 
 
 class Unjudged(str, enum.Enum):
-    """A compared row that gets no :class:`Change`: in one run only, or failed in either (no ratio to judge). Beside
-    ``Change`` they make every word of compare's ``verdict`` column; str-valued, so the column holds the words."""
+    """A compared row that gets no :class:`Change`: in one run only, failed in either (no ratio to judge), or timed
+    while the machine moved more than the threshold and not correctable by the runs' reference workload
+    (:mod:`mhabench.analysis.machine_drift`). Beside ``Change`` they make every word of compare's ``verdict``
+    column; str-valued, so the column holds the words."""
 
+    CANNOT_JUDGE = "cannot judge"
     NOT_COMPARED = "not compared"
     ONLY_IN_BASE = "only in base"
     ONLY_IN_CANDIDATE = "only in candidate"

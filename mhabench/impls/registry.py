@@ -222,6 +222,13 @@ def register(
     return decorator
 
 
+def rename(name: str, new_name: str) -> None:
+    """Hold ``name``'s implementation under ``new_name`` instead: two versions of one plugin, side by side."""
+    if new_name in _REGISTRY:
+        raise RegistryError(f"implementation {new_name!r} is already registered")
+    _REGISTRY[new_name] = dataclasses.replace(_REGISTRY.pop(name), name=new_name)
+
+
 def get_spec(name: str) -> ImplSpec:
     try:
         return _REGISTRY[name]

@@ -315,7 +315,9 @@ def stored_frame(run_dir: Path) -> pd.DataFrame:
     frame = _read(parquet) if parquet.is_file() else None
     if csv_path.is_file() and (frame is None or len(frame) < _csv_rows(csv_path)):
         samples = {} if frame is None else dict(zip(_row_keys(frame), frame[SAMPLES_COLUMN], strict=True))
-        frame = _read(csv_path).copy()  # one block per column once the CSV has ~100: adding one more warns
+        # a line cut off by a killed run is dropped, never read as a row of empty cells; one block per column once
+        # the CSV has ~100: adding one more warns
+        frame = _complete_csv_rows(csv_path).copy()
         frame[SAMPLES_COLUMN] = [samples.get(key) for key in _row_keys(frame)]
     frame = rows_frame([]) if frame is None else frame
     frame["error"] = frame["error"].astype(object).fillna("").astype(str)

@@ -53,18 +53,25 @@ def load_plugin_files(sources: Iterable[str]) -> None:
             load_plugin(source)
 
 
-def _import(path: Path) -> tuple[ModuleType, list[str]]:
+def import_tagged(path: Path, tag: str) -> list[str]:
+    """Import the plugin file at ``path`` once more under ``tag`` (one module per tag, even for one file); return
+    the names it registered. ``mhabench ab`` renames them, so two versions of one file can share a process."""
+    return _import(path, tag)[1]
+
+
+def _import(path: Path, tag: str = "") -> tuple[ModuleType, list[str]]:
     where = _printable(path)
     try:
         resolved = path.expanduser().resolve()
         is_file = resolved.is_file()
     except (OSError, RuntimeError) as exc:  # a name too long for the OS, an unknown ~user, a symlink loop
         raise PluginError(f"{where}: cannot open the plugin file ({getattr(exc, 'strerror', None) or exc})") from None
-    if resolved in _LOADED:
-        return _LOADED[resolved]
+    loaded = Path(f"{resolved}#{tag}") if tag else resolved
+    if loaded in _LOADED:
+        return _LOADED[loaded]
     if not is_file:
         raise PluginError(f"{where}: no such plugin file")
-    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
+    digest = hashlib.sha1(str(loaded).encode()).hexdigest()[:10]
     module_name = f"mhabench_plugin_{re.sub(r'[^0-9A-Za-z_]', '_', resolved.stem)}_{digest}"
     spec = importlib.util.spec_from_file_location(module_name, resolved)
     if spec is None or spec.loader is None:
@@ -82,8 +89,8 @@ def _import(path: Path) -> tuple[ModuleType, list[str]]:
         detail = str(exc).strip().splitlines()
         raise PluginError(f"{where}: importing it raised {type(exc).__name__}: {detail[0] if detail else ''}") from None
     added = [name for name in available_implementations() if name not in before]
-    _LOADED[resolved] = (module, added)
-    return _LOADED[resolved]
+    _LOADED[loaded] = (module, added)
+    return _LOADED[loaded]
 
 
 def _printable(path: Path) -> str:

@@ -25,7 +25,7 @@ from mhabench.analysis.verdict import Change, Unjudged
 from mhabench.errors import InputError
 from mhabench.results.columns import IMPL, LATENCY_MS, REPEAT, STATUS
 from mhabench.results.schema import RowStatus
-from mhabench.views import table
+from mhabench.views import machine, table
 from mhabench.views.pooled import DROPPABLE as POOLED_DROPPABLE
 from mhabench.views.pooled import pooled_table, pooled_title
 from mhabench.views.summary import method_phrase, status_text
@@ -78,6 +78,7 @@ def _ci(value: Any, low: Any, high: Any) -> str:
 
 VERDICT_STYLES: dict[str, str] = {
     Change.UNCLEAR: "maybe",
+    Unjudged.CANNOT_JUDGE: "maybe",
     Unjudged.ONLY_IN_BASE: "only",
     Unjudged.ONLY_IN_CANDIDATE: "only",
     Unjudged.NOT_COMPARED: "failed",
@@ -150,6 +151,7 @@ def _runs_table(comparison: Comparison) -> TableModel:
         "95% CI",
         "p (Holm)",
         "verdict",
+        "counted work",
         "note",
     ]
     cells = [
@@ -163,13 +165,15 @@ def _runs_table(comparison: Comparison) -> TableModel:
             _ci(r["ratio"], r["ci_low"], r["ci_high"]),
             format_number(r["p_holm"], ".2g"),
             r["verdict"],
-            r["note"],
+            machine.work_cell(r),
+            "; ".join(part for part in (r["note"], machine.machine_note(r, comparison.machine)) if part),
         ]
         for _, r in frame.iterrows()
     ]
     styles = [_verdict_style(str(r["verdict"])) for _, r in frame.iterrows()]
+    measure = "candidate/base, paired in the same rounds" if comparison.same_rounds else "candidate/base median"
     title = (
-        f"{comparison.base_id} → {comparison.candidate_id}: candidate/base median "
+        f"{comparison.base_id} → {comparison.candidate_id}: {measure} "
         f"(threshold {comparison.threshold:.1%}: verdict by the whole 95% CI; p informative)"
     )
     return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), frame)
@@ -180,6 +184,7 @@ SUMMARY_ORDER: tuple[Change | Unjudged, ...] = (
     Change.SLOWER,
     Change.SAME,
     Change.UNCLEAR,
+    Unjudged.CANNOT_JUDGE,
     Unjudged.NOT_COMPARED,
     Unjudged.ONLY_IN_BASE,
     Unjudged.ONLY_IN_CANDIDATE,
@@ -206,7 +211,9 @@ def summary_line(comparison: Comparison) -> str | None:
 
 
 def _numeric(headers: list[str]) -> list[bool]:
-    return [h not in ("case", "impl", "rep", "method", "verdict", "note", "status", "pick") for h in headers]
+    return [
+        h not in ("case", "impl", "rep", "method", "verdict", "counted work", "note", "status", "pick") for h in headers
+    ]
 
 
 # --- output files ------------------------------------------------------------------------------
@@ -245,6 +252,8 @@ def _as_json(comparison: Comparison) -> dict[str, Any]:
         "confidence_level": stats.CONFIDENCE_LEVEL,
         "differences": [dataclasses.asdict(d) for d in comparison.differences],
         "summary": summary_line(comparison),
+        "machine": machine.machine_line(comparison),
+        "counted_work": machine.work_line(comparison),
         "rows": records,
     }
 
@@ -265,5 +274,12 @@ def as_markdown(comparison: Comparison) -> str:
     if comparison.differences:
         parts += ["Manifest differences:", ""]
         parts += [f"- {d.field}: {d.base} → {d.candidate}" for d in comparison.differences] + [""]
-    summary = summary_line(comparison)
-    return "\n".join([*parts, table.to_markdown(comparison_table(comparison)), *(["", summary] if summary else []), ""])
+    lines = [line for line in (summary_line(comparison), *machine_lines(comparison)) if line]
+    return "\n".join([*parts, table.to_markdown(comparison_table(comparison)), *(["", *lines] if lines else []), ""])
+
+
+def machine_lines(comparison: Comparison) -> list[str]:
+    """Two runs: the lines on the machine's movement and the counted work, under the summary."""
+    if comparison.candidate_id is None:
+        return []
+    return [line for line in (machine.machine_line(comparison), machine.work_line(comparison)) if line]

@@ -1,0 +1,109 @@
+"""Two versions of a plugin measured in one run, in the same paired rounds: their change, judged.
+
+``mhabench ab`` (:mod:`mhabench.run.ab`) runs ``name@base`` and ``name@candidate`` as two implementations of
+every case, so each round times both back to back: whatever the machine does to one, it does to the other within
+the round, and the paired ratio cancels it, as it does between any two implementations of a case. Several fresh
+processes (replicates) each give one paired ratio per case; the change is read across them:
+
+- **ratio**: candidate over base, the geometric mean of the processes' paired ratios (one process: its own);
+- **interval**: the t interval over the processes' log ratios (:func:`mhabench.analysis.estimate.across_processes`),
+  which holds what moves between processes; one process: its paired bootstrap interval over rounds;
+- **verdict**: :func:`mhabench.analysis.verdict.judge_change`, the whole interval against the threshold, as every
+  comparison; **counted work**: :mod:`mhabench.analysis.work_change`, exactly.
+
+The result is a :class:`mhabench.analysis.compare.Comparison`, so ``compare``'s table, summary and gate read it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from mhabench.analysis import work_change
+from mhabench.analysis.case_label import case_label
+from mhabench.analysis.compare import Comparison
+from mhabench.analysis.estimate import across_processes, is_ok, row_ratio
+from mhabench.analysis.stats import RatioEstimate
+from mhabench.analysis.verdict import Unjudged, judge_change
+from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, REPEAT, SCENARIO
+
+Record = dict[str, Any]
+VersionPair = tuple[str, str, str]
+"""(plugin name, its base version's registry name, its candidate version's)."""
+
+
+def compare_versions(
+    frame: pd.DataFrame, pairs: Sequence[VersionPair], threshold: float, labels: tuple[str, str]
+) -> Comparison:
+    """One row per (case, plugin name): the candidate version over the base version, paired within each process
+    and read across processes, judged against ``threshold``; ``labels`` name the two versions in the title."""
+    rows = [
+        _pair_row(records, pair, threshold)
+        for _, group in frame.groupby(CASE_ID, sort=False)
+        for records in [group.to_dict("records")]
+        for pair in pairs
+    ]
+    rows = [row for row in rows if row is not None]
+    return Comparison(labels[0], labels[1], pd.DataFrame(rows), [], threshold=threshold, same_rounds=True)
+
+
+def per_process(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> RatioEstimate:
+    """One process's candidate/base ratio: paired over the rounds both took part in (the ratio of medians when they
+    were not timed in the same rounds)."""
+    found = row_ratio(candidate, base)
+    return RatioEstimate(found.ratio, found.ci_low, found.ci_high)
+
+
+def across(estimates: Sequence[RatioEstimate]) -> RatioEstimate:
+    """The processes' ratios read together: across them from two on, the one process's own interval below."""
+    if len(estimates) == 1:
+        return estimates[0]
+    return across_processes([estimate.ratio for estimate in estimates])
+
+
+def _pair_row(records: list[Record], pair: VersionPair, threshold: float) -> Record | None:
+    name, base_name, candidate_name = pair
+    base = {r.get(REPEAT): r for r in records if r[IMPL] == base_name}
+    candidate = {r.get(REPEAT): r for r in records if r[IMPL] == candidate_name}
+    if not base and not candidate:
+        return None
+    shown = next(iter((base or candidate).values()))
+    row: Record = {
+        CASE_ID: shown[CASE_ID],
+        SCENARIO: shown.get(SCENARIO),
+        "case": case_label(shown),
+        IMPL: name,
+        "base_ms": math.nan,
+        "candidate_ms": math.nan,
+        "ratio": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "p_value": math.nan,
+        "p_holm": math.nan,
+        "verdict": Unjudged.NOT_COMPARED.value,
+        "note": "",
+    }
+    processes = [p for p in base if p in candidate and is_ok(base[p]) and is_ok(candidate[p])]
+    row["work_changes"] = work_change.changes(list(base.values()), list(candidate.values()))
+    row["work_rise"] = max((change.relative for change in row["work_changes"]), default=0.0)
+    if not processes:
+        row["note"] = f"ok in no process ({len(base)} base, {len(candidate)} candidate rows)"
+        return row
+    estimate = across([per_process(base[p], candidate[p]) for p in processes])
+    row.update(
+        base_ms=_median([base[p][LATENCY_MS] for p in processes]),
+        candidate_ms=_median([candidate[p][LATENCY_MS] for p in processes]),
+        ratio=estimate.ratio,
+        ci_low=estimate.ci_low,
+        ci_high=estimate.ci_high,
+        verdict=judge_change(estimate.ci_low, estimate.ci_high, threshold).value,
+        note=f"same rounds, across {len(processes)} of {len(base)} processes",
+    )
+    return row
+
+
+def _median(values: Sequence[Any]) -> float:
+    return float(pd.Series([float(v) for v in values]).median())

@@ -1,0 +1,89 @@
+"""``compare``'s words about the machine and the counted work: a row's notes and the lines under the table.
+
+The figures come from :mod:`mhabench.analysis.machine_drift` and :mod:`mhabench.analysis.work_change`; this
+module only writes them out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mhabench.analysis.compare import Comparison
+from mhabench.analysis.machine_drift import MachineMove, RowMachine
+from mhabench.analysis.work_change import WorkChange
+
+ROW_NOTES: dict[str, str] = {
+    RowMachine.CORRECTED: "corrected by the reference (÷{factor:.3f})",
+    RowMachine.MOVED_WITHIN: "the machine moved {within:.0%} within a run: no one factor corrects it",
+    RowMachine.OTHER_BOUND: "{bound} while the reference is compute-bound: the reference does not correct it",
+    RowMachine.BOUND_UNKNOWN: "no intensity and ridge to tell whether the reference corrects it",
+}
+"""A row's note per machine state, filled from the comparison's :class:`MachineMove`."""
+
+COLUMN_NAMES = {
+    "measured_flops": "FLOPs",
+    "measured_bytes": "bytes",
+    "ops_per_call": "ops/call",
+    "tensor_flops": "tensor FLOPs",
+    "fp32_flops": "fp32 FLOPs",
+    "kernels_per_call": "kernels/call",
+}
+
+
+def machine_note(row: Mapping[str, Any], move: MachineMove | None) -> str:
+    """What the machine's movement did to this row ("" when nothing)."""
+    state = str(row.get("machine") or "")
+    if move is None or state not in ROW_NOTES:
+        return ""
+    bound = "memory-bound" if str(row.get("bound") or "") == "memory" else "on the other side of the ridge"
+    return ROW_NOTES[state].format(factor=move.factor, within=move.within, bound=bound)
+
+
+def work_cell(row: Mapping[str, Any]) -> str:
+    """Every counted column that changed, exactly: ``FLOPs 100663296 → 134217728 (+33.3%)``; "" when none did."""
+    found: Sequence[WorkChange] = row.get("work_changes") or []
+    return "; ".join(_work_change(change) for change in found)
+
+
+def _work_change(change: WorkChange) -> str:
+    relative = "new" if math.isinf(change.relative) else f"{change.relative:+.1%}"
+    name = COLUMN_NAMES.get(change.column, change.column)
+    return f"{name} {change.base:.0f} → {change.candidate:.0f} ({relative})"
+
+
+def machine_line(comparison: Comparison) -> str | None:
+    """How far the machine moved, from the runs' reference timings, and what that did to the rows."""
+    move = comparison.machine
+    if move is None:
+        return None
+    if move.base is None or move.candidate is None:
+        missing = [name for name, side in (("base", move.base), ("candidate", move.candidate)) if side is None]
+        return f"Machine: not watched ({' and '.join(missing)} recorded no reference timings); rows judged as they are."
+    workload = move.base.workload or "reference workload"
+    line = (
+        f"Machine: the {workload} took {move.base.level_ms:.3g} ms in the base and {move.candidate.level_ms:.3g} ms "
+        f"in the candidate ({move.factor - 1:+.0%}); within a run it moved up to {move.within:.0%}"
+    )
+    if not move.moved:
+        return f"{line}: steady (threshold {move.threshold:.0%}), rows judged as they are."
+    states = comparison.rows.get("machine")
+    corrected = int((states == RowMachine.CORRECTED).sum()) if states is not None else 0
+    unjudged = len(comparison.unjudged)
+    return (
+        f"{line}: past the threshold ({move.threshold:.0%}); {corrected} row(s) corrected by the reference, "
+        f"{unjudged} cannot be judged."
+    )
+
+
+def work_line(comparison: Comparison) -> str | None:
+    """How many rows counted different work, and how many rose past the threshold (None when none changed)."""
+    if "work_changes" not in comparison.rows:
+        return None
+    changed = int(comparison.rows["work_changes"].map(bool).sum())
+    if not changed:
+        return "Counted work: unchanged in every row counted in both runs."
+    rose = len(comparison.work_rises)
+    threshold = comparison.threshold or 0.0
+    return f"Counted work: changed in {changed} row(s), rose past the threshold ({threshold:.0%}) in {rose}."

@@ -1,0 +1,99 @@
+"""``mhabench ab``: two versions of one plugin file under two names, in the same rounds, in fresh processes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from mhabench.analysis.ab import across, compare_versions, per_process
+from mhabench.analysis.stats import RatioEstimate
+from mhabench.analysis.two_run_gate import REGRESSION
+from mhabench.analysis.verdict import Change
+from mhabench.cli import app
+from mhabench.impls.registry import build, get_spec
+from mhabench.impls.weights import AttentionWeights
+from mhabench.pattern import PLAIN
+from mhabench.results.store import load_run
+from mhabench.run.ab import load_versions
+
+PLUGIN = Path(__file__).resolve().parent.parent / "docs" / "findings" / "gate" / "my_fused.py"
+
+
+def with_extra_heads(tmp_path: Path, extra: int) -> Path:
+    """A copy of the findings' plugin doing ``extra`` more per-head n×n×d products: a regression of known work."""
+    path = tmp_path / f"my_fused_x{extra}.py"
+    path.write_text(PLUGIN.read_text().replace("EXTRA_HEADS = 0\n", f"EXTRA_HEADS = {extra}\n"), encoding="utf-8")
+    return path
+
+
+def test_one_file_loads_twice_under_two_names_and_both_compute_the_same(tmp_path: Path) -> None:
+    versions = load_versions(PLUGIN, PLUGIN, tmp_path / "out")
+    assert versions.pairs == (("my_fused", "my_fused@base", "my_fused@candidate"),)
+    assert get_spec("my_fused@base").factory is not get_spec("my_fused@candidate").factory  # two modules
+    weights = AttentionWeights.random(32)
+    x = torch.randn(1, 8, 32, generator=torch.Generator().manual_seed(0))
+    base, candidate = (build(name, weights, 4, PLAIN) for name in ("my_fused@base", "my_fused@candidate"))
+    assert torch.equal(base(x), candidate(x))
+    generated = sorted(path.name for path in (tmp_path / "out" / ".ab").glob("*/*.py"))
+    assert generated == ["ab_base.py", "ab_candidate.py"]
+
+
+def test_files_that_share_no_name_are_one_line(tmp_path: Path) -> None:
+    other = tmp_path / "other.py"
+    other.write_text(PLUGIN.read_text().replace('"my_fused"', '"their_fused"'), encoding="utf-8")
+    result = CliRunner().invoke(app, ["ab", str(PLUGIN), str(other), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "register no implementation under the same name" in result.output and "their_fused" in result.output
+    missing = CliRunner().invoke(app, ["ab", str(PLUGIN), str(tmp_path / "nope.py"), "--out", str(tmp_path / "o")])
+    assert missing.exit_code == 2 and "no such plugin file" in missing.output
+
+
+def test_processes_are_read_across_and_one_process_keeps_its_own_interval() -> None:
+    one = RatioEstimate(1.1, 1.05, 1.15)
+    assert across([one]) == one
+    pooled = across([RatioEstimate(1.10, 1.0, 1.2), RatioEstimate(1.12, 1.0, 1.2), RatioEstimate(1.08, 1.0, 1.2)])
+    assert pooled.ratio == pytest.approx(math.exp((math.log(1.10) + math.log(1.12) + math.log(1.08)) / 3))
+    assert pooled.ci_low < pooled.ratio < pooled.ci_high
+    base = {"times_ms": [1.0] * 12, "rounds_id": "r", "status": "ok"}
+    candidate = {"times_ms": [1.25] * 12, "rounds_id": "r", "status": "ok"}
+    assert per_process(base, candidate).ratio == pytest.approx(1.25)  # candidate over base, paired
+
+
+def test_ab_end_to_end_times_both_versions_in_the_same_rounds_and_fails_on_counted_work(tmp_path: Path) -> None:
+    config = tmp_path / "tiny.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "name": "tiny-ab",
+                "device": "cpu",
+                "dtype": "float32",
+                "threads": 1,
+                "timing": {"min_run_time_s": 0.01, "max_run_time_s": 0.05, "min_samples": 6, "warmup_max_s": 0.01},
+                "scenarios": [{"name": "t", "batch": 1, "seq_len": 32, "d_model": 32, "heads": 2}],
+            }
+        )
+    )
+    candidate = with_extra_heads(tmp_path, 1)
+    out = tmp_path / "out"
+    args = ["ab", str(PLUGIN), str(candidate), str(config), "--replicates", "2", "--out", str(out)]
+    result = CliRunner().invoke(app, [*args, "--fail-on-regression", "--output", str(tmp_path / "ab.json")])
+    assert result.exit_code == REGRESSION, result.output
+    assert "counted work risen past the threshold" in result.output
+    run_dir = next(path.parent for path in out.glob("*/manifest.json"))
+    run = load_run(run_dir)
+    frame = run.frame
+    assert set(frame["impl"]) == {"my_fused@base", "my_fused@candidate"}
+    assert sorted(set(frame["repeat"])) == [0, 1]  # two fresh processes
+    for _, process in frame.groupby("repeat"):
+        assert process["rounds_id"].nunique() == 1  # both versions in the same rounds
+    comparison = compare_versions(frame, [("my_fused", "my_fused@base", "my_fused@candidate")], 0.05, ("a", "b"))
+    row = comparison.rows.iloc[0]
+    flops = {change.column: change for change in row["work_changes"]}["measured_flops"]
+    n, head_dim = 32, 16
+    assert flops.candidate - flops.base == 2 * n * n * head_dim  # one n×n×d product more, counted exactly
+    assert row["verdict"] in {verdict.value for verdict in Change}
