@@ -193,14 +193,14 @@ def test_the_sentence_is_rendered_from_the_block_and_the_report() -> None:
     )
     page = rendered_page(BLOCK, held)
     assert "whatever was typed here" not in page
-    assert "`fused` is 2.00–3.00× as fast as `naive` at kv_heads 2, batch 256: held in two sittings" in page
+    assert "`fused` is 2.00–3.00× as fast as `naive` at kv_heads 2, batch 256. **Held** in two sittings" in page
     assert "`…073028Z`: `fused` 2.50× [2.10–2.90] over `naive` (processes 2.20–2.80×), holds" in page
     assert page.startswith("intro\n<!-- claim\n") and page.endswith("<!-- /claim -->\noutro\n")
     assert rendered_page(page, held) == page
     once = report(Level.SEEN_ONCE, [grade_record("20261129T073028Z-x", Grade.HOLDS)])
-    assert ": seen once" in rendered_page(BLOCK, once)
+    assert ". **Seen once**, not yet held" in rendered_page(BLOCK, once)
     (block,) = parse_page(BLOCK)
-    assert claim_text(None, block.claim).endswith("not checked yet.\n")
+    assert claim_text(None, block.claim).endswith(". Not checked yet.\n")
 
 
 def test_the_readme_table_counts_levels_per_page() -> None:

@@ -123,7 +123,7 @@ def test_claims_check_grades_given_runs_stores_the_report_and_re_renders(tmp_pat
     report = load(findings / "decode.claims.json")
     assert report.claims[0].level == Level.SEEN_ONCE
     page = (findings / "decode.md").read_text()
-    assert "typed" not in page and "seen once" in page and "`fused` 2.63× [2.41–2.86] over `naive`" in page
+    assert "typed" not in page and "**Seen once**" in page and "`fused` 2.63× [2.41–2.86] over `naive`" in page
     assert "| [decode.md](decode.md) | 1 |" in (findings / README).read_text()
 
 

@@ -59,9 +59,9 @@ def measured(one: GradeRecord) -> str:
 
 
 LEVEL_WORDS = {
-    Level.HELD: "held in two sittings an hour or more apart",
-    Level.SEEN_ONCE: "seen once (not yet in two sittings an hour apart)",
-    Level.DID_NOT_HOLD: "**did not hold**",
+    Level.HELD: "**Held** in two sittings an hour or more apart",
+    Level.SEEN_ONCE: "**Seen once**, not yet held in two sittings an hour apart",
+    Level.DID_NOT_HOLD: "**Did not hold**",
 }
 
 
@@ -69,9 +69,9 @@ def claim_text(record: ClaimRecord | None, claim: Claim) -> str:
     """The sentence a page holds between a claim's block and its closing comment (ending in a newline)."""
     said = statement(claim)
     if record is None or not record.grades:
-        return f"{said[0].upper()}{said[1:]}: not checked yet.\n"
+        return f"{said[0].upper()}{said[1:]}. Not checked yet.\n"
     grades = "; ".join(measured(one) for one in record.grades)
-    return f"{said[0].upper()}{said[1:]}: {LEVEL_WORDS[record.level]} ({grades}).\n"
+    return f"{said[0].upper()}{said[1:]}. {LEVEL_WORDS[record.level]}: {grades}.\n"
 
 
 def _checked(report: Report) -> str:
