@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 
 from mhabench.findings.claims import Claim, Kind
-from mhabench.findings.reading import CaseReading, Speedup
+from mhabench.findings.reading import TIED, WINNER, CaseReading, Speedup
 
 
 class Grade(str, enum.Enum):
@@ -45,7 +45,6 @@ class Level(str, enum.Enum):
 HOLDING = frozenset({Grade.HOLDS, Grade.HOLDS_WIDER})
 SITTING_GAP = dt.timedelta(hours=1)
 """Least time between the starts of two sittings whose agreement publishes a claim."""
-WINNER_VERDICT, TIED_VERDICT = "winner", "tied"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,9 +73,9 @@ def grade(claim: Claim, reading: CaseReading | None) -> Measured:
 
 
 def _picked(reading: CaseReading) -> str:
-    if reading.verdict == WINNER_VERDICT:
+    if reading.verdict == WINNER:
         return f"{reading.picked[0]} wins"
-    if reading.verdict == TIED_VERDICT:
+    if reading.verdict == TIED:
         return f"{' = '.join(reading.picked)} tied"
     return reading.verdict
 
@@ -100,7 +99,7 @@ def _winner(claim: Claim, reading: CaseReading, picked: str) -> Measured:
     lead = reading.speedup(claimed, runner_up) if runner_up else None
     if fastest != claimed:
         return _with(reading.speedup(fastest, claimed), _unless_tied(reading, fastest, claimed), picked)
-    if reading.verdict == WINNER_VERDICT:
+    if reading.verdict == WINNER:
         closest = min(
             (reading.speedup(claimed, impl) for impl in reading.impls if impl != claimed),
             key=lambda one: one.ratio if one else math.inf,

@@ -39,7 +39,8 @@ def statement(claim: Claim) -> str:
     if claim.kind == Kind.SLOWEST:
         return f"{names[0]} is the slowest {where}"
     assert claim.figure is not None
-    return f"{names[0]} is {bounds(*claim.figure)} as fast as {names[1]} in every process {where}"
+    size = "at least" if claim.figure == (1.0, None) else bounds(*claim.figure)
+    return f"{names[0]} is {size} as fast as {names[1]} in every process {where}"
 
 
 def measured(one: GradeRecord) -> str:

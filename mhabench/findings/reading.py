@@ -16,6 +16,10 @@ from typing import Any
 from mhabench.errors import InputError
 from mhabench.results.store import Run
 
+WINNER, TIED = "winner", "tied"
+""":attr:`CaseReading.verdict` of a case one implementation wins, and of one whose fastest rows are tied; any other
+verdict (cannot tell, nothing ran, only one ran) is said in the pick's own words."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Speedup:
