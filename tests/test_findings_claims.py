@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from test_findings_runs import FINDINGS, RUNS, unpack
 from typer.testing import CliRunner
 
 from mhabench.cli import app
+from mhabench.errors import MhabenchError
 from mhabench.findings.check import README, rendered_page, rendered_readme, stored_reports
 from mhabench.findings.claims import parse_page
 from mhabench.findings.grade import Level
@@ -149,3 +151,32 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, page: str, args: list[
     result = CliRunner().invoke(app, ["claims", "check", *args, "--findings", str(findings), "--from", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert fragment in result.output and "Traceback" not in result.output
+
+
+def test_a_sitting_runs_each_config_once_in_a_fresh_process_and_reads_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mhabench.findings import check as checking
+
+    (stored,) = unpack([DECODE_RUN], tmp_path / "stored")
+    commands: list[list[str]] = []
+
+    def fake_run(command: list[str], check: bool) -> subprocess.CompletedProcess[str]:
+        commands.append(command)
+        out = Path(command[command.index("--out") + 1])
+        shutil.copytree(stored, out / f"{DECODE_RUN}-{len(commands)}")
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(checking.subprocess, "run", fake_run)
+    claims = [block.claim for block in parse_page(PAGE + PAGE.replace("gqa-b256", "other"))]
+    runs = checking.sittings(claims, 2, tmp_path / "out")
+    assert len(runs) == 2 and len(commands) == 2
+    assert commands[0][1:] == ["-m", "mhabench", "run", "configs/decode_batch_sweep.yaml", "--replicates", "3",
+                               "--out", str(tmp_path / "out")]  # fmt: skip
+
+    def failing(command: list[str], check: bool) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(command, 1)
+
+    monkeypatch.setattr(checking.subprocess, "run", failing)
+    with pytest.raises(MhabenchError, match="exit 1, 0 run folders made"):
+        checking.launch("default", 3, tmp_path / "out")
