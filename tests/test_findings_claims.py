@@ -6,13 +6,16 @@ table is the reports'. Also ``mhabench claims check`` end to end on stored runs.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import shutil
 import subprocess
+import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_findings_runs import FINDINGS, RUNS, unpack
+from test_findings_runs import FINDINGS, RUN_ID, RUNS, unpack
 from typer.testing import CliRunner
 
 from mhabench.cli import app
@@ -180,3 +183,49 @@ def test_a_sitting_runs_each_config_once_in_a_fresh_process_and_reads_its_folder
     monkeypatch.setattr(checking.subprocess, "run", failing)
     with pytest.raises(MhabenchError, match="exit 1, 0 run folders made"):
         checking.launch("default", 3, tmp_path / "out")
+
+
+TREE = re.compile(r"tree `([0-9a-f]{7})`")
+
+
+def cited_trees(page: Path) -> Iterator[tuple[int, str, str, str]]:
+    """(line number, run id, the tree cited for it, the text around it) for each stored run a page cites with a
+    tree: on the run's own line, or on the ``| command |`` row just above its ``| run |`` row."""
+    lines = page.read_text().splitlines()
+    for index, line in enumerate(lines):
+        runs = [run_id for run_id in RUN_ID.findall(line) if (RUNS / f"{run_id}.tar.xz").exists()]
+        where = line
+        if (
+            not TREE.search(line)
+            and line.startswith("| run |")
+            and index
+            and lines[index - 1].startswith("| command |")
+        ):
+            where = lines[index - 1]
+        found = TREE.search(where)
+        if found and len(runs) == 1:
+            yield index + 1, runs[0], found.group(1), where
+
+
+def recorded_commit(run_id: str) -> tuple[str | None, bool]:
+    """The commit a stored run's manifest records for its code, and whether that tree was dirty."""
+    with tarfile.open(RUNS / f"{run_id}.tar.xz") as archive:
+        member = next(one for one in archive.getmembers() if one.name.endswith("manifest.json"))
+        opened = archive.extractfile(member)
+        assert opened is not None
+        manifest = json.load(opened)
+    code = [version for version in manifest.get("code", {}).values() if version.get("commit")]
+    commit = code[0]["commit"] if code else manifest.get("environment", {}).get("git_commit")
+    return commit, any(version.get("dirty") for version in code)
+
+
+@pytest.mark.parametrize("page", sorted(page.name for page in FINDINGS.glob("*.md")))
+def test_the_tree_a_page_cites_for_a_run_is_the_one_its_manifest_records(page: str) -> None:
+    for line, run_id, tree, where in cited_trees(FINDINGS / page):
+        commit, dirty = recorded_commit(run_id)
+        if commit is None:
+            continue  # a run whose manifest records no commit (run outside a repository) cannot be checked
+        assert commit.startswith(tree), f"{page}:{line}: cites tree {tree} for {run_id}; its manifest says {commit[:7]}"
+        assert not dirty or "dirty" in where or "uncommitted" in where, (
+            f"{page}:{line}: {run_id} ran a tree with uncommitted changes; the page must say so"
+        )
