@@ -14,6 +14,7 @@ from rich.text import Text
 
 from mhabench import cli_run
 from mhabench.analysis.speedup import DEFAULT_BASELINE
+from mhabench.cli_claims import claims_app
 from mhabench.cli_shell import OneLineErrors, console, err_console, user_errors
 from mhabench.errors import InputError
 from mhabench.history.provenance import code_versions
@@ -38,6 +39,7 @@ app = typer.Typer(
     help="Ablation and benchmarking lab for multi-head attention.",
     pretty_exceptions_enable=False,
 )
+app.add_typer(claims_app, name="claims")
 
 
 def _version(value: bool) -> None:
