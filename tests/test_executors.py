@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import torch
 import yaml
+from child_runs import wait_for_rows
 from conftest import TINY_TIMING
 from typer.testing import CliRunner
 
@@ -310,17 +311,3 @@ def test_a_killed_ray_driver_leaves_a_folder_resume_finishes(tmp_path: Path, ray
     assert len(keys) == len(set(keys)) == 6 and keys[: len(killed)] == killed  # the first rows kept, none twice
     assert run.manifest.status == "complete" and len(run.manifest.resumed) == 1
     assert all(row.status == "ok" for row in run.rows)
-
-
-def wait_for_rows(child: subprocess.Popen[bytes], out: Path, rows: int, timeout_s: float = 180.0) -> Path:
-    """The run folder once its CSV has ``rows`` complete rows."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for csv_path in out.glob("*/results.csv"):
-            if csv_path.read_bytes().count(b"\n") - 1 >= rows:
-                return csv_path.parent
-        if child.poll() is not None:
-            stderr = child.stderr.read().decode() if child.stderr else ""
-            raise AssertionError(f"the driver ended before {rows} rows: {stderr[-2000:]}")
-        time.sleep(0.01)
-    raise AssertionError(f"no {rows} rows after {timeout_s} s")

@@ -14,13 +14,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 import yaml
+from child_runs import wait_for_rows
 from conftest import TINY_TIMING
 from typer.testing import CliRunner
 
@@ -231,18 +231,3 @@ def test_a_run_killed_at_a_random_row_resumes_to_the_uninterrupted_rows(tmp_path
     assert run.manifest.status == "complete"
     ok = run.frame[run.frame["status"] == "ok"]
     assert all(len(samples) for samples in ok["times_ms"]), k  # no row lost its raw samples
-
-
-def wait_for_rows(child: subprocess.Popen[bytes], out: Path, rows: int, timeout_s: float = 120.0) -> Path:
-    """The run folder once its CSV has at least ``rows`` complete rows (polled every few milliseconds)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for csv_path in out.glob("*/results.csv"):
-            if csv_path.read_bytes().count(b"\n") - 1 >= rows:
-                return csv_path.parent
-        if child.poll() is not None:
-            stderr = child.stderr.read().decode() if child.stderr else ""
-            raise AssertionError(f"the run ended before {rows} rows: {stderr[-2000:]}")
-        time.sleep(0.005)
-    child.kill()
-    raise AssertionError(f"no {rows} rows after {timeout_s} s")

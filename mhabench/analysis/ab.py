@@ -23,12 +23,11 @@ from typing import Any
 import pandas as pd
 
 from mhabench.analysis import work_change
-from mhabench.analysis.case_label import case_label
 from mhabench.analysis.compare import Comparison
 from mhabench.analysis.estimate import across_processes, is_ok, row_ratio
 from mhabench.analysis.stats import RatioEstimate
-from mhabench.analysis.verdict import Unjudged, judge_change
-from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, REPEAT, SCENARIO
+from mhabench.analysis.verdict import Unjudged, judge_change, unjudged_row
+from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, REPEAT
 
 Record = dict[str, Any]
 VersionPair = tuple[str, str, str]
@@ -72,19 +71,10 @@ def _pair_row(records: list[Record], pair: VersionPair, threshold: float) -> Rec
         return None
     shown = next(iter((base or candidate).values()))
     row: Record = {
-        CASE_ID: shown[CASE_ID],
-        SCENARIO: shown.get(SCENARIO),
-        "case": case_label(shown),
+        **unjudged_row({CASE_ID: shown[CASE_ID]}, shown),
         IMPL: name,
-        "base_ms": math.nan,
-        "candidate_ms": math.nan,
-        "ratio": math.nan,
-        "ci_low": math.nan,
-        "ci_high": math.nan,
-        "p_value": math.nan,
         "p_holm": math.nan,
         "verdict": Unjudged.NOT_COMPARED.value,
-        "note": "",
     }
     processes = [p for p in base if p in candidate and is_ok(base[p]) and is_ok(candidate[p])]
     row["work_changes"] = work_change.changes(list(base.values()), list(candidate.values()))
