@@ -20,6 +20,7 @@ from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers
 from mhabench.analysis.advice.pick import CANNOT_TELL, NOTHING, ONLY, TIED, WINNER, pick, statement
 from mhabench.analysis.advice.thresholds import HOST_US_PER_OP, LAUNCH_BOUND_SHARE, TIE_MARGIN
+from mhabench.analysis.answer import plain
 from mhabench.analysis.estimate import MIN_PAIRED_ROUNDS
 from mhabench.analysis.statement import Question
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES
@@ -224,7 +225,7 @@ def test_values_are_in_numeric_order_and_json_figures_stay_objects_and_lists() -
     assert steady.figures["values"] == [1024, 4096, 16384]
     found = cases(sweep_rounds({128: (even, 20), 2048: (wins, 20)}) + sweep_rounds({128: (wins, 20)}, heads=8))
     change = next(s for s in crossovers(found, {case.case_id: pick(case) for case in found}) if s.rule == "crossover")
-    figures = json.loads(json.dumps(change.record()))["figures"]
+    figures = json.loads(json.dumps(plain(change.figures)))
     assert figures["fixed"] == {"heads": 4} and isinstance(figures["segments"][0], dict)
     assert figures["segments"][0]["values"] == [128]
 

@@ -122,7 +122,8 @@ def test_leads_beyond_the_spread_say_nothing_and_a_missing_calibration_says_so_o
     (unknown,) = one_process_caveats(answers)
     assert unknown.rule == UNCALIBRATED and "2 pick(s) rest on one process" in text_of(unknown)
     assert "`mhabench calibrate --device cpu` measures it" in text_of(unknown) and "--replicates 3" in text_of(unknown)
-    assert unknown.figures == {"picks": 2, "fingerprint": Fingerprint.of(ENVIRONMENT).key}
+    assert (unknown.figures["picks"], unknown.figures["fingerprint"]) == (2, Fingerprint.of(ENVIRONMENT).key)
+    assert [one["case"] for one in unknown.figures["named"]][-1] == "n=512 h=4 d=64 b=1 float32"  # closest first
     save_calibration(calibration(0.02, Fingerprint.of(ENVIRONMENT)))
     assert one_process_caveats(answers) == []
 

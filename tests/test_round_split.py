@@ -30,7 +30,8 @@ def test_a_clear_median_lead_with_rounds_the_other_way_is_a_split() -> None:
     split = round_split(fused, naive, one)
     assert split is not None and (split.ahead, split.behind, split.rounds) == (6, 2, 8)
     assert split.ahead_ratio == pytest.approx(2.55, abs=0.02)
-    assert split.sentence().startswith("rounds disagree: `fused` was 2.55× faster than `naive` in 6 of 8 rounds")
+    said = reason("rounds_disagree", split.figures(), "fused")
+    assert said.startswith("rounds disagree: `fused` was 2.55× faster than `naive` in 6 of 8 rounds")
 
 
 def test_a_noisy_tie_is_no_split() -> None:

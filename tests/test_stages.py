@@ -30,6 +30,7 @@ from mhabench.run import runner
 from mhabench.run.request import RunRequest
 from mhabench.scenario.loading import parse_config
 from mhabench.stage_cost import stage_costs
+from mhabench.views import wording
 from mhabench.views.plots import Plot
 from mhabench.views.report.blocks import Heading
 from mhabench.views.report.hardware_gaps import hardware_gaps
@@ -134,7 +135,7 @@ def _stage(
 def test_rule_per_token_gemm_reads_the_bmm_shapes() -> None:
     rule, found = first_match(_stage(top_op="aten::bmm [[1024,1,4096],[1024,4096,12288]]"))  # type: ignore[misc]
     assert rule.name == "per_token_gemm" and found["batch"] == 1024
-    assert "1,024 batched GEMMs of 1 row(s) each" in rule.says.format(**found)
+    assert "1,024 batched GEMMs of 1 row(s) each" in wording.RULES[rule.name].format(**found)
     assert first_match(_stage(top_op="aten::bmm [[4,64,16],[4,16,64]]")) is None  # heads, not tokens
 
 

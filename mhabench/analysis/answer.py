@@ -384,7 +384,7 @@ def _impl_answer(case: MeasuredCase, impl: str, one: Pick, fastest: str | None, 
         impl=impl,
         status=text(row, STATUS),
         median_ms=median,
-        standing=_standing(impl, ok, one, fastest, vs_pick),
+        standing=_standing(case, impl, ok, one, fastest, vs_pick),
         vs_pick=vs_pick,
         vs_baseline=vs_baseline,
         why=why_of(row) if ok else None,
@@ -392,7 +392,11 @@ def _impl_answer(case: MeasuredCase, impl: str, one: Pick, fastest: str | None, 
     )
 
 
-def _standing(impl: str, ok: bool, one: Pick, fastest: str | None, vs_pick: Estimate | None) -> Standing:
+def _standing(
+    case: MeasuredCase, impl: str, ok: bool, one: Pick, fastest: str | None, vs_pick: Estimate | None
+) -> Standing:
+    """Where the case cannot tell, a row is still clearly slower by the pick's own rule for one row (its interval,
+    or without one the dominance exception); otherwise slower by its median only."""
     if not ok:
         return Standing.NOT_OK
     if impl == fastest:
@@ -400,9 +404,17 @@ def _standing(impl: str, ok: bool, one: Pick, fastest: str | None, vs_pick: Esti
     if impl in one.impls:
         return Standing.TIED
     if one.verdict == picking.CANNOT_TELL:
-        known = vs_pick is not None and vs_pick.has_interval and clearly_slower(vs_pick.interval)
-        return Standing.SLOWER if known else Standing.UNKNOWN
+        return Standing.SLOWER if _clearly_slower(case, impl, fastest, vs_pick) else Standing.UNKNOWN
     return Standing.SLOWER
+
+
+def _clearly_slower(case: MeasuredCase, impl: str, fastest: str | None, vs_pick: Estimate | None) -> bool:
+    if vs_pick is None or fastest is None:
+        return False
+    if vs_pick.has_interval or case.across_processes:
+        return clearly_slower(vs_pick.interval)
+    rows = (case.row(fastest), case.row(impl))
+    return rows[0] is not None and rows[1] is not None and picking.standing(vs_pick.interval, *rows) == picking.SLOWER
 
 
 def why_of(row: Mapping[str, Any]) -> Why | None:
