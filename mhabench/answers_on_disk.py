@@ -13,13 +13,15 @@ the file. This module decides which calibration an answer is judged against:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 from mhabench.analysis.advice.advise import Advice, advise
-from mhabench.analysis.advice.wording import Question
 from mhabench.analysis.answer import CalibrationUsed, Reason
+from mhabench.analysis.explain.explain import citations
 from mhabench.analysis.speedup import DEFAULT_BASELINE
+from mhabench.analysis.statement import Question
 from mhabench.results.answers import (
     ANSWERS_NAME,
     read_answers,
@@ -49,7 +51,7 @@ def advise_folders(
         kept = read_answers(run.path)
         calibrations.append(given or CalibrationUsed.from_record(recorded_calibration(kept)))
         notes.append(() if kept is not None else (Reason(RECOMPUTED, {"missing": ANSWERS_NAME}, run.run_id),))
-    return advise(runs, question, calibrations, notes, baseline)
+    return with_citations(advise(runs, question, calibrations, notes, baseline), runs)
 
 
 def answer_at_end(run: Run, baseline: str = DEFAULT_BASELINE) -> Advice:
@@ -57,6 +59,16 @@ def answer_at_end(run: Run, baseline: str = DEFAULT_BASELINE) -> Advice:
     into the folder (answers.json) with that calibration, so a later reading needs no cache."""
     found = load_calibration(Fingerprint.of(run.manifest.environment or {}))
     calibration = CalibrationUsed.of(found, "recorded") if found is not None else None
-    advice = advise([run], None, [calibration], baseline=baseline)
+    advice = with_citations(advise([run], None, [calibration], baseline=baseline), [run])
     write_answers(run.path, advice.runs[0].record.record())
     return advice
+
+
+def with_citations(advice: Advice, runs: Sequence[Run]) -> Advice:
+    """``advice`` with, under each case, what ``mhabench explain`` finds of each slower row (the stage and its
+    departure): explain reads each run's answer record, so advice and explain never call each other."""
+    cited = [
+        dataclasses.replace(one, statements=(*one.statements, *citations(run, one.record)))
+        for one, run in zip(advice.runs, runs, strict=True)
+    ]
+    return dataclasses.replace(advice, runs=tuple(cited))

@@ -507,7 +507,7 @@ def advise(
     ] = None,
 ) -> None:
     """Which implementation to run for each case, where the answer changes, why, and what the runs cannot tell."""
-    from mhabench.analysis.advice.wording import Question
+    from mhabench.analysis.statement import Question
     from mhabench.answers_on_disk import advise_folders
     from mhabench.results import store
     from mhabench.views import advice as advice_view

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from synthetic_runs import rounds, row, samples, write_run
 
-from mhabench.analysis.advice import why, wording
+from mhabench.analysis.advice import why
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.cases import MeasuredCase, cases_of
 from mhabench.analysis.advice.caveats import caveats
@@ -20,12 +20,20 @@ from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers
 from mhabench.analysis.advice.pick import CANNOT_TELL, NOTHING, ONLY, TIED, WINNER, pick, statement
 from mhabench.analysis.advice.thresholds import HOST_US_PER_OP, LAUNCH_BOUND_SHARE, TIE_MARGIN
-from mhabench.analysis.advice.wording import Question
+from mhabench.analysis.answer import plain
 from mhabench.analysis.estimate import MIN_PAIRED_ROUNDS
-from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
+from mhabench.analysis.statement import Question
+from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES
 from mhabench.errors import InputError
 from mhabench.results.manifest import Manifest
 from mhabench.results.store import load_run
+from mhabench.views import wording
+from mhabench.views.wording import sentence as text_of
+
+
+def reason(found: Any) -> str:
+    """The words of a pick's reason code."""
+    return wording.reason(found.reason_code, found.reason_figures, found.impls[0])
 
 
 def cases(records: list[dict[str, Any]], run_id: str = "run") -> list[MeasuredCase]:
@@ -47,28 +55,28 @@ def test_a_clear_lead_is_a_winner_with_its_paired_interval_over_the_runner_up() 
     assert (found.verdict, found.impls, found.runner_up, found.method) == (WINNER, ("fused",), "naive", "paired")
     assert found.estimate is not None and found.estimate.ci_low > 1.9 and found.estimate.ratio == pytest.approx(2, 0.02)
     sentence = statement(found)
-    assert "`fused` wins, 2.0" in sentence.text and "over `naive` (paired over 20 rounds)" in sentence.text
+    assert "`fused` wins, 2.0" in text_of(sentence) and "over `naive` (paired over 20 rounds)" in text_of(sentence)
     assert {ref.impl for ref in sentence.rows} == {"naive", "per_head", "fused"}
 
 
 def test_overlapping_intervals_are_no_clear_winner_and_name_the_tied() -> None:
     found = pick(one_case({"naive": 1.0, "fused": 1.0, "per_head": 2.0}, noise=0.05))
     assert found.verdict == TIED and set(found.impls) == {"naive", "fused"}
-    text = statement(found).text
+    text = text_of(statement(found))
     assert "no clear winner" in text and "the interval includes 1" in text and "`per_head` clearly slower" in text
 
 
 def test_a_significant_lead_under_the_tie_margin_is_still_a_tie() -> None:
     found = pick(one_case({"naive": 1 + TIE_MARGIN / 2, "fused": 1.0}, count=40, noise=0.0005))
     assert found.estimate is not None and found.estimate.ci_low > 1  # significant, but too small to survive a rerun
-    assert found.verdict == TIED and "the lead is under 3 %" in statement(found).text
+    assert found.verdict == TIED and "the lead is under 3 %" in text_of(statement(found))
 
 
 @pytest.mark.parametrize("count", [1, MIN_INTERVAL_SAMPLES - 1])
 def test_too_few_rounds_for_an_interval_cannot_tell_even_with_a_large_lead(count: int) -> None:
     found = pick(one_case({"naive": 5.0, "fused": 1.0}, count=count))
     assert found.verdict == CANNOT_TELL and found.impls == ("fused",)
-    text = statement(found).text
+    text = text_of(statement(found))
     assert "cannot tell" in text and "no interval" in text and f"it needs {MIN_INTERVAL_SAMPLES}" in text
 
 
@@ -82,18 +90,18 @@ def test_a_row_that_failed_its_check_is_never_picked() -> None:
     (case,) = cases(records)
     found = pick(case)
     assert found.verdict == WINNER and found.impls == ("fused",)
-    assert "`unscaled` failed the correctness check and is not considered" in statement(found).text
+    assert "`unscaled` failed the correctness check and is not considered" in text_of(statement(found))
 
 
 def test_an_ablation_that_wins_is_flagged_as_a_different_function() -> None:
-    text = statement(pick(one_case({"naive": 2.0, "shared_qk": 1.0}))).text
+    text = text_of(statement(pick(one_case({"naive": 2.0, "shared_qk": 1.0}))))
     assert "`shared_qk` wins" in text and "`shared_qk` computes a different function" in text
-    assert "different function" not in statement(pick(one_case({"naive": 2.0, "fused": 1.0}))).text
+    assert "different function" not in text_of(statement(pick(one_case({"naive": 2.0, "fused": 1.0}))))
 
 
 def test_one_row_ok_is_only_and_none_ok_is_nothing() -> None:
     (alone,) = cases([row("fused", samples(1.0, 0.01)), row("naive", [], status="skipped", error="too big")])
-    assert pick(alone).verdict == ONLY and "nothing to compare it with" in statement(pick(alone)).text
+    assert pick(alone).verdict == ONLY and "nothing to compare it with" in text_of(statement(pick(alone)))
     (failed,) = cases([row("naive", [], status="oom"), row("fused", [], status="error", error="boom")])
     assert pick(failed).verdict == NOTHING
 
@@ -103,7 +111,7 @@ def test_repeats_that_disagree_cannot_tell() -> None:
     records = [row(impl, times[impl], repeat=repeat) for repeat, times in enumerate((first, second)) for impl in times]
     (case,) = cases(records)
     found = pick(case)
-    assert found.verdict == CANNOT_TELL and "repeats disagree" in found.reason
+    assert found.verdict == CANNOT_TELL and "repeats disagree" in reason(found)
 
 
 def test_a_winner_needs_every_other_row_clearly_slower_not_only_the_runner_up() -> None:
@@ -111,7 +119,9 @@ def test_a_winner_needs_every_other_row_clearly_slower_not_only_the_runner_up() 
     lucky = [0.9 * times["fused"][0], 5.0, 5.0]  # left after 3 rounds: no interval, one round faster than fused
     (case,) = cases([row("naive", times["naive"]), row("fused", times["fused"]), row("capped", lucky)])
     found = pick(case)
-    assert found.verdict == CANNOT_TELL and found.runner_up == "naive" and "`capped` has 3 timed rounds" in found.reason
+    assert (
+        found.verdict == CANNOT_TELL and found.runner_up == "naive" and "`capped` has 3 timed rounds" in reason(found)
+    )
     slow = [10 * value for value in times["naive"][:3]]  # every round far behind every round of fused
     (case,) = cases([row("naive", times["naive"]), row("fused", times["fused"]), row("capped", slow)])
     assert pick(case).verdict == WINNER
@@ -127,18 +137,20 @@ def test_a_winner_needs_every_other_row_clearly_slower_not_only_the_runner_up() 
 def test_an_unpaired_lead_says_why_it_is_unpaired(change: dict[str, Any], said: str) -> None:
     times = rounds({"naive": 2.0, "fused": 1.0})
     (case,) = cases([{**row("naive", times["naive"]), **change}, row("fused", times["fused"])])
-    text = statement(pick(case)).text
+    text = text_of(statement(pick(case)))
     assert said in text and "timed round" not in text
 
 
 def test_a_lead_over_too_few_shared_rounds_says_so_and_a_csv_only_run_says_it_stored_no_samples() -> None:
     times = rounds({"naive": 2.0, "fused": 1.0})
     (case,) = cases([row("naive", times["naive"][: MIN_PAIRED_ROUNDS - 1]), row("fused", times["fused"])])
-    assert f"only 2 shared rounds, fewer than the {MIN_PAIRED_ROUNDS} pairing needs" in statement(pick(case)).text
+    assert f"only 2 shared rounds, fewer than the {MIN_PAIRED_ROUNDS} pairing needs" in text_of(statement(pick(case)))
     (csv_only,) = cases([{**row(impl, times[impl]), "times_ms": None} for impl in times])
     found = pick(csv_only)
     assert (
-        found.verdict == CANNOT_TELL and "stored no raw samples" in found.reason and "1 timed round" not in found.reason
+        found.verdict == CANNOT_TELL
+        and "stored no raw samples" in reason(found)
+        and "1 timed round" not in reason(found)
     )
 
 
@@ -153,8 +165,8 @@ def test_rows_are_ordered_by_their_samples_so_a_nan_latency_does_not_scramble_th
 
 
 def test_an_interval_bound_above_1_never_prints_as_1() -> None:
-    assert wording.interval(RatioEstimate(1.05, 1.003, 1.15)) == "[1.003–1.150]"
-    assert wording.interval(RatioEstimate(1.5, 1.45, 1.48)) == "[1.45–1.48]"
+    assert wording.interval(1.003, 1.15) == "[1.003–1.150]"
+    assert wording.interval(1.45, 1.48) == "[1.45–1.48]"
 
 
 # --- crossover -------------------------------------------------------------------------------------
@@ -174,15 +186,17 @@ def test_a_crossover_is_bracketed_by_the_measured_points_either_side() -> None:
     )
     (change,) = crossovers(found, {case.case_id: pick(case) for case in found})
     assert change.rule == "crossover" and change.figures["changes_between"] == [[512, 2048]]
-    assert "n = 128 … 512: `fused` and `naive` tied; n = 2048: `fused` wins" in change.text
-    assert "between the measured n=512 and n=2048" in change.text and "nothing in between was measured" in change.text
+    assert "n = 128 … 512: `fused` and `naive` tied; n = 2048: `fused` wins" in text_of(change)
+    assert "between the measured n=512 and n=2048" in text_of(change) and "nothing in between was measured" in text_of(
+        change
+    )
     assert {(ref.case_id.split("/")[1][:8], ref.impl) for ref in change.rows} >= {("b1-n2048", "fused")}
 
 
 def test_no_crossover_says_the_answer_holds_at_every_measured_point() -> None:
     found = sweep({128: {"naive": 2.0, "fused": 1.0}, 512: {"naive": 2.0, "fused": 1.0}})
     (steady,) = crossovers(found, {case.case_id: pick(case) for case in found})
-    assert steady.rule == "no_crossover" and "`fused` wins" in steady.text and steady.rows
+    assert steady.rule == "no_crossover" and "`fused` wins" in text_of(steady) and steady.rows
 
 
 def sweep_rounds(counts_by_n: dict[int, tuple[dict[str, float], int]], heads: int = 4) -> list[dict[str, Any]]:
@@ -198,10 +212,10 @@ def test_a_point_that_cannot_tell_is_a_gap_never_a_crossover() -> None:
     wins, even = {"naive": 2.0, "fused": 1.0}, {"naive": 1.0, "fused": 1.0}
     found = cases(sweep_rounds({128: (wins, 20), 512: (wins, 2), 2048: (wins, 20)}))
     (steady,) = crossovers(found, {case.case_id: pick(case) for case in found})
-    assert steady.rule == "no_crossover" and "cannot tell at n=512" in steady.text
+    assert steady.rule == "no_crossover" and "cannot tell at n=512" in text_of(steady)
     found = cases(sweep_rounds({128: (even, 20), 512: (wins, 2), 2048: (wins, 20)}))
     (change,) = crossovers(found, {case.case_id: pick(case) for case in found})
-    assert change.figures["changes_between"] == [[128, 2048]] and "n = 512: cannot tell (2 rounds)" in change.text
+    assert change.figures["changes_between"] == [[128, 2048]] and "n = 512: cannot tell (2 rounds)" in text_of(change)
 
 
 def test_values_are_in_numeric_order_and_json_figures_stay_objects_and_lists() -> None:
@@ -211,7 +225,7 @@ def test_values_are_in_numeric_order_and_json_figures_stay_objects_and_lists() -
     assert steady.figures["values"] == [1024, 4096, 16384]
     found = cases(sweep_rounds({128: (even, 20), 2048: (wins, 20)}) + sweep_rounds({128: (wins, 20)}, heads=8))
     change = next(s for s in crossovers(found, {case.case_id: pick(case) for case in found}) if s.rule == "crossover")
-    figures = json.loads(json.dumps(change.record()))["figures"]
+    figures = json.loads(json.dumps(plain(change.figures)))
     assert figures["fixed"] == {"heads": 4} and isinstance(figures["segments"][0], dict)
     assert figures["segments"][0]["values"] == [128]
 
@@ -231,7 +245,7 @@ def test_many_ops_in_a_short_call_are_launch_bound_and_few_are_not() -> None:
     latency_ms = case.row("naive")["latency_ms"]
     many = round(LAUNCH_BOUND_SHARE * latency_ms * 1e3 / HOST_US_PER_OP["cpu"]) + 1
     bound = why.launch(with_fields(case, "naive", ops_per_call=many), "naive", "cpu")
-    assert bound is not None and bound.rule == "launch" and f"its {many} dispatched ops" in bound.text
+    assert bound is not None and bound.rule == "launch" and f"its {many} dispatched ops" in text_of(bound)
     assert why.launch(with_fields(case, "naive", ops_per_call=10), "naive", "cpu") is None
 
 
@@ -240,7 +254,7 @@ def test_a_cuda_call_whose_host_time_doubles_its_device_time_is_launch_bound() -
     latency_ms = case.row("fused")["latency_ms"]
     slow_host = with_fields(case, "fused", ops_per_call=1, host_latency_ms=2 * latency_ms)
     bound = why.launch(slow_host, "fused", "cuda")
-    assert bound is not None and "on the host against" in bound.text and "(2×)" in bound.text
+    assert bound is not None and "on the host against" in text_of(bound) and "(2×)" in text_of(bound)
     assert why.launch(with_fields(case, "fused", ops_per_call=1, host_latency_ms=latency_ms), "fused", "cuda") is None
 
 
@@ -257,21 +271,22 @@ def test_roofline_says_memory_bound_below_the_ridge_and_where_the_intensity_came
     modelled = why.roofline(at(0.9), "naive")
     assert (
         modelled is not None
-        and "`naive` is memory-bound" in modelled.text
-        and "90.0% of the attainable" in modelled.text
+        and "`naive` is memory-bound" in text_of(modelled)
+        and "90.0% of the attainable" in text_of(modelled)
     )
-    assert "bytes from the cost model)" in modelled.text
-    assert "below the ridge at 25 FLOP/B" in modelled.text  # 0.5 TFLOP/s over 20 GB/s
+    assert "bytes from the cost model)" in text_of(modelled)
+    assert "below the ridge at 25 FLOP/B" in text_of(modelled)  # 0.5 TFLOP/s over 20 GB/s
     counted = why.roofline(at(0.9, intensity_source="measured", measured_intensity=3.0), "naive")
-    assert counted is not None and "3 FLOP/B (all FLOPs executed; bytes counted from the ops that ran)" in counted.text
+    assert counted is not None and "3 FLOP/B (all FLOPs executed; bytes counted from the ops that ran)" in text_of(
+        counted
+    )
     hardware = why.roofline(at(0.9, intensity_source="hardware", hardware_intensity=12.0), "naive")
-    assert (
-        hardware is not None
-        and "12 FLOP/B (all FLOPs executed; FLOPs and DRAM bytes from the hardware" in hardware.text
+    assert hardware is not None and "12 FLOP/B (all FLOPs executed; FLOPs and DRAM bytes from the hardware" in text_of(
+        hardware
     )
     assert hardware.figures["intensity_source"] == "hardware"
     far = why.roofline(at(0.1), "naive")
-    assert far is not None and "far from both roofs" in far.text and "-bound" not in far.text
+    assert far is not None and "far from both roofs" in text_of(far) and "-bound" not in text_of(far)
     assert (modelled.figures["intensity_source"], counted.figures["intensity_source"]) == ("model", "counted")
 
 
@@ -280,8 +295,10 @@ def test_roofline_names_hardware_counters_where_the_intensity_came_from_ncu() ->
     case = one_case({"naive": 2.0, "fused": 1.0})
     measured = with_fields(case, "fused", intensity_source="hardware", hardware_intensity=948.0, measured_intensity=3.0)
     said = why.roofline(measured, "fused")
-    assert said is not None and "948 FLOP/B (all FLOPs executed; FLOPs and DRAM bytes from the hardware" in said.text
-    assert "cost model" not in said.text and said.figures["intensity_source"] == "hardware"
+    assert said is not None and "948 FLOP/B (all FLOPs executed; FLOPs and DRAM bytes from the hardware" in text_of(
+        said
+    )
+    assert "cost model" not in text_of(said) and said.figures["intensity_source"] == "hardware"
 
 
 def test_materialized_scores_are_set_against_the_l2_when_the_manifest_has_one() -> None:
@@ -289,9 +306,9 @@ def test_materialized_scores_are_set_against_the_l2_when_the_manifest_has_one() 
     scores = 1 * 4 * 512 * 512 * 4  # b·h·n·n float32
     naive = with_fields(case, "naive", attn_bytes=3 * scores)
     known = why.scores(naive, "naive", 2**20)
-    assert known is not None and "4 MiB written and read back" in known.text and "4× the 1 MiB L2" in known.text
+    assert known is not None and "4 MiB written and read back" in text_of(known) and "4× the 1 MiB L2" in text_of(known)
     unknown = why.scores(naive, "naive", None)
-    assert unknown is not None and "a cache of unknown size" in unknown.text
+    assert unknown is not None and "a cache of unknown size" in text_of(unknown)
     assert why.scores(with_fields(case, "fused", attn_bytes=scores // 8), "fused", 2**20) is None
 
 
@@ -303,8 +320,8 @@ def test_what_did_not_fit_is_named_with_its_reason() -> None:
     ]
     (case,) = cases([row("fused", times["fused"]), *failed])
     found = why.did_not_fit(case)
-    assert found is not None and "`naive` skipped (predicted 9 GB > available 1 GB)" in found.text
-    assert "`per_head` oom" in found.text and {ref.impl for ref in found.rows} == {"naive", "per_head"}
+    assert found is not None and "`naive` skipped (predicted 9 GB > available 1 GB)" in text_of(found)
+    assert "`per_head` oom" in text_of(found) and {ref.impl for ref in found.rows} == {"naive", "per_head"}
 
 
 def test_peak_memory_is_set_against_the_runner_up() -> None:
@@ -314,7 +331,7 @@ def test_peak_memory_is_set_against_the_runner_up() -> None:
         "fused",
         "naive",
     )
-    assert found is not None and "`fused` peaks at 1 MiB per call against `naive`'s 16 MiB: 16× less" in found.text
+    assert found is not None and "`fused` peaks at 1 MiB per call against `naive`'s 16 MiB: 16× less" in text_of(found)
 
 
 # --- what to change --------------------------------------------------------------------------------
@@ -326,8 +343,8 @@ def test_a_faster_head_count_at_the_same_width_is_named_with_both_rows() -> None
         records += [row("fused", samples(median_ms, 0.01, count=12, seed=heads), heads=heads)]
     (found,) = changes(cases(records))
     assert found.rule == "heads_change" and found.figures["fastest_value"] == 2
-    assert found.text.startswith("At d=64") and "h=2 (d_k=32) with `fused` is the fastest" in found.text
-    assert len(found.rows) == 3 and "Another head count (so head size) is another model" in found.text
+    assert text_of(found).startswith("At d=64") and "h=2 (d_k=32) with `fused` is the fastest" in text_of(found)
+    assert len(found.rows) == 3 and "Another head count (so head size) is another model" in text_of(found)
 
 
 def test_fewer_key_value_heads_at_decode_name_their_kv_cache() -> None:
@@ -340,23 +357,23 @@ def test_fewer_key_value_heads_at_decode_name_their_kv_cache() -> None:
             {**record, "kv_heads": kv_heads, "phase": "decode", "kv_cache_bytes": cache_bytes, "case_id": case_id}
         )
     (found,) = changes(cases(records))
-    assert (
-        found.rule == "kv_heads_change" and "(decode: the KV cache each reads), kv=2 (KV cache 128 KiB)" in found.text
+    assert found.rule == "kv_heads_change" and "(decode: the KV cache each reads), kv=2 (KV cache 128 KiB)" in text_of(
+        found
     )
-    assert "kv=8 (KV cache 512 KiB) with `fused` 1.5" in found.text
+    assert "kv=8 (KV cache 512 KiB) with `fused` 1.5" in text_of(found)
 
 
 def test_heads_that_cannot_be_told_apart_are_no_clear_difference() -> None:
     records = [row("fused", samples(1.0, 0.05, count=12, seed=heads), heads=heads) for heads in (2, 4)]
     (found,) = changes(cases(records))
-    assert "no clear difference" in found.text
+    assert "no clear difference" in text_of(found)
 
 
 def test_a_head_count_with_no_interval_cannot_tell_rather_than_tied() -> None:
     records = [row("fused", samples(1.0, 0.01, count=12, seed=2), heads=2)]
     records += [row("fused", samples(1.02, 0.05, count=2, seed=4), heads=4)]  # 2 rounds, within reach
     (found,) = changes(cases(records))
-    assert "(no interval: cannot tell)" in found.text and "(tied)" not in found.text
+    assert "(no interval: cannot tell)" in text_of(found) and "(tied)" not in text_of(found)
     assert sorted(point["standing"] for point in found.figures["points"]) == [CANNOT_TELL, "fastest"]
 
 
@@ -368,7 +385,7 @@ def caveat_rules(
 ) -> dict[str, str]:
     picks = {case.case_id: pick(case) for case in case_list}
     typed = Manifest.model_validate(manifest)
-    return {s.rule: s.text for s in caveats("run", typed, case_list, picks, question or Question())}
+    return {s.rule: text_of(s) for s in caveats("run", typed, case_list, picks, question or Question())}
 
 
 def test_a_cpu_run_asked_about_a_gpu_says_it_cannot_tell() -> None:
@@ -425,15 +442,17 @@ def test_across_runs_says_where_the_pick_differs_and_by_how_much(tmp_path: Path)
     cpu = load_run(write_run(tmp_path, "cpu", [row(i, tied[i]) for i in tied], device_name="Small CPU"))
     statements = advise([gpu, cpu]).across
     found = {s.rule: s for s in statements}
-    assert "device_name Big GPU → Small CPU" in found["differences"].text
+    assert "device_name Big GPU → Small CPU" in text_of(found["differences"])
     differs = found["pick_differs"]
-    assert "the pick differs between runs: `fused` wins, 2.0" in differs.text and "over `naive` in gpu;" in differs.text
-    assert "`fused` and `naive` tied" in differs.text and differs.text.endswith(" in cpu.")
+    assert "the pick differs between runs: `fused` wins, 2.0" in text_of(differs) and "over `naive` in gpu;" in text_of(
+        differs
+    )
+    assert "`fused` and `naive` tied" in text_of(differs) and text_of(differs).endswith(" in cpu.")
     assert "same_pick" not in found and "no_common_case" not in found
     other_shape = load_run(write_run(tmp_path, "wide", [row(i, fast[i], d_model=128) for i in fast]))
     assert {s.rule for s in advise([gpu, gpu, other_shape]).across} >= {"no_common_case"}
     assert "same_pick" in {s.rule for s in advise([gpu, gpu]).across}
-    answers = [s.text for s in statements if s.rule == "run_answer"]
+    answers = [text_of(s) for s in statements if s.rule == "run_answer"]
     assert answers[0] == "gpu on Big GPU (torch 2.13.0): `fused` wins in 1 of 1 cases."
     assert {ref.run_id for ref in differs.rows} == {"gpu", "cpu"}
 
@@ -447,7 +466,7 @@ def test_across_runs_match_cases_on_their_dtype_and_on_the_shape_only_when_each_
     half = load_run(write_run(tmp_path, "half", [row(i, fast[i], dtype="float16") for i in fast]))
     other = load_run(write_run(tmp_path, "other", [row(i, fast[i], dtype="bfloat16") for i in fast]))
     same = {s.rule: s for s in advise([half, other]).across}["same_pick"]
-    assert same.figures["matched"] == 1 and "the shape fields alone: each run has one dtype" in same.text
+    assert same.figures["matched"] == 1 and "the shape fields alone: each run has one dtype" in text_of(same)
 
 
 def test_a_lower_precision_winner_is_quoted_with_its_error_beside_the_others() -> None:
@@ -459,13 +478,13 @@ def test_a_lower_precision_winner_is_quoted_with_its_error_beside_the_others() -
         {**row("fused_fp8", times["fused_fp8"], dtype="bfloat16"), "max_rel_err": 0.081},
     ]
     (case,) = cases(records)
-    text = statement(pick(case)).text
+    text = text_of(statement(pick(case)))
     assert "`fused_fp8` wins" in text
     assert (
         "`fused_fp8` computes in float8_e4m3fn, with a larger error (max_rel_err `fused` 0.004; `fused_fp8` 0.081)"
         in text
     )
-    assert "float8" not in statement(pick(one_case({"naive": 2.0, "fused": 1.0}))).text
+    assert "float8" not in text_of(statement(pick(one_case({"naive": 2.0, "fused": 1.0}))))
 
 
 # --- issue 29: crossovers only along ordered settings, and not for a tie whose members shift ---------
@@ -480,8 +499,8 @@ def test_a_yes_no_setting_gets_the_answer_per_setting_never_a_crossover() -> Non
     found = cases(records)
     (by_setting,) = crossovers(found, {case.case_id: pick(case) for case in found})
     assert by_setting.rule == "by_setting" and by_setting.kind == "crossover"
-    assert "between" not in by_setting.text and "nothing in between" not in by_setting.text
-    assert by_setting.text.startswith("by causal") and "`fused` wins" in by_setting.text
+    assert "between" not in text_of(by_setting) and "nothing in between" not in text_of(by_setting)
+    assert text_of(by_setting).startswith("by causal") and "`fused` wins" in text_of(by_setting)
 
 
 def test_a_tie_whose_members_shift_is_not_a_crossover() -> None:
@@ -493,4 +512,4 @@ def test_a_tie_whose_members_shift_is_not_a_crossover() -> None:
     assert [picks[case.case_id].verdict for case in found] == [TIED, TIED]
     assert {len(picks[case.case_id].impls) for case in found} == {4, 5}
     (steady,) = crossovers(found, picks)
-    assert steady.rule == "no_crossover" and "changes between" not in steady.text
+    assert steady.rule == "no_crossover" and "changes between" not in text_of(steady)

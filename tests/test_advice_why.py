@@ -22,6 +22,7 @@ from mhabench.answers_on_disk import answer_at_end
 from mhabench.results.columns import noisy
 from mhabench.results.store import load_run
 from mhabench.views.advice import short_answer
+from mhabench.views.wording import sentence as text_of
 
 
 def one_case(medians_ms: dict[str, float], **fields: Any) -> MeasuredCase:
@@ -50,9 +51,9 @@ def test_a_cuda_row_near_its_roof_is_not_launch_bound_however_slow_its_host() ->
     near = at_efficiency(case, "fused", 0.57, **slow_host)
     assert why.launch(near, "fused", "cuda") is None
     roof = why.roofline(near, "fused")
-    assert roof is not None and "`fused` is compute-bound" in roof.text and "57.0%" in roof.text
+    assert roof is not None and "`fused` is compute-bound" in text_of(roof) and "57.0%" in text_of(roof)
     far = why.launch(at_efficiency(case, "fused", LOW_EFFICIENCY / 2, **slow_host), "fused", "cuda")
-    assert far is not None and "on the host against" in far.text and "dispatched ops" not in far.text
+    assert far is not None and "on the host against" in text_of(far) and "dispatched ops" not in text_of(far)
 
 
 def test_many_cuda_ops_alone_are_not_launch_bound() -> None:
@@ -66,7 +67,7 @@ def test_a_cpu_row_near_its_roof_is_not_launch_bound_however_many_ops() -> None:
     many = round(case.row("naive")["latency_ms"] * 1e3 / HOST_US_PER_OP["cpu"]) * 2
     assert why.launch(at_efficiency(case, "naive", 0.5, ops_per_call=many), "naive", "cpu") is None
     bound = why.launch(at_efficiency(case, "naive", 0.1, ops_per_call=many), "naive", "cpu")
-    assert bound is not None and "launch-bound" in bound.text
+    assert bound is not None and "launch-bound" in text_of(bound)
 
 
 def test_a_kernel_that_skips_masked_blocks_is_judged_on_its_useful_flops_and_shows_what_it_executed() -> None:
@@ -86,12 +87,12 @@ def test_a_kernel_that_skips_masked_blocks_is_judged_on_its_useful_flops_and_sho
     ]
     (skipping,) = cases_of("run", pd.DataFrame(records))
     found = why.roofline(skipping, "fused")
-    assert found is not None and "useful FLOPs, masked blocks skipped" in found.text
+    assert found is not None and "useful FLOPs, masked blocks skipped" in text_of(found)
     # the table's figures: useful FLOPs over the model's bytes and over the time
     assert found.figures["intensity_flop_per_byte"] == pytest.approx(flops / 2 / bytes_moved)
     assert found.figures["useful_tflops"] == pytest.approx(flops / 2 / latency_s / 1e12)
     assert found.figures["executed_over_useful"] == pytest.approx(1.0)  # it executed the useful FLOPs only
-    assert "it executed 1.00× the useful FLOPs" in found.text
+    assert "it executed 1.00× the useful FLOPs" in text_of(found)
 
 
 def test_wasted_work_never_reads_as_efficiency() -> None:
@@ -101,15 +102,15 @@ def test_wasted_work_never_reads_as_efficiency() -> None:
     before, after = why.roofline(case, "fused"), why.roofline(eight, "fused")
     assert before is not None and after is not None
     assert after.figures["efficiency"] == before.figures["efficiency"]  # 8× the FLOPs in the same time: no credit
-    assert after.figures["executed_over_useful"] == pytest.approx(8.0) and "executed 8.00×" in after.text
+    assert after.figures["executed_over_useful"] == pytest.approx(8.0) and "executed 8.00×" in text_of(after)
 
 
 def test_an_efficiency_printed_as_the_threshold_is_not_called_under_it() -> None:
     case = at_efficiency(one_case({"fused": 1.0, "naive": 2.0}), "fused", LOW_EFFICIENCY - 0.0004)
     found = why.roofline(case, "fused")
-    assert found is not None and "25.0%" in found.text and "under 25 %" not in found.text
+    assert found is not None and "25.0%" in text_of(found) and "under 25 %" not in text_of(found)
     far = why.roofline(at_efficiency(case, "fused", 0.1), "fused")
-    assert far is not None and "far from both roofs" in far.text and "-bound" not in far.text
+    assert far is not None and "far from both roofs" in text_of(far) and "-bound" not in text_of(far)
 
 
 def test_scores_are_materialized_where_the_cost_model_says_so() -> None:

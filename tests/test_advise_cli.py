@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from synthetic_runs import HOSTILE, calibrate_test_machine, rounds, row, write_run
 from typer.testing import CliRunner, Result
@@ -17,6 +18,7 @@ from mhabench.cli import app
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.results.store import load_run
 from mhabench.views.advice import short_answer
+from mhabench.views.wording import sentence
 
 """Statements about manifests or the question asked, not about rows; every other one names its rows."""
 
@@ -55,21 +57,23 @@ def test_advise_says_each_case_label_once_and_is_shorter_than_its_statements(tmp
     label = "n=2048 h=4 d=64 b=1 float32"
     statements_about = [s for s in found.statements if s.scope == label]
     assert len(statements_about) >= 3 and output.count(f"{label}: ") == 1  # its heading line, once
-    every_statement = sum(len(s.text.split()) for s in found.statements)
+    every_statement = sum(len(sentence(s).split()) for s in found.statements)
     assert len(output.split()) < 0.8 * every_statement
 
 
-def test_a_new_kind_of_statement_slots_in_under_its_case() -> None:
-    """Other rules add kinds (energy, replication, citations); the layout needs no change for them."""
+def test_a_new_kind_of_statement_slots_in_under_its_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other rules add kinds (energy, replication, citations): a new code needs its template, the layout no change."""
     import dataclasses
 
-    from mhabench.analysis.advice.wording import Statement
+    from mhabench.analysis.statement import Statement
+    from mhabench.views import wording
     from mhabench.views.advice import layout
 
     times = rounds({"naive": 2.0, "fused": 1.0}, seed=1)
     run = advise([load_run(write_run(Path(tempfile.mkdtemp()), "new", [row(i, times[i]) for i in times]))]).runs[0]
     pick = next(s for s in run.statements if s.rule == "pick")
-    energy = Statement("energy", "joules", pick.group, pick.scope, f"{pick.scope}: fused uses 2× fewer joules.", {}, ())
+    monkeypatch.setitem(wording.TEMPLATES, "joules", lambda figures: f"fused uses {figures['fewer']}× fewer joules.")
+    energy = Statement("energy", "joules", pick.group, pick.scope, {"fewer": 2}, ())
     (group,) = layout(dataclasses.replace(run, statements=(*run.statements, energy)))
     (case,) = group.cases
     assert case.evidence[-1] == "fused uses 2× fewer joules."
@@ -87,7 +91,7 @@ def test_json_is_the_record_with_codes_and_numbers(tmp_path: Path) -> None:
     result = invoke("advise", crossover_run(tmp_path), "--format", "json", "--for", "cuda", "--impl", "flex")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["schema_version"] == 1 and data["run_id"] == "sweep" and data["thresholds"]["tie_margin"] == 0.03
+    assert data["schema_version"] == 2 and data["run_id"] == "sweep" and data["thresholds"]["tie_margin"] == 0.03
     assert [case["verdict"] for case in data["cases"]] == ["tie", "tie", "winner"]
     assert data["cases"][2]["pick"] == "fused" and data["cases"][0]["pick"] is None
     assert set(data["cases"][0]["tied"]) == {"fused", "naive"}

@@ -12,7 +12,7 @@ from rich.console import Console
 from synthetic_runs import ENVIRONMENT, calibrate_test_machine, rounds, row, write_run
 from typer.testing import CliRunner
 
-from mhabench.analysis import compare
+from mhabench.analysis import answer, compare
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.pick import DOMINANCE
 from mhabench.analysis.answer import Standing, Verdict, answer_run
@@ -25,6 +25,7 @@ from mhabench.results.store import load_run
 from mhabench.views import summary
 from mhabench.views.advice import to_terminal
 from mhabench.views.answer_table import answer_tables
+from mhabench.views.wording import explanation
 
 ROOT = Path(__file__).resolve().parents[1]
 cli = CliRunner()
@@ -84,14 +85,14 @@ def test_explain_breaks_down_a_slower_row_where_the_case_cannot_tell(tmp_path: P
     (case,) = answer_run(run).cases
     assert case.verdict is Verdict.CANNOT_TELL and case.impl("naive").standing is Standing.UNKNOWN
     (found,) = explaining.explain(run)
-    assert found.impl == "naive" and "by its median" in found.text and found.slower_by > 2
+    assert found.impl == "naive" and "by its median" in explanation(found) and found.slower_by > 2
 
 
 def test_explain_breaks_down_the_pick_when_asked(tmp_path: Path) -> None:
     times = rounds({"naive": 3.0, "fused": 1.0}, count=20)
     run = load_run(write_run(tmp_path, "clear", [row(impl, ms) for impl, ms in times.items()]))
     (found,) = explaining.explain(run, impls=("fused",))
-    assert found.impl == "fused" and "the case's fastest" in found.text
+    assert found.impl == "fused" and "the case's fastest" in explanation(found)
     result = cli.invoke(app, ["explain", str(run.path), "--impl", "fused"])
     assert result.exit_code == 0 and "nothing to explain" not in result.output
 
@@ -99,9 +100,10 @@ def test_explain_breaks_down_the_pick_when_asked(tmp_path: Path) -> None:
 def test_explain_names_a_dtype_wider_than_the_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     times = rounds({"naive": 1.0, "wide": 3.0}, count=20)
     run = load_run(write_run(tmp_path, "wide", [row(impl, ms) for impl, ms in times.items()]))
-    monkeypatch.setattr(explaining, "compute_dtype", lambda impl: "float64" if impl == "wide" else None)
+    monkeypatch.setattr(answer, "compute_dtype", lambda impl: "float64" if impl == "wide" else None)
     (found,) = explaining.explain(run)
-    assert "computes in float64, wider than the case's float32" in found.text and "about 2×" in found.text
+    said = explanation(found)
+    assert "computes in float64, wider than the case's float32" in said and "about 2×" in said
 
 
 def test_no_reason_cites_an_efficiency_above_its_roof(tmp_path: Path) -> None:
@@ -197,5 +199,5 @@ def test_several_runs_in_json_are_their_records_and_what_differs(tmp_path: Path)
     result = cli.invoke(app, ["advise", str(first), str(second), "--format", "json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["schema_version"] == 1 and [run["cases"][0]["verdict"] for run in data["runs"]] == ["tie", "tie"]
+    assert data["schema_version"] == 2 and [run["cases"][0]["verdict"] for run in data["runs"]] == ["tie", "tie"]
     assert all({"code", "numbers", "scope"} == set(one) for one in data["across"])

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from mhabench.analysis.advice.answers import RunAnswers, answer
 from mhabench.analysis.advice.caveats import MAY_NOT_REPLICATE, UNCALIBRATED, caveats
 from mhabench.analysis.advice.pick import WINNER
-from mhabench.analysis.advice.wording import CAVEAT, Question, Statement
 from mhabench.analysis.calibration import calibration_config, calibration_of
+from mhabench.analysis.statement import CAVEAT, Question, Statement
 from mhabench.cli import app
 from mhabench.errors import ResultsCorruptError
 from mhabench.measure.environment import environment
@@ -24,6 +24,7 @@ from mhabench.results.calibration import Calibration, calibration_path, load_cal
 from mhabench.results.fingerprint import Fingerprint
 from mhabench.results.manifest import Manifest
 from mhabench.results.store import Run, typed_rows
+from mhabench.views.wording import sentence as text_of
 
 
 def replicated_run(speedups_by_process: list[dict[str, float]]) -> Run:
@@ -97,7 +98,8 @@ def test_a_winner_whose_lead_is_within_the_machine_spread_may_not_replicate() ->
     answers = answer(one_process_run({128: 1.06, 512: 1.5}))
     (found,) = one_process_caveats(answers)
     assert found.rule == MAY_NOT_REPLICATE and found.figures["between_process_spread"] == 0.10
-    assert "n=128" in found.text and "n=512" not in found.text and "10 %" in found.text and "cal-run" in found.text
+    said = text_of(found)
+    assert "n=128" in said and "n=512" not in said and "10 %" in said and "cal-run" in said
     assert {ref.impl for ref in found.rows} == {"fused", "naive"}
 
 
@@ -112,15 +114,16 @@ def test_the_calibrated_rule_turns_where_the_widened_interval_reaches_1() -> Non
     assert one_process_caveats(answers) == []
     save_calibration(calibration(margin * 1.1, Fingerprint.of(ENVIRONMENT)))
     (found,) = one_process_caveats(answers)
-    assert found.rule == MAY_NOT_REPLICATE and "n=128" in found.text
+    assert found.rule == MAY_NOT_REPLICATE and "n=128" in text_of(found)
 
 
 def test_leads_beyond_the_spread_say_nothing_and_a_missing_calibration_says_so_once() -> None:
     answers = answer(one_process_run({128: 1.06, 512: 1.5}))
     (unknown,) = one_process_caveats(answers)
-    assert unknown.rule == UNCALIBRATED and "2 pick(s) rest on one process" in unknown.text
-    assert "`mhabench calibrate --device cpu` measures it" in unknown.text and "--replicates 3" in unknown.text
-    assert unknown.figures == {"picks": 2, "fingerprint": Fingerprint.of(ENVIRONMENT).key}
+    assert unknown.rule == UNCALIBRATED and "2 pick(s) rest on one process" in text_of(unknown)
+    assert "`mhabench calibrate --device cpu` measures it" in text_of(unknown) and "--replicates 3" in text_of(unknown)
+    assert (unknown.figures["picks"], unknown.figures["fingerprint"]) == (2, Fingerprint.of(ENVIRONMENT).key)
+    assert [one["case"] for one in unknown.figures["named"]][-1] == "n=512 h=4 d=64 b=1 float32"  # closest first
     save_calibration(calibration(0.02, Fingerprint.of(ENVIRONMENT)))
     assert one_process_caveats(answers) == []
 
@@ -129,7 +132,7 @@ def test_an_uncalibrated_machine_names_every_pick_the_closest_lead_first() -> No
     """No fixed margin decides which picks are named: all are, the smallest lead first, and its rows with them."""
     answers = answer(one_process_run({128: 2.0, 256: 1.05, 512: 1.3}))
     (unknown,) = one_process_caveats(answers)
-    named = [unknown.text.index(f"n={seq_len} ") for seq_len in (256, 512, 128)]
+    named = [text_of(unknown).index(f"n={seq_len} ") for seq_len in (256, 512, 128)]
     assert named == sorted(named)
     assert {ref.case_id for ref in unknown.rows} == set(answers.picks)
 

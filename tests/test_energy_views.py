@@ -10,12 +10,13 @@ import pandas as pd
 from shared_runs import recorded
 
 from mhabench.analysis.advice.advise import advise
-from mhabench.analysis.advice.wording import ENERGY
+from mhabench.analysis.statement import ENERGY
 from mhabench.results.manifest import Manifest
 from mhabench.results.store import Run, load_run, typed_rows
 from mhabench.views.report.blocks import Paragraph
 from mhabench.views.report.energy import energy_blocks
 from mhabench.views.table import TableModel
+from mhabench.views.wording import sentence as text_of
 
 COUNTERS_RUN = "20261127T074353Z-default-gpu-counters-partial"
 
@@ -94,8 +95,8 @@ def test_a_cpu_run_has_no_energy_section(tmp_path: Path) -> None:
 
 def test_advise_states_the_energy_of_resolved_rows_only(tmp_path: Path) -> None:
     (statement,) = [s for s in advise([gpu_run(tmp_path)]).statements if s.kind == ENERGY]
-    assert "`fused` 0.13 J (7,877 tokens/J, 650 W; ±5% over 2 s windows)" in statement.text
-    assert "naive" not in statement.text and [ref.impl for ref in statement.rows] == ["fused"]
+    assert "`fused` 0.13 J (7,877 tokens/J, 650 W; ±5% over 2 s windows)" in text_of(statement)
+    assert "naive" not in text_of(statement) and [ref.impl for ref in statement.rows] == ["fused"]
 
 
 def test_the_recorded_h100_run_shows_no_energy_and_says_why() -> None:

@@ -12,6 +12,7 @@ from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.answers import answer
 from mhabench.results.manifest import Manifest
 from mhabench.results.store import Run, typed_rows
+from mhabench.views.wording import sentence as text_of
 
 
 def run_of(run_id: str, medians_by_n: dict[int, dict[str, float]]) -> Run:
@@ -42,8 +43,14 @@ def test_opposite_winners_flip_and_a_winner_beside_a_tie_does_not() -> None:
     assert flipped_case(picks[128]) and not flipped_case(picks[512]) and not flipped_case(picks[2048])
     (found,) = flips([first, second])
     assert found.rule == FLIPS
-    assert found.figures == {"runs": 2, "cases": 3, "flipped": 1, "flip_rate": 1 / 3}
-    assert "1 of the 3 cases" in found.text and "flip rate 33 %" in found.text and "n=128" in found.text
+    assert {name: found.figures[name] for name in ("runs", "cases", "flipped", "flip_rate")} == {
+        "runs": 2,
+        "cases": 3,
+        "flipped": 1,
+        "flip_rate": 1 / 3,
+    }
+    assert [one["case"] for one in found.figures["named"]] == ["n=128 h=4 d=64 b=1 float32"]
+    assert "1 of the 3 cases" in text_of(found) and "flip rate 33 %" in text_of(found) and "n=128" in text_of(found)
 
 
 def test_one_run_has_no_flip_statement_and_advise_adds_it_across_runs() -> None:

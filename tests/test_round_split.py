@@ -8,6 +8,7 @@ from shared_runs import recorded
 
 from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, WINNER, lead, round_split
 from mhabench.results.columns import SAMPLES_COLUMN
+from mhabench.views.wording import reason
 
 COUNTERS_RUN = "20261127T074353Z-default-gpu-counters-partial"
 
@@ -29,7 +30,8 @@ def test_a_clear_median_lead_with_rounds_the_other_way_is_a_split() -> None:
     split = round_split(fused, naive, one)
     assert split is not None and (split.ahead, split.behind, split.rounds) == (6, 2, 8)
     assert split.ahead_ratio == pytest.approx(2.55, abs=0.02)
-    assert split.sentence().startswith("rounds disagree: `fused` was 2.55× faster than `naive` in 6 of 8 rounds")
+    said = reason("rounds_disagree", split.figures(), "fused")
+    assert said.startswith("rounds disagree: `fused` was 2.55× faster than `naive` in 6 of 8 rounds")
 
 
 def test_a_noisy_tie_is_no_split() -> None:
@@ -53,7 +55,8 @@ def test_the_recorded_flipped_case_says_rounds_disagree_not_tied() -> None:
     flipped = next(one for case_id, one in picks.items() if case_id.endswith("b1-n1024-d4096-h32-bfloat16-causal"))
     assert flipped.verdict == CANNOT_TELL and flipped.verdict != TIED
     assert flipped.split is not None and (flipped.split.ahead, flipped.split.behind) == (6, 2)
-    assert flipped.reason.startswith("rounds disagree: `fused` was 2.55× faster than `naive` in 6 of 8 rounds")
-    assert "slower in 2" in flipped.reason and "unstable" in flipped.reason
+    said = reason(flipped.reason_code, flipped.reason_figures, flipped.impls[0])
+    assert said.startswith("rounds disagree: `fused` was 2.55× faster than `naive` in 6 of 8 rounds")
+    assert "slower in 2" in said and "unstable" in said
     steady = [one for case_id, one in picks.items() if case_id.endswith("n4096-d4096-h32-bfloat16")]
     assert steady and all(one.verdict == WINNER for one in steady)  # the other cases keep their answer

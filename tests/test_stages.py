@@ -17,6 +17,7 @@ import mhabench.impls  # noqa: F401  (registers every implementation)
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.explain.explain import explain
 from mhabench.analysis.explain.rules import departs, first_match
+from mhabench.answers_on_disk import advise_folders
 from mhabench.cost import Workload
 from mhabench.impls.registry import available_implementations, build, get_spec
 from mhabench.impls.weights import AttentionWeights
@@ -29,12 +30,15 @@ from mhabench.run import runner
 from mhabench.run.request import RunRequest
 from mhabench.scenario.loading import parse_config
 from mhabench.stage_cost import stage_costs
+from mhabench.views import wording
 from mhabench.views.plots import Plot
 from mhabench.views.report.blocks import Heading
 from mhabench.views.report.hardware_gaps import hardware_gaps
 from mhabench.views.report.kernels import kernel_blocks
 from mhabench.views.stage_plot import stage_blocks
 from mhabench.views.table import TableModel
+from mhabench.views.wording import explanation
+from mhabench.views.wording import sentence as text_of
 
 COUNTERS_RUN_ID = "20261127T074353Z-default-gpu-counters-partial"
 """The recorded H100 run with Nsight Compute counters (torch_mha's 8× projection kernel), in shared/runs."""
@@ -131,7 +135,7 @@ def _stage(
 def test_rule_per_token_gemm_reads_the_bmm_shapes() -> None:
     rule, found = first_match(_stage(top_op="aten::bmm [[1024,1,4096],[1024,4096,12288]]"))  # type: ignore[misc]
     assert rule.name == "per_token_gemm" and found["batch"] == 1024
-    assert "1,024 batched GEMMs of 1 row(s) each" in rule.says.format(**found)
+    assert "1,024 batched GEMMs of 1 row(s) each" in wording.RULES[rule.name].format(**found)
     assert first_match(_stage(top_op="aten::bmm [[4,64,16],[4,16,64]]")) is None  # heads, not tokens
 
 
@@ -160,7 +164,8 @@ def test_explain_on_the_recorded_h100_run_names_torch_mha_projection_kernel_and_
         assert one.pick == "fused" and one.source == "counters" and one.rule == "padded_gemm"
         assert one.stage is not None and one.stage.stage == "qkv_projection"
         assert one.stage.flops_ratio == pytest.approx(8.0, rel=0.01)
-        assert "nvjet_sm90_tst_512x8_64x3_2x1_v_bz_TNT" in one.text and "8.0× the model's FLOPs" in one.text
+        said = explanation(one)
+        assert "nvjet_sm90_tst_512x8_64x3_2x1_v_bz_TNT" in said and "8.0× the model's FLOPs" in said
     by_label = explain(load_run(counters_run), cases=("n=1024 h=32 d=4096 b=1 bfloat16",), impls=("torch_mha",))
     by_id = explain(load_run(counters_run), cases=("d4096-h32/b1-n1024-d4096-h32-bfloat16",), impls=("torch_mha",))
     assert [e.case_id for e in by_label] == [e.case_id for e in by_id] == ["d4096-h32/b1-n1024-d4096-h32-bfloat16"]
@@ -351,13 +356,13 @@ def test_explain_command_json_and_bad_input(counters_run: Path) -> None:
 
 def test_advise_cites_explain_in_one_line_per_clearly_slower_implementation(counters_run: Path) -> None:
     run = load_run(counters_run)
-    cited = [s for s in advise([run]).statements if s.rule == "explained"]
+    cited = [s for s in advise_folders([run]).statements if s.rule == "explained"]
     slower = [e for e in explain(run)]
     assert len(cited) == len(slower) == 11  # per_head and torch_mha in 4 cases, naive in 3
     torch_mha = [s for s in cited if s.rows[0].impl == "torch_mha"]
-    assert all("QKV projection" in s.text and "8.0× the model's FLOPs" in s.text for s in torch_mha)
-    assert all(f"mhabench explain {run.run_id} --impl torch_mha" in s.text for s in torch_mha)
-    assert all("\n" not in s.text for s in cited)
+    assert all("QKV projection" in text_of(s) and "8.0× the model's FLOPs" in text_of(s) for s in torch_mha)
+    assert all(f"mhabench explain {run.run_id} --impl torch_mha" in text_of(s) for s in torch_mha)
+    assert all("\n" not in text_of(s) for s in cited)
 
 
 def test_a_train_step_gets_no_breakdown_and_says_why(tiny_config_data: dict[str, Any]) -> None:
@@ -373,8 +378,8 @@ def test_a_train_step_gets_no_breakdown_and_says_why(tiny_config_data: dict[str,
 
 def test_explain_on_a_run_older_than_breakdowns_says_so_for_each_slower_row(h100_run: Path) -> None:
     found = explain(load_run(h100_run))  # format 4, no breakdown column, no kernels.csv
-    assert found and all(e.stage is None and "a run older than breakdowns" in e.text for e in found)
-    assert all("(none:" not in e.text for e in found)
+    assert found and all(e.stage is None and "a run older than breakdowns" in explanation(e) for e in found)
+    assert all("(none:" not in explanation(e) for e in found)
 
 
 def test_every_figure_advise_quotes_of_a_row_is_the_one_the_results_table_shows(counters_run: Path) -> None:
@@ -392,4 +397,4 @@ def test_every_figure_advise_quotes_of_a_row_is_the_one_the_results_table_shows(
     for statement in quoted:
         shown = cells[(statement.rows[0].case_id, statement.rows[0].impl)]
         for header in ("FLOP/B", "useful TFLOP/s", "roofline eff.", "executed ×"):
-            assert f"{shown[header]}" in statement.text, (header, shown[header], statement.text)
+            assert f"{shown[header]}" in text_of(statement), (header, shown[header], text_of(statement))

@@ -32,9 +32,9 @@ from mhabench.analysis.advice.crossover import crossovers
 from mhabench.analysis.advice.pick import Pick, clearly_slower
 from mhabench.analysis.advice.thresholds import TIE_MARGIN
 from mhabench.analysis.advice.why import position
-from mhabench.analysis.advice.wording import CAVEAT, CROSSOVER, Question, Statement
 from mhabench.analysis.estimate import MIN_PAIRED_ROUNDS, MIN_REPLICATES, Estimate, is_ok, row_ratio, rows_ratio_across
 from mhabench.analysis.speedup import DEFAULT_BASELINE
+from mhabench.analysis.statement import CAVEAT, CROSSOVER, Question, Statement
 from mhabench.analysis.stats import CONFIDENCE_LEVEL, MIN_INTERVAL_SAMPLES
 from mhabench.errors import UnknownImplementationError
 from mhabench.impls import get_spec
@@ -43,7 +43,7 @@ from mhabench.results.cells import number, text
 from mhabench.results.columns import CASE_ID, DTYPE, IMPL, LATENCY_MS, STATUS
 from mhabench.results.store import Run
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The version of the record's layout (``answers.json``, ``advise --format json``); docs/advise.md describes it."""
 
 
@@ -233,7 +233,7 @@ class RunAnswer:
 
     def record(self) -> dict[str, Any]:
         """JSON-ready: enums as their values, NaN and infinities as null; with the thresholds it was decided by."""
-        return {"schema_version": SCHEMA_VERSION, **_plain(dataclasses.asdict(self)), "thresholds": thresholds_record()}
+        return {"schema_version": SCHEMA_VERSION, **plain(dataclasses.asdict(self)), "thresholds": thresholds_record()}
 
 
 def thresholds_record() -> dict[str, Any]:
@@ -250,13 +250,14 @@ def thresholds_record() -> dict[str, Any]:
     }
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """A value as JSON holds it, at any depth: enums their values, NaN and infinities null, numpy scalars numbers."""
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, Mapping):
-        return {str(name): _plain(item) for name, item in value.items()}
+        return {str(name): plain(item) for name, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
+        return [plain(item) for item in value]
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, bool | int | str) or value is None:
@@ -265,7 +266,7 @@ def _plain(value: Any) -> Any:
         number_value = float(value)
     except (TypeError, ValueError):
         return str(value)
-    return _plain(number_value) if not float(number_value).is_integer() else int(number_value)
+    return plain(number_value) if not float(number_value).is_integer() else int(number_value)
 
 
 # --- computing it ---------------------------------------------------------------------------------------------------
@@ -383,7 +384,7 @@ def _impl_answer(case: MeasuredCase, impl: str, one: Pick, fastest: str | None, 
         impl=impl,
         status=text(row, STATUS),
         median_ms=median,
-        standing=_standing(impl, ok, one, fastest, vs_pick),
+        standing=_standing(case, impl, ok, one, fastest, vs_pick),
         vs_pick=vs_pick,
         vs_baseline=vs_baseline,
         why=why_of(row) if ok else None,
@@ -391,7 +392,11 @@ def _impl_answer(case: MeasuredCase, impl: str, one: Pick, fastest: str | None, 
     )
 
 
-def _standing(impl: str, ok: bool, one: Pick, fastest: str | None, vs_pick: Estimate | None) -> Standing:
+def _standing(
+    case: MeasuredCase, impl: str, ok: bool, one: Pick, fastest: str | None, vs_pick: Estimate | None
+) -> Standing:
+    """Where the case cannot tell, a row is still clearly slower by the pick's own rule for one row (its interval,
+    or without one the dominance exception); otherwise slower by its median only."""
     if not ok:
         return Standing.NOT_OK
     if impl == fastest:
@@ -399,9 +404,17 @@ def _standing(impl: str, ok: bool, one: Pick, fastest: str | None, vs_pick: Esti
     if impl in one.impls:
         return Standing.TIED
     if one.verdict == picking.CANNOT_TELL:
-        known = vs_pick is not None and vs_pick.has_interval and clearly_slower(vs_pick.interval)
-        return Standing.SLOWER if known else Standing.UNKNOWN
+        return Standing.SLOWER if _clearly_slower(case, impl, fastest, vs_pick) else Standing.UNKNOWN
     return Standing.SLOWER
+
+
+def _clearly_slower(case: MeasuredCase, impl: str, fastest: str | None, vs_pick: Estimate | None) -> bool:
+    if vs_pick is None or fastest is None:
+        return False
+    if vs_pick.has_interval or case.across_processes:
+        return clearly_slower(vs_pick.interval)
+    rows = (case.row(fastest), case.row(impl))
+    return rows[0] is not None and rows[1] is not None and picking.standing(vs_pick.interval, *rows) == picking.SLOWER
 
 
 def why_of(row: Mapping[str, Any]) -> Why | None:

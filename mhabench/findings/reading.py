@@ -1,7 +1,7 @@
 """What one run measured of one case, in the terms a claim is graded in.
 
-:func:`read_case` is the one place this package reads the advice internals (the pick of a case and the
-across-process lead of one implementation over another); everything else here works on the
+:func:`read_case` is the one place this package reads a run's answer record (the pick of a case) and the
+across-process lead of one implementation over another; everything else here works on the
 :class:`CaseReading` it returns, so swapping the estimator behind it changes one function.
 """
 
@@ -18,7 +18,15 @@ from mhabench.results.store import Run
 
 WINNER, TIED = "winner", "tied"
 """:attr:`CaseReading.verdict` of a case one implementation wins, and of one whose fastest rows are tied; any other
-verdict (cannot tell, nothing ran, only one ran) is said in the pick's own words."""
+verdict (cannot tell, nothing ran, only one ran) is said in the words of :data:`VERDICT_WORDS`."""
+VERDICT_WORDS = {
+    "winner": WINNER,
+    "tie": TIED,
+    "cannot_tell": "cannot tell",
+    "only": "only",
+    "nothing_ran": "nothing ran",
+}
+"""The grade's word for each verdict of the answer record."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +60,7 @@ class CaseReading:
 
 
 _ANSWERS: dict[int, tuple[Run, Any]] = {}
-"""Each run's advice answers, read once however many claims ask about it (the run is kept so its id stays its)."""
+"""Each run's answer record, read once however many claims ask about it (the run is kept so its id stays its)."""
 
 
 def matches(fields: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -71,18 +79,17 @@ def _same(have: Any, want: Any) -> bool:
 def read_case(run: Run, wanted: Mapping[str, Any]) -> CaseReading | None:
     """The case of ``run`` whose fields match ``wanted`` (None when no case does); an InputError when several do.
 
-    The adapter onto ``mhabench advise``: the pick is advise's (across processes for a replicated run) and a
-    speedup is its across-process lead (per-process paired ratios combined with a t interval), the figure
+    The pick is the run's answer record's (across processes for a replicated run) and a speedup is the across-process
+    lead of one implementation over another (per-process paired ratios combined with a t interval), the figure
     ``mhabench compare RUN --baseline SLOWER`` prints in its pooled rows."""
-    from mhabench.analysis.advice.answers import answer, replicated_lead
-    from mhabench.analysis.advice.pick import clearly_slower
-    from mhabench.analysis.estimate import is_ok, row_ratio
-    from mhabench.results.columns import IMPL
+    from mhabench.analysis.answer import answer_run, clearly_slower
+    from mhabench.analysis.estimate import is_ok, row_ratio, rows_ratio_across
+    from mhabench.results.columns import CASE_ID, IMPL, REPEAT
 
     if id(run) not in _ANSWERS:
-        _ANSWERS[id(run)] = (run, answer(run))
-    answers = _ANSWERS[id(run)][1]
-    found = [case for case in answers.cases if matches(case.fields, wanted)]
+        _ANSWERS[id(run)] = (run, answer_run(run))
+    record = _ANSWERS[id(run)][1]
+    found = [case for case in record.cases if matches(case.fields, wanted)]
     if not found:
         return None
     if len(found) > 1:
@@ -91,11 +98,10 @@ def read_case(run: Run, wanted: Mapping[str, Any]) -> CaseReading | None:
             f"case {dict(wanted)}: matches {len(found)} cases of {run.run_id} ({labels}); name more fields"
         )
     case = found[0]
+    rows = [row for row in run.frame.to_dict("records") if str(row[CASE_ID]) == case.case_id and is_ok(row)]
     by_impl: dict[str, dict[int, Any]] = {}
-    for replicate, rows in enumerate(case.repeats):
-        for row in rows:
-            if is_ok(row):
-                by_impl.setdefault(str(row[IMPL]), {})[replicate] = row
+    for row in sorted(rows, key=lambda row: _replicate(row.get(REPEAT))):
+        by_impl.setdefault(str(row[IMPL]), {})[_replicate(row.get(REPEAT))] = row
 
     def per_process(faster: Mapping[int, Any], slower: Mapping[int, Any]) -> tuple[float, ...]:
         ratios = []
@@ -105,7 +111,7 @@ def read_case(run: Run, wanted: Mapping[str, Any]) -> CaseReading | None:
 
     speedups = {}
     for faster, slower in itertools.permutations(by_impl, 2):
-        lead = replicated_lead(by_impl[slower], by_impl[faster])
+        lead = rows_ratio_across(by_impl[slower], by_impl[faster]).interval
         speedups[(faster, slower)] = Speedup(
             faster,
             slower,
@@ -115,5 +121,10 @@ def read_case(run: Run, wanted: Mapping[str, Any]) -> CaseReading | None:
             clearly_slower(lead),
             per_process(by_impl[faster], by_impl[slower]),
         )
-    picked = answers.picks[case.case_id]
-    return CaseReading(run.run_id, case.label, str(picked.verdict), tuple(picked.impls), tuple(by_impl), speedups)
+    picked = case.tied or ((case.fastest,) if case.fastest else ())
+    return CaseReading(run.run_id, case.label, VERDICT_WORDS[case.verdict], picked, tuple(by_impl), speedups)
+
+
+def _replicate(value: Any) -> int:
+    """The row's process (its repeat); 0 where the run has none."""
+    return 0 if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)

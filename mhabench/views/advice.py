@@ -1,9 +1,9 @@
 """What ``mhabench advise`` shows: the terminal (rich), Markdown and JSON; the few lines ``mhabench run``
 prints under its table; and the Advice section at the top of a report.
 
-The sentences are made by ``mhabench.analysis.advice``; this module only lays them out, per run, per
-case group and per kind of statement, so the three formats cannot say different things. JSON keeps
-every statement's figures and the rows it rests on, for a tool or a CI job.
+``mhabench.analysis.advice`` gives each statement as a reason code and its numbers; :mod:`mhabench.views.wording`
+writes its sentence, and this module lays the sentences out, per run, per case group and per kind of statement, so
+the formats cannot say different things. JSON is the answer record itself: codes and numbers, no sentences.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from rich.console import RenderableType
 from rich.rule import Rule
 from rich.text import Text
 
-from mhabench.analysis.advice import caveats, why, wording
+from mhabench.analysis.advice import caveats, why
 from mhabench.analysis.advice.advise import Advice, RunAdvice
 from mhabench.analysis.advice.crossover import GROUP
 from mhabench.analysis.advice.pick import WINNER
-from mhabench.analysis.advice.wording import (
+from mhabench.analysis.answer import SCHEMA_VERSION, CaseAnswer, Verdict, plain
+from mhabench.analysis.estimate import PAIRED
+from mhabench.analysis.statement import (
     ACROSS,
     CAVEAT,
     CHANGE,
@@ -33,11 +35,10 @@ from mhabench.analysis.advice.wording import (
     WHY,
     Statement,
 )
-from mhabench.analysis.answer import SCHEMA_VERSION, CaseAnswer, Verdict
-from mhabench.analysis.estimate import PAIRED
 from mhabench.views import formats
 from mhabench.views.report.blocks import Block, Heading, Paragraph
 from mhabench.views.table import TableModel
+from mhabench.views.wording import interval, machine, reason_of, said, sentence
 
 FORMATS = ("terminal", "md", "json")
 TITLES = {
@@ -80,7 +81,7 @@ def _caveats(run: RunAdvice) -> list[Statement]:
 
 
 def _heading(run: RunAdvice) -> str:
-    return f"{run.run_id} on {run.answers.device()}"
+    return f"{run.run_id} on {machine(run.record.device, run.record.torch)}"
 
 
 # --- the layout every text format renders -------------------------------------------------------
@@ -140,9 +141,9 @@ def _case_block(
     ``--format json`` and in the report."""
     lines = [f"pick: {_pick_detail(pick)}"]
     for statement in sorted(evidence, key=lambda s: _kind_order(s.kind)):
-        text = _without_scope(statement)
+        text = said(statement)
         subject = (statement.rule, statement.rows[0].impl if statement.rows else "")
-        reason = (*subject, _first_clause(text))
+        reason = (*subject, reason_of(statement).rstrip("."))
         short = subject in seen and len(reason[-1]) < len(text) / 2  # a reason, not a sentence of figures
         lines.append((f"{reason[-1]} (as above)" if reason in seen else reason[-1]) if short else text)
         seen.update({subject, reason})
@@ -155,7 +156,7 @@ def _pick_detail(pick: Statement) -> str:
     figures = pick.figures
     if figures.get("verdict") == WINNER and figures.get("method") == PAIRED and not figures.get("reason_code"):
         return f"paired over {figures.get('rounds')} rounds"
-    return _without_scope(pick).removeprefix("no clear winner: ")
+    return said(pick).removeprefix("no clear winner: ")
 
 
 ACTIONS = {
@@ -180,7 +181,8 @@ def _action(pick: Statement, run: RunAdvice) -> str:
     if case is None:
         return ""
     lead = case.lead
-    shown = f"{lead.ratio:.2f}×" + (f" {wording.interval(lead.interval)}" if lead.has_interval else "") if lead else ""
+    bounds = f" {interval(lead.interval.ci_low, lead.interval.ci_high)}" if lead and lead.has_interval else ""
+    shown = f"{lead.ratio:.2f}×{bounds}" if lead else ""
     return ACTIONS[case.verdict].format(
         pick=case.pick,
         lead=shown,
@@ -206,21 +208,11 @@ def _merged(cases: Sequence[CaseBlock]) -> list[CaseBlock]:
     return [CaseBlock("; ".join(labels), action, evidence) for (action, evidence), labels in merged.items()]
 
 
-def _without_scope(statement: Statement) -> str:
-    """The sentence without its leading ``<case label>: `` (the block's heading says it once)."""
-    return statement.text.removeprefix(f"{statement.scope}: ")
-
-
-def _first_clause(text: str) -> str:
-    """``fused is memory-bound`` of ``fused is memory-bound: its 8.4 FLOP/B …`` (the reason, not its figures)."""
-    return text.split(": ", 1)[0].rstrip(".")
-
-
 # --- terminal -----------------------------------------------------------------------------------
 
 
 def _rich_line(text: str, prefix: str = "• ") -> Text:
-    """The sentence with `names` in bold; nothing in it is read as markup."""
+    """A sentence of :mod:`mhabench.views.wording` with its `names` in bold; nothing in it is read as rich markup."""
     parts = text.split("`")
     line = Text(prefix)
     for index, part in enumerate(parts):
@@ -233,20 +225,20 @@ def to_terminal(advice: Advice) -> list[RenderableType]:
     for run in advice.runs:
         out.append(Rule(_heading(run)))
         for group in layout(run):
-            out.append(_rich_line(group.answer.text, prefix=""))
+            out.append(_rich_line(sentence(group.answer), prefix=""))
             for case in group.cases:
                 out.append(Text(f"  {case.label}", style="underline"))
                 out.append(_rich_line(case.action, prefix="    → "))
                 out += [_rich_line(line, prefix="        · ") for line in case.evidence]
             if group.across:
                 out.append(Text("  Across the cases", style="underline"))
-                out += [_rich_line(s.text, prefix="    • ") for s in group.across]
+                out += [_rich_line(sentence(s), prefix="    • ") for s in group.across]
         if _caveats(run):
             out.append(Text(TITLES[CAVEAT], style="underline"))
-            out += [_rich_line(s.text, prefix="  • ") for s in _caveats(run)]
+            out += [_rich_line(sentence(s), prefix="  • ") for s in _caveats(run)]
     if advice.across:
         out.append(Rule(TITLES[ACROSS]))
-        out += [_rich_line(s.text) for s in advice.across]
+        out += [_rich_line(sentence(s)) for s in advice.across]
     return out
 
 
@@ -263,16 +255,16 @@ def to_markdown(advice: Advice) -> str:
     for run in advice.runs:
         lines += [f"## {_md(_heading(run))}", ""]
         for group in layout(run):
-            lines += [f"### {_md(group.answer.group)}", "", f"**{_md(group.answer.text)}**", ""]
+            lines += [f"### {_md(group.answer.group)}", "", f"**{_md(sentence(group.answer))}**", ""]
             for case in group.cases:
                 lines += [f"- {_md(case.label)}: **{_md(case.action)}**", *(f"  - {_md(e)}" for e in case.evidence)]
             lines += [""]
             if group.across:
-                lines += ["Across the cases:", "", *(f"- {_md(s.text)}" for s in group.across), ""]
+                lines += ["Across the cases:", "", *(f"- {_md(sentence(s))}" for s in group.across), ""]
         if _caveats(run):
-            lines += [f"### {TITLES[CAVEAT]}", "", *(f"- {_md(s.text)}" for s in _caveats(run)), ""]
+            lines += [f"### {TITLES[CAVEAT]}", "", *(f"- {_md(sentence(s))}" for s in _caveats(run)), ""]
     if advice.across:
-        lines += [f"## {TITLES[ACROSS]}", "", *(f"- {_md(s.text)}" for s in advice.across), ""]
+        lines += [f"## {TITLES[ACROSS]}", "", *(f"- {_md(sentence(s))}" for s in advice.across), ""]
     return "\n".join(lines)
 
 
@@ -285,7 +277,7 @@ def to_json(advice: Advice) -> str:
     records = [run.record.record() for run in advice.runs]
     if len(records) == 1:
         return json.dumps(records[0], indent=2, allow_nan=False)
-    across = [{"code": s.rule, "numbers": s.record()["figures"], "scope": s.scope} for s in advice.across]
+    across = [{"code": s.rule, "numbers": plain(s.figures), "scope": s.scope} for s in advice.across]
     return json.dumps({"schema_version": SCHEMA_VERSION, "runs": records, "across": across}, indent=2)
 
 
@@ -299,12 +291,12 @@ def short_answer(advice: Advice, run_dir: Path) -> list[str]:
     is."""
     run = advice.runs[0]
     groups = _groups(run)
-    lines = [f"Answer: {answer.text}" for answer, _ in groups[:SUMMARY_GROUPS]]
+    lines = [f"Answer: {sentence(answer)}" for answer, _ in groups[:SUMMARY_GROUPS]]
     doubt = next((s for s in _caveats(run) if s.rule in DOUBTS), None)
     reason = doubt or _telling_why(run, {answer.group for answer, _ in groups[:SUMMARY_GROUPS]})
     reason = reason or next(iter(_caveats(run)), None)
     if reason is not None:
-        lines.append(f"{'Why' if reason.kind == WHY else 'Caveat'}: {reason.text}")
+        lines.append(f"{'Why' if reason.kind == WHY else 'Caveat'}: {sentence(reason)}")
     more = len(groups) - SUMMARY_GROUPS
     rest = f" ({more} more case group{'s' if more > 1 else ''} there)" if more > 0 else ""
     lines.append(f"Every pick, crossover, why and caveat, with the rows it rests on{rest}: mhabench advise {run_dir}")
@@ -349,7 +341,7 @@ def report_blocks(advice: Advice) -> list[Block]:
         ),
     ]
     for answer, rest in _groups(run):
-        blocks += [Heading(answer.group, 3), Paragraph(answer.text)]
+        blocks += [Heading(answer.group, 3), Paragraph(sentence(answer))]
         shown = _for_the_report(rest)
         if shown:
             blocks.append(_table(f"Advice: {answer.group}", shown))
@@ -370,5 +362,5 @@ def _for_the_report(statements: Sequence[Statement]) -> list[Statement]:
 
 
 def _table(title: str, statements: Sequence[Statement]) -> TableModel:
-    cells = [[TITLES[s.kind], s.text] for s in statements]
+    cells = [[TITLES[s.kind], sentence(s)] for s in statements]
     return TableModel(title, ("kind", "statement"), cells, [False, False], groups=[s.kind for s in statements])

@@ -15,11 +15,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import swept
-from mhabench.analysis.advice.wording import field
 from mhabench.analysis.answer import CaseAnswer, ImplAnswer, RunAnswer, Standing, Verdict
 from mhabench.views.table import TableModel, natural_width
+from mhabench.views.wording import field, interval
 
 MARKS = {Standing.PICK: "★", Standing.TIED: "="}
 """The pick of a winner, and each member of a tie (the fastest included)."""
@@ -47,8 +46,9 @@ def cell(case: CaseAnswer, one: ImplAnswer | None, baseline: str, form: str) -> 
     parts = [] if form == "short" else [_milliseconds(one.median_ms)]
     estimate = one.vs_baseline
     if one.impl != baseline and estimate is not None and math.isfinite(estimate.ratio):
-        interval = f" {wording.interval(estimate.interval)}" if estimate.has_interval else " [n/a]"
-        parts.append(f"{estimate.ratio:.2f}×{interval if form == 'full' else ''}")
+        bounds = estimate.interval
+        shown = f" {interval(bounds.ci_low, bounds.ci_high)}" if estimate.has_interval else " [n/a]"
+        parts.append(f"{estimate.ratio:.2f}×{shown if form == 'full' else ''}")
     elif form == "short":
         parts.append(_milliseconds(one.median_ms))
     return " ".join(parts) + (f" {mark(case, one)}" if mark(case, one) else "")

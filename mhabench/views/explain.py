@@ -1,8 +1,9 @@
 """What ``mhabench explain`` shows: per slower row (or each row asked about), its sentence and its stages against
 the model.
 
-The sentences and figures come from :mod:`mhabench.analysis.explain`; this module lays them out as the terminal
-(rich), Markdown or JSON, so the formats cannot say different things.
+The figures and findings come from :mod:`mhabench.analysis.explain`, the sentence from :mod:`mhabench.views.wording`;
+this module lays them out as the terminal (rich), Markdown or JSON (the figures and codes, no sentences), so the
+formats cannot say different things.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from mhabench.errors import InputError
 from mhabench.results.stages import StageFigures
 from mhabench.stage_cost import STAGE_LABELS
 from mhabench.views.table import TableModel, format_number, human_bytes, human_count, to_markdown, to_rich
+from mhabench.views.wording import explanation as sentence
 
 FORMATS = ("terminal", "markdown", "md", "json")
 NOTHING = (
@@ -68,7 +70,7 @@ def to_terminal(explanations: Sequence[Explanation]) -> list[RenderableType]:
         return [Text(NOTHING)]
     shown: list[RenderableType] = []
     for explanation in explanations:
-        shown.append(Text(f"{explanation.case_label}: {explanation.text}"))
+        shown.append(Text(f"{explanation.case_label}: {sentence(explanation)}"))
         if explanation.stages:
             shown.append(to_rich(stage_table(explanation)))
     return shown
@@ -80,7 +82,7 @@ def to_markdown_text(explanations: Sequence[Explanation]) -> str:
         return NOTHING
     parts = []
     for explanation in explanations:
-        parts.append(f"- **{explanation.case_label}**: {explanation.text}")
+        parts.append(f"- **{explanation.case_label}**: {sentence(explanation)}")
         if explanation.stages:
             parts.append("\n" + to_markdown(stage_table(explanation)))
     return "\n".join(parts)

@@ -20,14 +20,14 @@ measured that flip; docs/findings/replication.md states its target in it. Runs a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.answers import RunAnswers
 from mhabench.analysis.advice.cases import MeasuredCase
-from mhabench.analysis.advice.crossover import counts_text
+from mhabench.analysis.advice.crossover import counts
 from mhabench.analysis.advice.pick import TIED, WINNER, Pick
-from mhabench.analysis.advice.wording import ACROSS, RowRef, Statement
 from mhabench.analysis.compare import manifest_differences
+from mhabench.analysis.statement import ACROSS, RowRef, Statement
 from mhabench.results.columns import DTYPE, SHAPE_FIELDS
 
 Key = tuple[str, ...]
@@ -49,18 +49,18 @@ def _refs(run: RunAnswers, cases: Sequence[MeasuredCase]) -> tuple[RowRef, ...]:
 
 def _differences(first: RunAnswers, other: RunAnswers) -> Statement:
     found = manifest_differences(first.run, other.run)
-    named = [f"{d.field} {d.base} → {d.candidate}" for d in found if d.field != "timing"]
-    named += ["timing settings"] if any(d.field == "timing" for d in found) else []
-    said = "; ".join(named) if named else "nothing in their manifests"
-    sentence = f"{other.run.run_id} against {first.run.run_id}: they differ in {said}."
-    figures = {d.field: [d.base, d.candidate] for d in found}
-    return Statement(ACROSS, "differences", "", other.run.run_id, sentence, figures, ())
+    figures = {"against": first.run.run_id, "fields": {d.field: [d.base, d.candidate] for d in found}}
+    return Statement(ACROSS, "differences", "", other.run.run_id, figures, ())
 
 
 def _run_answer(run: RunAnswers) -> Statement:
-    sentence = f"{run.run.run_id} on {run.device()}: {counts_text(run.cases, run.picks)}."
-    figures = {"cases": len(run.cases), "device": run.device()}
-    return Statement(ACROSS, "run_answer", "", run.run.run_id, sentence, figures, _refs(run, run.cases))
+    figures = {
+        "cases": len(run.cases),
+        "device": run.device(),
+        "torch": run.environment.get("torch"),
+        "counts": counts(run.cases, run.picks),
+    }
+    return Statement(ACROSS, "run_answer", "", run.run.run_id, figures, _refs(run, run.cases))
 
 
 def _fields(runs: Sequence[RunAnswers]) -> tuple[str, ...]:
@@ -71,10 +71,6 @@ def _fields(runs: Sequence[RunAnswers]) -> tuple[str, ...]:
     return tuple(SHAPE_FIELDS) if by_shape else (*SHAPE_FIELDS, DTYPE)
 
 
-def _matched_on(fields: Sequence[str]) -> str:
-    return "the shape fields and dtype" if DTYPE in fields else "the shape fields alone: each run has one dtype"
-
-
 def _per_case(runs: Sequence[RunAnswers]) -> list[Statement]:
     """Per case every run measured: one statement where the answers differ, one for all that agree."""
     fields = _fields(runs)
@@ -82,10 +78,7 @@ def _per_case(runs: Sequence[RunAnswers]) -> list[Statement]:
     common = [key for key in by_key[0] if all(key in cases for cases in by_key[1:])]
     scope = " / ".join(run.run.run_id for run in runs)
     if not common:
-        sentence = f"the runs share no case (matched on {_matched_on(fields)}): only their answers above compare."
-        return [
-            Statement(ACROSS, "no_common_case", "", scope, sentence, {"matched": 0, "matched_on": list(fields)}, ())
-        ]
+        return [Statement(ACROSS, "no_common_case", "", scope, {"matched": 0, "matched_on": list(fields)}, ())]
     matched = [[cases[key] for cases in by_key] for key in common]
     differs = [len(_answers(runs, line)) > 1 for line in matched]
     statements = [_differs(runs, line) for line, differ in zip(matched, differs, strict=True) if differ]
@@ -112,36 +105,32 @@ def _agree(
     scope: str,
     fields: Sequence[str],
 ) -> Statement:
-    labels = ", ".join(line[0].label for line in agreeing)
-    sentence = (
-        f"{len(agreeing)} of the {matched} cases every run measured (matched on {_matched_on(fields)}) have the "
-        f"same answer in every run: {labels}."
-    )
     refs = tuple(ref for line in agreeing for ref in _line_refs(runs, line))
-    figures = {"matched": matched, "same": len(agreeing), "matched_on": list(fields)}
-    return Statement(ACROSS, "same_pick", "", scope, sentence, figures, refs)
+    figures = {
+        "matched": matched,
+        "same": len(agreeing),
+        "matched_on": list(fields),
+        "cases": [line[0].label for line in agreeing],
+    }
+    return Statement(ACROSS, "same_pick", "", scope, figures, refs)
 
 
-def _lead(one: Pick) -> str:
-    if one.estimate is None or one.runner_up is None:
-        return one.phrase()
-    return f"{one.phrase()}, {wording.ratio(one.estimate)} over {wording.impl(one.runner_up)}"
+def _answer(run: RunAnswers, one: Pick) -> dict[str, Any]:
+    """One run's answer for a case, with its lead over the runner-up where it has one."""
+    found = {"run_id": run.run.run_id, **one.figures(), "lead": _ratio(one), "runner_up": one.runner_up}
+    if one.estimate is not None:
+        found.update(ci_low=one.estimate.ci_low, ci_high=one.estimate.ci_high)
+    return found
 
 
 def _differs(runs: Sequence[RunAnswers], line: Sequence[MeasuredCase]) -> Statement:
     picks = [run.picks[case.case_id] for run, case in zip(runs, line, strict=True)]
-    dtypes = sorted({str(case.fields[DTYPE]) for case in line})
-    said = "; ".join(f"{_lead(one)} in {run.run.run_id}" for run, one in zip(runs, picks, strict=True))
-    kinds = f" ({', '.join(dtypes)})" if len(dtypes) > 1 else ""
-    sentence = f"{line[0].label}{kinds}: the pick differs between runs: {said}."
     figures = {
-        "answers": [
-            {"run_id": run.run.run_id, "verdict": one.verdict, "impls": list(one.impls), "lead": _ratio(one)}
-            for run, one in zip(runs, picks, strict=True)
-        ],
+        "dtypes": sorted({str(case.fields[DTYPE]) for case in line}),
+        "answers": [_answer(run, one) for run, one in zip(runs, picks, strict=True)],
         "distinct_answers": len(_answers(runs, line)),
     }
-    return Statement(ACROSS, "pick_differs", "", line[0].label, sentence, figures, _line_refs(runs, line))
+    return Statement(ACROSS, "pick_differs", "", line[0].label, figures, _line_refs(runs, line))
 
 
 def _ratio(one: Pick) -> float | None:
@@ -152,7 +141,7 @@ def _ratio(one: Pick) -> float | None:
 
 FLIPS = "flips"
 NAMED = 4
-"""How many flipped cases the sentence names."""
+"""How many flipped cases the statement names."""
 
 
 def flips(runs: Sequence[RunAnswers]) -> list[Statement]:
@@ -161,16 +150,15 @@ def flips(runs: Sequence[RunAnswers]) -> list[Statement]:
         return []
     common = [case_id for case_id in runs[0].picks if all(case_id in run.picks for run in runs[1:])]
     flipped = [case_id for case_id in common if flipped_case([run.picks[case_id] for run in runs])]
-    rate = len(flipped) / len(common) if common else 0.0
-    named = "; ".join(_said(runs, case_id) for case_id in flipped[:NAMED])
-    more = f" and {len(flipped) - NAMED} more" if len(flipped) > NAMED else ""
-    sentence = (
-        f"{len(flipped)} of the {len(common)} cases all {len(runs)} runs measured flip (a winner in one run is "
-        f"clearly slower in another): flip rate {wording.percent(rate)}" + (f": {named}{more}." if flipped else ".")
-    )
-    figures = {"runs": len(runs), "cases": len(common), "flipped": len(flipped), "flip_rate": rate}
+    figures = {
+        "runs": len(runs),
+        "cases": len(common),
+        "flipped": len(flipped),
+        "flip_rate": len(flipped) / len(common) if common else 0.0,
+        "named": [_flipped(runs, case_id) for case_id in flipped[:NAMED]],
+    }
     scope = " / ".join(run.run.run_id for run in runs)
-    return [Statement(ACROSS, FLIPS, "", scope, sentence, figures, ())]
+    return [Statement(ACROSS, FLIPS, "", scope, figures, ())]
 
 
 def flipped_case(picks: Sequence[Pick]) -> bool:
@@ -180,6 +168,6 @@ def flipped_case(picks: Sequence[Pick]) -> bool:
     return any(winner not in chosen for winner in winners for chosen in answered)
 
 
-def _said(runs: Sequence[RunAnswers], case_id: str) -> str:
+def _flipped(runs: Sequence[RunAnswers], case_id: str) -> dict[str, Any]:
     picks = [run.picks[case_id] for run in runs]
-    return f"{picks[0].case.label} ({', '.join(one.phrase() for one in picks)})"
+    return {"case": picks[0].case.label, "answers": [one.figures() for one in picks]}

@@ -4,18 +4,11 @@ Per run and per case group (scenario): the group's answer, each case's pick, whe
 why (from each case's own columns), what to change; then what the run cannot tell. With several runs,
 where their picks differ comes last. Computation only: ``mhabench.views.advice`` renders the result.
 
-Two rules live here because each only quotes another module's finding, per case:
-
-- ``energy per call``: where NVML resolved it, each case's ok rows' J/call, tokens/J and power. Energy is read
-  from a row's own windows (``energy: windows``); a figure counts only under the rule of
-  :mod:`mhabench.results.energy` (a window of at least 1 s, average power within the power limit × 1.02), which
-  is applied here again, so a run written before that rule (whose blocks read up to 1,580 W on a 700 W H100)
-  says nothing about energy rather than something wrong.
-- ``explained``: one line per clearly-slower implementation, citing ``mhabench explain`` (docs/stages.md). The
-  explanation itself (stage, figures, rule) is :mod:`mhabench.analysis.explain`'s; advise quotes its stage and
-  departure in one clause and names the command that says the rest. A row without a breakdown (an older run
-  with no kernels.csv) gets no line: there is nothing to cite. (:mod:`mhabench.analysis.explain` reads advice's
-  answers, so this rule sits above them, here, and not beside the other why rules.)
+One rule lives here because it only quotes another module's finding, per case: ``energy per call``, where NVML
+resolved it, each case's ok rows' J/call, tokens/J and power. Energy is read from a row's own windows
+(``energy: windows``); a figure counts only under the rule of :mod:`mhabench.results.energy` (a window of at least
+1 s, average power within the power limit × 1.02), which is applied here again, so a run written before that rule
+(whose blocks read up to 1,580 W on a 700 W H100) says nothing about energy rather than something wrong.
 """
 
 from __future__ import annotations
@@ -24,20 +17,18 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.across import across, flips
 from mhabench.analysis.advice.answers import RunAnswers, answer
 from mhabench.analysis.advice.cases import MeasuredCase, groups_of
 from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers, group_answer
-from mhabench.analysis.advice.pick import CANNOT_TELL, statement
+from mhabench.analysis.advice.pick import statement
 from mhabench.analysis.advice.why import why
-from mhabench.analysis.advice.wording import DEVICE_KINDS, ENERGY, WHY, Question, Statement
 from mhabench.analysis.answer import CalibrationUsed, Reason, RunAnswer, build
 from mhabench.analysis.estimate import is_ok
-from mhabench.analysis.explain.explain import explain_answers
 from mhabench.analysis.speedup import DEFAULT_BASELINE
+from mhabench.analysis.statement import DEVICE_KINDS, ENERGY, Question, Statement
 from mhabench.errors import InputError
 from mhabench.results.columns import IMPL
 from mhabench.results.energy import EnergyReading, power_limit_of, reading
@@ -108,7 +99,6 @@ def _run_advice(
         statements += crossovers(cases, answers.picks)
         statements += [found for one in picks for found in why(one, environment)]
         statements += energy_statements(cases, environment)
-        statements += explained(answers, cases)
         statements += changes(cases)
     run = answers.run
     spread = (calibration.between_process_spread, calibration.run_id) if calibration is not None else None
@@ -140,8 +130,6 @@ def _joules(one: EnergyReading) -> float:
 
 
 def _statement(case: MeasuredCase, resolved: list[tuple[str, EnergyReading]]) -> Statement:
-    parts = [f"{wording.impl(impl)} {_figures(one)}" for impl, one in resolved]
-    sentence = f"{case.label}: {PER_CALL} (NVML windows, back-to-back calls): " + "; ".join(parts) + "."
     figures = {
         impl: {
             "energy_per_call_j": one.energy_per_call_j,
@@ -153,42 +141,4 @@ def _statement(case: MeasuredCase, resolved: list[tuple[str, EnergyReading]]) ->
         for impl, one in resolved
     }
     rows = tuple(case.ref(impl) for impl, _ in resolved)
-    return Statement(ENERGY, PER_CALL, case.group, case.label, sentence, figures, rows)
-
-
-def _figures(one: EnergyReading) -> str:
-    """``0.301 J (13,600 tokens/J, 655 W; ±5 % over 2 s windows)``."""
-    tokens = f"{one.tokens_per_joule:,.0f} tokens/J, " if one.tokens_per_joule is not None else ""
-    error = f"±{one.uncertainty:.0%} " if one.uncertainty is not None else ""
-    window = f"{error}over {one.window_s:.2g} s windows" if one.window_s is not None else ""
-    return f"{one.energy_per_call_j:.3g} J ({tokens}{one.average_power_w:.0f} W; {window})"
-
-
-# --- explained: citing mhabench explain -------------------------------------------------------------------------------
-
-EXPLAINED = "explained"
-"""The rule name of these statements."""
-
-
-def explained(answers: RunAnswers, cases: Sequence[MeasuredCase]) -> list[Statement]:
-    """One statement per clearly-slower implementation of ``cases`` that has a breakdown."""
-    by_id = {case.case_id: case for case in cases}
-    statements = []
-    for found in explain_answers(answers, tuple(by_id)):
-        if found.stage is None:
-            continue
-        case = by_id[found.case_id]
-        command = f"mhabench explain {answers.run.run_id} --impl {found.impl}"
-        by_median = " by its median (no interval)" if found.standing == CANNOT_TELL else ""
-        text = f"{case.label}: `{found.impl}` is {found.slower_by:.3g}× slower{by_median}: {found.short} (`{command}`)."
-        figures = {
-            "stage": found.stage.stage,
-            "time_share": found.stage.time_share,
-            "flops_ratio": found.stage.flops_ratio,
-            "bytes_ratio": found.stage.bytes_ratio,
-            "explain_rule": found.rule,
-            "breakdown_source": found.source,
-        }
-        rows = (case.ref(found.impl), case.ref(found.pick))
-        statements.append(Statement(WHY, EXPLAINED, case.group, case.label, text, figures, rows))
-    return statements
+    return Statement(ENERGY, PER_CALL, case.group, case.label, figures, rows)

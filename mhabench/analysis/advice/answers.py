@@ -56,10 +56,8 @@ class RunAnswers:
         return self.run.manifest.environment
 
     def device(self) -> str:
-        """``NVIDIA H100 80GB HBM3 (torch 2.11.0+cu130)``: what a reader calls the machine."""
-        environment = self.environment
-        name = environment.get("device_name") or environment.get("device_kind") or "an unknown device"
-        return f"{name} (torch {environment.get('torch', '?')})"
+        """``NVIDIA H100 80GB HBM3``: the device's name, else its kind ("" when the manifest records neither)."""
+        return str(self.environment.get("device_name") or self.environment.get("device_kind") or "")
 
 
 def answer(run: Run) -> RunAnswers:
@@ -87,17 +85,8 @@ def pick_replicated(case: MeasuredCase) -> Pick:
     common = {"runner_up": closest, "estimate": leads[closest], "method": REPLICATES, "rounds": rounds}
     unknown = [impl for impl in others if not math.isfinite(leads[impl].ci_low)]
     if unknown:
-        reason = f"{unknown[0]} ran ok in fewer than {MIN_REPLICATES} of the replicates {fastest} ran in"
         figures = {"impl": unknown[0], "needs": MIN_REPLICATES}
-        return Pick(
-            case,
-            CANNOT_TELL,
-            (fastest,),
-            reason=reason,
-            reason_code=TOO_FEW_PROCESSES,
-            reason_figures=figures,
-            **common,
-        )
+        return Pick(case, CANNOT_TELL, (fastest,), reason_code=TOO_FEW_PROCESSES, reason_figures=figures, **common)
     tied = (fastest, *(impl for impl in others if not clearly_slower(leads[impl])))
     return Pick(case, TIED if len(tied) > 1 else WINNER, tied, **common)
 

@@ -15,10 +15,10 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from mhabench.analysis.advice.wording import RowRef
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.executed import executed
 from mhabench.analysis.pooled_rows import middle_process
+from mhabench.analysis.statement import RowRef
 from mhabench.analysis.throughput import throughput
 from mhabench.results.cells import plain, text
 from mhabench.results.columns import (

@@ -25,13 +25,12 @@ from typing import Any
 
 import pandas as pd
 
-from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.pick import CANNOT_TELL, WINNER, Pick
 from mhabench.analysis.advice.why import DID_NOT_FIT
-from mhabench.analysis.advice.wording import CAVEAT, Question, RowRef, Statement
 from mhabench.analysis.device_mix import CASE_ID, DEVICE_ID, run_device_mix
 from mhabench.analysis.estimate import is_ok
+from mhabench.analysis.statement import CAVEAT, Question, RowRef, Statement
 from mhabench.analysis.verdict import Change, judge_change
 from mhabench.results.cells import flag, number, text
 from mhabench.results.columns import CAPPED, ERROR, IMPL, STATUS, noisy
@@ -42,7 +41,7 @@ NO_INTERVAL, MAY_NOT_REPLICATE, UNCALIBRATED = "no_interval", "may_not_replicate
 """The rule names of the caveats that say an answer itself may not hold (or that nothing says it holds), which
 the run's short answer puts first."""
 NAMED_ROWS = 4
-"""How many rows a caveat names in its sentence; its ``rows`` hold every one."""
+"""How many rows (cases, picks) a caveat names in its figures; its ``rows`` hold every one."""
 
 
 def caveats(
@@ -61,8 +60,8 @@ def caveats(
         _unfinished(run_id, manifest, rows),
         _other_device(run_id, manifest, rows, question),
         _not_measured(run_id, rows, question),
-        _flagged(run_id, "noisy", [(c, r) for c, r in rows if is_ok(r) and noisy(r)], _NOISY),
-        _flagged(run_id, "capped", [(c, r) for c, r in rows if is_ok(r) and flag(r.get(CAPPED))], _CAPPED),
+        _flagged(run_id, "noisy", [(c, r) for c, r in rows if is_ok(r) and noisy(r)]),
+        _flagged(run_id, "capped", [(c, r) for c, r in rows if is_ok(r) and flag(r.get(CAPPED))]),
         _no_interval(run_id, cases, picks),
         _mixed_devices(run_id, rows),
         *_did_not_run(run_id, rows),
@@ -71,29 +70,23 @@ def caveats(
     return [statement for statement in found if statement is not None]
 
 
-_NOISY = "ok row(s) are noisy (IQR above the run's noise threshold of the median): their medians may move between runs"
-_CAPPED = "ok row(s) spent max_run_time_s before their samples were complete (capped): fewer rounds, wider intervals"
-
-
-def _statement(run_id: str, rule: str, sentence: str, figures: Mapping[str, Any], refs: Sequence[RowRef]) -> Statement:
-    return Statement(CAVEAT, rule, "", run_id, sentence, figures, tuple(refs))
+def _statement(run_id: str, rule: str, figures: Mapping[str, Any], refs: Sequence[RowRef]) -> Statement:
+    return Statement(CAVEAT, rule, "", run_id, figures, tuple(refs))
 
 
 def _refs(rows: Sequence[tuple[MeasuredCase, Row]]) -> list[RowRef]:
     return [case.ref(str(row[IMPL])) for case, row in rows]
 
 
-def _named(rows: Sequence[tuple[MeasuredCase, Row]]) -> str:
-    """The first ``NAMED_ROWS`` rows as "`impl` at case", and how many more there are."""
-    named = [f"{wording.impl(str(row[IMPL]))} at {case.label}" for case, row in rows[:NAMED_ROWS]]
-    more = f" and {len(rows) - NAMED_ROWS} more" if len(rows) > NAMED_ROWS else ""
-    return "; ".join(named) + more
+def _named(rows: Sequence[tuple[MeasuredCase, Row]]) -> list[dict[str, str]]:
+    """The first ``NAMED_ROWS`` rows, by implementation and case label."""
+    return [{"impl": str(row[IMPL]), "case": case.label} for case, row in rows[:NAMED_ROWS]]
 
 
-def _flagged(run_id: str, rule: str, rows: Sequence[tuple[MeasuredCase, Row]], what: str) -> Statement | None:
+def _flagged(run_id: str, rule: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
     if not rows:
         return None
-    return _statement(run_id, rule, f"{len(rows)} {what}: {_named(rows)}.", {"rows": len(rows)}, _refs(rows))
+    return _statement(run_id, rule, {"rows": len(rows), "named": _named(rows)}, _refs(rows))
 
 
 def _ok_rows(rows: Sequence[tuple[MeasuredCase, Row]]) -> list[tuple[MeasuredCase, Row]]:
@@ -104,14 +97,12 @@ def _drift(run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, R
     drift = manifest.drift or {}
     if not drift.get("exceeded"):
         return None
-    change = number(drift, "drift") or 0.0
-    sentence = (
-        f"the reference workload ({drift.get('workload', 'a fixed matmul')}) moved by {wording.percent(change)} "
-        "during the run, more than the noise threshold: cases timed far apart are not comparable, and the "
-        "comparisons across cases (what to change) rest on that."
-    )
-    figures = {"drift": change, "reference_ms": list(drift.get("reference_ms") or [])}
-    return _statement(run_id, "drift", sentence, figures, _refs(_ok_rows(rows)))
+    figures = {
+        "drift": number(drift, "drift") or 0.0,
+        "workload": drift.get("workload"),
+        "reference_ms": list(drift.get("reference_ms") or []),
+    }
+    return _statement(run_id, "drift", figures, _refs(_ok_rows(rows)))
 
 
 def _mixed_devices(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
@@ -121,22 +112,15 @@ def _mixed_devices(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> Sta
     mix = run_device_mix(pd.DataFrame([dict(row) for _, row in ok], columns=[CASE_ID, DEVICE_ID]))
     if mix is None:
         return None
-    split = f"; {len(mix.split_cases)} case(s) were split between devices" if mix.split_cases else ""
-    sentence = (
-        f"the cases were measured on {len(mix.devices)} devices ({', '.join(mix.devices)}): each case's "
-        "implementations shared one, but a crossover or trend across cases also holds the spread between devices, "
-        f"a few percent (mhabench calibrate --devices measures it){split}."
-    )
     figures = {"devices": dict(mix.rows_per_device), "split_cases": list(mix.split_cases)}
-    return _statement(run_id, mix.code.value, sentence, figures, _refs(ok))
+    return _statement(run_id, mix.code.value, figures, _refs(ok))
 
 
 def _unfinished(run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
     status = manifest.status or "complete"
     if status == "complete":
         return None
-    sentence = f"the run is {status}: cases it did not reach are not answered here (finish it with run --resume)."
-    return _statement(run_id, "unfinished", sentence, {"status": status}, _refs(rows))
+    return _statement(run_id, "unfinished", {"status": status}, _refs(rows))
 
 
 def _other_device(
@@ -146,13 +130,8 @@ def _other_device(
     measured_on = str(environment.get("device_kind") or "")
     if question.device_kind is None or question.device_kind == measured_on:
         return None
-    sentence = (
-        f"asked about {question.device_kind}, but this run was measured on {measured_on or 'an unknown device'} "
-        f"({environment.get('device_name', '?')}): it cannot tell what a {question.device_kind} device would pick; "
-        f"run mhabench there."
-    )
-    figures = {"asked": question.device_kind, "measured_on": measured_on}
-    return _statement(run_id, "other_device", sentence, figures, _refs(_ok_rows(rows)))
+    figures = {"asked": question.device_kind, "measured_on": measured_on, "device_name": environment.get("device_name")}
+    return _statement(run_id, "other_device", figures, _refs(_ok_rows(rows)))
 
 
 def _not_measured(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]], question: Question) -> Statement | None:
@@ -160,22 +139,24 @@ def _not_measured(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]], questio
     missing = [impl for impl in question.impls if impl not in present]
     if not missing:
         return None
-    sentence = (
-        f"{wording.impls(missing)} {'was' if len(missing) == 1 else 'were'} not measured in this run "
-        f"(it has {wording.impls(sorted(present))}): nothing here says how {'it' if len(missing) == 1 else 'they'} "
-        "would compare; run again with --impl."
-    )
-    return _statement(run_id, "not_measured", sentence, {"missing": missing}, [])
+    return _statement(run_id, "not_measured", {"missing": missing, "present": sorted(present)}, [])
 
 
 def _no_interval(run_id: str, cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> Statement | None:
     unknown = [picks[case.case_id] for case in cases if picks[case.case_id].verdict == CANNOT_TELL]
     if not unknown:
         return None
-    named = "; ".join(f"{one.case.label} ({one.reason})" for one in unknown[:NAMED_ROWS])
-    more = f" and {len(unknown) - NAMED_ROWS} more" if len(unknown) > NAMED_ROWS else ""
-    sentence = f"{len(unknown)} of {len(cases)} cases cannot be told apart: {named}{more}."
-    return _statement(run_id, NO_INTERVAL, sentence, {"cases": len(unknown)}, _pick_refs(unknown))
+    named = [
+        {
+            "case": one.case.label,
+            "fastest": one.impls[0],
+            "reason_code": one.reason_code,
+            "reason_figures": dict(one.reason_figures),
+        }
+        for one in unknown[:NAMED_ROWS]
+    ]
+    figures = {"cases": len(unknown), "of": len(cases), "named": named}
+    return _statement(run_id, NO_INTERVAL, figures, _pick_refs(unknown))
 
 
 def _did_not_run(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> list[Statement]:
@@ -187,11 +168,14 @@ def _did_not_run(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> list[
             failed[(str(row[IMPL]), status)].append((case, row))
     statements = []
     for (impl, status), held in failed.items():
-        reason = text(held[0][1], ERROR) or "no message"
-        sentence = f"{wording.impl(impl)} is {status} in {len(held)} case(s), e.g. {held[0][0].label}: {reason}."
-        statements.append(
-            _statement(run_id, "did_not_run", sentence, {"status": status, "rows": len(held)}, _refs(held))
-        )
+        figures = {
+            "impl": impl,
+            "status": status,
+            "rows": len(held),
+            "case": held[0][0].label,
+            "error": text(held[0][1], ERROR),
+        }
+        statements.append(_statement(run_id, "did_not_run", figures, _refs(held)))
     return statements
 
 
@@ -238,45 +222,43 @@ def replicates(one: Pick, spread: float) -> bool:
 
 def _uncalibrated(run_id: str, manifest: Manifest, fingerprint: Fingerprint, winners: list[Pick]) -> Statement:
     """Every winner, the closest leads (the lowest interval bound) named first as the likeliest to move, and the
-    command that measures the spread on the run's kind of device; the rows in run order."""
+    kind of device the spread would be measured on; the rows in run order."""
     closest = sorted(winners, key=lambda one: one.estimate.ci_low if one.estimate else math.inf)
-    device_kind = manifest.environment.get("device_kind")
-    command = f"mhabench calibrate --device {device_kind}" if device_kind else "mhabench calibrate"
-    sentence = (
-        f"{len(winners)} pick(s) rest on one process, and no between-process spread of this machine "
-        f"({fingerprint.key}) was recorded with the run or given (--calibration), so nothing here says whether "
-        f"they replicate (the closest leads first: {_named_picks(closest)}): `{command}` measures it once for this "
-        "machine (runs after it record it), or run with --replicates 3 to read the picks across processes."
-    )
-    figures = {"picks": len(winners), "fingerprint": fingerprint.key}
-    return _statement(run_id, UNCALIBRATED, sentence, figures, _pick_refs(winners))
+    figures = {
+        "picks": len(winners),
+        "fingerprint": fingerprint.key,
+        "device_kind": manifest.environment.get("device_kind"),
+        "named": _named_picks(closest),
+    }
+    return _statement(run_id, UNCALIBRATED, figures, _pick_refs(winners))
 
 
 def _may_not_replicate(
     run_id: str, spread: tuple[float, str], fingerprint: Fingerprint, fragile: list[Pick]
 ) -> Statement:
-    sentence = (
-        f"{len(fragile)} pick(s) may not replicate: the lead is within this machine's between-process spread "
-        f"({wording.percent(spread[0])}, `mhabench calibrate` run {spread[1]}): "
-        f"{_named_picks(fragile)}. Run with --replicates 3 to read them across processes."
-    )
     figures = {
         "picks": len(fragile),
         "between_process_spread": spread[0],
         "calibration_run": spread[1],
         "fingerprint": fingerprint.key,
+        "named": _named_picks(fragile),
     }
-    return _statement(run_id, MAY_NOT_REPLICATE, sentence, figures, _pick_refs(fragile))
+    return _statement(run_id, MAY_NOT_REPLICATE, figures, _pick_refs(fragile))
 
 
-def _named_picks(picks: Sequence[Pick]) -> str:
-    """The first ``NAMED_ROWS`` picks as "case (`impl` wins, 1.06× [1.04–1.08])", and how many more there are."""
-    named = "; ".join(
-        f"{one.case.label} ({one.phrase()}, {wording.ratio(one.estimate)})"
+def _named_picks(picks: Sequence[Pick]) -> list[dict[str, Any]]:
+    """The first ``NAMED_ROWS`` picks: case label, answer and lead."""
+    return [
+        {
+            "case": one.case.label,
+            **one.figures(),
+            "ratio": one.estimate.ratio,
+            "ci_low": one.estimate.ci_low,
+            "ci_high": one.estimate.ci_high,
+        }
         for one in picks[:NAMED_ROWS]
         if one.estimate
-    )
-    return named + (f" and {len(picks) - NAMED_ROWS} more" if len(picks) > NAMED_ROWS else "")
+    ]
 
 
 def _pick_refs(picks: Sequence[Pick]) -> list[RowRef]:

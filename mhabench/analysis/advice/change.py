@@ -14,24 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, Row, lines_along, swept
-from mhabench.analysis.advice.pick import CANNOT_TELL, SLOWER, TIED, fastest_first, median_ms, standing
-from mhabench.analysis.advice.wording import CHANGE, Statement
+from mhabench.analysis.advice.pick import SLOWER, fastest_first, median_ms, standing
 from mhabench.analysis.estimate import is_ok, samples_of
+from mhabench.analysis.statement import CHANGE, Statement
 from mhabench.analysis.stats import ratio_of_medians
 from mhabench.results.cells import number
 from mhabench.results.columns import D_MODEL, HEAD_DIM, HEADS, IMPL, KV_CACHE_BYTES, KV_HEADS, LATENCY_MS, PHASE
 
-STANDING_WORDS = {
-    SLOWER: "slower",
-    TIED: "slower by its median only (tied)",
-    CANNOT_TELL: "slower by its median only (no interval: cannot tell)",
-}
-"""How the sentence says where each other value stands against the fastest (``pick.standing``)."""
-
 CHANGE_AXES = (HEADS, KV_HEADS)
-MODEL_CHANGE = {HEADS: "head count (so head size)", KV_HEADS: "key/value head count"}
 
 
 def changes(cases: Sequence[MeasuredCase]) -> list[Statement]:
@@ -51,37 +42,17 @@ def fastest_row(case: MeasuredCase) -> Row | None:
     return ok[0] if ok else None
 
 
-def _point(axis: str, case: MeasuredCase, row: Row) -> str:
-    """``h=2 (d_k=256)``, ``kv=2 (KV cache 128 KiB)``: the value and what it means for the layer."""
-    value = wording.field(axis, case.fields[axis])
-    if axis == HEADS and number(row, HEAD_DIM):
-        return f"{value} (d_k={number(row, HEAD_DIM):.0f})"
-    cache = number(row, KV_CACHE_BYTES)
-    return f"{value} (KV cache {wording.size(cache)})" if cache else value
-
-
 def _line(axis: str, fixed: list[tuple[str, Any]], best: Sequence[tuple[MeasuredCase, Row]]) -> Statement:
     top_case, top_row = min(best, key=lambda pair: median_ms(pair[1]))
     leads = {case.case_id: ratio_of_medians(samples_of(row), samples_of(top_row)) for case, row in best}
     others = [(case, row) for case, row in best if case is not top_case]
     states = {case.case_id: standing(leads[case.case_id], top_row, row) for case, row in others}
-    slower = [case for case, _ in others if states[case.case_id] == SLOWER]
-    compared = ", ".join(
-        f"{_point(axis, case, row)} with {wording.impl(str(row[IMPL]))} {wording.ratio(leads[case.case_id])} "
-        f"{STANDING_WORDS[states[case.case_id]]}"
-        for case, row in others
-    )
-    place = wording.place(_with_width(fixed, top_case))
-    head = f"{_point(axis, top_case, top_row)} with {wording.impl(str(top_row[IMPL]))} is the fastest"
-    verdict = f"{head}: {compared}" if slower else f"no clear difference: {head} by its median, but {compared}"
-    decode = " (decode: the KV cache each reads)" if axis == KV_HEADS and top_case.fields.get(PHASE) == "decode" else ""
-    sentence = (
-        f"{place}{decode}, {verdict}. Different cases, so the intervals are unpaired (ratio of medians). Another "
-        f"{MODEL_CHANGE[axis]} is another model: what it does to quality is not measured here."
-    )
     figures = _figures(axis, top_case, top_row, best, leads, states)
+    figures["fixed"] = dict(_with_width(fixed, top_case))
+    figures["decode"] = top_case.fields.get(PHASE) == "decode"
+    figures["clear"] = any(state == SLOWER for state in states.values())
     refs = tuple(case.ref(str(row[IMPL])) for case, row in best)
-    return Statement(CHANGE, f"{axis}_change", top_case.group, place, sentence[0].upper() + sentence[1:], figures, refs)
+    return Statement(CHANGE, f"{axis}_change", top_case.group, axis, figures, refs)
 
 
 def _with_width(fixed: list[tuple[str, Any]], case: MeasuredCase) -> list[tuple[str, Any]]:
@@ -112,6 +83,7 @@ def _figures(
                 "clearly_slower": states.get(case.case_id) == SLOWER,
                 "standing": states.get(case.case_id, "fastest"),
                 "kv_cache_bytes": number(row, KV_CACHE_BYTES),
+                "head_dim": number(row, HEAD_DIM),
             }
             for case, row in best
         ],

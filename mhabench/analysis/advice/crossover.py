@@ -29,17 +29,28 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, lines_along, order, swept
 from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, Pick
-from mhabench.analysis.advice.wording import CROSSOVER, PICK, RowRef, Statement
 from mhabench.analysis.estimate import is_ok, samples_of
+from mhabench.analysis.statement import CROSSOVER, PICK, RowRef, Statement
+from mhabench.results.columns import BATCH, D_MODEL, HEADS, KV_HEADS, SEQ_LEN
 
 Segment = tuple[list[Any], list[Pick]]
 """The values of the axis one answer holds over, and the pick at each of them."""
 
 
-ORDERED_FIELDS = (*wording.NUMERIC_FIELDS, "head_dim", "window", "prefix", "softcap")
+ORDERED_FIELDS = (
+    SEQ_LEN,
+    HEADS,
+    D_MODEL,
+    BATCH,
+    KV_HEADS,
+    "tensor_parallel",
+    "head_dim",
+    "window",
+    "prefix",
+    "softcap",
+)
 """Settings with values between the measured ones: only along these does a change have a bracket."""
 
 
@@ -68,26 +79,23 @@ def segments(axis: str, line: Sequence[MeasuredCase], picks: Mapping[str, Pick])
     return found
 
 
-def segments_text(axis: str, found: Sequence[Segment]) -> str:
-    """``n = 128 … 512: `naive` and `fused` tied; n = 2048: `fused` wins; n = 4096: cannot tell (1–5 rounds)``."""
-    return "; ".join(f"{wording.values(axis, values)}: {segment_phrase(held)}" for values, held in found)
+def segment_figures(found: Sequence[Segment]) -> list[dict[str, Any]]:
+    """Each segment's values and answer (:func:`answer_figures`)."""
+    return [{"values": values, **answer_figures(held)} for values, held in found]
 
 
-def segment_phrase(held: Sequence[Pick]) -> str:
-    """The answer a segment holds: its pick's phrase, or ``ties among …`` where the tie's members shift."""
-    members = {impl for one in held for impl in one.impls}
-    if held[0].verdict == TIED and any(set(one.impls) != members for one in held):
-        return f"ties among {wording.impls(sorted(members))}"
-    return _phrase(held[0])
-
-
-def _phrase(one: Pick) -> str:
-    """The pick's phrase; at a gap, with the rounds its ok rows were timed in (how little it rests on)."""
-    if one.verdict != CANNOT_TELL:
-        return one.phrase()
-    counts = sorted({len(samples_of(row)) for rows in one.case.repeats for row in rows if is_ok(row)})
-    rounds = f"{counts[0]}–{counts[-1]}" if len(counts) > 1 else f"{counts[0]}"
-    return f"cannot tell ({rounds} round{'s' if counts[-1] != 1 else ''})"
+def answer_figures(held: Sequence[Pick]) -> dict[str, Any]:
+    """The answer a segment holds: its verdict and implementations; ``members`` where a tie's members shift along
+    it; at a gap, the fewest and most rounds its ok rows were timed in (how little it rests on)."""
+    one = held[0]
+    found: dict[str, Any] = one.figures()
+    members = sorted({impl for pick in held for impl in pick.impls})
+    if one.verdict == TIED and any(set(pick.impls) != set(members) for pick in held):
+        found["members"] = members
+    if one.verdict == CANNOT_TELL:
+        counts = sorted({len(samples_of(row)) for rows in one.case.repeats for row in rows if is_ok(row)})
+        found["rounds"] = [counts[0], counts[-1]]
+    return found
 
 
 def steps(found: Sequence[Segment]) -> list[tuple[Any, Any]]:
@@ -107,8 +115,7 @@ def crossovers(cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> list
     for axis in swept(cases):
         lines = lines_along(cases, axis)
         changing = [(fixed, line) for fixed, line in lines if steps(segments(axis, line, picks))]
-        say = _change if ordered(axis) else _by_setting
-        statements += [say(axis, fixed, line, picks) for fixed, line in changing]
+        statements += [_change(axis, fixed, line, picks) for fixed, line in changing]
         if lines and not changing:
             statements.append(_steady(axis, [line for _, line in lines], picks))
     return statements
@@ -122,95 +129,58 @@ def _refs(line: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> tuple[RowR
 def _change(
     axis: str, fixed: list[tuple[str, Any]], line: Sequence[MeasuredCase], picks: Mapping[str, Pick]
 ) -> Statement:
+    """Along a size, the measured values each change lies between (``crossover``); along a yes/no or named setting
+    the answer per setting (``by_setting``): nothing lies between packed and padded."""
     found = segments(axis, line, picks)
-    changes = steps(found)
-    brackets = "; ".join(f"{wording.field(axis, low)} and {wording.field(axis, high)}" for low, high in changes)
-    where = " ".join(part for part in (_axis(axis), wording.place(fixed)) if part)
-    sentence = (
-        f"along {where}: {segments_text(axis, found)}. The answer changes between the measured {brackets}; "
-        "nothing in between was measured."
-    )
-    figures = {
-        "axis": axis,
-        "fixed": {name: value for name, value in fixed},
-        "segments": [
-            {"values": values, "answer": segment_phrase(held), "verdict": held[0].verdict} for values, held in found
-        ],
-        "changes_between": [list(step) for step in changes],
-    }
-    return Statement(CROSSOVER, "crossover", line[0].group, where, sentence, figures, _refs(line, picks))
-
-
-def _by_setting(
-    axis: str, fixed: list[tuple[str, Any]], line: Sequence[MeasuredCase], picks: Mapping[str, Pick]
-) -> Statement:
-    """Along a yes/no or named setting: the answer per setting, no bracket (nothing lies between packed and padded)."""
-    where = " ".join(part for part in (_axis(axis), wording.place(fixed)) if part)
-    found = segments(axis, line, picks)
-    sentence = f"by {where}: {segments_text(axis, found)}."
-    figures = {
-        "axis": axis,
-        "fixed": {name: value for name, value in fixed},
-        "answers": [{"values": values, "answer": segment_phrase(held)} for values, held in found],
-    }
-    return Statement(CROSSOVER, "by_setting", line[0].group, where, sentence, figures, _refs(line, picks))
+    figures = {"axis": axis, "fixed": dict(fixed), "segments": segment_figures(found)}
+    if ordered(axis):
+        figures["changes_between"] = [list(step) for step in steps(found)]
+    rule = "crossover" if ordered(axis) else "by_setting"
+    return Statement(CROSSOVER, rule, line[0].group, axis, figures, _refs(line, picks))
 
 
 def _steady(axis: str, lines: Sequence[Sequence[MeasuredCase]], picks: Mapping[str, Pick]) -> Statement:
     points = [case for line in lines for case in line]
     gaps = [case for case in points if picks[case.case_id].verdict == CANNOT_TELL]
-    answers = sorted({picks[case.case_id].phrase() for case in points if case not in gaps})
-    measured = sorted({case.fields[axis] for case in points}, key=order)
-    where = "in each of its lines" if len(lines) > 1 else "on its line"
-    told = " where the data can tell" if gaps else ""
-    unknown = f"; cannot tell at {', '.join(case.label for case in gaps)}" if gaps else ""
-    crossover = "no crossover; " if ordered(axis) else ""
-    sentence = (
-        f"along {_axis(axis)}: {crossover}{where} the answer is the same at every measured {_axis(axis)}{told} "
-        f"({'; '.join(answers) or 'none'}){unknown}."
-    )
+    answers = {repr(picks[case.case_id].answer): picks[case.case_id].figures() for case in points if case not in gaps}
     figures = {
         "axis": axis,
+        "ordered": ordered(axis),
         "lines": len(lines),
-        "answers": answers,
-        "values": measured,
+        "answers": list(answers.values()),
+        "values": sorted({case.fields[axis] for case in points}, key=order),
         "cannot_tell": [case.label for case in gaps],
     }
     refs = tuple(ref for line in lines for ref in _refs(line, picks))
-    return Statement(CROSSOVER, "no_crossover", lines[0][0].group, _axis(axis), sentence, figures, refs)
+    return Statement(CROSSOVER, "no_crossover", lines[0][0].group, axis, figures, refs)
 
 
-def _axis(axis: str) -> str:
-    return wording.AXIS_NAMES.get(axis, axis)
-
-
-# --- a group's answer in one sentence ---------------------------------------------------------------------------------
+# --- a group's answer ---------------------------------------------------------------------------------------------
 
 GROUP = "group"
-"""The rule of a group's one-sentence answer: the group's headline, which every view shows first."""
-NAMED_CASES = 3
-"""An answer held by at most this many cases names them; a larger share is only counted."""
+"""The rule of a group's answer: the group's headline, which every view shows first."""
 
 
-def counts_text(cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> str:
-    """``fused` wins in 20 of 24 cases; cannot tell in 4 (…)``, the commonest answer first."""
-    by_answer: dict[str, list[MeasuredCase]] = collections.defaultdict(list)
+def counts(cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> list[dict[str, Any]]:
+    """Per answer, the commonest first: its verdict and implementations and the labels of the cases it holds."""
+    by_answer: dict[tuple[str, tuple[str, ...]], list[MeasuredCase]] = collections.defaultdict(list)
     for case in cases:
-        by_answer[picks[case.case_id].phrase()].append(case)
-    ordered = sorted(by_answer.items(), key=lambda item: -len(item[1]))
-    parts = []
-    for index, (phrase, held) in enumerate(ordered):
-        named = f" ({', '.join(case.label for case in held)})" if len(held) <= NAMED_CASES and index else ""
-        parts.append(f"{phrase} in {len(held)}{f' of {len(cases)} cases' if not index else ''}{named}")
-    return "; ".join(parts)
+        by_answer[picks[case.case_id].answer].append(case)
+    held = sorted(by_answer.items(), key=lambda item: -len(item[1]))
+    return [
+        {"verdict": str(verdict), "impls": list(impls), "labels": [case.label for case in found]}
+        for (verdict, impls), found in held
+    ]
 
 
 def group_answer(group: str, cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> Statement:
-    """The group's answer: segments along its one swept field, else the counts per answer."""
+    """The group's answer: the segments along its one swept field, else the cases each answer holds."""
     axes = swept(cases)
     lines = lines_along(cases, axes[0]) if len(axes) == 1 else []
-    answer = segments_text(axes[0], segments(axes[0], lines[0][1], picks)) if lines else counts_text(cases, picks)
-    counts = collections.Counter(picks[case.case_id].phrase() for case in cases)
+    figures: dict[str, Any] = {"cases": len(cases), "swept": axes}
+    if lines:
+        figures.update(axis=axes[0], segments=segment_figures(segments(axes[0], lines[0][1], picks)))
+    else:
+        figures["counts"] = counts(cases, picks)
     refs = tuple(case.ref(impl) for case in cases for impl in picks[case.case_id].impls)
-    figures = {"cases": len(cases), "answers": dict(counts), "swept": axes}
-    return Statement(PICK, GROUP, group, group, f"{group}: {answer}.", figures, refs)
+    return Statement(PICK, GROUP, group, group, figures, refs)

@@ -15,8 +15,8 @@ rounds went the other way, so that the interval reaches 1 (the H100's n=1024 cau
 faster in 6 of 8 rounds, slower in 2), the answer is "cannot tell" with the split spelled out
 (:func:`round_split`): the case is unstable and needs timing again, not a tie.
 
-A pick's sentence also says which of its implementations compute a different function or in a lower
-precision (:func:`ablation_note`, :func:`precision_note`, below).
+A pick's statement also names which of its implementations compute a different function or in a lower
+precision (:func:`ablations`, :func:`lower_precision`, below).
 """
 
 from __future__ import annotations
@@ -29,12 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.thresholds import TIE_MARGIN
-from mhabench.analysis.advice.wording import PICK, Statement
 from mhabench.analysis.estimate import (
-    MIN_PAIRED_ROUNDS,
     PAIRED,
     Estimate,
     is_ok,
@@ -42,6 +39,7 @@ from mhabench.analysis.estimate import (
     row_ratio,
     samples_of,
 )
+from mhabench.analysis.statement import PICK, Statement
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
 from mhabench.impls import get_spec
 from mhabench.impls.registry import available_implementations
@@ -93,16 +91,15 @@ class RoundSplit:
     rounds: int
     ahead_ratio: float
 
-    def sentence(self) -> str:
-        """``rounds disagree: `fused` was 2.55× faster than `naive` in 6 of 8 rounds and slower in 2 …``."""
-        return (
-            f"rounds disagree: {wording.impl(self.fastest)} was {self.ahead_ratio:.3g}× faster than "
-            f"{wording.impl(self.other)} in {self.ahead} of {self.rounds} rounds and slower in {self.behind}, "
-            "so the case is unstable, not a tie: time it again (another run, or --repeat)"
-        )
-
     def figures(self) -> dict[str, object]:
-        return {"ahead": self.ahead, "behind": self.behind, "rounds": self.rounds, "ahead_ratio": self.ahead_ratio}
+        return {
+            "fastest": self.fastest,
+            "other": self.other,
+            "ahead": self.ahead,
+            "behind": self.behind,
+            "rounds": self.rounds,
+            "ahead_ratio": self.ahead_ratio,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +116,6 @@ class Pick:
     method: str = ""
     rounds: int = 0
     unpaired: str = ""
-    reason: str = ""
     split: RoundSplit | None = None
     """Where the rounds disagree (the reason "cannot tell" is said): how they split."""
     reason_code: str = ""
@@ -131,15 +127,9 @@ class Pick:
         """What two picks must share to be the same answer (a crossover is where it changes)."""
         return self.verdict, tuple(sorted(self.impls)) if self.verdict in (WINNER, TIED, ONLY) else ()
 
-    def phrase(self) -> str:
-        """The answer in a few words: ```fused` wins``, ```naive` and `fused` tied``, ``cannot tell``."""
-        if self.verdict == WINNER:
-            return f"{wording.impl(self.impls[0])} wins"
-        if self.verdict == TIED:
-            return f"{wording.impls(sorted(self.impls))} tied"
-        if self.verdict == ONLY:
-            return f"only {wording.impl(self.impls[0])} ran"
-        return self.verdict
+    def figures(self) -> dict[str, Any]:
+        """The answer as a view names it: the verdict and its implementations."""
+        return {"verdict": str(self.verdict), "impls": list(self.impls)}
 
 
 def pick(case: MeasuredCase) -> Pick:
@@ -147,13 +137,11 @@ def pick(case: MeasuredCase) -> Pick:
     picks = [_pick_rows(case, rows) for rows in case.repeats]
     if len({one.answer for one in picks}) == 1:
         return picks[0]
-    said = "; ".join(f"repeat {index}: {one.phrase()}" for index, one in enumerate(picks))
     return dataclasses.replace(
         picks[0],
         verdict=CANNOT_TELL,
-        reason=f"its {len(picks)} repeats disagree ({said})",
         reason_code=REPEATS_DISAGREE,
-        reason_figures={"repeats": [one.phrase() for one in picks]},
+        reason_figures={"repeats": [one.figures() for one in picks]},
     )
 
 
@@ -190,10 +178,7 @@ def _pick_rows(case: MeasuredCase, rows: Sequence[Row]) -> Pick:
     unknown = next((row for row, state in found if state == CANNOT_TELL), None)
     if unknown is not None:
         code, figures = _no_interval_code(fastest, unknown)
-        reason = _no_interval(fastest, unknown)
-        return Pick(
-            case, CANNOT_TELL, (str(fastest[IMPL]),), reason=reason, reason_code=code, reason_figures=figures, **common
-        )
+        return Pick(case, CANNOT_TELL, (str(fastest[IMPL]),), reason_code=code, reason_figures=figures, **common)
     split = next(
         (
             found_split
@@ -207,7 +192,6 @@ def _pick_rows(case: MeasuredCase, rows: Sequence[Row]) -> Pick:
             case,
             CANNOT_TELL,
             (str(fastest[IMPL]),),
-            reason=split.sentence(),
             split=split,
             reason_code=ROUNDS_DISAGREE,
             reason_figures=split.figures(),
@@ -234,7 +218,7 @@ def _dominance(fastest: Row, dominated: Sequence[tuple[Row, Estimate]]) -> dict[
 
 
 def _no_interval_code(fastest: Row, other: Row) -> tuple[str, dict[str, Any]]:
-    """The code of :func:`_no_interval`'s reason, with its numbers."""
+    """Why a lead has no interval: no raw samples stored, or the side with fewer rounds and how many it needs."""
     if not (raw_samples(fastest) and raw_samples(other)):
         return NO_RAW_SAMPLES, {}
     fewer = min((fastest, other), key=lambda row: len(samples_of(row)))
@@ -243,16 +227,6 @@ def _no_interval_code(fastest: Row, other: Row) -> tuple[str, dict[str, Any]]:
         "rounds": len(samples_of(fewer)),
         "needs": MIN_INTERVAL_SAMPLES,
     }
-
-
-def _no_interval(fastest: Row, other: Row) -> str:
-    """Why a lead has no interval: no raw samples stored, or the side with fewer rounds and how many it needs."""
-    if not (raw_samples(fastest) and raw_samples(other)):
-        return "the run stored no raw samples, only medians: no interval"
-    fewer = min((fastest, other), key=lambda row: len(samples_of(row)))
-    count = len(samples_of(fewer))
-    rounds = f"{count} timed round{'s' if count != 1 else ''}"
-    return f"{wording.impl(str(fewer[IMPL]))} has {rounds}: no interval (it needs {MIN_INTERVAL_SAMPLES})"
 
 
 def lead(fastest: Row, other: Row) -> Estimate:
@@ -294,10 +268,11 @@ def standing(lead: RatioEstimate, fastest: Row, other: Row) -> str:
 
 
 def statement(one: Pick) -> Statement:
-    """The pick as a sentence, with its figures and every row it compared."""
-    rows = tuple(one.case.ref(str(row[IMPL])) for row in one.case.rows if is_ok(row))
+    """The pick with every figure its sentence quotes and every row it compared."""
+    ok = [row for row in one.case.rows if is_ok(row)]
+    shown = one.impls if one.verdict in (WINNER, TIED, ONLY) else ()
     figures = {
-        "verdict": one.verdict,
+        "verdict": str(one.verdict),
         "impls": list(one.impls),
         "runner_up": one.runner_up,
         "speedup": one.estimate.ratio if one.estimate else None,
@@ -305,73 +280,18 @@ def statement(one: Pick) -> Statement:
         "ci_high": one.estimate.ci_high if one.estimate else None,
         "method": one.method,
         "rounds": one.rounds,
-        "ablations": ablations(one.impls),
-        "rounds_disagree": one.split.figures() if one.split is not None else None,
+        "unpaired": one.unpaired,
         "reason_code": one.reason_code,
+        "reason_figures": dict(one.reason_figures),
+        "slower": [str(row[IMPL]) for row in ok if str(row[IMPL]) not in one.impls],
+        "excluded": [str(row[IMPL]) for row in one.case.rows if text(row, STATUS) == RowStatus.MISMATCH],
+        "ablations": ablations(shown),
+        "lower_precision": lower_precision(shown),
+        "compute_dtypes": sorted({str(get_spec(impl).compute_dtype) for impl in lower_precision(shown)}),
+        "max_rel_err": {str(row[IMPL]): number(row, MAX_REL_ERR) for row in ok} if lower_precision(shown) else {},
     }
-    shown = one.impls if one.verdict in (WINNER, TIED, ONLY) else ()
-    precision = precision_note(shown, [row for row in one.case.rows if is_ok(row)])
-    sentence = f"{one.case.label}: {_sentence(one)}{_excluded(one.case)}{ablation_note(shown)}{precision}"
-    return Statement(PICK, "pick", one.case.group, one.case.label, sentence, figures, rows)
-
-
-def _sentence(one: Pick) -> str:
-    if one.verdict == NOTHING:
-        return "nothing ran ok, so there is nothing to pick."
-    if one.verdict == ONLY:
-        return f"only {wording.impl(one.impls[0])} ran ok; there is nothing to compare it with."
-    assert one.estimate is not None and one.runner_up is not None
-    lead = f"{wording.ratio(one.estimate)} over {wording.impl(one.runner_up)} ({_method(one)})"
-    if one.verdict == CANNOT_TELL and one.split is not None:
-        return f"{one.reason} ({wording.impl(one.impls[0])} {lead})."
-    if one.verdict == CANNOT_TELL:
-        return f"cannot tell: {wording.impl(one.impls[0])} had the lowest median, {lead}, but {one.reason}."
-    if one.verdict == WINNER and one.reason_code == DOMINANCE:
-        return f"{wording.impl(one.impls[0])} wins, {lead}; {_dominance_text(one)}."
-    if one.verdict == WINNER:
-        return f"{wording.impl(one.impls[0])} wins, {lead}."
-    why = "the interval includes 1" if one.estimate.ci_low <= 1 else f"the lead is under {wording.percent(TIE_MARGIN)}"
-    slower = [str(row[IMPL]) for row in one.case.rows if is_ok(row) and str(row[IMPL]) not in one.impls]
-    rest = f"; {wording.impls(slower)} clearly slower" if slower else ""
-    return f"no clear winner: {wording.impls(one.impls)} are tied ({wording.impl(one.impls[0])} {lead}: {why}){rest}."
-
-
-def _dominance_text(one: Pick) -> str:
-    """The exception said where it applies: no interval, yet every round of the slower rows is clearly slower."""
-    figures = one.reason_figures
-    slower = figures["slower"]
-    rounds = sorted({found["rounds"] for found in slower.values()})
-    counted = "–".join(str(count) for count in (rounds[0], rounds[-1]) if count) if len(rounds) > 1 else str(rounds[0])
-    return (
-        f"no interval (fewer than {figures['min_interval_samples']} rounds), but by the dominance exception to "
-        f"that rule: each of the {counted} rounds of {wording.impls(slower)} was at least "
-        f"{wording.percent(figures['margin'])} slower than {wording.impl(one.impls[0])}'s slowest of "
-        f"{figures['winner_rounds']} (docs/advise.md)"
-    )
-
-
-def _method(one: Pick) -> str:
-    if one.method == PAIRED:
-        return f"paired over {one.rounds} rounds"
-    if one.method == "replicates":  # mhabench.analysis.advice.answers: a lead combined across processes
-        return f"across {one.rounds} replicates, each paired over its rounds"
-    if one.unpaired == "too_few_shared_rounds":
-        rounds = f"{one.rounds} shared round{'s' if one.rounds != 1 else ''}"
-        return f"ratio of medians: only {rounds}, fewer than the {MIN_PAIRED_ROUNDS} pairing needs"
-    return f"ratio of medians: {UNPAIRED_WORDS.get(one.unpaired, one.unpaired)}"
-
-
-UNPAIRED_WORDS = {"no_raw_samples": "no raw samples stored", "not_same_rounds": "not timed in the same rounds"}
-"""Why a lead is a ratio of medians, by :func:`mhabench.analysis.estimate.row_ratio`'s code."""
-
-
-def _excluded(case: MeasuredCase) -> str:
-    """Rows that failed their correctness check are never picked; the sentence says so."""
-    failed = [str(row[IMPL]) for row in case.rows if text(row, STATUS) == RowStatus.MISMATCH]
-    if not failed:
-        return ""
-    verb = "is" if len(failed) == 1 else "are"
-    return f" {wording.impls(failed)} failed the correctness check and {verb} not considered."
+    rows = tuple(one.case.ref(str(row[IMPL])) for row in ok)
+    return Statement(PICK, "pick", one.case.group, one.case.label, figures, rows)
 
 
 # --- ablations and lower precision ------------------------------------------------------------------------------------
@@ -393,35 +313,7 @@ def ablations(impls: Iterable[str]) -> list[str]:
     return [impl for impl in impls if impl in known and get_spec(impl).reference is not None]
 
 
-def ablation_note(impls: Iterable[str]) -> str:
-    """`` `shared_qk` computes a different function …`` for the ablations among ``impls``, "" when none."""
-    found = ablations(impls)
-    if not found:
-        return ""
-    verb = "computes" if len(found) == 1 else "compute"
-    return (
-        f" {wording.impls(found)} {verb} a different function (an ablation, checked against its own float64 "
-        "reference): faster is no reason to switch to it, it changes the model."
-    )
-
-
 def lower_precision(impls: Iterable[str]) -> list[str]:
     """The names among ``impls`` registered with a compute dtype of their own (fp8 inside a bf16 case)."""
     known = set(available_implementations())
     return [impl for impl in impls if impl in known and get_spec(impl).compute_dtype is not None]
-
-
-def precision_note(impls: Iterable[str], rows: Iterable[Mapping[str, Any]]) -> str:
-    """`` `fused_fp8` computes in float8_e4m3fn (max_rel_err 0.08; `fused` 0.004) …`` for the lower-precision
-    implementations among ``impls``, with every ok row's error from ``rows``; "" when there are none."""
-    found = lower_precision(impls)
-    if not found:
-        return ""
-    errors = {str(row[IMPL]): number(row, MAX_REL_ERR) for row in rows}
-    quoted = "; ".join(f"{wording.impl(impl)} {errors[impl]:.2g}" for impl in errors if errors[impl] is not None)
-    dtypes = sorted({str(get_spec(impl).compute_dtype) for impl in found})
-    verb = "computes" if len(found) == 1 else "compute"
-    return (
-        f" {wording.impls(found)} {verb} in {', '.join(dtypes)}, with a larger error"
-        f"{f' (max_rel_err {quoted})' if quoted else ''}: its speed is traded for that error."
-    )

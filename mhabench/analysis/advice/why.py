@@ -21,67 +21,36 @@ from typing import Any
 
 import pandas as pd
 
-from mhabench.analysis.advice import wording
 from mhabench.analysis.advice.cases import MeasuredCase, Row
 from mhabench.analysis.advice.pick import Pick
 from mhabench.analysis.advice.thresholds import HOST_OVER_DEVICE, HOST_US_PER_OP, LAUNCH_BOUND_SHARE, LOW_EFFICIENCY
-from mhabench.analysis.advice.wording import WHY, Statement
 from mhabench.analysis.estimate import is_ok
 from mhabench.analysis.executed import COUNTED, EXECUTED_INTENSITY, HARDWARE, executed
-from mhabench.analysis.throughput import (
-    EXECUTED_OVER_USEFUL,
-    USEFUL_EFFICIENCY,
-    USEFUL_INTENSITY,
-    USEFUL_TFLOPS,
-    as_in_table,
-    throughput,
-)
+from mhabench.analysis.row_case import row_case
+from mhabench.analysis.statement import WHY, Statement
+from mhabench.analysis.throughput import EXECUTED_OVER_USEFUL, USEFUL_INTENSITY, USEFUL_TFLOPS, throughput
 from mhabench.errors import UnknownImplementationError
 from mhabench.impls import get_spec
 from mhabench.measure.peaks import DevicePeaks
-from mhabench.pattern import AttentionPattern
 from mhabench.results.cells import number, text
 from mhabench.results.columns import (
     ATTN_BYTES,
-    BATCH,
-    CAUSAL,
-    D_MODEL,
-    DTYPE,
     ERROR,
-    HEAD_DIM,
-    HEADS,
     HOST_LATENCY_MS,
     IMPL,
     KERNELS_PER_CALL,
-    KV_HEADS,
     LATENCY_MS,
-    LENGTHS,
-    MASK,
-    MODE,
     OPS_PER_CALL,
     PEAK_GBPS,
     PEAK_MEMORY_BYTES,
     PEAK_TFLOPS,
-    PHASE,
-    SCENARIO,
     SDPA_BACKEND,
-    SEQ_LEN,
     SKIPS_MASKED_WORK,
     STATUS,
-    WINDOW,
-    flag,
 )
 from mhabench.results.schema import RowStatus
-from mhabench.scenario.cases import Case as ShapeCase
-from mhabench.scenario.config import DTYPES
 
 DID_NOT_FIT = (RowStatus.SKIPPED, RowStatus.OOM)
-INTENSITY_WORDS = {
-    "hardware": "FLOPs and DRAM bytes from the hardware counters",
-    "counted": "bytes counted from the ops that ran",
-    "model": "bytes from the cost model",
-}
-"""How a sentence names each ``intensity_source`` (issue 25: an ncu figure is not the cost model's)."""
 ROOFLINE, SCORES, LAUNCH, MEMORY, DID_NOT_FIT_RULE = "roofline", "scores", "launch", "memory", "did_not_fit"
 """The rule names of the why statements (``Statement.rule``), which the views rank by."""
 
@@ -99,10 +68,8 @@ def why(one: Pick, environment: Mapping[str, Any]) -> list[Statement]:
     return [statement for statement in found if statement is not None]
 
 
-def _statement(case: MeasuredCase, rule: str, sentence: str, figures: Mapping[str, Any], impls: list[str]) -> Statement:
-    return Statement(
-        WHY, rule, case.group, case.label, f"{case.label}: {sentence}", figures, tuple(map(case.ref, impls))
-    )
+def _statement(case: MeasuredCase, rule: str, figures: Mapping[str, Any], impls: list[str]) -> Statement:
+    return Statement(WHY, rule, case.group, case.label, {"impl": impls[0], **figures}, tuple(map(case.ref, impls)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,33 +133,7 @@ def roofline(case: MeasuredCase, impl: str) -> Statement | None:
     if point is None:
         return None
     ridge, bound = point.peaks.ridge_flops_per_byte, point.peaks.bound(point.intensity)
-    place = (
-        f"its useful work at the model's minimal traffic, {as_in_table(point.intensity, USEFUL_INTENSITY)} FLOP/B, "
-        f"lies "
-        f"{'below' if bound == 'memory' else 'above'} the ridge at {ridge:.3g} FLOP/B"
-    )
-    reached = (
-        f"{as_in_table(point.efficiency, USEFUL_EFFICIENCY)} of the attainable {point.attainable_tflops:.3g} TFLOP/s "
-        f"({as_in_table(point.rate_tflops, USEFUL_TFLOPS)} useful TFLOP/s)"
-    )
-    if point.efficiency > 1:
-        sentence = (
-            f"{wording.impl(impl)} is {bound}-bound by its intensity: {place}; its "
-            f"{as_in_table(point.rate_tflops, USEFUL_TFLOPS)} useful TFLOP/s are above the attainable "
-            f"{point.attainable_tflops:.3g} TFLOP/s recorded for it, a roof below the work, so no efficiency is "
-            "quoted"
-        )
-    elif point.far_from_roof:
-        sentence = (
-            f"{wording.impl(impl)} is far from both roofs: {place}, but it reaches only {reached}, under "
-            f"{wording.percent(LOW_EFFICIENCY)}: the layout (small GEMMs, extra passes) or the host sets its time, "
-            f"not {'bandwidth' if bound == 'memory' else 'compute'}"
-        )
-    else:
-        sentence = f"{wording.impl(impl)} is {bound}-bound: {place}, and it reaches {reached}"
-    sentence += _executed_clause(point)
     backend = text(case.row(impl) or {}, SDPA_BACKEND)
-    sentence += f"; it ran SDPA's {backend} backend." if backend else "."
     figures = {
         "bound": bound,
         "intensity_flop_per_byte": point.intensity,
@@ -207,45 +148,7 @@ def roofline(case: MeasuredCase, impl: str) -> Statement | None:
         "skips_masked_work": point.skips_masked_work,
         "sdpa_backend": backend,
     }
-    return _statement(case, ROOFLINE, sentence, figures, [impl])
-
-
-def _executed_clause(point: Position) -> str:
-    """``; it executed 5.67× the useful FLOPs, at 12.7 FLOP/B (all FLOPs executed; FLOPs and DRAM bytes from the
-    hardware counters)``: the executed work, named by its source (issue 25: an ncu figure is not the model's)."""
-    if point.executed_over_useful is None or point.executed_intensity is None:
-        return ""
-    flops = "useful FLOPs, masked blocks skipped" if point.skips_masked_work else "all FLOPs executed"
-    return (
-        f"; it executed {as_in_table(point.executed_over_useful, EXECUTED_OVER_USEFUL)}× the useful FLOPs, "
-        f"at {point.executed_intensity:.3g} FLOP/B "
-        f"({flops}; {INTENSITY_WORDS[point.source]})"
-    )
-
-
-def row_case(row: Row) -> ShapeCase | None:
-    """The case a row ran, rebuilt from its shape columns (no bias, seed 0: neither changes a cost); None where the
-    row lacks a shape field, has an unknown dtype or ran documents (their lengths are a label, not the rows)."""
-    shape = [number(row, name) for name in (BATCH, SEQ_LEN, D_MODEL, HEADS)]
-    if text(row, DTYPE) not in DTYPES or None in shape or text(row, LENGTHS) not in ("", "none"):
-        return None  # documents: their lengths are a label in the row, not the rows the kernel ran
-    batch, seq_len, d_model, heads = (int(cell or 0) for cell in shape)
-    mask = text(row, MASK) or ("causal" if flag(row.get(CAUSAL)) is True else "none")
-    return ShapeCase(
-        scenario=text(row, SCENARIO),
-        batch=batch,
-        seq_len=seq_len,
-        d_model=d_model,
-        heads=heads,
-        kv_heads=int(number(row, KV_HEADS) or heads),
-        head_dim=int(number(row, HEAD_DIM) or d_model // heads),  # Gemma 2, Qwen3: heads wider than d_model / heads
-        bias=False,
-        dtype=text(row, DTYPE),
-        seed=0,
-        pattern=AttentionPattern(mask=mask, window=int(number(row, WINDOW) or 0) or None),  # type: ignore[arg-type]
-        mode=text(row, MODE) or "forward",
-        phase=text(row, PHASE) or "prefill",
-    )
+    return _statement(case, ROOFLINE, {**figures, "far_from_roof": point.far_from_roof}, [impl])
 
 
 def score_bytes(row: Row) -> float | None:
@@ -274,18 +177,8 @@ def scores(case: MeasuredCase, impl: str, l2_bytes: Any) -> Statement | None:
     if matrix is None or not materializes_scores(impl):
         return None
     l2 = float(l2_bytes) if isinstance(l2_bytes, int | float) and l2_bytes > 0 else None
-    if l2 is None:
-        cache = "against a cache of unknown size (the manifest records none for this device)"
-    elif matrix > l2:
-        cache = f"{matrix / l2:.3g}× the {wording.size(l2)} L2, so it goes through device memory"
-    else:
-        cache = f"within the {wording.size(l2)} L2"
-    sentence = (
-        f"{wording.impl(impl)} materializes the attention scores: {wording.size(matrix)} written and read back "
-        f"per call (b·h·n·L elements, cost model), {cache}."
-    )
     figures = {"score_bytes": matrix, "attn_bytes": number(row, ATTN_BYTES), "l2_cache_bytes": l2}
-    return _statement(case, SCORES, sentence, figures, [impl])
+    return _statement(case, SCORES, figures, [impl])
 
 
 def launch(case: MeasuredCase, impl: str, device_kind: str) -> Statement | None:
@@ -303,22 +196,11 @@ def launch(case: MeasuredCase, impl: str, device_kind: str) -> Statement | None:
     share = ops * per_op_us / (latency_ms * 1e3) if ops and per_op_us else None
     host_ratio = host_ms / latency_ms if host_ms else None
     if device_kind == "cuda" and host_ratio is not None and host_ratio >= HOST_OVER_DEVICE:
-        reason = (
-            f"one synchronous call takes {wording.milliseconds(host_ms or 0)} on the host against "
-            f"{wording.milliseconds(latency_ms)} on the device ({host_ratio:.2g}×)"
-        )
+        pace = "host_over_device"
     elif share is not None and share >= LAUNCH_BOUND_SHARE:
-        launched = f" launching {kernels:.0f} kernels" if kernels else ""
-        reason = (
-            f"its {ops:.0f} dispatched ops{launched}, at ≥ {per_op_us:g} µs of host time each, are at least "
-            f"{wording.percent(min(share, 1.0))} of its {wording.milliseconds(latency_ms)}"
-        )
+        pace = "dispatch"
     else:
         return None
-    far = f", and it reaches {as_in_table(point.efficiency, USEFUL_EFFICIENCY)} of its roof" if point else ""
-    sentence = (
-        f"{wording.impl(impl)} is launch-bound: {reason}{far}. Fewer, larger ops would pay more than faster kernels."
-    )
     figures = {
         "ops_per_call": ops,
         "kernels_per_call": kernels,
@@ -327,32 +209,26 @@ def launch(case: MeasuredCase, impl: str, device_kind: str) -> Statement | None:
         "host_latency_ms": host_ms,
         "latency_ms": latency_ms,
         "efficiency": point.efficiency if point is not None else None,
+        "host_over_device": host_ratio,
+        "pace": pace,
     }
-    return _statement(case, LAUNCH, sentence, figures, [impl])
+    return _statement(case, LAUNCH, figures, [impl])
 
 
 def memory(case: MeasuredCase, first: str, runner_up: str) -> Statement | None:
     ours, theirs = (number(case.row(impl) or {}, PEAK_MEMORY_BYTES) for impl in (first, runner_up))
     if not ours or not theirs:
         return None
-    ratio = theirs / ours
-    relation = f"{ratio:.3g}× less" if ratio >= 1 else f"{1 / ratio:.3g}× more"
-    sentence = (
-        f"{wording.impl(first)} peaks at {wording.size(ours)} per call against {wording.impl(runner_up)}'s "
-        f"{wording.size(theirs)}: {relation}."
-    )
-    figures = {"peak_memory_bytes": ours, "runner_up_peak_memory_bytes": theirs}
-    return _statement(case, MEMORY, sentence, figures, [first, runner_up])
+    figures = {"runner_up": runner_up, "peak_memory_bytes": ours, "runner_up_peak_memory_bytes": theirs}
+    return _statement(case, MEMORY, figures, [first, runner_up])
 
 
 def did_not_fit(case: MeasuredCase) -> Statement | None:
     failed = [row for row in case.rows if text(row, STATUS) in DID_NOT_FIT]
     if not failed:
         return None
-    said = "; ".join(
-        f"{wording.impl(str(row[IMPL]))} {text(row, STATUS)} ({text(row, ERROR) or 'no reason'})" for row in failed
-    )
-    figures = {"statuses": [text(row, STATUS) for row in failed]}
-    return _statement(
-        case, DID_NOT_FIT_RULE, f"did not fit in memory: {said}.", figures, [str(row[IMPL]) for row in failed]
-    )
+    figures = {
+        "statuses": [text(row, STATUS) for row in failed],
+        "failed": [{"impl": str(row[IMPL]), "status": text(row, STATUS), "error": text(row, ERROR)} for row in failed],
+    }
+    return _statement(case, DID_NOT_FIT_RULE, figures, [str(row[IMPL]) for row in failed])

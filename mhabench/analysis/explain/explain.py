@@ -4,8 +4,9 @@ Per row slower than its case's fastest, or any row asked about (the fastest incl
 ``stage_breakdown``, or derived from the run's kernels.csv where the run profiled kernels and the row holds none,
 a run recorded before breakdowns existed), the stage that costs most beyond the fastest row's (stages grouped so a
 fused attention kernel compares with scores + softmax + P·V), how far that stage's FLOPs and bytes are from the
-cost model's, the dtype it computes in where that is wider than its case's, and what a rule of
-:mod:`mhabench.analysis.explain.rules` says of it. Nothing runs: everything comes from the run folder.
+cost model's, the dtype it computes in where that is wider than its case's, and which rule of
+:mod:`mhabench.analysis.explain.rules` the stage shows. Who is slower, and by how much, is the run's answer
+record's (:mod:`mhabench.analysis.answer`); nothing runs: everything comes from the run folder.
 """
 
 from __future__ import annotations
@@ -18,29 +19,42 @@ from typing import Any
 import pandas as pd
 import torch
 
-from mhabench.analysis.advice import wording
-from mhabench.analysis.advice.answers import RunAnswers, answer
-from mhabench.analysis.advice.cases import MeasuredCase
-from mhabench.analysis.advice.pick import CANNOT_TELL, SLOWER, lead, standing
-from mhabench.analysis.advice.thresholds import TIE_MARGIN
-from mhabench.analysis.advice.why import row_case
-from mhabench.analysis.explain.rules import REMEDIES, departs, first_match
-from mhabench.errors import InputError, UnknownImplementationError
+from mhabench.analysis.answer import CaseAnswer, ImplAnswer, RunAnswer, Standing, answer_run, slower_by_median
+from mhabench.analysis.explain.rules import departs, first_match
+from mhabench.analysis.pooled_rows import middle_process
+from mhabench.analysis.row_case import row_case
+from mhabench.analysis.statement import WHY, RowRef, Statement
+from mhabench.errors import InputError
 from mhabench.impls.registry import get_spec
 from mhabench.measure.stages import breakdown, kernel_units
+from mhabench.results.columns import CASE_ID, IMPL, REPEAT
 from mhabench.results.kernels import read_kernels
-from mhabench.results.schema import RowStatus
 from mhabench.results.stages import StageFigures, read_breakdown
 from mhabench.results.store import Run
-from mhabench.stage_cost import STAGE_LABELS, stage_costs
+from mhabench.stage_cost import stage_costs
 
 FAMILY = {"scores": "attention", "mask_softmax": "attention", "pv": "attention"}
 """Stages compared as one across implementations: a fused kernel does the work of all three."""
+SLOWER, CANNOT_TELL, TIED, PICK = "clearly slower", "cannot tell", "tied", "pick"
+"""How an explained row stands against its case's fastest (``Explanation.standing``)."""
+NO_BREAKDOWN, NO_RULE, OTHER_STAGE, UNPRICED_STAGE, SLOWER_STAGE = (
+    "no_breakdown",
+    "no_rule",
+    "other_stage",
+    "unpriced_stage",
+    "slower_stage",
+)
+"""What an explanation finds where no rule of :mod:`mhabench.analysis.explain.rules` matches its stage: no
+breakdown at all; a departure no rule knows; time in no op of a known kind; a stage its model prices nothing for;
+the model's work, only slower."""
+EXPLAINED = "explained"
+"""The rule of the statement advise shows for each explained row."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Explanation:
-    """Why one row is slower than its case's pick: the stage named, its figures, and the sentence."""
+    """Why one row is slower than its case's pick: the stage named, its figures, and what it shows (``finding``: a
+    rule of :mod:`mhabench.analysis.explain.rules` with ``rule_figures``, or one of the codes above)."""
 
     case_id: str
     case_label: str
@@ -49,19 +63,26 @@ class Explanation:
     slower_by: float
     source: str
     stage: StageFigures | None
-    rule: str
-    text: str
+    finding: str
+    rule_figures: Mapping[str, Any]
     stages: tuple[StageFigures, ...]
-    standing: str = "clearly slower"
-    """How the row stands against the case's fastest: ``clearly slower``, ``cannot tell`` (slower by its median
-    only), ``tied``, or ``pick`` (the fastest, asked about)."""
+    standing: str = SLOWER
+    """``clearly slower``, ``cannot tell`` (slower by its median only), ``tied``, or ``pick`` (asked about)."""
+    compute_dtype: str | None = None
+    """The dtype it computes in where that is wider than its case's ``case_dtype``."""
+    case_dtype: str = ""
 
     @property
-    def short(self) -> str:
-        """The stage and its departure in one clause, for advise (``70 % of its time in the QKV projection, …``)."""
-        if self.stage is None:
-            return ""
-        return f"{_share(self.stage)} of its time in the {STAGE_LABELS[self.stage.stage]}{_departure(self.stage)}"
+    def rule(self) -> str:
+        """The rule its stage shows, "" where none does."""
+        return "" if self.finding in CODES else self.finding
+
+    @property
+    def dtype_ratio(self) -> int:
+        """How many times wider its compute dtype is than its case's (1 where it is not)."""
+        if self.compute_dtype is None:
+            return 1
+        return (_itemsize(self.compute_dtype) or 1) // (_itemsize(self.case_dtype) or 1)
 
     def record(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -73,59 +94,89 @@ class Explanation:
             "slower_by": self.slower_by,
             "source": self.source,
             "stage": named,
+            "finding": self.finding,
             "rule": self.rule,
+            "rule_figures": dict(self.rule_figures),
             "standing": self.standing,
-            "text": self.text,
+            "compute_dtype": self.compute_dtype,
+            "case_dtype": self.case_dtype,
         }
 
 
-def explain(run: Run, cases: Sequence[str] = (), impls: Sequence[str] = ()) -> list[Explanation]:
-    """One explanation per clearly-slower row of each case (only ``cases`` and ``impls`` when given)."""
-    return explain_answers(answer(run), cases, impls)
+CODES = (NO_BREAKDOWN, NO_RULE, OTHER_STAGE, UNPRICED_STAGE, SLOWER_STAGE)
 
 
-def explain_answers(answers: RunAnswers, cases: Sequence[str] = (), impls: Sequence[str] = ()) -> list[Explanation]:
-    """:func:`explain` on a run already read for advice (advise cites these without reading the run twice).
+def explain(
+    run: Run, cases: Sequence[str] = (), impls: Sequence[str] = (), record: RunAnswer | None = None
+) -> list[Explanation]:
+    """One explanation per row slower than its case's fastest (only ``cases`` and ``impls`` when given), read
+    against ``record`` (the run's answer; computed here when not given).
 
-    Unasked, every row slower than its case's fastest: clearly slower, or slower by at least ``TIE_MARGIN`` by its
-    median where the case cannot tell (no interval, rounds that disagree), which the sentence says. Asked about
-    with ``impls``, each of them whatever it stands, the pick included: its own stages, costliest first."""
-    _check_filters(answers, cases, impls)
-    kernels = read_kernels(answers.run.path)
+    Unasked, every row slower than its case's fastest: clearly slower, or slower by at least the tie margin by its
+    median where the case cannot tell (no interval), which its standing says. Asked about with ``impls``, each of
+    them whatever it stands, the pick included: its own stages, costliest first."""
+    record = record or answer_run(run)
+    _check_filters(record, cases, impls)
+    kernels = read_kernels(run.path)
+    rows = _rows(run, record.replicated)
     found = []
-    for case in answers.cases:
+    for case in record.cases:
         if cases and case.case_id not in cases and case.label not in cases:
             continue
-        fastest = answers.picks[case.case_id].impls[:1]
-        pick_row = case.row(fastest[0]) if fastest else None
+        pick_row = rows.get((case.case_id, case.fastest or ""))
         if pick_row is None:
             continue
-        for row in case.rows:
-            impl = str(row["impl"])
-            if (impls and impl not in impls) or row.get("status") != RowStatus.OK:
+        for one in case.impls:
+            if (impls and one.impl not in impls) or one.median_ms is None:
                 continue
-            if impl == fastest[0]:
-                if impls:
-                    found.append(_explained(case, row, None, 1.0, kernels, "pick"))
-                continue
-            ratio = lead(pick_row, row).interval
-            state = standing(ratio, pick_row, row)
-            slower = state == SLOWER or (ratio.ratio >= 1 + TIE_MARGIN and state == CANNOT_TELL)
-            if slower or impls:
-                found.append(_explained(case, row, pick_row, ratio.ratio, kernels, str(state)))
+            state = _standing(case, one)
+            if state == PICK and impls:
+                found.append(_explained(case, rows[(case.case_id, one.impl)], None, 1.0, kernels, state))
+            elif state != PICK and (
+                state == SLOWER or (state == CANNOT_TELL and slower_by_median(case, one.impl)) or impls
+            ):
+                ratio = one.vs_pick.ratio if one.vs_pick else math.nan
+                found.append(_explained(case, rows[(case.case_id, one.impl)], pick_row, ratio, kernels, state))
     return found
 
 
-def _check_filters(answers: RunAnswers, cases: Sequence[str], impls: Sequence[str]) -> None:
+def _standing(case: CaseAnswer, one: ImplAnswer) -> str:
+    """The record's standing in explain's words: a slower row without an interval "cannot tell"."""
+    if one.impl == case.fastest:
+        return PICK
+    if one.standing is Standing.SLOWER:
+        return SLOWER
+    if one.standing is Standing.UNKNOWN and not (one.vs_pick and one.vs_pick.has_interval):
+        return CANNOT_TELL
+    return TIED
+
+
+def _rows(run: Run, replicated: bool) -> dict[tuple[str, str], dict[str, Any]]:
+    """The row the record quotes per (case, implementation): the first repeat's, or for a replicated run the
+    process its pooled table shows."""
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in run.frame.to_dict("records"):
+        by_key.setdefault((str(row[CASE_ID]), str(row[IMPL])), []).append(row)
+    if replicated:
+        return {key: middle_process(rows) or rows[0] for key, rows in by_key.items()}
+    return {key: min(rows, key=lambda row: _repeat(row)) for key, rows in by_key.items()}
+
+
+def _repeat(row: Mapping[str, Any]) -> int:
+    value = pd.to_numeric(row.get(REPEAT), errors="coerce")
+    return 0 if pd.isna(value) else int(value)
+
+
+def _check_filters(record: RunAnswer, cases: Sequence[str], impls: Sequence[str]) -> None:
     """A ``--case`` or ``--impl`` the run does not hold is a typo, not "nothing is slower": refuse it in one line."""
-    known_cases = {name for case in answers.cases for name in (case.case_id, case.label)}
+    known_cases = {name for case in record.cases for name in (case.case_id, case.label)}
     for value in cases:
         if value not in known_cases:
-            raise InputError(f"--case: {value!r} is no case id or label of run {answers.run.run_id}")
-    known_impls = sorted({str(row["impl"]) for case in answers.cases for row in case.rows})
+            raise InputError(f"--case: {value!r} is no case id or label of run {record.run_id}")
+    known_impls = sorted({one.impl for case in record.cases for one in case.impls})
     for value in impls:
         if value not in known_impls:
-            raise InputError(f"--impl: {value!r} is not in run {answers.run.run_id} (it has {', '.join(known_impls)})")
+            raise InputError(f"--impl: {value!r} is not in run {record.run_id} (it has {', '.join(known_impls)})")
 
 
 def row_stages(row: Mapping[str, Any], kernels: pd.DataFrame | None) -> tuple[list[StageFigures], str]:
@@ -161,7 +212,7 @@ def _model(row: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _explained(
-    case: MeasuredCase,
+    case: CaseAnswer,
     row: Mapping[str, Any],
     pick_row: Mapping[str, Any] | None,
     slower_by: float,
@@ -169,60 +220,53 @@ def _explained(
     state: str,
 ) -> Explanation:
     """``pick_row`` None: ``row`` is the case's fastest, asked about; its stages are read on their own."""
-    impl = str(row["impl"])
-    pick = str(pick_row["impl"]) if pick_row is not None else impl
+    impl = str(row[IMPL])
+    pick = str(pick_row[IMPL]) if pick_row is not None else impl
     figures, source = row_stages(row, kernels)
     pick_figures = row_stages(pick_row, kernels)[0] if pick_row is not None else []
     named = _costliest_beyond(_at_latency(figures, row), _at_latency(pick_figures, pick_row or row))
-    head = f"{wording.impl(impl)} ({_standing_words(state, slower_by, pick)}){_dtype_clause(impl, case)}"
-    if named is None:
-        text = f"{head}: no stage breakdown ({source.removeprefix('none: ')})"
-        found = (case.case_id, case.label, impl, pick, slower_by, source, None, "", text, tuple(figures), state)
-        return Explanation(*found)
-    matched = first_match(named)
-    rule = matched[0].name if matched else ""
-    text = f"{head}: {_share(named)} of its time in the {STAGE_LABELS[named.stage]}{_departure(named)}"
-    if matched is not None:
-        text += ": " + matched[0].says.format(**matched[1])
-        remedy = REMEDIES.get(impl, {}).get(rule)
-        text += f"; {remedy}" if remedy else ""
-    elif departs(named):
-        text += "; no rule knows this departure"
-    elif named.stage == "other":
-        text += "; the model prices nothing there: time no op of a known kind covers (Python, dispatch, views)"
-    elif named.model_flops is None and named.model_bytes is None:
-        text += f"; its model prices no such stage: work its layout adds (`{named.top_op}`)"
-    else:
-        text += "; the stage runs the model's work, only slower than the pick's"
+    matched = first_match(named) if named is not None else None
+    found = _finding(named, matched[0].name if matched else "")
+    own = case.impl(impl)
+    wider = _wider(own.compute_dtype if own else None, case.dtype)
+    rule_figures = dict(matched[1]) if matched else {}
     return Explanation(
-        case.case_id, case.label, impl, pick, slower_by, source, named, rule, text, tuple(figures), state
+        case.case_id,
+        case.label,
+        impl,
+        pick,
+        slower_by,
+        source,
+        named,
+        found,
+        rule_figures,
+        tuple(figures),
+        state,
+        wider,
+        case.dtype,
     )
 
 
-def _standing_words(state: str, slower_by: float, pick: str) -> str:
-    """How the row stands against the case's fastest, as the sentence opens."""
-    if state == "pick":
-        return "the case's fastest"
-    if state == SLOWER:
-        return f"{slower_by:.3g}× slower than {wording.impl(pick)}"
-    if state == CANNOT_TELL:
-        return f"{slower_by:.3g}× slower than {wording.impl(pick)} by its median; no interval says how surely"
-    return f"tied with {wording.impl(pick)}, {slower_by:.3g}× by its median"
+def _finding(named: StageFigures | None, rule: str) -> str:
+    if named is None:
+        return NO_BREAKDOWN
+    if rule:
+        return rule
+    if departs(named):
+        return NO_RULE
+    if named.stage == "other":
+        return OTHER_STAGE
+    if named.model_flops is None and named.model_bytes is None:
+        return UNPRICED_STAGE
+    return SLOWER_STAGE
 
 
-def _dtype_clause(impl: str, case: MeasuredCase) -> str:
-    """Where the implementation computes in a wider dtype than its case's (a float64 plugin): said, since every
-    byte and FLOP the model prices for the case is at the case's width."""
-    wider, own = compute_dtype(impl), str(case.fields.get("dtype") or "")
-    if not wider or not own or _itemsize(wider) is None or _itemsize(own) is None:
-        return ""
-    if (_itemsize(wider) or 0) <= (_itemsize(own) or 0):
-        return ""
-    ratio = (_itemsize(wider) or 0) // (_itemsize(own) or 1)
-    return (
-        f"; it computes in {wider}, wider than the case's {own}: the model prices its stages at {own}, so its "
-        f"bytes read about {ratio}× the model's from the dtype alone"
-    )
+def _wider(compute_dtype: str | None, own: str) -> str | None:
+    """``compute_dtype`` where it is wider than the case's dtype (a float64 plugin): every byte and FLOP the model
+    prices for the case is at the case's width."""
+    if not compute_dtype or not own or _itemsize(compute_dtype) is None or _itemsize(own) is None:
+        return None
+    return compute_dtype if (_itemsize(compute_dtype) or 0) > (_itemsize(own) or 0) else None
 
 
 def _itemsize(name: str) -> int | None:
@@ -262,24 +306,30 @@ def _costliest_beyond(figures: Sequence[StageFigures], pick_figures: Sequence[St
     return max(mine[family], key=lambda figure: figure.time_ms)
 
 
-def _share(figure: StageFigures) -> str:
-    return wording.percent(figure.time_share) if not math.isnan(figure.time_share) else "an unknown share"
-
-
-def _departure(figure: StageFigures) -> str:
-    """``, which executed 8.0× the model's FLOPs and read 485× its bytes`` where the figures exist."""
-    parts = []
-    if figure.flops_ratio is not None:
-        parts.append(f"executed {figure.flops_ratio:.1f}× the model's FLOPs")
-    if figure.bytes_ratio is not None:
-        ratio = figure.bytes_ratio
-        parts.append(f"moved {ratio:,.0f}× its bytes" if ratio >= 100 else f"moved {ratio:.3g}× its bytes")
-    return ", which " + " and ".join(parts) if parts else ""
-
-
-def compute_dtype(impl: str) -> str | None:
-    """The registered dtype an implementation computes in when it is not its case's; None otherwise or unknown."""
-    try:
-        return get_spec(impl).compute_dtype
-    except UnknownImplementationError:
-        return None
+def citations(run: Run, record: RunAnswer) -> list[Statement]:
+    """What advise shows of explain: per row it would explain unasked that has a breakdown, the stage and its
+    departure, pointing at ``mhabench explain`` for the rest."""
+    groups = {case.case_id: case.group for case in record.cases}
+    return [
+        Statement(
+            WHY,
+            EXPLAINED,
+            groups[found.case_id],
+            found.case_label,
+            {
+                "impl": found.impl,
+                "slower_by": found.slower_by,
+                "standing": found.standing,
+                "run_id": record.run_id,
+                "stage": found.stage.stage,
+                "time_share": found.stage.time_share,
+                "flops_ratio": found.stage.flops_ratio,
+                "bytes_ratio": found.stage.bytes_ratio,
+                "explain_rule": found.rule,
+                "breakdown_source": found.source,
+            },
+            (RowRef(record.run_id, found.case_id, found.impl), RowRef(record.run_id, found.case_id, found.pick)),
+        )
+        for found in explain(run, record=record)
+        if found.stage is not None
+    ]
