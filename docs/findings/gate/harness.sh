@@ -8,8 +8,8 @@
 # the time (0.5 s busy, 0.5 s asleep), makes two one-process runs of the base plugin (aa/i-base_a, aa/i-base_b:
 # the plain two-run compare pair) and one `mhabench ab` of the base against itself (aa/i-ab, 3 processes), then
 # stops the burner. An idle A/B cycle i (under $EXCLUSIVE: nothing else of ours runs) makes one-process runs of the
-# base twice and of the two regressions (ab/i-base_a, ab/i-x10, ab/i-base_b, ab/i-x75: plain pairs base_a/x10 and
-# base_b/x75) and `mhabench ab` of base/x10 and base/x75 (ab/i-ab-x10, ab/i-ab-x75, 3 processes each).
+# base and of the two regressions (ab/i-base, ab/i-x15, ab/i-x75: the plain pairs base/x15 and base/x75) and
+# `mhabench ab` of base/x15 and base/x75 (ab/i-ab-x15, ab/i-ab-x75, $AB_REPLICATES processes each, default 3).
 # The lock is taken per pair or cycle and let go between them. log.tsv records each command's start, end, exit
 # code and `uptime`.
 set -u
@@ -23,7 +23,8 @@ exclusive=${EXCLUSIVE:-flock -x /tmp/mhabench-cpu.lock}
 here=$(cd "$(dirname "$0")" && pwd)
 log="$out/log.tsv"
 config="$here/gate.yaml"
-regressions="10:0.1 75:0.75"  # name:EXTRA_ROWS, sized so `ab` measures about ×1.10 and ×1.35 on the idle VM
+regressions="15:0.15 75:0.75"  # name:EXTRA_ROWS, sized so `ab` measures about ×1.10 and ×1.35 on the idle VM
+ab_replicates=${AB_REPLICATES:-3}
 
 bench() {  # NAME COMMAND...: log start, end, exit code and load
   local name=$1
@@ -40,7 +41,7 @@ run() {  # FOLDER PLUGIN
 
 ab() {  # FOLDER CANDIDATE_PLUGIN
   bench "ab-${1//\//-}" $python -m mhabench ab "$out/plugins/my_fused_x0.py" "$out/plugins/$2" "$config" \
-    --out "$out/$1" --fail-on-regression
+    --out "$out/$1" --replicates "$ab_replicates" --fail-on-regression
 }
 
 case "$mode" in
@@ -59,11 +60,10 @@ while True:
     exit 0
     ;;
   --ab-cycle)  # one idle A/B cycle, called under $EXCLUSIVE below
-    run "ab/$count-base_a" my_fused_x0.py
-    run "ab/$count-x10" my_fused_x10.py
-    run "ab/$count-base_b" my_fused_x0.py
+    run "ab/$count-base" my_fused_x0.py
+    run "ab/$count-x15" my_fused_x15.py
     run "ab/$count-x75" my_fused_x75.py
-    ab "ab/$count-ab-x10" my_fused_x10.py
+    ab "ab/$count-ab-x15" my_fused_x15.py
     ab "ab/$count-ab-x75" my_fused_x75.py
     exit 0
     ;;
