@@ -29,10 +29,10 @@ from mhabench.results.store import Run, load_run
 THRESHOLD = 0.05
 PLAIN = {  # kind: (folder, base, candidate) under OUT_DIR, the pair's index in front of base and candidate
     "A/A loaded": ("aa", "base_a", "base_b"),
-    "A/B x10 idle": ("ab", "base_a", "x10"),
-    "A/B x75 idle": ("ab", "base_b", "x75"),
+    "A/B x15 idle": ("ab", "base", "x15"),
+    "A/B x75 idle": ("ab", "base", "x75"),
 }
-AB = {"A/A loaded": ("aa", "ab"), "A/B x10 idle": ("ab", "ab-x10"), "A/B x75 idle": ("ab", "ab-x75")}
+AB = {"A/A loaded": ("aa", "ab"), "A/B x15 idle": ("ab", "ab-x15"), "A/B x75 idle": ("ab", "ab-x75")}
 VERSIONS = [("my_fused", "my_fused@base", "my_fused@candidate")]
 
 
