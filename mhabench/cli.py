@@ -7,15 +7,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
 from mhabench import cli_run
 from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.cli_claims import claims_app
 from mhabench.cli_shell import OneLineErrors, console, err_console, user_errors
+from mhabench.cli_shell import fresh_console as _fresh_console
 from mhabench.errors import InputError
 from mhabench.history.provenance import code_versions
 from mhabench.impls import get_spec
@@ -242,11 +241,6 @@ def columns(
     console.print(table)
 
 
-def _fresh_console() -> Console:
-    """A console created now, so NO_COLOR / FORCE_COLOR set for this invocation are honoured."""
-    return Console(width=None if sys.stdout.isatty() else 160)
-
-
 @app.command()
 def compare(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run folder, run id, or latest (the base).")],
@@ -277,62 +271,21 @@ def compare(
     ),
 ) -> None:
     """One run: speedup of every impl over a baseline. Two runs: what got faster or slower, with statistics."""
-    from mhabench.analysis import compare as compare_mod
-    from mhabench.analysis import stats
-    from mhabench.analysis.device_mix import compared_device_mix, run_device_mix
-    from mhabench.analysis.two_run_gate import ON_NOISE, GateResult
-    from mhabench.results import store
-    from mhabench.results.completeness import require_whole
-    from mhabench.views import compare as compare_output
-    from mhabench.views.device_mix import device_lines
-    from mhabench.views.gate import gate_line, unfinished_lines
-    from mhabench.views.run_notes import drift_lines
+    from mhabench import cli_gate
 
     with user_errors():
-        if output is not None:
-            compare_output.check_output_path(output)
-        if on_noise not in ON_NOISE:
-            raise InputError(f"--on-noise: {on_noise!r} is not one of {', '.join(ON_NOISE)}")
-        if candidate_ref is None:
-            if fail_on_regression:
-                raise InputError("--fail-on-regression: needs two runs (RUN CANDIDATE)")
-            run = require_whole(store.require_results(store.load_run(run_ref, results_root)))
-            runs = [run]
-            comparison, drifts = compare_mod.speedups(run, baseline), drift_lines(run.frame)
-            drifts += device_lines(run_device_mix(run.frame))
-        else:
-            limit = stats.parse_threshold(threshold)
-            base, candidate = (
-                require_whole(store.require_results(store.load_run(r, results_root))) for r in (run_ref, candidate_ref)
-            )
-            runs = [base, candidate]
-            spread = (
-                compare_mod.machine_spread([base, candidate])
-                if process_spread == "auto"
-                else stats.parse_threshold(process_spread, "--process-spread")
-            )
-            comparison = compare_mod.compare_runs(base, candidate, limit, force=force, between_process_spread=spread)
-            drifts = device_lines(compared_device_mix(base.frame, candidate.frame))
-        out = _fresh_console()
-        for line in unfinished_lines(runs):
-            out.print(Text(line, style="yellow"))
-        if comparison.between_process_spread > 0:
-            out.print(f"intervals widened by the between-process spread {comparison.between_process_spread:.1%}")
-        differences = compare_output.differences_text(comparison)
-        if differences is not None:
-            out.print(differences)
-        out.print(compare_output.compare_table(comparison, out.width))
-        summary = compare_output.summary_line(comparison)
-        lines = [*drifts, *([summary] if summary is not None else []), *compare_output.machine_lines(comparison)]
-        for line in lines:
-            out.print(Text(line))
-        if output is not None:
-            compare_output.write_output(comparison, output)
-            out.print(f"written: {output}")
-        if fail_on_regression:
-            gate = GateResult(len(comparison.regressions), len(comparison.work_rises), len(comparison.unjudged))
-            err_console.print(gate_line(gate, on_noise))
-            raise typer.Exit(gate.exit_code(on_noise))
+        cli_gate.compare(
+            run_ref,
+            candidate_ref,
+            baseline,
+            threshold,
+            fail_on_regression,
+            on_noise,
+            force,
+            process_spread,
+            output,
+            results_root,
+        )
 
 
 @app.command()
@@ -357,49 +310,10 @@ def ab(
     output: Annotated[Path | None, typer.Option("--output", help="Also write .csv, .json or .md.")] = None,
 ) -> None:
     """Two versions of a plugin file in the same paired rounds, in several fresh processes: the CI gate."""
-    from mhabench.analysis.ab import compare_versions
-    from mhabench.analysis.two_run_gate import GateResult
-    from mhabench.results import store
-    from mhabench.run import ab as ab_run
-    from mhabench.run import replicates as replicated_run
-    from mhabench.run.request import RunRequest
-    from mhabench.views import compare as compare_output
-    from mhabench.views.gate import gate_line
+    from mhabench import cli_gate
 
     with user_errors():
-        if output is not None:
-            compare_output.check_output_path(output)
-        limit = stats_threshold(threshold)
-        versions = ab_run.load_versions(base_file, candidate_file, out)
-        loaded = config_loading.load_config(config) if config else config_loading.load_default_config(device)
-        resolved = ab_run.ab_config(overrides.with_overrides(loaded, device=device), versions, replicates)
-        if resolved.replicates > 1:
-            files = plugins.loaded_plugin_files()
-            run_dir = replicated_run.run_replicated(resolved, out, sys.argv, files, cli_run.print_replicate).run_dir
-        else:
-            run_dir = runner.run(resolved, out, None, RunRequest(argv=tuple(sys.argv))).run_dir
-        run = store.load_run(run_dir)
-        labels = (f"{base_file} (base)", f"{candidate_file} (candidate)")
-        comparison = compare_versions(run.frame, versions.pairs, limit, labels)
-        out_console = _fresh_console()
-        out_console.print(compare_output.compare_table(comparison, out_console.width))
-        for line in [compare_output.summary_line(comparison), *compare_output.machine_lines(comparison)]:
-            if line:
-                out_console.print(Text(line))
-        out_console.print(f"results: {run_dir}")
-        if output is not None:
-            compare_output.write_output(comparison, output)
-            out_console.print(f"written: {output}")
-        if fail_on_regression:
-            gate = GateResult(len(comparison.regressions), len(comparison.work_rises), len(comparison.unjudged))
-            err_console.print(gate_line(gate, "fail"))
-            raise typer.Exit(gate.exit_code("fail"))
-
-
-def stats_threshold(text: str) -> float:
-    from mhabench.analysis import stats
-
-    return stats.parse_threshold(text)
+        cli_gate.ab(base_file, candidate_file, config, replicates, threshold, fail_on_regression, device, out, output)
 
 
 @app.command()

@@ -43,6 +43,11 @@ console = Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else PIPE_WIDTH)
 
 
+def fresh_console() -> Console:
+    """A console created now, so NO_COLOR / FORCE_COLOR set for this invocation are honoured."""
+    return Console(width=None if sys.stdout.isatty() else 160)
+
+
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
     """Turn mhabench's typed errors into one line on stderr and their exit code (2 input, 1 failure)."""

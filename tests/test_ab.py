@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import yaml
 from typer.testing import CliRunner
 
-from mhabench.analysis.ab import across, compare_versions, per_process
-from mhabench.analysis.stats import RatioEstimate
+from mhabench.analysis.ab import across, compare_versions, no_change_p, per_process
+from mhabench.analysis.stats import RatioEstimate, holm
 from mhabench.analysis.two_run_gate import REGRESSION
 from mhabench.analysis.verdict import Change
 from mhabench.cli import app
@@ -24,10 +25,11 @@ from mhabench.run.ab import load_versions
 PLUGIN = Path(__file__).resolve().parent.parent / "docs" / "findings" / "gate" / "my_fused.py"
 
 
-def with_extra_heads(tmp_path: Path, extra: int) -> Path:
-    """A copy of the findings' plugin doing ``extra`` more per-head n×n×d products: a regression of known work."""
-    path = tmp_path / f"my_fused_x{extra}.py"
-    path.write_text(PLUGIN.read_text().replace("EXTRA_HEADS = 0\n", f"EXTRA_HEADS = {extra}\n"), encoding="utf-8")
+def with_extra_rows(tmp_path: Path, fraction: float) -> Path:
+    """A copy of the findings' plugin computing the scores of ``fraction`` of the query rows again: a regression of
+    known work."""
+    path = tmp_path / f"my_fused_x{fraction}.py"
+    path.write_text(PLUGIN.read_text().replace("EXTRA_ROWS = 0.0\n", f"EXTRA_ROWS = {fraction}\n"), encoding="utf-8")
     return path
 
 
@@ -64,6 +66,38 @@ def test_processes_are_read_across_and_one_process_keeps_its_own_interval() -> N
     assert per_process(base, candidate).ratio == pytest.approx(1.25)  # candidate over base, paired
 
 
+def test_p_is_the_t_test_of_the_processes_log_ratios_against_no_change_holm_adjusted() -> None:
+    steady = [RatioEstimate(r, math.nan, math.nan) for r in (1.30, 1.32, 1.29)]
+    assert no_change_p(steady) < 0.01
+    mixed = [RatioEstimate(r, math.nan, math.nan) for r in (0.95, 1.06, 1.00)]
+    assert no_change_p(mixed) > 0.5
+    assert math.isnan(no_change_p(steady[:1]))  # one process: nothing across processes to test
+    assert math.isnan(no_change_p([steady[0], steady[0]]))  # no spread to test against
+    case = {"scenario": "s", "seq_len": 64, "heads": 2, "d_model": 32, "batch": 1, "dtype": "float32"}
+    frame = pd.DataFrame(
+        [
+            {
+                **case,
+                "case_id": case_id,
+                "causal": False,
+                "bias": False,
+                "impl": impl,
+                "repeat": repeat,
+                "status": "ok",
+                "rounds_id": f"r{repeat}",
+                "times_ms": [slower * (1 + 0.01 * repeat)] * 8,  # the candidate 0 %, 1 %, 2 % slower by process
+                "latency_ms": slower,
+            }
+            for case_id, factor in (("a", 1.3), ("b", 1.0))
+            for repeat in range(3)
+            for impl, slower in (("p@base", 1 / (1 + 0.01 * repeat)), ("p@candidate", factor))
+        ]
+    )
+    rows = compare_versions(frame, [("p", "p@base", "p@candidate")], 0.05, ("a", "b")).rows
+    assert list(rows["p_holm"]) == pytest.approx(holm(list(rows["p_value"])))
+    assert rows["p_holm"].iloc[0] < 0.01 < rows["p_holm"].iloc[1]  # ×1.30 steady; ×1.00–1.02
+
+
 def test_ab_end_to_end_times_both_versions_in_the_same_rounds_and_fails_on_counted_work(tmp_path: Path) -> None:
     config = tmp_path / "tiny.yaml"
     config.write_text(
@@ -78,7 +112,7 @@ def test_ab_end_to_end_times_both_versions_in_the_same_rounds_and_fails_on_count
             }
         )
     )
-    candidate = with_extra_heads(tmp_path, 1)
+    candidate = with_extra_rows(tmp_path, 0.25)
     out = tmp_path / "out"
     args = ["ab", str(PLUGIN), str(candidate), str(config), "--replicates", "2", "--out", str(out)]
     result = CliRunner().invoke(app, [*args, "--fail-on-regression", "--output", str(tmp_path / "ab.json")])
@@ -94,6 +128,7 @@ def test_ab_end_to_end_times_both_versions_in_the_same_rounds_and_fails_on_count
     comparison = compare_versions(frame, [("my_fused", "my_fused@base", "my_fused@candidate")], 0.05, ("a", "b"))
     row = comparison.rows.iloc[0]
     flops = {change.column: change for change in row["work_changes"]}["measured_flops"]
-    n, head_dim = 32, 16
-    assert flops.candidate - flops.base == 2 * n * n * head_dim  # one n×n×d product more, counted exactly
+    n, heads, head_dim = 32, 2, 16
+    assert flops.candidate - flops.base == 2 * (n // 4) * n * head_dim * heads  # a quarter of q·kᵀ, counted exactly
+    assert 0 <= row["p_holm"] <= 1  # two processes: a t test of their log ratios
     assert row["verdict"] in {verdict.value for verdict in Change}

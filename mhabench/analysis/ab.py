@@ -8,6 +8,8 @@ processes (replicates) each give one paired ratio per case; the change is read a
 - **ratio**: candidate over base, the geometric mean of the processes' paired ratios (one process: its own);
 - **interval**: the t interval over the processes' log ratios (:func:`mhabench.analysis.estimate.across_processes`),
   which holds what moves between processes; one process: its paired bootstrap interval over rounds;
+- **p (Holm)**: the one-sample t test of those log ratios against 0 (no change), Holm-adjusted over the rows as
+  compare's are; informative only (the verdict is the interval's); none below two processes;
 - **verdict**: :func:`mhabench.analysis.verdict.judge_change`, the whole interval against the threshold, as every
   comparison; **counted work**: :mod:`mhabench.analysis.work_change`, exactly.
 
@@ -20,9 +22,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import scipy.stats
 
-from mhabench.analysis import work_change
+from mhabench.analysis import stats, work_change
 from mhabench.analysis.compare import Comparison
 from mhabench.analysis.estimate import across_processes, is_ok, row_ratio
 from mhabench.analysis.stats import RatioEstimate
@@ -46,6 +50,8 @@ def compare_versions(
         for pair in pairs
     ]
     rows = [row for row in rows if row is not None]
+    for row, p_holm in zip(rows, stats.holm([row["p_value"] for row in rows]), strict=True):
+        row["p_holm"] = p_holm
     return Comparison(labels[0], labels[1], pd.DataFrame(rows), [], threshold=threshold, same_rounds=True)
 
 
@@ -61,6 +67,15 @@ def across(estimates: Sequence[RatioEstimate]) -> RatioEstimate:
     if len(estimates) == 1:
         return estimates[0]
     return across_processes([estimate.ratio for estimate in estimates])
+
+
+def no_change_p(estimates: Sequence[RatioEstimate]) -> float:
+    """Two-sided p of the processes' log ratios under "no change" (mean 0): NaN below two processes or when every
+    process gave the same ratio (no spread to test against)."""
+    logs = np.log([estimate.ratio for estimate in estimates])
+    if logs.size < 2 or np.ptp(logs) == 0 or not np.isfinite(logs).all():
+        return math.nan
+    return float(scipy.stats.ttest_1samp(logs, 0.0).pvalue)
 
 
 def _pair_row(records: list[Record], pair: VersionPair, threshold: float) -> Record | None:
@@ -82,8 +97,10 @@ def _pair_row(records: list[Record], pair: VersionPair, threshold: float) -> Rec
     if not processes:
         row["note"] = f"ok in no process ({len(base)} base, {len(candidate)} candidate rows)"
         return row
-    estimate = across([per_process(base[p], candidate[p]) for p in processes])
+    estimates = [per_process(base[p], candidate[p]) for p in processes]
+    estimate = across(estimates)
     row.update(
+        p_value=no_change_p(estimates),
         base_ms=_median([base[p][LATENCY_MS] for p in processes]),
         candidate_ms=_median([candidate[p][LATENCY_MS] for p in processes]),
         ratio=estimate.ratio,

@@ -1,56 +1,83 @@
 #!/usr/bin/env bash
-# The A/A and A/B pairs of docs/findings/gate.md, cycle after cycle for as many minutes as given.
-#   PYTHON=.venv/bin/python docs/findings/gate/harness.sh OUT_DIR MINUTES [FIRST_CYCLE]   (from the repository root)
-# then: .venv/bin/python docs/findings/gate/summarize.py OUT_DIR
-# A cycle i: one-process runs of the base plugin (twice), of +1 and of +4 extra head products (plain two-run
-# compare pairs: base/base A/A, base/+1 and base/+4 A/B), and `mhabench ab` of base/base, base/+1, base/+4 (3
-# processes each). Each cycle holds /tmp/mhabench-bench.lock, so no other benchmark shares the machine's
-# benchmark slot while it runs; log.tsv records each command's start, end, exit code and `uptime` (the runs of
-# docs/findings/gate.md logged rc=0 for every command: a bug fixed since; summarize.py recomputes every exit code).
+# The A/A and A/B pairs of docs/findings/gate.md (from the repository root; PYTHON runs mhabench, default python):
+#   docs/findings/gate/harness.sh OUT_DIR loaded PAIRS [FIRST]   A/A pairs on a loaded machine, one pair at a time
+#   docs/findings/gate/harness.sh OUT_DIR idle CYCLES [FIRST]    A/B cycles on an idle machine, one cycle at a time
+# then: python docs/findings/gate/summarize.py OUT_DIR
+#
+# A loaded A/A pair i (under $SHARED: other work may run beside it) starts a burner that keeps one core busy half
+# the time (0.5 s busy, 0.5 s asleep), makes two one-process runs of the base plugin (aa/i-base_a, aa/i-base_b:
+# the plain two-run compare pair) and one `mhabench ab` of the base against itself (aa/i-ab, 3 processes), then
+# stops the burner. An idle A/B cycle i (under $EXCLUSIVE: nothing else of ours runs) makes one-process runs of the
+# base and of the two regressions (ab/i-base, ab/i-x15, ab/i-x75: the plain pairs base/x15 and base/x75) and
+# `mhabench ab` of base/x15 and base/x75 (ab/i-ab-x15, ab/i-ab-x75, $AB_REPLICATES processes each, default 3).
+# The lock is taken per pair or cycle and let go between them. log.tsv records each command's start, end, exit
+# code and `uptime`.
 set -u
 out=$1
-minutes=$2
-cycle=${3:-0}
+mode=$2
+count=$3
+first=${4:-0}
 python=${PYTHON:-python}
+shared=${SHARED:-flock -s /tmp/mhabench-cpu.lock}
+exclusive=${EXCLUSIVE:-flock -x /tmp/mhabench-cpu.lock}
 here=$(cd "$(dirname "$0")" && pwd)
 log="$out/log.tsv"
+config="$here/gate.yaml"
+regressions="15:0.15 75:0.75"  # name:EXTRA_ROWS, sized so `ab` measures about ×1.10 and ×1.35 on the idle VM
+ab_replicates=${AB_REPLICATES:-3}
 
 bench() {  # NAME COMMAND...: log start, end, exit code and load
   local name=$1
   shift
   printf '%s\tstart\t%s\t%s\n' "$name" "$(date -u +%FT%TZ)" "$(uptime)" >> "$log"
-  "$@" > "$out/$name.out" 2>&1
+  "$@" > "$out/logs/$name.out" 2>&1
   local code=$?
   printf '%s\tend\t%s\trc=%s\t%s\n' "$name" "$(date -u +%FT%TZ)" "$code" "$(uptime)" >> "$log"
 }
 
-run() {  # CYCLE NAME PLUGIN
-  bench "run-$1-$2" "$python" -m mhabench run "$here/gate.yaml" --plugin "$out/plugins/$3" --out "$out/runs/$1-$2"
+run() {  # FOLDER PLUGIN
+  bench "run-${1//\//-}" $python -m mhabench run "$config" --plugin "$out/plugins/$2" --out "$out/$1"
 }
 
-ab() {  # CYCLE EXTRA
-  bench "ab-$1-x$2" "$python" -m mhabench ab "$out/plugins/my_fused_x0.py" "$out/plugins/my_fused_x$2.py" \
-    "$here/gate.yaml" --out "$out/ab/$1-x$2" --fail-on-regression
+ab() {  # FOLDER CANDIDATE_PLUGIN
+  bench "ab-${1//\//-}" $python -m mhabench ab "$out/plugins/my_fused_x0.py" "$out/plugins/$2" "$config" \
+    --out "$out/$1" --replicates "$ab_replicates" --fail-on-regression
 }
 
-if [ "$minutes" = "--cycle" ]; then  # one cycle, called under the lock below
-  run "$cycle" base_a my_fused_x0.py
-  run "$cycle" base_b my_fused_x0.py
-  ab "$cycle" 0
-  run "$cycle" x1 my_fused_x1.py
-  ab "$cycle" 1
-  run "$cycle" x4 my_fused_x4.py
-  ab "$cycle" 4
-  exit 0
-fi
+case "$mode" in
+  --aa-pair)  # one loaded A/A pair, called under $SHARED below
+    python3 -c 'import time
+while True:
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:
+        pass
+    time.sleep(0.5)' &
+    burner=$!
+    trap 'kill "$burner"' EXIT
+    run "aa/$count-base_a" my_fused_x0.py
+    run "aa/$count-base_b" my_fused_x0.py
+    ab "aa/$count-ab" my_fused_x0.py
+    exit 0
+    ;;
+  --ab-cycle)  # one idle A/B cycle, called under $EXCLUSIVE below
+    run "ab/$count-base" my_fused_x0.py
+    run "ab/$count-x15" my_fused_x15.py
+    run "ab/$count-x75" my_fused_x75.py
+    ab "ab/$count-ab-x15" my_fused_x15.py
+    ab "ab/$count-ab-x75" my_fused_x75.py
+    exit 0
+    ;;
+esac
 
-mkdir -p "$out/plugins" "$out/runs" "$out/ab"
+mkdir -p "$out/plugins" "$out/logs" "$out/aa" "$out/ab"
 cp "$here/my_fused.py" "$out/plugins/my_fused_x0.py"
-for extra in 1 4; do
-  sed "s/^EXTRA_HEADS = 0$/EXTRA_HEADS = $extra/" "$here/my_fused.py" > "$out/plugins/my_fused_x$extra.py"
+for regression in $regressions; do
+  sed "s/^EXTRA_ROWS = 0.0$/EXTRA_ROWS = ${regression#*:}/" "$here/my_fused.py" > "$out/plugins/my_fused_x${regression%%:*}.py"
 done
-end=$(( $(date +%s) + minutes * 60 ))
-while [ "$(date +%s)" -lt "$end" ]; do
-  flock /tmp/mhabench-bench.lock bash "$0" "$out" --cycle "$cycle"
-  cycle=$((cycle + 1))
+for ((index = first; index < first + count; index++)); do
+  case "$mode" in
+    loaded) $shared bash "$0" "$out" --aa-pair "$index" ;;
+    idle) $exclusive bash "$0" "$out" --ab-cycle "$index" ;;
+    *) echo "mode: loaded or idle, not $mode" >&2; exit 2 ;;
+  esac
 done

@@ -1,8 +1,9 @@
 """The A/A and A/B plugin of docs/findings/gate.md: ``fused`` (packed QKV GEMM, SDPA, W_o) under the name my_fused.
 
-``EXTRA_HEADS`` adds that many per-head n×n×d products (q·kᵀ of one head, summed into the output times zero, so
-the output and its check are unchanged): a regression of known extra work. The harness writes copies with
-``EXTRA_HEADS`` set; this file, at 0, is the base.
+``EXTRA_ROWS`` (a fraction of the sequence length n) adds one extra product: the scores q·kᵀ of the first
+``EXTRA_ROWS × n`` query rows of every head again, summed into the output times zero (the output and its check are
+unchanged), a regression of a chosen size in known extra work. The harness writes copies with ``EXTRA_ROWS`` set;
+this file, at 0, is the base.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from torch import nn
 
 import mhabench
 
-EXTRA_HEADS = 0
+EXTRA_ROWS = 0.0
 
 
 def frozen(t: torch.Tensor | None) -> nn.Parameter | None:
@@ -34,7 +35,7 @@ class MyFused(nn.Module):
         qkv = F.linear(x, self.w_qkv.t(), self.b_qkv)
         q, k, v = (t.unflatten(-1, (self.heads, -1)).transpose(1, 2) for t in qkv.chunk(3, dim=-1))
         out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal).transpose(1, 2).flatten(2)
-        for index in range(EXTRA_HEADS):
-            head = index % self.heads
-            out = out + (q[:, head] @ k[:, head].transpose(-2, -1)).sum() * 0
+        rows = round(EXTRA_ROWS * q.shape[-2])
+        if rows:
+            out = out + (q[..., :rows, :] @ k.transpose(-2, -1)).sum() * 0
         return F.linear(out, self.w_o.t(), self.b_o)
