@@ -6,8 +6,8 @@ the round, and the paired ratio cancels it, as it does between any two implement
 processes (replicates) each give one paired ratio per case; the change is read across them:
 
 - **ratio**: candidate over base, the geometric mean of the processes' paired ratios (one process: its own);
-- **interval**: the t interval over the processes' log ratios (:func:`mhabench.analysis.estimate.across_processes`),
-  which holds what moves between processes; one process: its paired bootstrap interval over rounds;
+- **interval**: the t interval over the processes' log ratios, which holds what moves between processes; one
+  process: its paired bootstrap interval over rounds (:func:`mhabench.analysis.estimate.rows_ratio_by_process`);
 - **verdict**: :func:`mhabench.analysis.verdict.judge_change`, the whole interval against the threshold, as every
   comparison; **counted work**: :mod:`mhabench.analysis.work_change`, exactly.
 
@@ -17,15 +17,14 @@ The result is a :class:`mhabench.analysis.compare.Comparison`, so ``compare``'s 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from mhabench.analysis import work_change
 from mhabench.analysis.compare import Comparison
-from mhabench.analysis.estimate import across_processes, is_ok, row_ratio
-from mhabench.analysis.stats import RatioEstimate
+from mhabench.analysis.estimate import is_ok, rows_ratio_by_process
 from mhabench.analysis.verdict import Unjudged, judge_change, unjudged_row
 from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, REPEAT
 
@@ -49,20 +48,6 @@ def compare_versions(
     return Comparison(labels[0], labels[1], pd.DataFrame(rows), [], threshold=threshold, same_rounds=True)
 
 
-def per_process(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> RatioEstimate:
-    """One process's candidate/base ratio: paired over the rounds both took part in (the ratio of medians when they
-    were not timed in the same rounds)."""
-    found = row_ratio(candidate, base)
-    return RatioEstimate(found.ratio, found.ci_low, found.ci_high)
-
-
-def across(estimates: Sequence[RatioEstimate]) -> RatioEstimate:
-    """The processes' ratios read together: across them from two on, the one process's own interval below."""
-    if len(estimates) == 1:
-        return estimates[0]
-    return across_processes([estimate.ratio for estimate in estimates])
-
-
 def _pair_row(records: list[Record], pair: VersionPair, threshold: float) -> Record | None:
     name, base_name, candidate_name = pair
     base = {r.get(REPEAT): r for r in records if r[IMPL] == base_name}
@@ -82,7 +67,7 @@ def _pair_row(records: list[Record], pair: VersionPair, threshold: float) -> Rec
     if not processes:
         row["note"] = f"ok in no process ({len(base)} base, {len(candidate)} candidate rows)"
         return row
-    estimate = across([per_process(base[p], candidate[p]) for p in processes])
+    estimate = rows_ratio_by_process({p: candidate[p] for p in processes}, {p: base[p] for p in processes})
     row.update(
         base_ms=_median([base[p][LATENCY_MS] for p in processes]),
         candidate_ms=_median([candidate[p][LATENCY_MS] for p in processes]),
