@@ -334,7 +334,7 @@ def test_the_latency_title_fits_the_figure(h100_run: Path) -> None:
     for width_in in (6.4, 9.6):
         fig = plots.Figure(figsize=(width_in, 3.0), layout="constrained")
         fig.add_subplot()
-        plot_style.images("latency", "Latency vs sequence length (log-log)", [fig], longest, "")
+        plot_style.as_plots("latency", "Latency vs sequence length (log-log)", [fig], longest, "")
         box = fig._suptitle.get_window_extent(_drawn(fig))
         assert box.x0 >= 0 and box.x1 <= fig.bbox.width
 

@@ -168,7 +168,7 @@ def render(fig: Figure) -> bytes:
     return small.getvalue()
 
 
-def grid(ax: Axes) -> Axes:
+def with_grid(ax: Axes) -> Axes:
     ax.grid(True, which="major", alpha=0.35)
     ax.grid(True, which="minor", alpha=0.12)
     return ax
@@ -198,7 +198,7 @@ def impl_handles(names: Sequence[str], styles: dict[str, tuple[str, str]]) -> li
     return [Line2D([], [], color=styles[n][0], marker=styles[n][1], label=n) for n in names]
 
 
-def images(name: str, title: str, figures: list[Figure], subtitle: str, caption: str) -> list[Plot]:
+def as_plots(name: str, title: str, figures: list[Figure], subtitle: str, caption: str) -> list[Plot]:
     """One Plot per image: ``name``, ``name_2``, …; a title says "(2 of 3)" when there are several."""
     plots = []
     for number, fig in enumerate(figures, 1):

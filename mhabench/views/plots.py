@@ -25,12 +25,11 @@ from mhabench.views.plot_style import (
     MAX_IMAGES,
     MAX_LINES,
     Plot,
+    as_plots,
     constant_label,
     drawn_text,
     fields_present,
     figure_legend,
-    grid,
-    images,
     impl_handles,
     impl_styles,
     left_out_text,
@@ -38,6 +37,7 @@ from mhabench.views.plot_style import (
     plain_log_labels,
     shown_impls,
     varying_label,
+    with_grid,
 )
 from mhabench.views.roofline import roofline
 
@@ -87,8 +87,8 @@ def _facet_figure(panels: list[tuple], x: str, metrics: Sequence[Metric], styles
     nrows = math.ceil(count / columns)
     width_in = max(PANEL_SIZE_IN[0] * columns, MIN_FIGURE_WIDTH_IN)
     fig = Figure(figsize=(width_in, PANEL_SIZE_IN[1] * nrows + 0.9), layout="constrained")
-    grid = fig.subplots(nrows, columns, sharex=True, sharey="col" if len(metrics) > 1 else True, squeeze=False)
-    cells = list(grid.flat)
+    axes_grid = fig.subplots(nrows, columns, sharex=True, sharey="col" if len(metrics) > 1 else True, squeeze=False)
+    cells = list(axes_grid.flat)
     for ax in cells[count:]:
         ax.remove()
     for index, (title, panel) in enumerate(panels):
@@ -97,7 +97,7 @@ def _facet_figure(panels: list[tuple], x: str, metrics: Sequence[Metric], styles
         for ax in axes:
             ax.set_title(textwrap.fill(title, PANEL_TITLE_CHARS), fontsize="small")
     ticks = sorted({float(v) for _, panel in panels for v in panel[x]})
-    for index, ax in enumerate(map(grid, cells[:count])):
+    for index, ax in enumerate(map(with_grid, cells[:count])):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         plain_log_labels(ax)
@@ -162,7 +162,7 @@ def faceted(name: str, rows: pd.DataFrame, styles: dict, baseline: str = DEFAULT
     caption = " ".join(
         filter(None, [facet_text, drawn_text(drawn, panels, "panels"), left_out_text(shown, left_out, baseline)])
     )
-    return images(name, title, figures, constant_label(ok, (x,)), caption)
+    return as_plots(name, title, figures, constant_label(ok, (x,)), caption)
 
 
 def _bar_figure(table: pd.DataFrame, rows: pd.DataFrame, cases: list[str], styles: dict, baseline: str) -> Figure:
@@ -172,7 +172,7 @@ def _bar_figure(table: pd.DataFrame, rows: pd.DataFrame, cases: list[str], style
     ticks = [textwrap.fill(_case_tick(rows, c), BAR_LABEL_CHARS) for c in cases]
     per_case = max(0.2 * len(impls) + 0.15, 0.17 * max(t.count("\n") + 1 for t in ticks) + 0.1)
     fig = Figure(figsize=(8.0, max(2.8, 1.3 + per_case * len(cases))), layout="constrained")
-    ax = grid(fig.add_subplot())
+    ax = with_grid(fig.add_subplot())
     width = 0.8 / len(impls)
     for position, impl in enumerate(impls):
         part = table[table[IMPL] == impl].groupby(CASE_ID)[["speedup", "speedup_ci_low", "speedup_ci_high"]]
@@ -240,7 +240,7 @@ def speedup_bars(speedups: pd.DataFrame, styles: dict, baseline: str = DEFAULT_B
     caption = " ".join(
         filter(None, [drawn_text(sum(map(len, chunks)), len(cases), "cases"), left_out_text(shown, left_out, baseline)])
     )
-    return images("speedup", title, figures, "higher is better; bars: 95% bootstrap CI", caption)
+    return as_plots("speedup", title, figures, "higher is better; bars: 95% bootstrap CI", caption)
 
 
 def _case_tick(rows: pd.DataFrame, case_id: str) -> str:

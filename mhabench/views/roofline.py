@@ -39,13 +39,13 @@ from mhabench.views.plot_style import (
     LINE_STYLES,
     Plot,
     figure_legend,
-    grid,
     impl_handles,
     left_out_text,
     ok_rows,
     plain_log_labels,
     render,
     shown_impls,
+    with_grid,
 )
 
 
@@ -97,7 +97,7 @@ def roofline_figure(rows: pd.DataFrame, styles: dict) -> Figure | None:
     if points.empty:
         return None
     fig = Figure(figsize=(7.0, 4.4), layout="constrained")
-    ax = grid(fig.add_subplot())
+    ax = with_grid(fig.add_subplot())
     roofs = _roofs(points)
     ridges = roofs[PEAK_TFLOPS] * 1e3 / roofs[PEAK_GBPS]
     intensity = points[EXECUTED_INTENSITY]
