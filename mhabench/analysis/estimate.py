@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from scipy import stats as scipy_stats
 
 from mhabench.analysis import stats
 from mhabench.analysis.stats import CONFIDENCE_LEVEL, RatioEstimate
+from mhabench.results.cells import cell
 from mhabench.results.columns import LATENCY_MS, ROUNDS_ID, SAMPLES_COLUMN, STATUS
 from mhabench.results.schema import RowStatus
 
@@ -125,6 +126,20 @@ def shared_rounds(first_ms: list[float], second_ms: list[float]) -> tuple[list[f
     """
     shared = min(len(first_ms), len(second_ms))
     return first_ms[:shared], second_ms[:shared]
+
+
+def key_of(row: Row, key: Sequence[str]) -> tuple[Any, ...]:
+    """A row's values of the columns ``key`` as one hashable value; a missing one (NaN, None) is None, so that it
+    matches a missing one in another row."""
+    return tuple(cell(row.get(column)) for column in key)
+
+
+def by_key(rows: Iterable[Row], key: Sequence[str]) -> dict[tuple[Any, ...], list[Row]]:
+    """``rows`` per value of the columns ``key``, in first-seen order (:func:`key_of`)."""
+    found: dict[tuple[Any, ...], list[Row]] = {}
+    for row in rows:
+        found.setdefault(key_of(row, key), []).append(row)
+    return found
 
 
 # --- within one process -----------------------------------------------------------------------------------------------

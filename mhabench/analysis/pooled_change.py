@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mhabench.analysis.estimate import MIN_TWO_SIDED_PROCESSES, between_process_range, is_ok, two_sided_across
+from mhabench.analysis.estimate import MIN_TWO_SIDED_PROCESSES, between_process_range, by_key, is_ok, two_sided_across
 from mhabench.analysis.verdict import Unjudged, unjudged_row
 from mhabench.results.columns import ERROR, LATENCY_MS, REPEAT, STATUS
 
@@ -48,7 +48,7 @@ def compare_rows(base: pd.DataFrame, candidate: pd.DataFrame, key: Sequence[str]
 def matched(base: pd.DataFrame, candidate: pd.DataFrame, key: Sequence[str]) -> list[tuple[list[Record], list[Record]]]:
     """The base's and the candidate's records of each value of ``key`` in either run: the base's values in its
     order, then those only the candidate has in the candidate's."""
-    base_groups, candidate_groups = _groups(base, key), _groups(candidate, key)
+    base_groups, candidate_groups = (by_key(frame.to_dict("records"), key) for frame in (base, candidate))
     order = [*base_groups, *(found for found in candidate_groups if found not in base_groups)]
     return [(base_groups.get(found, []), candidate_groups.get(found, [])) for found in order]
 
@@ -60,20 +60,10 @@ def measured_spread(base: pd.DataFrame, candidate: pd.DataFrame, key: Sequence[s
     ranges = [
         between_process_range(_ok_medians(records))
         for frame in (base, candidate)
-        for records in _groups(frame, key).values()
+        for records in by_key(frame.to_dict("records"), key).values()
     ]
     finite = [value for value in ranges if math.isfinite(value)]
     return float(np.median(finite)) if finite else 0.0
-
-
-def _groups(frame: pd.DataFrame, key: Sequence[str]) -> dict[tuple[Any, ...], list[Record]]:
-    """The frame's records per key value, in first-seen order (one record per process); a missing key value (NaN)
-    matches a missing one."""
-    found: dict[tuple[Any, ...], list[Record]] = {}
-    for record in frame.to_dict("records"):
-        value = tuple(None if pd.isna(record.get(column)) else record.get(column) for column in key)
-        found.setdefault(value, []).append(record)
-    return found
 
 
 def _ok_medians(records: list[Record]) -> list[float]:
