@@ -111,16 +111,15 @@ class Comparison:
     @property
     def regressions(self) -> pd.DataFrame:
         """Rows whose whole interval is slower than the threshold (what ``--fail-on-regression`` gates on)."""
-        if "verdict" not in self.rows:
-            return self.rows.iloc[0:0]
-        return self.rows[self.rows["verdict"] == Change.SLOWER]
+        return self._with_verdict(Change.SLOWER)
 
     @property
     def unjudged(self) -> pd.DataFrame:
         """Rows the machine's movement left ``cannot judge`` (``--on-noise`` decides what they do to the gate)."""
-        if "verdict" not in self.rows:
-            return self.rows.iloc[0:0]
-        return self.rows[self.rows["verdict"] == Unjudged.CANNOT_JUDGE]
+        return self._with_verdict(Unjudged.CANNOT_JUDGE)
+
+    def _with_verdict(self, verdict: Change | Unjudged) -> pd.DataFrame:
+        return self.rows[self.rows["verdict"] == verdict] if "verdict" in self.rows else self.rows.iloc[0:0]
 
     @property
     def work_rises(self) -> pd.DataFrame:
@@ -141,7 +140,7 @@ class Comparison:
             return Summary(counts)
         low, high = _geometric_mean_interval(ratios)
         shift = float(np.exp(np.log(ratios).mean()))
-        return Summary(counts, shift, (low, high), judged(low, high, self.threshold, self.between_process_spread))
+        return Summary(counts, shift, (low, high), judge_change(low, high, self.threshold, self.between_process_spread))
 
 
 def speedups(run: results.Run, baseline: str = DEFAULT_BASELINE) -> Comparison:
@@ -253,7 +252,7 @@ def _judged(
     for row, p_holm in zip(rows, adjusted, strict=True):
         row["p_holm"] = p_holm
         if row["verdict"] is None:
-            row["verdict"] = row_verdict(row["ci_low"], row["ci_high"], threshold)
+            row["verdict"] = judge_change(row["ci_low"], row["ci_high"], threshold).value
         unclear_within_spread(row, threshold, machine_drift.row_spread(row, machine, between_process_spread))
         machine_drift.unjudge(row)
     work_change.annotate(rows, base.frame, candidate.frame, key)
@@ -284,17 +283,6 @@ def machine_spread(runs: list[results.Run]) -> float:
     found = [load_calibration(Fingerprint.of(run.manifest.environment or {})) for run in runs]
     spreads = [c.between_process_spread for c in found if c is not None and math.isfinite(c.between_process_spread)]
     return max(spreads, default=0.0)
-
-
-def judged(ci_low: float, ci_high: float, threshold: float, between_process_spread: float = 0.0) -> Change:
-    """The project's one rule (``judge_change``) for every verdict of a comparison, rows and run-wide shift alike:
-    the one call a between-process spread is threaded into."""
-    return judge_change(ci_low, ci_high, threshold, between_process_spread)
-
-
-def row_verdict(ci_low: float, ci_high: float, threshold: float) -> str:
-    """A matched row's verdict, as the table and ``--fail-on-regression`` read it."""
-    return judged(ci_low, ci_high, threshold).value
 
 
 def _geometric_mean_interval(ratios: np.ndarray) -> tuple[float, float]:
