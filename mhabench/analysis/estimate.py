@@ -18,7 +18,8 @@ within-process variance at once. Why not the hierarchical bootstrap (resample pr
 interval is too narrow. On the synthetic model of ``tests/test_replication.py`` (true ratio 1.05, a 5 %
 between-process and 2 % within-process spread, 20 rounds) the t interval covered the true ratio in 94 % of 300
 draws with 3 processes and 93 % with 5; one process's paired interval, even over all the rounds pooled, in 40 %.
-Below ``MIN_REPLICATES`` processes there is no between-process information and no interval.
+Below ``MIN_REPLICATES`` processes there is no between-process information and no interval. Two runs share no
+process, so a change between them is read from each side's per-process medians (:func:`two_sided_across`).
 
 Every speedup a view prints, every lead a pick rests on, goes through :func:`row_ratio` or
 :func:`rows_ratio_across`.
@@ -202,8 +203,8 @@ def two_sided_across(numerator_ms: Sequence[float], denominator_ms: Sequence[flo
     """``numerator / denominator`` from each side's per-process median latencies where the two sides ran in
     different processes (two runs): the ratio of their geometric means, Student's t interval for the difference
     of the mean log medians with the variance pooled over both sides (one machine: equal variances), and that
-    test's p-value. No interval below ``MIN_TWO_SIDED_PROCESSES`` processes in all or with no spread on a side
-    of two."""
+    test's p-value. No interval below ``MIN_TWO_SIDED_PROCESSES`` processes in all, or with one process a side
+    (no spread to estimate)."""
     numerator, denominator = (np.log(np.asarray(side, dtype=float)) for side in (numerator_ms, denominator_ms))
     if numerator.size == 0 or denominator.size == 0:
         return RatioEstimate(math.nan, math.nan, math.nan), math.nan
