@@ -11,8 +11,9 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from mhabench.analysis.ab import across, compare_versions, no_change_p, per_process
-from mhabench.analysis.stats import RatioEstimate, holm
+from mhabench.analysis.ab import compare_versions, no_change_p
+from mhabench.analysis.estimate import row_ratio, rows_ratio_by_process
+from mhabench.analysis.stats import holm
 from mhabench.analysis.two_run_gate import REGRESSION
 from mhabench.analysis.verdict import Change
 from mhabench.cli import app
@@ -56,20 +57,24 @@ def test_files_that_share_no_name_are_one_line(tmp_path: Path) -> None:
 
 
 def test_processes_are_read_across_and_one_process_keeps_its_own_interval() -> None:
-    one = RatioEstimate(1.1, 1.05, 1.15)
-    assert across([one]) == one
-    pooled = across([RatioEstimate(1.10, 1.0, 1.2), RatioEstimate(1.12, 1.0, 1.2), RatioEstimate(1.08, 1.0, 1.2)])
-    assert pooled.ratio == pytest.approx(math.exp((math.log(1.10) + math.log(1.12) + math.log(1.08)) / 3))
-    assert pooled.ci_low < pooled.ratio < pooled.ci_high
-    base = {"times_ms": [1.0] * 12, "rounds_id": "r", "status": "ok"}
-    candidate = {"times_ms": [1.25] * 12, "rounds_id": "r", "status": "ok"}
-    assert per_process(base, candidate).ratio == pytest.approx(1.25)  # candidate over base, paired
+    def row(times_ms: list[float]) -> dict:
+        return {"times_ms": times_ms, "rounds_id": "r", "status": "ok"}
+
+    base = row([1.0] * 12)
+    noisy = row([1.0 + 0.01 * (i % 5) for i in range(12)])
+    one = rows_ratio_by_process({0: noisy}, {0: base})
+    assert one == row_ratio(noisy, base) and one.has_interval  # one process: its own paired interval
+    ratios = (1.10, 1.12, 1.08)
+    pooled = rows_ratio_by_process({p: row([r] * 12) for p, r in enumerate(ratios)}, {p: base for p in range(3)})
+    assert pooled.ratio == pytest.approx(math.exp(sum(math.log(r) for r in ratios) / 3))
+    assert pooled.ci_low < pooled.ratio < pooled.ci_high and pooled.processes == 3
+    assert rows_ratio_by_process({0: row([1.25] * 12)}, {0: base}).ratio == pytest.approx(1.25)  # candidate over base
 
 
 def test_p_is_the_t_test_of_the_processes_log_ratios_against_no_change_holm_adjusted() -> None:
-    steady = [RatioEstimate(r, math.nan, math.nan) for r in (1.30, 1.32, 1.29)]
+    steady = [1.30, 1.32, 1.29]
     assert no_change_p(steady) < 0.01
-    mixed = [RatioEstimate(r, math.nan, math.nan) for r in (0.95, 1.06, 1.00)]
+    mixed = [0.95, 1.06, 1.00]
     assert no_change_p(mixed) > 0.5
     assert math.isnan(no_change_p(steady[:1]))  # one process: nothing across processes to test
     assert math.isnan(no_change_p([steady[0], steady[0]]))  # no spread to test against

@@ -14,7 +14,8 @@ from synthetic_runs import write_replicated_run
 from typer.testing import CliRunner
 
 from mhabench.analysis.compare import compare_runs
-from mhabench.analysis.pooled_change import across_processes, measured_spread
+from mhabench.analysis.estimate import two_sided_across as across_processes
+from mhabench.analysis.pooled_change import measured_spread
 from mhabench.analysis.verdict import Change
 from mhabench.cli import app
 from mhabench.results.store import load_run

@@ -35,7 +35,7 @@ from mhabench.results.columns import (
 )
 from mhabench.results.schema import MIN_SPREAD_SAMPLES
 from mhabench.results.store import load_run
-from mhabench.views import plots
+from mhabench.views import plot_style, plots, roofline
 
 FINDINGS_RUNS = Path(__file__).resolve().parents[1] / "docs" / "findings" / "runs"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -54,8 +54,8 @@ def sweep() -> pd.DataFrame:
 
 
 def test_a_five_field_sweep_is_faceted_into_panels_of_at_most_eight_lines(sweep: pd.DataFrame) -> None:
-    styles = plots.impl_styles(sweep)
-    shown, left_out = plots.shown_impls(sweep, "naive")
+    styles = plot_style.impl_styles(sweep)
+    shown, left_out = plot_style.shown_impls(sweep, "naive")
     assert left_out == ["impl7", "impl8"] and "naive" in shown  # the baseline stays although it is the slowest
     figures, facets, panels = plots.facet_figures(sweep[sweep["impl"].isin(shown)], "seq_len", [plots.LATENCY], styles)
     assert facets == ["batch", "d_model", "heads", "causal"]  # kv_heads = heads: no facet of its own
@@ -69,7 +69,7 @@ def test_a_five_field_sweep_is_faceted_into_panels_of_at_most_eight_lines(sweep:
 
 def test_the_legend_is_outside_every_axes(sweep: pd.DataFrame) -> None:
     small = sweep[(sweep["batch"] == 1) & (sweep["d_model"] == 64)]
-    styles = plots.impl_styles(small)
+    styles = plot_style.impl_styles(small)
     (fig,), _, _ = plots.facet_figures(
         small[small["impl"].isin(["naive", "impl0"])], "seq_len", [plots.LATENCY, plots.MEMORY], styles
     )
@@ -83,7 +83,7 @@ def test_the_legend_is_outside_every_axes(sweep: pd.DataFrame) -> None:
 def test_faceted_plot_images_names_and_caption(sweep: pd.DataFrame, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plots, "MAX_PANELS", 6)  # 8 panels (batch 1): two images, cheap to render
     rows = sweep[sweep["batch"] == 1]
-    images = plots.faceted("latency_vs_seq_len", rows, plots.impl_styles(rows), "naive")
+    images = plots.faceted("latency_vs_seq_len", rows, plot_style.impl_styles(rows), "naive")
     assert [image.name for image in images] == ["latency_vs_seq_len", "latency_vs_seq_len_2"]
     assert images[1].title.endswith("(2 of 2)") and all(image.wide for image in images)
     assert images[0].caption.startswith("One panel per d_model × heads × causal value; lines: implementations.")
@@ -96,7 +96,7 @@ def test_a_plot_stops_at_max_images_and_says_so(sweep: pd.DataFrame, monkeypatch
     monkeypatch.setattr(plots, "MAX_PANELS", 3)
     monkeypatch.setattr(plots, "MAX_IMAGES", 1)
     rows = sweep[(sweep["batch"] == 1) & sweep["impl"].isin(["naive", "impl0"])]
-    (image,) = plots.faceted("latency_vs_seq_len", rows, plots.impl_styles(rows), "naive")
+    (image,) = plots.faceted("latency_vs_seq_len", rows, plot_style.impl_styles(rows), "naive")
     assert "The first 3 of 8 panels are drawn (the tables hold every case)." in image.caption
     assert "left out" not in image.caption
 
@@ -110,7 +110,7 @@ def test_repeats_of_a_point_are_one_line_at_their_median() -> None:
             for repeat in range(3)
         ]
     )
-    (fig,), facets, _ = plots.facet_figures(rows, "seq_len", [plots.LATENCY], plots.impl_styles(rows))
+    (fig,), facets, _ = plots.facet_figures(rows, "seq_len", [plots.LATENCY], plot_style.impl_styles(rows))
     (ax,) = fig.axes
     assert facets == [] and len(ax.get_lines()) == 2
     naive = next(line for line in ax.get_lines() if line.get_color() == "C0")
@@ -125,7 +125,7 @@ def _roofline_rows() -> pd.DataFrame:
 
 def test_roofline_places_each_row_by_its_intensity_source() -> None:
     rows = _roofline_rows()
-    points = plots.roofline_points(rows).set_index("impl")
+    points = roofline.roofline_points(rows).set_index("impl")
     assert points.loc["naive", EXECUTED_INTENSITY] == pytest.approx(2 * rows.loc[0, "arithmetic_intensity"])
     assert points.loc["naive", EXECUTED_INTENSITY] == pytest.approx(rows.loc[0, "measured_intensity"])
     assert points.loc["fused", EXECUTED_INTENSITY] == rows.loc[1, "arithmetic_intensity"]
@@ -137,7 +137,7 @@ def test_roofline_places_each_row_by_its_intensity_source() -> None:
 
 def test_roofline_marks_counted_points_filled_and_modelled_hollow() -> None:
     rows = _roofline_rows()
-    fig = plots.roofline_figure(rows, plots.impl_styles(rows))
+    fig = roofline.roofline_figure(rows, plot_style.impl_styles(rows))
     assert fig is not None
     (ax,) = fig.axes
     by_x = {float(c.get_offsets()[0][0]): c for c in ax.collections}
@@ -152,14 +152,14 @@ def test_a_dtype_with_two_roofs_names_the_implementations_on_each() -> None:
     """fused_fp8 sits in a bf16 case on the fp8 tensor rate: two roofs for one dtype, each named by its rows."""
     fp8 = {**row("fused_fp8", samples(0.5, 0.01)), "peak_tflops": 2 * PEAK_TFLOPS}
     rows = pd.DataFrame([row("fused", samples(1, 0.01)), fp8, row("naive", samples(4, 0.01))])
-    fig = plots.roofline_figure(rows, plots.impl_styles(rows))
+    fig = roofline.roofline_figure(rows, plot_style.impl_styles(rows))
     assert fig is not None
     labels = [text.get_text() for text in fig.legends[0].get_texts() if text.get_text().startswith("roof")]
     assert labels == [
         f"roof float32 (fused, naive): {PEAK_GBPS:.3g} GB/s, {PEAK_TFLOPS:.3g} TFLOP/s",
         f"roof float32 (fused_fp8): {PEAK_GBPS:.3g} GB/s, {2 * PEAK_TFLOPS:.3g} TFLOP/s",
     ]
-    alone = plots.roofline_figure(rows.iloc[[0, 2]], plots.impl_styles(rows))
+    alone = roofline.roofline_figure(rows.iloc[[0, 2]], plot_style.impl_styles(rows))
     assert alone is not None
     assert [t.get_text() for t in alone.legends[0].get_texts() if t.get_text().startswith("roof")] == [
         f"roof float32: {PEAK_GBPS:.3g} GB/s, {PEAK_TFLOPS:.3g} TFLOP/s"
@@ -168,8 +168,8 @@ def test_a_dtype_with_two_roofs_names_the_implementations_on_each() -> None:
 
 def test_roofline_of_a_run_without_counts_has_only_modelled_points() -> None:
     rows = pd.DataFrame([row("naive", samples(4, 0.01)), row("fused", samples(1, 0.01))])
-    assert set(plots.roofline_points(rows)["source"]) == {"modelled"}
-    plot = plots.roofline(rows, plots.impl_styles(rows))
+    assert set(roofline.roofline_points(rows)["source"]) == {"modelled"}
+    plot = roofline.roofline(rows, plot_style.impl_styles(rows))
     assert plot.png is not None and plot.caption == "Filled: intensity counted from the ops; hollow: the model's."
 
 
@@ -192,7 +192,7 @@ def _causal(impl: str, median_ms: float, sdpa_backend: str, skips: bool | None) 
 
 
 def _roof(points: pd.DataFrame) -> pd.Series:
-    return plots.roof_tflops(points["peak_tflops"], points["peak_gbps"], points[EXECUTED_INTENSITY])
+    return roofline.roof_tflops(points["peak_tflops"], points["peak_gbps"], points[EXECUTED_INTENSITY])
 
 
 @pytest.mark.parametrize("skips", [True, None], ids=["recorded", "decided-from-backend"])
@@ -202,12 +202,12 @@ def test_a_causal_flash_row_above_the_roof_is_plotted_at_its_useful_flops(skips:
     rows = pd.DataFrame([_causal("fused", 0.01, "flash", skips)])
     flash = rows.iloc[0]
     assert flash[ACHIEVED_TFLOPS] > PEAK_TFLOPS  # what the plot drew before
-    point = plots.roofline_points(rows).iloc[0]
+    point = roofline.roofline_points(rows).iloc[0]
     assert point[SKIPS_MASKED_WORK]
     assert point[EXECUTED_TFLOPS] == flash[ACHIEVED_USEFUL_TFLOPS]
     assert point[EXECUTED_INTENSITY] == pytest.approx(flash["useful_flops"] / flash["measured_bytes"])
-    assert point[EXECUTED_TFLOPS] <= plots.roof_tflops(PEAK_TFLOPS, PEAK_GBPS, point[EXECUTED_INTENSITY])
-    plot = plots.roofline(rows, plots.impl_styles(rows))
+    assert point[EXECUTED_TFLOPS] <= roofline.roof_tflops(PEAK_TFLOPS, PEAK_GBPS, point[EXECUTED_INTENSITY])
+    plot = roofline.roofline(rows, plot_style.impl_styles(rows))
     assert "1 point(s) of kernels that skip the blocks a causal mask hides are placed by their useful" in plot.caption
 
 
@@ -216,11 +216,11 @@ def test_a_causal_row_that_computes_every_score_is_plotted_at_its_full_flops(imp
     """naive and the math backend materialize the n×L scores and mask them after: they execute every FLOP."""
     rows = pd.DataFrame([_causal(impl, 0.04, backend, None)])
     full = rows.iloc[0]
-    point = plots.roofline_points(rows).iloc[0]
+    point = roofline.roofline_points(rows).iloc[0]
     assert not point[SKIPS_MASKED_WORK]
     assert point[EXECUTED_TFLOPS] == full[ACHIEVED_TFLOPS] > full[ACHIEVED_USEFUL_TFLOPS]
     assert point[EXECUTED_INTENSITY] == full["measured_intensity"]
-    assert "useful FLOPs" not in plots.roofline(rows, plots.impl_styles(rows)).caption
+    assert "useful FLOPs" not in roofline.roofline(rows, plot_style.impl_styles(rows)).caption
 
 
 def test_no_point_of_the_h100_run_stands_above_its_roof(h100_run: Path) -> None:
@@ -231,10 +231,10 @@ def test_no_point_of_the_h100_run_stands_above_its_roof(h100_run: Path) -> None:
     above the compute roof; they are drawn at their useful TFLOP/s."""
     run = load_run(h100_run)
     rows = run.frame
-    points = plots.roofline_points(rows)
+    points = roofline.roofline_points(rows)
     ok = rows.loc[points.index]
     assert len(points) == (rows[STATUS] == "ok").sum()  # every ok row is drawn
-    fig = plots.roofline_figure(rows, plots.impl_styles(rows))
+    fig = roofline.roofline_figure(rows, plot_style.impl_styles(rows))
     assert fig is not None
     drawn = np.concatenate([collection.get_offsets() for collection in fig.axes[0].collections])
     assert sorted(map(tuple, drawn)) == sorted(zip(points[EXECUTED_INTENSITY], points[EXECUTED_TFLOPS], strict=True))
@@ -266,13 +266,13 @@ def test_a_row_with_hardware_counters_stands_at_the_hardware_intensity_and_shows
     rows = pd.DataFrame(
         [with_hardware(row("fused", samples(5, 0.01)), bytes_factor=2.0), row("naive", samples(5, 0.02))]
     )
-    points = plots.roofline_points(rows).set_index("impl")
+    points = roofline.roofline_points(rows).set_index("impl")
     assert points.loc["fused", "source"] == "hardware"
     assert points.loc["fused", EXECUTED_INTENSITY] == pytest.approx(rows.loc[0, "arithmetic_intensity"] / 2)
-    every = plots.source_points(rows)
+    every = roofline.source_points(rows)
     assert sorted(every[every["row"] == 0]["source"]) == ["counted", "hardware", "model"]
     assert list(every[every["row"] == 1]["source"]) == ["model"]
-    plot = plots.roofline(rows, plots.impl_styles(rows))
+    plot = roofline.roofline(rows, plot_style.impl_styles(rows))
     assert plot.png is not None and "hardware counters" in plot.caption
 
 
@@ -305,7 +305,7 @@ def test_speedup_bars_with_the_longest_mask_labels_keep_their_plot_area_and_tick
     rows = speedup_rows(load_run(shared_run(h100_run, MASKS_RUN_ID)).frame, "naive")
     table = rows[(rows["impl"] != "naive") & rows["speedup"].notna()]
     cases = list(dict.fromkeys(table["case_id"]))
-    fig = plots._bar_figure(table, rows, cases, plots.impl_styles(rows), "naive")
+    fig = plots._bar_figure(table, rows, cases, plot_style.impl_styles(rows), "naive")
     renderer = _drawn(fig)
     (ax,) = fig.axes
     assert ax.get_position().width > 0.4 and ax.get_position().height > 0.4  # a plot, not a sliver
@@ -326,15 +326,15 @@ def test_a_narrow_speedup_range_still_gets_several_ticks() -> None:
 def test_the_latency_title_fits_the_figure(h100_run: Path) -> None:
     """Issue 29: the GPU latency plot's title (every constant field) was cut at both ends."""
     rows = load_run(h100_run).frame
-    (image, *_) = plots.faceted("latency_vs_seq_len", rows, plots.impl_styles(rows), "naive")
+    (image, *_) = plots.faceted("latency_vs_seq_len", rows, plot_style.impl_styles(rows), "naive")
     assert image.png is not None
-    subtitle = plots.constant_label(rows[rows["status"] == "ok"], ("seq_len",))
+    subtitle = plot_style.constant_label(rows[rows["status"] == "ok"], ("seq_len",))
     assert subtitle == "bfloat16"  # window=0, lengths=none, one rank … add nothing
     longest = " ".join(f"field{i}=value{i}" for i in range(30))  # a subtitle longer than any figure is wide
     for width_in in (6.4, 9.6):
         fig = plots.Figure(figsize=(width_in, 3.0), layout="constrained")
         fig.add_subplot()
-        plots._images("latency", "Latency vs sequence length (log-log)", [fig], longest, "")
+        plot_style.as_plots("latency", "Latency vs sequence length (log-log)", [fig], longest, "")
         box = fig._suptitle.get_window_extent(_drawn(fig))
         assert box.x0 >= 0 and box.x1 <= fig.bbox.width
 
@@ -342,7 +342,7 @@ def test_the_latency_title_fits_the_figure(h100_run: Path) -> None:
 def test_roofline_tick_labels_do_not_run_together(h100_run: Path) -> None:
     """Issue 29: over four decades the roofline's x labels read "100200" and "10002000 5000"."""
     rows = load_run(h100_run).frame
-    fig = plots.roofline_figure(rows, plots.impl_styles(rows))
+    fig = roofline.roofline_figure(rows, plot_style.impl_styles(rows))
     assert fig is not None
     renderer = _drawn(fig)
     ax = fig.axes[0]
@@ -361,18 +361,18 @@ def test_a_packed_batch_is_labelled_one_row_in_the_plots() -> None:
         ]
     )
     fields = ["batch", "layout", "lengths", "mask", "causal"]
-    label = plots.varying_label(rows, rows.iloc[1].to_dict(), fields)
+    label = plot_style.varying_label(rows, rows.iloc[1].to_dict(), fields)
     assert (
         label == "b=1 layout=packed"
-        and plots.varying_label(rows, rows.iloc[0].to_dict(), fields) == "b=2 layout=padded"
+        and plot_style.varying_label(rows, rows.iloc[0].to_dict(), fields) == "b=2 layout=padded"
     )
 
 
 def test_a_label_leaves_out_what_another_field_already_says() -> None:
     values = {"heads": 12, "kv_heads": 12, "d_model": 768, "head_dim": 64, "score_mod": "softcap", "softcap": 50.0}
-    assert [f for f in values if plots.says_something(f, values)] == ["heads", "d_model", "softcap"]
+    assert [f for f in values if plot_style.says_something(f, values)] == ["heads", "d_model", "softcap"]
     grouped = {**values, "kv_heads": 4, "head_dim": 256, "score_mod": "alibi", "softcap": 0.0, "window": 0}
-    assert [f for f in grouped if plots.says_something(f, grouped)] == [
+    assert [f for f in grouped if plot_style.says_something(f, grouped)] == [
         "heads",
         "kv_heads",
         "d_model",
@@ -405,20 +405,22 @@ def test_the_default_runs_latency_and_memory_plots_are_wide_and_keep_their_legen
     """The one-panel plots of the default run were 320 px wide, their legend cut at both ends (`naive` lost its
     marker, `torch_mha` read `torch`)."""
     _, x, metrics, _ = plots.FACETED[name]
-    rows = plots.ok_rows(loaded_default_run)
-    styles = plots.impl_styles(rows)
+    rows = plot_style.ok_rows(loaded_default_run)
+    styles = plot_style.impl_styles(rows)
     (fig,), _, _ = plots.facet_figures(rows, x, metrics, styles)
     labels, inside = _legend_inside(fig)
     assert labels == ["naive", "per_head", "fused", "torch_mha"] and inside
     (image,) = plots.faceted(name, loaded_default_run, styles, "naive")
     assert image.png is not None
-    assert Image.open(io.BytesIO(image.png)).size[0] >= plots.MIN_FIGURE_WIDTH_IN * plots.DPI
+    assert Image.open(io.BytesIO(image.png)).size[0] >= plots.MIN_FIGURE_WIDTH_IN * plot_style.DPI
 
 
 def test_a_legend_of_long_names_takes_fewer_columns_until_it_fits() -> None:
     fig = plots.Figure(figsize=(3.2, 2.4), layout="constrained")
     fig.add_subplot()
     names = ["an_implementation_with_a_long_name", "another_long_implementation", "naive", "torch_mha"]
-    plots.fitted_legend(fig, plots._impl_handles(names, {n: ("C0", "o") for n in names}), "outside lower center")
+    plot_style.fitted_legend(
+        fig, plot_style.impl_handles(names, {n: ("C0", "o") for n in names}), "outside lower center"
+    )
     labels, inside = _legend_inside(fig)
     assert labels == names and inside and fig.legends[0]._ncols < 4

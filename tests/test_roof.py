@@ -34,7 +34,7 @@ from mhabench.results.store import load_run
 from mhabench.run import runner
 from mhabench.run.roof import RoofCheck
 from mhabench.scenario.loading import parse_config
-from mhabench.views import plots
+from mhabench.views import roofline
 from mhabench.views.pooled import pooled_table
 from mhabench.views.run_notes import roof_lines
 
@@ -246,7 +246,7 @@ def test_the_loaded_runs_pooled_table_and_roofline_stand_on_the_runs_largest_pro
     column = table.headers.index(LABELS[USEFUL_EFFICIENCY])
     shown = [float(cells[column].rstrip("%")) for cells in table.cells if cells[column].endswith("%")]
     assert len(shown) == 12 and max(shown) <= 100.0
-    points = plots.roofline_points(loaded_run)
+    points = roofline.roofline_points(loaded_run)
     assert points[PEAK_TFLOPS].nunique() == 1 and points[PEAK_TFLOPS].iloc[0] == pytest.approx(0.358613, rel=1e-5)
     roof = np.minimum(points[PEAK_TFLOPS], points[EXECUTED_INTENSITY] * points[PEAK_GBPS] / 1e3)
     assert (points[EXECUTED_TFLOPS] <= roof).all()

@@ -31,8 +31,7 @@ from mhabench.run.request import RunRequest
 from mhabench.scenario.loading import parse_config
 from mhabench.stage_cost import stage_costs
 from mhabench.views import wording
-from mhabench.views.plots import Plot
-from mhabench.views.report.blocks import Heading
+from mhabench.views.report.blocks import Heading, Plot
 from mhabench.views.report.hardware_gaps import hardware_gaps
 from mhabench.views.report.kernels import kernel_blocks
 from mhabench.views.stage_plot import stage_blocks

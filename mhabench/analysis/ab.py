@@ -6,8 +6,8 @@ the round, and the paired ratio cancels it, as it does between any two implement
 processes (replicates) each give one paired ratio per case; the change is read across them:
 
 - **ratio**: candidate over base, the geometric mean of the processes' paired ratios (one process: its own);
-- **interval**: the t interval over the processes' log ratios (:func:`mhabench.analysis.estimate.across_processes`),
-  which holds what moves between processes; one process: its paired bootstrap interval over rounds;
+- **interval**: the t interval over the processes' log ratios, which holds what moves between processes; one
+  process: its paired bootstrap interval over rounds (:func:`mhabench.analysis.estimate.rows_ratio_by_process`);
 - **p (Holm)**: the one-sample t test of those log ratios against 0 (no change), Holm-adjusted over the rows as
   compare's are; informative only (the verdict is the interval's); none below two processes;
 - **verdict**: :func:`mhabench.analysis.verdict.judge_change`, the whole interval against the threshold, as every
@@ -19,7 +19,7 @@ The result is a :class:`mhabench.analysis.compare.Comparison`, so ``compare``'s 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,8 +28,7 @@ import scipy.stats
 
 from mhabench.analysis import stats, work_change
 from mhabench.analysis.compare import Comparison
-from mhabench.analysis.estimate import across_processes, is_ok, row_ratio
-from mhabench.analysis.stats import RatioEstimate
+from mhabench.analysis.estimate import is_ok, row_ratio, rows_ratio_by_process
 from mhabench.analysis.verdict import Unjudged, judge_change, unjudged_row
 from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, REPEAT
 
@@ -55,24 +54,10 @@ def compare_versions(
     return Comparison(labels[0], labels[1], pd.DataFrame(rows), [], threshold=threshold, same_rounds=True)
 
 
-def per_process(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> RatioEstimate:
-    """One process's candidate/base ratio: paired over the rounds both took part in (the ratio of medians when they
-    were not timed in the same rounds)."""
-    found = row_ratio(candidate, base)
-    return RatioEstimate(found.ratio, found.ci_low, found.ci_high)
-
-
-def across(estimates: Sequence[RatioEstimate]) -> RatioEstimate:
-    """The processes' ratios read together: across them from two on, the one process's own interval below."""
-    if len(estimates) == 1:
-        return estimates[0]
-    return across_processes([estimate.ratio for estimate in estimates])
-
-
-def no_change_p(estimates: Sequence[RatioEstimate]) -> float:
+def no_change_p(ratios: Sequence[float]) -> float:
     """Two-sided p of the processes' log ratios under "no change" (mean 0): NaN below two processes or when every
     process gave the same ratio (no spread to test against)."""
-    logs = np.log([estimate.ratio for estimate in estimates])
+    logs = np.log(ratios)
     if logs.size < 2 or np.ptp(logs) == 0 or not np.isfinite(logs).all():
         return math.nan
     return float(scipy.stats.ttest_1samp(logs, 0.0).pvalue)
@@ -97,10 +82,9 @@ def _pair_row(records: list[Record], pair: VersionPair, threshold: float) -> Rec
     if not processes:
         row["note"] = f"ok in no process ({len(base)} base, {len(candidate)} candidate rows)"
         return row
-    estimates = [per_process(base[p], candidate[p]) for p in processes]
-    estimate = across(estimates)
+    estimate = rows_ratio_by_process({p: candidate[p] for p in processes}, {p: base[p] for p in processes})
     row.update(
-        p_value=no_change_p(estimates),
+        p_value=no_change_p([row_ratio(candidate[p], base[p]).ratio for p in processes]),
         base_ms=_median([base[p][LATENCY_MS] for p in processes]),
         candidate_ms=_median([candidate[p][LATENCY_MS] for p in processes]),
         ratio=estimate.ratio,

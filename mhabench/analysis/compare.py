@@ -29,7 +29,7 @@ import scipy.stats
 
 from mhabench.analysis import machine_drift, pooled_change, stats, work_change
 from mhabench.analysis.answer import answer_run
-from mhabench.analysis.estimate import is_ok, samples_of
+from mhabench.analysis.estimate import is_ok, samples_of, within_process
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.analysis.verdict import Change, Unjudged, judge_change, unjudged_row
 from mhabench.errors import InputError
@@ -38,6 +38,7 @@ from mhabench.results.calibration import load_calibration
 from mhabench.results.columns import CASE_KEY, ERROR, LATENCY_MS, REPEAT, SCENARIO, STATUS
 from mhabench.results.fingerprint import Fingerprint
 
+Record = dict[str, Any]
 ENVIRONMENT_FIELDS = (
     "device_kind",
     "device_name",
@@ -110,16 +111,15 @@ class Comparison:
     @property
     def regressions(self) -> pd.DataFrame:
         """Rows whose whole interval is slower than the threshold (what ``--fail-on-regression`` gates on)."""
-        if "verdict" not in self.rows:
-            return self.rows.iloc[0:0]
-        return self.rows[self.rows["verdict"] == Change.SLOWER]
+        return self._with_verdict(Change.SLOWER)
 
     @property
     def unjudged(self) -> pd.DataFrame:
         """Rows the machine's movement left ``cannot judge`` (``--on-noise`` decides what they do to the gate)."""
-        if "verdict" not in self.rows:
-            return self.rows.iloc[0:0]
-        return self.rows[self.rows["verdict"] == Unjudged.CANNOT_JUDGE]
+        return self._with_verdict(Unjudged.CANNOT_JUDGE)
+
+    def _with_verdict(self, verdict: Change | Unjudged) -> pd.DataFrame:
+        return self.rows[self.rows["verdict"] == verdict] if "verdict" in self.rows else self.rows.iloc[0:0]
 
     @property
     def work_rises(self) -> pd.DataFrame:
@@ -140,7 +140,7 @@ class Comparison:
             return Summary(counts)
         low, high = _geometric_mean_interval(ratios)
         shift = float(np.exp(np.log(ratios).mean()))
-        return Summary(counts, shift, (low, high), judged(low, high, self.threshold, self.between_process_spread))
+        return Summary(counts, shift, (low, high), judge_change(low, high, self.threshold, self.between_process_spread))
 
 
 def speedups(run: results.Run, baseline: str = DEFAULT_BASELINE) -> Comparison:
@@ -224,21 +224,12 @@ def compare_runs(
         pooled_key = [column for column in key if column != REPEAT]
         spread = max(between_process_spread, measured)
         return _judged(base, candidate, rows, differences, threshold, spread, pooled_key)
-    merged = pd.merge(
-        base.frame.drop_duplicates(key).assign(_order=lambda f: range(len(f))),
-        candidate.frame.drop_duplicates(key).assign(_order=lambda f: range(len(base.rows), len(base.rows) + len(f))),
-        on=key,
-        how="outer",
-        suffixes=("_base", "_cand"),
-        indicator=True,
-        sort=False,
-    )
-    merged = merged.sort_values(by="_order_base", key=lambda c: c.fillna(merged["_order_cand"]), kind="stable")
-    if not (merged["_merge"] == "both").any():
+    matches = pooled_change.matched(base.frame, candidate.frame, key)
+    if not any(base_rows and candidate_rows for base_rows, candidate_rows in matches):
         raise NoCommonRowsError(
             f"{base.run_id} and {candidate.run_id} have no rows in common (matched on {', '.join(key)})"
         )
-    rows = [_compare_row(row, key) for _, row in merged.iterrows()]
+    rows = [_compare_row(key, base_rows, candidate_rows) for base_rows, candidate_rows in matches]
     return _judged(base, candidate, rows, differences, threshold, between_process_spread, key)
 
 
@@ -261,7 +252,7 @@ def _judged(
     for row, p_holm in zip(rows, adjusted, strict=True):
         row["p_holm"] = p_holm
         if row["verdict"] is None:
-            row["verdict"] = row_verdict(row["ci_low"], row["ci_high"], threshold)
+            row["verdict"] = judge_change(row["ci_low"], row["ci_high"], threshold).value
         unclear_within_spread(row, threshold, machine_drift.row_spread(row, machine, between_process_spread))
         machine_drift.unjudge(row)
     work_change.annotate(rows, base.frame, candidate.frame, key)
@@ -294,17 +285,6 @@ def machine_spread(runs: list[results.Run]) -> float:
     return max(spreads, default=0.0)
 
 
-def judged(ci_low: float, ci_high: float, threshold: float, between_process_spread: float = 0.0) -> Change:
-    """The project's one rule (``judge_change``) for every verdict of a comparison, rows and run-wide shift alike:
-    the one call a between-process spread is threaded into."""
-    return judge_change(ci_low, ci_high, threshold, between_process_spread)
-
-
-def row_verdict(ci_low: float, ci_high: float, threshold: float) -> str:
-    """A matched row's verdict, as the table and ``--fail-on-regression`` read it."""
-    return judged(ci_low, ci_high, threshold).value
-
-
 def _geometric_mean_interval(ratios: np.ndarray) -> tuple[float, float]:
     """95 % percentile bootstrap over rows of the geometric mean ratio (fixed seed: reproducible)."""
     logs = np.log(ratios)
@@ -316,28 +296,21 @@ def _geometric_mean_interval(ratios: np.ndarray) -> tuple[float, float]:
     return float(np.exp(result.confidence_interval.low)), float(np.exp(result.confidence_interval.high))
 
 
-def _side(row: pd.Series, key: list[str], suffix: str) -> pd.Series:
-    """One run's half of a merged row, with its original column names."""
-    values = {c: row[c] for c in key}
-    values.update({c[: -len(suffix)]: row[c] for c in row.index if c.endswith(suffix)})
-    return pd.Series(values)
-
-
-def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
-    presence = row["_merge"]
-    base, cand = _side(row, key, "_base"), _side(row, key, "_cand")
-    shown = base if presence != "right_only" else cand
-    out = unjudged_row({c: row[c] for c in key}, shown)
-    if presence != "both":
-        out["verdict"] = (Unjudged.ONLY_IN_BASE if presence == "left_only" else Unjudged.ONLY_IN_CANDIDATE).value
+def _compare_row(key: list[str], base_rows: list[Record], candidate_rows: list[Record]) -> Record:
+    """One matched row of two one-process runs (the first where a run measured the key twice)."""
+    shown = (base_rows or candidate_rows)[0]
+    out = unjudged_row({column: shown.get(column) for column in key}, shown)
+    if not base_rows or not candidate_rows:
+        out["verdict"] = (Unjudged.ONLY_IN_CANDIDATE if not base_rows else Unjudged.ONLY_IN_BASE).value
         return out
+    base, cand = base_rows[0], candidate_rows[0]
     failed = [(name, side) for name, side in (("base", base), ("candidate", cand)) if not is_ok(side)]
     if failed:
         out["verdict"] = Unjudged.NOT_COMPARED.value
         out["note"] = _failed_note(failed)
         return out
     base_samples, cand_samples = samples_of(base), samples_of(cand)
-    estimate = stats.ratio_of_medians(cand_samples, base_samples)
+    estimate, _ = within_process(cand_samples, base_samples, same_rounds=False)  # two processes: never paired
     out.update(
         base_ms=float(base[LATENCY_MS]),
         candidate_ms=float(cand[LATENCY_MS]),
@@ -350,7 +323,7 @@ def _compare_row(row: pd.Series, key: list[str]) -> dict[str, Any]:
     return out
 
 
-def _failed_note(failed: list[tuple[str, pd.Series]]) -> str:
+def _failed_note(failed: list[tuple[str, Record]]) -> str:
     """Why a row was not compared; a reason both runs share is said once (``both unsupported: …``)."""
     reasons = [(str(side[STATUS]), _reason(side.get(ERROR))) for _, side in failed]
     if len(failed) == 2 and reasons[0] == reasons[1]:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from mhabench.analysis.estimate import between_process_range
 from mhabench.errors import InputError
 from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, STATUS
 from mhabench.results.schema import RowStatus
@@ -57,7 +58,7 @@ def device_spread(frames: Sequence[pd.DataFrame]) -> DeviceSpread:
     if table.empty:
         raise InputError("calibrate --devices: no (case, implementation) was measured on every device")
     pairs = tuple(
-        PairSpread(str(case_id), str(impl), {d: float(row[d]) for d in devices}, float(row.max() / row.min() - 1))
+        PairSpread(str(case_id), str(impl), {d: float(row[d]) for d in devices}, between_process_range(list(row)))
         for (case_id, impl), row in table.iterrows()
     )
     relative = table.div(table.median(axis=1), axis=0).median(axis=0)

@@ -18,7 +18,8 @@ within-process variance at once. Why not the hierarchical bootstrap (resample pr
 interval is too narrow. On the synthetic model of ``tests/test_replication.py`` (true ratio 1.05, a 5 %
 between-process and 2 % within-process spread, 20 rounds) the t interval covered the true ratio in 94 % of 300
 draws with 3 processes and 93 % with 5; one process's paired interval, even over all the rounds pooled, in 40 %.
-Below ``MIN_REPLICATES`` processes there is no between-process information and no interval.
+Below ``MIN_REPLICATES`` processes there is no between-process information and no interval. Two runs share no
+process, so a change between them is read from each side's per-process medians (:func:`two_sided_across`).
 
 Every speedup a view prints, every lead a pick rests on, goes through :func:`row_ratio` or
 :func:`rows_ratio_across`.
@@ -29,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,7 @@ from scipy import stats as scipy_stats
 
 from mhabench.analysis import stats
 from mhabench.analysis.stats import CONFIDENCE_LEVEL, RatioEstimate
+from mhabench.results.cells import cell
 from mhabench.results.columns import LATENCY_MS, ROUNDS_ID, SAMPLES_COLUMN, STATUS
 from mhabench.results.schema import RowStatus
 
@@ -48,6 +50,8 @@ MIN_PAIRED_ROUNDS = 3
 of each side) instead. Their interval needs ``stats.MIN_INTERVAL_SAMPLES`` either way."""
 MIN_REPLICATES = 2
 """Fewest processes whose spread can be estimated at all (and then with t(0.975, 1) = 12.7: very wide)."""
+MIN_TWO_SIDED_PROCESSES = 3
+"""Processes on both sides of a two-run ratio together below which its t interval has no degree of freedom."""
 
 
 class Method(str, enum.Enum):
@@ -125,6 +129,20 @@ def shared_rounds(first_ms: list[float], second_ms: list[float]) -> tuple[list[f
     return first_ms[:shared], second_ms[:shared]
 
 
+def key_of(row: Row, key: Sequence[str]) -> tuple[Any, ...]:
+    """A row's values of the columns ``key`` as one hashable value; a missing one (NaN, None) is None, so that it
+    matches a missing one in another row."""
+    return tuple(cell(row.get(column)) for column in key)
+
+
+def by_key(rows: Iterable[Row], key: Sequence[str]) -> dict[tuple[Any, ...], list[Row]]:
+    """``rows`` per value of the columns ``key``, in first-seen order (:func:`key_of`)."""
+    found: dict[tuple[Any, ...], list[Row]] = {}
+    for row in rows:
+        found.setdefault(key_of(row, key), []).append(row)
+    return found
+
+
 # --- within one process -----------------------------------------------------------------------------------------------
 
 
@@ -137,6 +155,13 @@ def within_process(
     if same_rounds and len(numerator_shared) >= MIN_PAIRED_ROUNDS:
         return stats.paired_ratio(numerator_shared, denominator_shared), PAIRED
     return stats.ratio_of_medians(numerator_ms, denominator_ms), MEDIANS
+
+
+def median_interval(values: Sequence[float]) -> RatioEstimate:
+    """The median of one set of values with the same bootstrap interval as a paired ratio's (the ratio of each value
+    to 1): one row's latency over its samples, or one commit's runs of a metric (NaN interval below
+    ``stats.MIN_INTERVAL_SAMPLES``)."""
+    return stats.paired_ratio(values, [1.0] * len(values))
 
 
 def row_ratio(numerator: Row, denominator: Row) -> Estimate:
@@ -165,12 +190,32 @@ def across_processes(ratios: Sequence[float]) -> RatioEstimate:
     logs = np.log(np.asarray([r for r in ratios if math.isfinite(r) and r > 0], dtype=float))
     if logs.size == 0:
         return RatioEstimate(math.nan, math.nan, math.nan)
-    centre = float(logs.mean())
+    centre = math.exp(float(logs.mean()))
     if logs.size < MIN_REPLICATES:
-        return RatioEstimate(math.exp(centre), math.nan, math.nan)
-    half_width = float(scipy_stats.t.ppf(0.5 + CONFIDENCE_LEVEL / 2, logs.size - 1) * logs.std(ddof=1))
-    half_width /= math.sqrt(logs.size)
-    return RatioEstimate(math.exp(centre), math.exp(centre - half_width), math.exp(centre + half_width))
+        return RatioEstimate(centre, math.nan, math.nan)
+    if np.ptp(logs) == 0:  # every process agreed exactly: a zero-width interval (scipy's would be NaN)
+        return RatioEstimate(centre, centre, centre)
+    interval = scipy_stats.ttest_1samp(logs, 0.0).confidence_interval(CONFIDENCE_LEVEL)
+    return RatioEstimate(centre, math.exp(interval.low), math.exp(interval.high))
+
+
+def two_sided_across(numerator_ms: Sequence[float], denominator_ms: Sequence[float]) -> tuple[RatioEstimate, float]:
+    """``numerator / denominator`` from each side's per-process median latencies where the two sides ran in
+    different processes (two runs): the ratio of their geometric means, Student's t interval for the difference
+    of the mean log medians with the variance pooled over both sides (one machine: equal variances), and that
+    test's p-value. No interval below ``MIN_TWO_SIDED_PROCESSES`` processes in all, or with one process a side
+    (no spread to estimate)."""
+    numerator, denominator = (np.log(np.asarray(side, dtype=float)) for side in (numerator_ms, denominator_ms))
+    if numerator.size == 0 or denominator.size == 0:
+        return RatioEstimate(math.nan, math.nan, math.nan), math.nan
+    ratio = math.exp(float(numerator.mean() - denominator.mean()))
+    if numerator.size + denominator.size < MIN_TWO_SIDED_PROCESSES or max(numerator.size, denominator.size) < 2:
+        return RatioEstimate(ratio, math.nan, math.nan), math.nan
+    if np.ptp(numerator) == 0 and np.ptp(denominator) == 0:  # every process agreed exactly: no spread, no test
+        return RatioEstimate(ratio, ratio, ratio), math.nan
+    test = scipy_stats.ttest_ind(numerator, denominator, equal_var=True)
+    interval = test.confidence_interval(CONFIDENCE_LEVEL)
+    return RatioEstimate(ratio, math.exp(interval.low), math.exp(interval.high)), float(test.pvalue)
 
 
 def rows_ratio_across(numerator: Mapping[int, Row], denominator: Mapping[int, Row]) -> Estimate:
@@ -180,6 +225,15 @@ def rows_ratio_across(numerator: Mapping[int, Row], denominator: Mapping[int, Ro
     ratios = [row_ratio(numerator[process], denominator[process]).ratio for process in both]
     found = across_processes(ratios)
     return Estimate(found.ratio, found.ci_low, found.ci_high, ACROSS, len(both), len(both))
+
+
+def rows_ratio_by_process(numerator: Mapping[int, Row], denominator: Mapping[int, Row]) -> Estimate:
+    """``numerator``'s time over ``denominator``'s, each given by process (two or more processes both ran ok in:
+    read across them, :func:`rows_ratio_across`; one: that process's own ratio and interval, :func:`row_ratio`)."""
+    both = [process for process in numerator if process in denominator]
+    if len(both) == 1:
+        return row_ratio(numerator[both[0]], denominator[both[0]])
+    return rows_ratio_across(numerator, denominator)
 
 
 def between_process_range(ratios: Sequence[float]) -> float:

@@ -79,16 +79,11 @@ def skips_masked_work(rows: pd.DataFrame) -> pd.Series:
     return rows.apply(decide, axis=1).astype(bool) if len(rows) else pd.Series(dtype=bool, index=rows.index)
 
 
-def _counted(rows: pd.DataFrame) -> pd.Series:
-    """True where the row's roofline used the counted intensity (``intensity_source`` measured, a positive count)."""
-    source = rows[INTENSITY_SOURCE] if INTENSITY_SOURCE in rows else pd.Series("", index=rows.index)
-    return (source == "measured") & (numeric_column(rows, MEASURED_INTENSITY) > 0)
-
-
-def _by_hardware(rows: pd.DataFrame) -> pd.Series:
-    """True where the row's roofline used the hardware counters (``intensity_source`` hardware)."""
-    source = rows[INTENSITY_SOURCE] if INTENSITY_SOURCE in rows else pd.Series("", index=rows.index)
-    return (source == "hardware") & (numeric_column(rows, HARDWARE_INTENSITY) > 0)
+def _placed_by(rows: pd.DataFrame, source: str, intensity: str) -> pd.Series:
+    """True where the row's roofline used ``source``'s intensity (``intensity_source``: measured for the counted
+    ops, hardware for the counters) and that intensity is positive."""
+    recorded = rows[INTENSITY_SOURCE] if INTENSITY_SOURCE in rows else pd.Series("", index=rows.index)
+    return (recorded == source) & (numeric_column(rows, intensity) > 0)
 
 
 def executed(rows: pd.DataFrame) -> pd.DataFrame:
@@ -97,8 +92,8 @@ def executed(rows: pd.DataFrame) -> pd.DataFrame:
     A skipping row without useful FLOPs (a run older than those columns) has no executed figures (NaN) rather
     than the full count it did not execute."""
     skips = skips_masked_work(rows)
-    is_counted = _counted(rows)
-    by_hardware = _by_hardware(rows)
+    is_counted = _placed_by(rows, "measured", MEASURED_INTENSITY)
+    by_hardware = _placed_by(rows, "hardware", HARDWARE_INTENSITY)
     achieved = numeric_column(rows, ACHIEVED_TFLOPS)
     intensity = numeric_column(rows, MEASURED_INTENSITY).where(is_counted, numeric_column(rows, ARITHMETIC_INTENSITY))
     rate = numeric_column(rows, ACHIEVED_USEFUL_TFLOPS).where(skips, achieved)

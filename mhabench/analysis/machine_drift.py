@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mhabench.analysis.estimate import is_ok
+from mhabench.analysis.estimate import is_ok, key_of
 from mhabench.analysis.verdict import Unjudged
 from mhabench.measure.drift import reference_intensity
 from mhabench.results import store
@@ -137,11 +137,11 @@ def place_rows(rows: Sequence[Record], frame: pd.DataFrame, key: Sequence[str]) 
     its case in ``frame``: where it lies against the roof decides whether the reference can correct it."""
     placements: dict[tuple[Any, ...], tuple[float, float, str]] = {}
     for record in frame.to_dict("records"):
-        found = tuple(record.get(column) for column in key)
+        found = key_of(record, key)
         if found not in placements and is_ok(record):
             placements[found] = (_intensity(record), _ridge(record), str(record.get(ROOFLINE_BOUND) or ""))
     for row in rows:
-        intensity, ridge, bound = placements.get(tuple(row.get(column) for column in key), (math.nan, math.nan, ""))
+        intensity, ridge, bound = placements.get(key_of(row, key), (math.nan, math.nan, ""))
         row.update(intensity=intensity, ridge=ridge, bound=bound)
 
 

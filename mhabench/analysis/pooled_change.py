@@ -9,9 +9,10 @@ advise's reading of one replicated run (:mod:`mhabench.analysis.estimate`):
 - **ratio**: the ratio of the geometric means of the two sides' per-process medians (``base_ms`` and
   ``candidate_ms`` are those geometric means, so the ratio is the one the table's two columns show);
 - **interval**: Student's t for the difference of the mean log medians with the variance pooled over both
-  sides (``scipy.stats.ttest_ind``, equal variances: one machine), ``n_base + n_candidate − 2`` degrees of
-  freedom. Each process's median carries its within-process noise and its process's offset, so the spread of
-  those medians is both at once, from both runs; a one-process side contributes its value and no variance;
+  sides (:func:`mhabench.analysis.estimate.two_sided_across`, ``scipy.stats.ttest_ind``, equal variances: one
+  machine), ``n_base + n_candidate − 2`` degrees of freedom. Each process's median carries its within-process
+  noise and its process's offset, so the spread of those medians is both at once, from both runs; a one-process
+  side contributes its value and no variance;
 - **p-value**: the same test's (informative; the verdict is the interval's, as for every comparison);
 - **the machine's spread** measured by the runs themselves (:func:`measured_spread`): the median over
   (case, implementation) of ``max / min − 1`` of its per-process medians, in either run. ``compare`` widens
@@ -29,42 +30,27 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import scipy.stats
 
-from mhabench.analysis.estimate import between_process_range, is_ok
-from mhabench.analysis.stats import CONFIDENCE_LEVEL, RatioEstimate
+from mhabench.analysis.estimate import MIN_TWO_SIDED_PROCESSES, between_process_range, by_key, is_ok, two_sided_across
 from mhabench.analysis.verdict import Unjudged, unjudged_row
 from mhabench.results.columns import ERROR, LATENCY_MS, REPEAT, STATUS
 
-MIN_PROCESSES = 3
-"""Processes on both sides together below which there is no degree of freedom for the interval."""
-
 Record = dict[str, Any]
-
-
-def across_processes(candidate_ms: Sequence[float], base_ms: Sequence[float]) -> tuple[RatioEstimate, float]:
-    """Candidate over base, from each side's per-process median latencies: the estimate, its pooled-variance t
-    interval (NaN below ``MIN_PROCESSES`` processes or with no spread to estimate) and the test's p-value."""
-    cand, base = np.log(np.asarray(candidate_ms, dtype=float)), np.log(np.asarray(base_ms, dtype=float))
-    if cand.size == 0 or base.size == 0:
-        return RatioEstimate(math.nan, math.nan, math.nan), math.nan
-    ratio = math.exp(float(cand.mean() - base.mean()))
-    if cand.size + base.size < MIN_PROCESSES or max(cand.size, base.size) < 2:
-        return RatioEstimate(ratio, math.nan, math.nan), math.nan
-    if np.ptp(cand) == 0 and np.ptp(base) == 0:  # every process agreed exactly: no spread, no test
-        return RatioEstimate(ratio, ratio, ratio), math.nan
-    test = scipy.stats.ttest_ind(cand, base, equal_var=True)
-    interval = test.confidence_interval(CONFIDENCE_LEVEL)
-    return RatioEstimate(ratio, math.exp(interval.low), math.exp(interval.high)), float(test.pvalue)
 
 
 def compare_rows(base: pd.DataFrame, candidate: pd.DataFrame, key: Sequence[str]) -> list[Record]:
     """One record per (case, implementation) of either run, in ``compare``'s row format, its ``verdict`` left for
     the caller to judge (None) unless the row could not be compared; ``key`` without ``repeat`` matches them."""
     key = [column for column in key if column != REPEAT]
-    base_groups, candidate_groups = _groups(base, key), _groups(candidate, key)
+    return [_row(key, base_rows, candidate_rows) for base_rows, candidate_rows in matched(base, candidate, key)]
+
+
+def matched(base: pd.DataFrame, candidate: pd.DataFrame, key: Sequence[str]) -> list[tuple[list[Record], list[Record]]]:
+    """The base's and the candidate's records of each value of ``key`` in either run: the base's values in its
+    order, then those only the candidate has in the candidate's."""
+    base_groups, candidate_groups = (by_key(frame.to_dict("records"), key) for frame in (base, candidate))
     order = [*base_groups, *(found for found in candidate_groups if found not in base_groups)]
-    return [_row(key, found, base_groups.get(found, []), candidate_groups.get(found, [])) for found in order]
+    return [(base_groups.get(found, []), candidate_groups.get(found, [])) for found in order]
 
 
 def measured_spread(base: pd.DataFrame, candidate: pd.DataFrame, key: Sequence[str]) -> float:
@@ -74,27 +60,19 @@ def measured_spread(base: pd.DataFrame, candidate: pd.DataFrame, key: Sequence[s
     ranges = [
         between_process_range(_ok_medians(records))
         for frame in (base, candidate)
-        for records in _groups(frame, key).values()
+        for records in by_key(frame.to_dict("records"), key).values()
     ]
     finite = [value for value in ranges if math.isfinite(value)]
     return float(np.median(finite)) if finite else 0.0
-
-
-def _groups(frame: pd.DataFrame, key: list[str]) -> dict[tuple[Any, ...], list[Record]]:
-    """The frame's records per key value, in first-seen order (one record per process)."""
-    found: dict[tuple[Any, ...], list[Record]] = {}
-    for record in frame.to_dict("records"):
-        found.setdefault(tuple(record.get(column) for column in key), []).append(record)
-    return found
 
 
 def _ok_medians(records: list[Record]) -> list[float]:
     return [float(record[LATENCY_MS]) for record in records if is_ok(record) and pd.notna(record.get(LATENCY_MS))]
 
 
-def _row(key: list[str], found: tuple[Any, ...], base: list[Record], candidate: list[Record]) -> Record:
+def _row(key: list[str], base: list[Record], candidate: list[Record]) -> Record:
     shown = (base or candidate)[0]
-    out: Record = unjudged_row(dict(zip(key, found, strict=True)), shown)
+    out: Record = unjudged_row({column: shown.get(column) for column in key}, shown)
     if not base or not candidate:
         out["verdict"] = (Unjudged.ONLY_IN_CANDIDATE if not base else Unjudged.ONLY_IN_BASE).value
         return out
@@ -103,7 +81,7 @@ def _row(key: list[str], found: tuple[Any, ...], base: list[Record], candidate: 
         out["verdict"] = Unjudged.NOT_COMPARED.value
         out["note"] = "; ".join(_not_ok(name, side) for name, side in (("base", base), ("candidate", candidate)))
         return out
-    estimate, p_value = across_processes(candidate_ms, base_ms)
+    estimate, p_value = two_sided_across(candidate_ms, base_ms)
     out.update(
         base_ms=_geometric_mean(base_ms),
         candidate_ms=_geometric_mean(candidate_ms),
@@ -128,7 +106,7 @@ def _processes_note(base_ok: int, base_all: int, candidate_ok: int, candidate_al
         for ok, every in ((base_ok, base_all), (candidate_ok, candidate_all))
     )
     note = f"across {base} vs {candidate} processes"
-    if base_ok + candidate_ok < MIN_PROCESSES or max(base_ok, candidate_ok) < 2:
+    if base_ok + candidate_ok < MIN_TWO_SIDED_PROCESSES or max(base_ok, candidate_ok) < 2:
         note += ": too few for an interval"
     return note
 

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from mhabench.analysis.estimate import across_processes, between_process_range, is_ok
-from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, MAX_REL_ERR, PEAK_MEMORY_BYTES, REPEAT
+from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, MAX_REL_ERR, PEAK_MEMORY_BYTES
 
 PROCESSES_OK = "processes_ok"
 """Processes the (case, implementation) ran ok in."""
@@ -53,11 +53,6 @@ def pooled_rows(speedups: pd.DataFrame) -> pd.DataFrame:
     groups = speedups.groupby([CASE_ID, IMPL], sort=False, dropna=False)
     pooled = pd.DataFrame([_pooled_row(group.to_dict("records")) for _, group in groups])
     return pooled
-
-
-def process_count(frame: pd.DataFrame) -> int:
-    """Processes a replicated run's rows came from: one ``repeat`` per process."""
-    return int(frame[REPEAT].nunique()) if REPEAT in frame.columns and len(frame) else 1
 
 
 def middle_process(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:

@@ -16,10 +16,11 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from scipy import stats as scipy_stats
 
-from mhabench.analysis.stats import RatioEstimate
+from mhabench.analysis.stats import CONFIDENCE_LEVEL, RatioEstimate
 
-Z_95 = 1.959963984540054
+Z_95 = float(scipy_stats.norm.ppf(0.5 + CONFIDENCE_LEVEL / 2))
 MIN_LOG_SE = 1e-6
 """Floor of one run's standard error (a zero-width interval: every sample identical) so its weight is finite."""
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mhabench.analysis.estimate import is_ok
+from mhabench.analysis.estimate import by_key, is_ok, key_of
 from mhabench.results.columns import (
     FP32_FLOPS,
     KERNELS_PER_CALL,
@@ -68,9 +68,11 @@ def changes(base: Sequence[Mapping[str, Any]], candidate: Sequence[Mapping[str, 
 def annotate(rows: Sequence[Record], base: pd.DataFrame, candidate: pd.DataFrame, key: Sequence[str]) -> None:
     """Give each compared row its ``work_changes`` (a list of :class:`WorkChange`) and ``work_rise``, the largest
     relative rise among them (0 where none rose), in place."""
-    base_groups, candidate_groups = _groups(base, key), _groups(candidate, key)
+    base_groups, candidate_groups = (
+        by_key(filter(is_ok, frame.to_dict("records")), key) for frame in (base, candidate)
+    )
     for row in rows:
-        found = tuple(row.get(column) for column in key)
+        found = key_of(row, key)
         moved = changes(base_groups.get(found, []), candidate_groups.get(found, []))
         row["work_changes"] = moved
         row["work_rise"] = max((change.relative for change in moved), default=0.0)
@@ -81,14 +83,6 @@ def rises(rows: pd.DataFrame, threshold: float) -> pd.DataFrame:
     if "work_rise" not in rows:
         return rows.iloc[0:0]
     return rows[rows["work_rise"].astype(float) > threshold]
-
-
-def _groups(frame: pd.DataFrame, key: Sequence[str]) -> dict[tuple[Any, ...], list[Record]]:
-    found: dict[tuple[Any, ...], list[Record]] = {}
-    for record in frame.to_dict("records"):
-        if is_ok(record):
-            found.setdefault(tuple(record.get(column) for column in key), []).append(record)
-    return found
 
 
 def _counted(records: Sequence[Mapping[str, Any]], column: str) -> float:

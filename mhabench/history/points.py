@@ -14,9 +14,8 @@ import json
 import math
 from typing import Any
 
-from mhabench.analysis import stats
 from mhabench.analysis.case_label import case_label
-from mhabench.analysis.estimate import samples_of
+from mhabench.analysis.estimate import median_interval, samples_of
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.errors import InputError
 from mhabench.history.provenance import UNKNOWN_COMMIT
@@ -133,7 +132,7 @@ def _project_version(manifest: Manifest) -> dict[str, Any]:
 def _row_record(run_id: str, row: dict[str, Any], samples: list[float], version: dict[str, Any]) -> RowRecord:
     ok = row.get(STATUS) == RowStatus.OK
     speedup = (_number(row.get("speedup")), _number(row.get("speedup_ci_low")), _number(row.get("speedup_ci_high")))
-    latency = stats.paired_ratio(samples, [1.0] * len(samples)) if ok and samples else None
+    latency = median_interval(samples) if ok and samples else None
     lat = (latency.ratio, latency.ci_low, latency.ci_high) if latency else (math.nan,) * 3
     useful = _number(row.get(USEFUL_FLOPS))
     tflops = tuple(useful / (ms * 1e9) if ms > 0 else math.nan for ms in (lat[0], lat[2], lat[1]))

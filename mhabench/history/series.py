@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from mhabench.analysis import stats
+from mhabench.analysis.estimate import median_interval, within_process
 from mhabench.analysis.pooling import pooled_ratio
 from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.analysis.step_detection import change_points, segments
@@ -227,7 +228,7 @@ def _point(commit: str, dirty: bool, runs: pd.DataFrame, metric: Metric) -> Poin
     if intervals:
         pooled = pooled_ratio(values, [low for low, _ in intervals], [high for _, high in intervals])
     elif len(values) >= MIN_POOLED_INTERVAL:
-        pooled = stats.paired_ratio(values, [1.0] * len(values))
+        pooled = median_interval(values)
     else:
         pooled = stats.RatioEstimate(float(np.median(values)), min(values), max(values))
     first = str(runs["started_at"].min())
@@ -269,7 +270,7 @@ def level_change(before: Sequence[Point], after: Sequence[Point], threshold: flo
     else:
         runs_before = [value for point in before for value in point.runs]
         runs_after = [value for point in after for value in point.runs]
-        estimate = stats.ratio_of_medians(runs_after, runs_before)
+        estimate, _ = within_process(runs_after, runs_before, same_rounds=False)
         size, low, high = estimate.ratio, estimate.ci_low, estimate.ci_high
         if not (math.isfinite(low) and math.isfinite(high)):
             low, high = after[0].low / before[-1].high, after[0].high / before[-1].low

@@ -14,7 +14,7 @@ from mhabench.history import store
 from mhabench.history.series import DEFAULT_METRIC, METRICS, History, Series, build
 from mhabench.history.table import changes_table, fingerprints_table, points_table
 from mhabench.results.store import Run
-from mhabench.views.plots import Plot, render
+from mhabench.views.plot_style import Plot, render
 from mhabench.views.report.blocks import Block, Heading, Paragraph, skipped_plot
 
 MAX_PANELS = 24

@@ -140,7 +140,7 @@ def _speedup_table(comparison: Comparison) -> TableModel:
 def _runs_table(comparison: Comparison) -> TableModel:
     """Two runs: candidate/base ratio, CI, Holm-corrected p-value and verdict per matched row."""
     frame = comparison.rows
-    with_repeats = REPEAT in frame.columns and frame[REPEAT].nunique() > 1
+    with_repeats = repeat_count(frame) > 1
     headers = [
         "case",
         "impl",

@@ -21,9 +21,9 @@ from mhabench.analysis.pooled_rows import (
     PROCESSES_OK,
     SPEEDUP_PROCESS_RANGE,
     pooled_rows,
-    process_count,
 )
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
+from mhabench.analysis.spread import repeat_count
 from mhabench.analysis.throughput import throughput, with_roofs
 from mhabench.results.columns import (
     CASE_ID,
@@ -80,7 +80,7 @@ def pooled_table(
 def pooled_title(speedups: pd.DataFrame) -> str:
     """What a pooled table's speedups are, for its title."""
     return (
-        f"pooled over {process_count(speedups)} processes (geometric mean of the processes' paired speedups, "
+        f"pooled over {repeat_count(speedups)} processes (geometric mean of the processes' paired speedups, "
         "95% t interval across processes)"
     )
 
@@ -90,7 +90,7 @@ def wide_summary(rows: pd.DataFrame, baseline: str, width: int | None = None) ->
     table = pooled_table(speedup_rows(rows, baseline), baseline)
     shown = fit_columns(table, width, DROPPABLE) if width else table
     notes = [Text(line) for line in lines_under_table(rows)]
-    return [to_rich(shown), Text(pooled_note(process_count(rows))), Text(LEGEND), *notes]
+    return [to_rich(shown), Text(pooled_note(repeat_count(rows))), Text(LEGEND), *notes]
 
 
 def _columns(baseline: str, with_compile: bool) -> list[summary.Column]:

@@ -23,7 +23,7 @@ from mhabench.results.schema import RowStatus
 from mhabench.results.stages import StageFigures
 from mhabench.results.store import Run
 from mhabench.stage_cost import STAGE_LABELS, STAGES
-from mhabench.views.plots import Plot, fitted_legend, ok_rows, render
+from mhabench.views.plot_style import Plot, fitted_legend, ok_rows, render
 from mhabench.views.report.blocks import Block, Heading, Paragraph
 
 MAX_CASES = 6

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from mhabench.errors import InputError
 from mhabench.views import formats
-from mhabench.views.plots import Plot
-from mhabench.views.report.blocks import Block
+from mhabench.views.report.blocks import Block, Plot
 from mhabench.views.report.html import to_html
 from mhabench.views.report.markdown import PLOTS_DIR, to_markdown
 

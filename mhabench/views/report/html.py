@@ -7,8 +7,7 @@ import html
 from collections.abc import Sequence
 
 from mhabench.views import table
-from mhabench.views.plots import Plot
-from mhabench.views.report.blocks import Block, Heading, Paragraph, is_skipped_plot
+from mhabench.views.report.blocks import Block, Heading, Paragraph, Plot, is_skipped_plot
 from mhabench.views.table import TableModel
 
 CSS = """

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mhabench.views import table
-from mhabench.views.plots import Plot
-from mhabench.views.report.blocks import Block, Heading, Paragraph
+from mhabench.views.report.blocks import Block, Heading, Paragraph, Plot
 from mhabench.views.table import TableModel, md_cell
 
 PLOTS_DIR = "report_plots"

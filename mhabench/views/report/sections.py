@@ -16,7 +16,6 @@ import yaml
 
 from mhabench.analysis.answer import RunAnswer
 from mhabench.analysis.case_label import case_label
-from mhabench.analysis.pooled_rows import process_count
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
 from mhabench.analysis.throughput import EXECUTED_OVER_USEFUL
@@ -147,7 +146,7 @@ def _pooled_sections(speedups: pd.DataFrame, baseline: str, replicate_rows: bool
     """A replicated run's results: per scenario one pooled row per case and implementation; each process's
     rows after them with ``replicate_rows`` (``report --replicate-rows``), else where to find them."""
     where = "the section below" if replicate_rows else PER_PROCESS_ROWS
-    blocks: list[Block] = [Heading("Results"), Paragraph(pooled_note(process_count(speedups), where))]
+    blocks: list[Block] = [Heading("Results"), Paragraph(pooled_note(repeat_count(speedups), where))]
     if baseline not in set(speedups[IMPL]):
         blocks.append(Paragraph(f"No {baseline} rows in this run: speedups are not shown."))
     for scenario, group in speedups.groupby(SCENARIO, sort=False):
