@@ -21,7 +21,16 @@ from mhabench.answers_on_disk import advise_folders
 from mhabench.cost import Workload
 from mhabench.impls.registry import available_implementations, build, get_spec
 from mhabench.impls.weights import AttentionWeights
-from mhabench.measure.stages import Unit, assign_stages, breakdown, kind_of, profile_cpu
+from mhabench.measure.stages import (
+    ProfiledCall,
+    ProfiledOp,
+    Unit,
+    assign_stages,
+    breakdown,
+    kind_of,
+    op_tree,
+    profile_cpu,
+)
 from mhabench.pattern import CAUSAL
 from mhabench.results.kernels import read_kernels
 from mhabench.results.stages import StageFigures, breakdown_group, read_breakdown
@@ -183,28 +192,70 @@ def test_our_materialized_layers_projections_land_in_their_stages(name: str) -> 
         assert figures[stage].flops_ratio == pytest.approx(1.0), stage
 
 
-def test_the_cpu_breakdown_keeps_the_profiled_call_of_median_wall_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    import mhabench.measure.stages as stage_module
-
-    walls = iter([30.0, 1.0, 10.0])  # the first call preempted: its idle time would all be "other"
-    monkeypatch.setattr(stage_module, "_profile_cpu_once", lambda call, element_bytes: ([], next(walls)))
-    assert profile_cpu(lambda: None, 4) == ([], 10.0)
-
-
-def test_two_profiled_calls_that_agree_are_enough_and_the_faster_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+def _fake_profiles(monkeypatch: pytest.MonkeyPatch, calls: list[tuple[float, float]]) -> list[float]:
+    """``_profile_cpu_once`` replaced by calls of the given (wall, thread CPU) milliseconds; the walls profiled."""
     import mhabench.measure.stages as stage_module
 
     profiled: list[float] = []
+    found = iter(calls)
 
-    def once(walls: list[float]) -> object:
-        found = iter(walls)
-        return lambda call, element_bytes: ([], profiled.append(wall := next(found)) or wall)
+    def once(call: object) -> ProfiledCall:
+        wall_ms, thread_ms = next(found)
+        profiled.append(wall_ms)
+        return ProfiledCall([], wall_ms, thread_ms)
 
-    monkeypatch.setattr(stage_module, "_profile_cpu_once", once([10.0, 11.0, 99.0]))
-    assert profile_cpu(lambda: None, 4) == ([], 10.0) and profiled == [10.0, 11.0]  # no third call
-    profiled.clear()
-    monkeypatch.setattr(stage_module, "_profile_cpu_once", once([10.0, 14.0, 12.0]))  # 40 % apart: a third call
+    monkeypatch.setattr(stage_module, "_profile_cpu_once", once)
+    return profiled
+
+
+def test_one_profiled_call_is_enough_when_nothing_preempted_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    profiled = _fake_profiles(monkeypatch, [(10.0, 9.5), (99.0, 99.0)])
+    assert profile_cpu(lambda: None, 4) == ([], 10.0) and profiled == [10.0]
+
+
+def test_the_cpu_breakdown_keeps_the_profiled_call_of_median_wall_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the first call preempted (its thread ran 2 of its 30 ms): its idle time would all be "other"
+    profiled = _fake_profiles(monkeypatch, [(30.0, 2.0), (1.0, 1.0), (10.0, 10.0)])
+    assert profile_cpu(lambda: None, 4) == ([], 10.0) and profiled == [30.0, 1.0, 10.0]
+
+
+def test_two_profiled_calls_that_agree_are_enough_and_the_faster_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    profiled = _fake_profiles(monkeypatch, [(11.0, 5.0), (10.0, 5.0), (99.0, 99.0)])
+    assert profile_cpu(lambda: None, 4) == ([], 10.0) and profiled == [11.0, 10.0]  # no third call
+    profiled = _fake_profiles(monkeypatch, [(10.0, 5.0), (14.0, 5.0), (12.0, 5.0)])  # 40 % apart: a third call
     assert profile_cpu(lambda: None, 4) == ([], 12.0) and profiled == [10.0, 14.0, 12.0]
+
+
+@pytest.mark.parametrize("name", ["naive", "per_head", "fused", "torch_mha", "torch_mha_fast"])
+def test_the_op_tree_is_the_tree_torch_event_list_builds(name: str) -> None:
+    """The breakdown reads the profiler's raw events; torch's own event objects must give the same ops and times."""
+    module, x = build(name, AttentionWeights.random(32), 4), torch.randn(2, 16, 32)
+    with torch.inference_mode():
+        module(x)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as profiler:
+            module(x)
+
+    def theirs(event: Any) -> tuple[object, ...]:
+        children = sorted(event.cpu_children, key=lambda child: child.time_range.start)
+        own = (event.name, [list(shape) for shape in event.input_shapes], event.cpu_time_total / 1e3)
+        return (*own, [theirs(child) for child in children])
+
+    def ours(op: ProfiledOp) -> tuple[object, ...]:
+        return (op.name, [list(shape) for shape in op.shapes], op.time_ms, [ours(child) for child in op.children])
+
+    roots = sorted((e for e in profiler.events() if e.cpu_parent is None), key=lambda e: e.time_range.start)
+    tree = op_tree(profiler.profiler.kineto_results.events())
+    assert len(tree) > 0
+    assert _rounded([ours(op) for op in tree]) == _rounded([theirs(event) for event in roots])
+
+
+def _rounded(tree: object) -> object:
+    """Times to the nanosecond: torch's event objects keep them as float microseconds."""
+    if isinstance(tree, float):
+        return round(tree, 6)
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_rounded(item) for item in tree)
+    return tree
 
 
 def test_the_cpu_profile_shows_torch_mha_per_token_bmm_on_a_small_case() -> None:

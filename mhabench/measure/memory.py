@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 OpObserver = Callable[[Any, tuple[Any, ...], dict[str, Any], Any], None]
 """Called with ``(func, args, kwargs, out)`` after every op (e.g. :class:`mhabench.measure.op_counts.OpCounter`)."""
@@ -42,9 +41,16 @@ class LiveStorageTracker(TorchDispatchMode):
         self._tracked: set[int] = set()
         self._observers = tuple(observers)
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No Dynamo guard around each op: the mode never runs under torch.compile (a compiling implementation's
+        first call is timed outside it), and the guard's first use imports ``torch._dynamo``, seconds of a small run."""
+        return False
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        nested = any(isinstance(t, torch.Tensor) and t.is_nested for t in tree_leaves((args, kwargs)))
+        inputs = tensors_in((args, kwargs))
+        nested = any(t.is_nested for t in inputs)
         if not nested and func.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd):
             # A composite op (linear, SDPA) arrives whole under inference_mode; decomposing it here
             # shows the same ops as under no_grad (the backend SDPA picked, the matmuls).
@@ -55,9 +61,9 @@ class LiveStorageTracker(TorchDispatchMode):
         self.op_calls += 1
         for observe in self._observers:
             observe(func, args, kwargs, out)
-        input_storages = {_storage_ptr(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
-        for leaf in tree_leaves(out):
-            if isinstance(leaf, torch.Tensor) and _storage_ptr(leaf) not in input_storages:
+        input_storages = {_storage_ptr(t) for t in inputs}
+        for leaf in tensors_in(out):
+            if _storage_ptr(leaf) not in input_storages:
                 self._track(_dense(leaf).untyped_storage())
         return out
 
@@ -74,6 +80,21 @@ class LiveStorageTracker(TorchDispatchMode):
     def _release(self, key: int, nbytes: int) -> None:
         self._tracked.discard(key)
         self.live_bytes -= nbytes
+
+
+def tensors_in(tree: Any) -> list[torch.Tensor]:
+    """Tensors among an op's arguments or outputs (nested in tuples, lists and dicts).
+
+    A plain walk rather than ``tree_leaves``: it runs for every op of the checked call, and aten
+    arguments never hold other containers.
+    """
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, dict):
+        tree = tree.values()
+    elif not isinstance(tree, (list, tuple)):
+        return []
+    return [t for item in tree for t in tensors_in(item)]
 
 
 def _storage_ptr(tensor: torch.Tensor) -> int:

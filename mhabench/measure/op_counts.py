@@ -30,7 +30,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.utils.flop_counter import flop_registry
 
-from mhabench.measure.memory import OPAQUE_OPS
+from mhabench.measure.memory import OPAQUE_OPS, tensors_in
 from mhabench.results.schema import Counted, ModelledCost
 
 DISAGREEMENT_LIMIT = 0.25
@@ -189,9 +189,9 @@ def op_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
     info = _op_info(func)
     if info.moves_nothing:
         return 0
-    inputs = _distinct(_tensors(args) + _tensors(kwargs))
+    inputs = _distinct(tensors_in(args) + tensors_in(kwargs))
     input_storages = {key[0] for key in inputs}
-    written = [t for key, t in _distinct(_tensors(out)).items() if info.mutates or key[0] not in input_storages]
+    written = [t for key, t in _distinct(tensors_in(out)).items() if info.mutates or key[0] not in input_storages]
     if not written:
         return 0
     for region in _distinct(_unread(info, args, kwargs)):
@@ -203,26 +203,11 @@ def _unread(info: _OpInfo, args: tuple[Any, ...], kwargs: dict[str, Any]) -> lis
     """Tensor arguments whose data the op does not read: ``out=`` tensors, the target of copy_/fill_/zero_,
     the template of ``zeros_like`` and its kin."""
     if info.shape_only:
-        return _tensors(args) + _tensors(kwargs)
+        return tensors_in(args) + tensors_in(kwargs)
     targets = [kwargs[name] for name in info.out_args if name in kwargs]
     if info.overwrites_self and args:
         targets.append(args[0])
-    return _tensors(targets)
-
-
-def _tensors(tree: Any) -> list[torch.Tensor]:
-    """Tensors among an op's arguments or outputs (nested in tuples, lists and kwargs).
-
-    A plain walk rather than ``tree_leaves``: it runs for every op of the checked call, and aten
-    arguments never hold other containers.
-    """
-    if isinstance(tree, torch.Tensor):
-        return [tree]
-    if isinstance(tree, dict):
-        tree = tree.values()
-    elif not isinstance(tree, (list, tuple)):
-        return []
-    return [t for item in tree for t in _tensors(item)]
+    return tensors_in(targets)
 
 
 def _distinct(tensors: Iterable[torch.Tensor]) -> dict[tuple[Any, ...], torch.Tensor]:
@@ -248,7 +233,7 @@ class OpCounter:
         self._opaque: set[str] = set()
 
     def observe(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
-        if any(t.is_nested for t in _tensors(args) + _tensors(kwargs) + _tensors(out)):
+        if any(t.is_nested for t in tensors_in(args) + tensors_in(kwargs) + tensors_in(out)):
             # a nested (jagged) tensor's sizes are symbolic: no formula can count it, so it is opaque work
             self._opaque.add(f"nested {func.__name__.split('.')[0]}")
             return

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
+from torch.autograd import DeviceType
 
 from mhabench.measure.op_counts import is_kernel
 from mhabench.results.cells import number
@@ -200,55 +201,145 @@ def quiet_profiler() -> Iterator[None]:
 
 
 PROFILED_CPU_CALLS = 3
-"""The most CPU calls profiled per row; the one of median wall time is kept. On a shared machine one call can be
-preempted mid-way, and the time the process sat idle lands in no op, so a single call could put most of the row in
-"other" (seen on the shared 2-core VM, torch 2.13.0+cpu: 92 % "other" for `naive` at n=128 in run
-20261127T093556Z-rb-tiny, 3-28 % in four calls profiled right after)."""
+"""The most CPU calls profiled per row. On a shared machine one call can be preempted mid-way, and the time the
+process sat idle lands in no op, so a single call could put most of the row in "other" (seen on the shared 2-core
+VM, torch 2.13.0+cpu: 92 % "other" for `naive` at n=128 in run 20261127T093556Z-rb-tiny, 3-28 % in four calls
+profiled right after)."""
+RUNNING_SHARE = 0.9
+"""A profiled call whose thread ran on a CPU for at least 90 % of its wall time was not preempted (a time slice
+given away is milliseconds, most of a small call): it is kept alone, and the second call's profiler and event
+processing (most of a small row's own cost) is saved. A call that waited on intra-op threads falls under it too
+and goes to the two-call rule."""
 AGREEING_WALL = 0.25
 """Two profiled calls whose wall times are within 25 % of each other were not preempted (preemption adds tens of
-milliseconds, or doubles a short call): the faster is kept and the third call, and its profiler's event processing
-(most of a small row's own cost), is saved."""
+milliseconds, or doubles a short call): the faster is kept and the third call is saved."""
+
+
+@dataclasses.dataclass
+class ProfiledCall:
+    """One profiled call: its ops as a tree, its wall time and the CPU time of the thread that made it."""
+
+    ops: list[ProfiledOp]
+    wall_ms: float
+    thread_ms: float
+
+    @property
+    def preempted(self) -> bool:
+        """The thread was off a CPU for more than a tenth of the call (:data:`RUNNING_SHARE`)."""
+        return self.thread_ms < RUNNING_SHARE * self.wall_ms
 
 
 def profile_cpu(
     call: Callable[[], object], element_bytes: int, calls: int = PROFILED_CPU_CALLS
 ) -> tuple[list[Unit], float]:
-    """The units of one typical profiled call of ``call`` and its wall time: the faster of the first two when their
-    wall times agree within :data:`AGREEING_WALL`, else the median-wall-time call of ``calls``."""
-    profiled = [_profile_cpu_once(call, element_bytes) for _ in range(min(2, calls))]
-    if len(profiled) == 2 and math.isclose(profiled[0][1], profiled[1][1], rel_tol=AGREEING_WALL):
-        return min(profiled, key=lambda found: found[1])
-    profiled += [_profile_cpu_once(call, element_bytes) for _ in range(calls - len(profiled))]
-    profiled.sort(key=lambda found: found[1])
-    return profiled[len(profiled) // 2]
+    """The units of one typical profiled call of ``call`` and its wall time: the first call when nothing preempted
+    it (:data:`RUNNING_SHARE`); else the faster of the first two when their wall times agree within
+    :data:`AGREEING_WALL`; else the median-wall-time call of ``calls``."""
+    profiled = [_profile_cpu_once(call)]
+    if not profiled[0].preempted or calls == 1:
+        return _units(profiled[0], element_bytes)
+    profiled.append(_profile_cpu_once(call))
+    if math.isclose(profiled[0].wall_ms, profiled[1].wall_ms, rel_tol=AGREEING_WALL):
+        return _units(min(profiled, key=lambda found: found.wall_ms), element_bytes)
+    profiled += [_profile_cpu_once(call) for _ in range(calls - len(profiled))]
+    profiled.sort(key=lambda found: found.wall_ms)
+    return _units(profiled[len(profiled) // 2], element_bytes)
 
 
-def _profile_cpu_once(call: Callable[[], object], element_bytes: int) -> tuple[list[Unit], float]:
-    """The units of one call of ``call`` under torch's profiler (``record_shapes``), and the call's wall time."""
+def _units(profiled: ProfiledCall, element_bytes: int) -> tuple[list[Unit], float]:
+    """The units of a profiled call, in the order its outermost ops started, and its wall time."""
+    return [unit for op in profiled.ops for unit in _units_of(op, element_bytes)], profiled.wall_ms
+
+
+def _profile_cpu_once(call: Callable[[], object]) -> ProfiledCall:
+    """One call of ``call`` under torch's profiler (``record_shapes``): its op tree, wall and thread CPU time."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     with quiet_profiler(), torch.profiler.profile(activities=activities, record_shapes=True) as profiler:
-        start = time.perf_counter()
+        start, thread_start = time.perf_counter(), time.thread_time()
         call()
+        thread_ms = (time.thread_time() - thread_start) * 1e3
         wall_ms = (time.perf_counter() - start) * 1e3
-    roots = [event for event in profiler.events() if event.cpu_parent is None]
-    roots.sort(key=lambda event: event.time_range.start)
-    units: list[Unit] = []
-    for root in roots:
-        units += _units_of(root, element_bytes)
-    return units, wall_ms
+    return ProfiledCall(op_tree(profiler.profiler.kineto_results.events()), wall_ms, thread_ms)
 
 
-def _units_of(event: Any, element_bytes: int) -> list[Unit]:
-    """The outermost events of a known kind under ``event`` (itself included); leaves of no kind are ``other``."""
-    kind = kind_of(event.name)
-    children = sorted(event.cpu_children, key=lambda child: child.time_range.start)
-    expands = event.name.endswith(EXPAND_THROUGH)
-    if (kind == "other" or expands) and children:
-        return [unit for child in children for unit in _units_of(child, element_bytes)]
-    shapes = [list(shape) for shape in (event.input_shapes or [])]
+# --- the profiler's ops as a tree --------------------------------------------------------------------------
+
+
+HIDDEN_OPS = frozenset(
+    {
+        "[memory]",
+        "[OutOfMemory]",
+        "profiler::_record_function_enter",
+        "profiler::_record_function_enter_new",
+        "profiler::_record_function_exit",
+        "aten::is_leaf",
+        "aten::output_nr",
+        "aten::_version",
+    }
+)
+"""Events torch's own event list leaves out (``torch.autograd.profiler_util._filter_name``)."""
+
+
+@dataclasses.dataclass
+class ProfiledOp:
+    """One op the profiler recorded, with the ops it called."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+    shapes: list[list[int]]
+    children: list[ProfiledOp] = dataclasses.field(default_factory=list)
+
+    @property
+    def time_ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+
+def op_tree(events: Iterable[Any]) -> list[ProfiledOp]:
+    """The outermost ops of the profiler's raw events (``kineto_results.events()``), each with its callees, in
+    start order: the tree ``profiler.events()`` builds (an op is a child of the innermost op on its thread whose
+    interval holds its own), without building torch's Python event objects, which cost most of a small row's
+    profiled call."""
+    by_thread: dict[int, list[ProfiledOp]] = {}
+    for event in events:
+        if _hidden(event):
+            continue
+        op = ProfiledOp(event.name(), event.start_ns(), event.end_ns(), event.shapes())
+        by_thread.setdefault(event.start_thread_id(), []).append(op)
+    roots: list[ProfiledOp] = []
+    for ops in by_thread.values():
+        ops.sort(key=lambda op: (op.start_ns, -op.end_ns))
+        open_ops: list[ProfiledOp] = []
+        for op in ops:
+            while open_ops and (op.start_ns >= open_ops[-1].end_ns or op.end_ns > open_ops[-1].end_ns):
+                open_ops.pop()
+            (open_ops[-1].children if open_ops else roots).append(op)
+            open_ops.append(op)
+    roots.sort(key=lambda op: op.start_ns)
+    return roots
+
+
+def _hidden(event: Any) -> bool:
+    """Left out of the tree, as torch's event list leaves it: a utility op, a hidden or async event, not the CPU's."""
+    return (
+        event.name() in HIDDEN_OPS
+        or getattr(event, "is_hidden_event", lambda: False)()
+        or event.device_type() != DeviceType.CPU
+        or event.is_async()
+        or event.start_thread_id() != event.end_thread_id()
+    )
+
+
+def _units_of(op: ProfiledOp, element_bytes: int) -> list[Unit]:
+    """The outermost ops of a known kind under ``op`` (itself included); leaves of no kind are ``other``."""
+    kind = kind_of(op.name)
+    expands = op.name.endswith(EXPAND_THROUGH)
+    if (kind == "other" or expands) and op.children:
+        return [unit for child in op.children for unit in _units_of(child, element_bytes)]
+    shapes = [list(shape) for shape in (op.shapes or [])]
     flops, moved = op_figures(kind, shapes, element_bytes)
     text = re.sub(r"\s+", "", str([shape for shape in shapes if shape]))
-    return [Unit(event.name, kind, event.cpu_time_total / 1e3, flops, moved, text if shapes else "")]
+    return [Unit(op.name, kind, op.time_ms, flops, moved, text if shapes else "")]
 
 
 def op_figures(kind: str, shapes: list[list[int]], element_bytes: int) -> tuple[float, float]:

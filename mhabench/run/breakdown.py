@@ -1,7 +1,8 @@
 """A row's breakdown by stage (docs/stages.md): profiled calls after the case's timing, or its counted kernels.
 
-The calls are never timed ones: the case's rounds are over when they run. It costs one call per row on CUDA and
-two or three on the CPU (two that agree, or the median of three: :func:`mhabench.measure.stages.profile_cpu`)
+The calls are never timed ones: the case's rounds are over when they run. It costs one call per row on CUDA and on
+the CPU one that nothing preempted, else two that agree or the median of three
+(:func:`mhabench.measure.stages.profile_cpu`)
 (on the H100 GPU default sweep the 92 ok rows' medians add up to 5.3 s, run 20261126T070612Z-default-gpu), plus
 the profiler's overhead. On the CPU it runs under torch's profiler with shapes; on CUDA under the profiler's
 kernel trace (durations only) and, where ``counters: hardware`` profiled the row under Nsight Compute, again from

@@ -38,6 +38,9 @@ ROOFLINE_PROBE_S = 2.0
 ANSWER_S = 2.0
 """After the run: merging replicates, the summary table and the short answer."""
 CHECKED_CALLS = 1
+PROFILED_CALLS = 1
+"""The stage breakdown's call: one on CUDA, and on the CPU one that nothing preempted
+(:func:`mhabench.measure.stages.profile_cpu`; a preempted one adds one or two)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,10 +111,9 @@ def timed_s(per_call_s: float, timing: TimingConfig) -> float:
     return min(samples * block_s, timing.max_run_time_s + block_s)  # the cap is checked after a sample
 
 
-def row_seconds(per_call_s: float, timing: TimingConfig, device_type: str = "cpu") -> float:
+def row_seconds(per_call_s: float, timing: TimingConfig) -> float:
     """One row's wall time: warm-up, timed rounds, the calls outside them and its fixed overhead."""
-    profiled = 2 if device_type == "cpu" else 1  # two that agree (mhabench.measure.stages.profile_cpu)
-    untimed_calls = CHECKED_CALLS + profiled
+    untimed_calls = CHECKED_CALLS + PROFILED_CALLS
     return warmup_s(per_call_s, timing) + timed_s(per_call_s, timing) + untimed_calls * per_call_s + ROW_OVERHEAD_S
 
 
@@ -136,7 +138,6 @@ def estimate_run(
     processes: int = 1,
     repeats: int = 1,
     known_ms: Mapping[RowKey, float] | None = None,
-    device_type: str = "cpu",
     probed: bool = True,
     forked: bool = False,
 ) -> RunEstimate:
@@ -151,7 +152,7 @@ def estimate_run(
             per_call_s, source = latency_ms / 1e3, "history"
         else:
             per_call_s, source = modelled_call_s(row.cost, row.peaks), "modelled"
-        seconds = repeats * row_seconds(per_call_s, timing, device_type)
+        seconds = repeats * row_seconds(per_call_s, timing)
         estimates.append(RowEstimate(row.case_id, row.impl, per_call_s, source, seconds))
     start_s = FORKED_START_S if forked and processes > 1 else PROCESS_START_S
     return RunEstimate(tuple(estimates), processes, start_s, ROOFLINE_PROBE_S if probed else 0.0, ANSWER_S)

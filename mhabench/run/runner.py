@@ -330,7 +330,6 @@ def estimate(
         processes=config.replicates,
         repeats=repeats,
         known_ms=known_ms,
-        device_type=device.type,
         probed=probed,
         forked=can_fork(device),
     )
