@@ -33,6 +33,8 @@ SLOW_TESTS = (
     "tests/test_concurrent_runs.py",
     "tests/test_distributed.py",
     "tests/test_distributed_run.py",
+    "tests/test_ab.py::test_ab_end_to_end",
+    "tests/test_findings_decisions.py",
     "tests/test_findings_figures.py",
     "tests/test_findings_runs.py",
     "tests/test_fused_fp8.py",
@@ -88,19 +90,38 @@ command line, speedups and verdicts: marked ``core``; ``make test-fast`` runs th
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``cuda`` need a GPU; without one they are skipped, never faked. The tests of
-    :data:`SLOW_TESTS` and the ``compiled`` cases are marked ``slow``, those of :data:`CORE_TESTS` ``core``."""
+    :data:`SLOW_TESTS`, the ``compiled`` cases and the ``cluster`` tests are marked ``slow``, those of
+    :data:`CORE_TESTS` ``core``. For pytest-xdist (``--dist loadgroup``): a test that uses a module- or session-scoped
+    fixture of its file joins that file's group, so one worker builds the fixture once; and the slow tests come
+    first, so the last minute is many short tests the two workers share out, not one long one on a worker alone."""
     skip = (
         None
         if torch.cuda.is_available()
         else pytest.mark.skip(reason="needs CUDA (torch.cuda.is_available() is False)")
     )
     for item in items:
-        if item.nodeid.startswith(SLOW_TESTS) or "compiled" in item.nodeid:
+        if item.nodeid.startswith(SLOW_TESTS) or "compiled" in item.nodeid or item.get_closest_marker("cluster"):
             item.add_marker(pytest.mark.slow)
         if item.nodeid.startswith(CORE_TESTS):
             item.add_marker(pytest.mark.core)
         if skip is not None and item.get_closest_marker("cuda") is not None:
             item.add_marker(skip)
+        if shares_a_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: file order within each part
+
+
+def shares_a_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture built once per module or session that its own file defines (a run measured,
+    a cluster started), which a second xdist worker would build again."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        definitions[-1].scope in ("module", "session") and definitions[-1].baseid.endswith(".py")
+        for definitions in info.name2fixturedefs.values()
+        if definitions
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
