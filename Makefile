@@ -60,16 +60,14 @@ run: setup cuda-warning
 	$(BIN)/mhabench run
 
 # Two pytest-xdist workers (a 2-core machine's cores; PYTEST_WORKERS=auto takes every core), torch's threads split
-# between them (tests/conftest.py). loadgroup: the tests that share a module's fixture (a measured run, a Ray cluster)
-# stay on one worker, and the slow tests go out first (tests/conftest.py). `make test-fast`: the edit-test loop, the
-# data path's core tests that are not slow (docs/development.md).
+# between them (tests/conftest.py). `make test-fast`: the edit-test loop, the data path's core tests that are not
+# slow (docs/development.md).
 PYTEST_WORKERS ?= 2
-PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadgroup
 test: setup hf browser
-	$(BIN)/python -m pytest -q $(PYTEST_XDIST)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
 
 test-fast: setup
-	$(BIN)/python -m pytest -q $(PYTEST_XDIST) -m "core and not slow"
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "core and not slow"
 
 # Headless Chromium (Debian's package) for tests/test_browser.py. Best effort: where apt-get is not
 # available or not allowed, that test skips and says why.

@@ -88,13 +88,10 @@ CORE_TESTS = tuple(
 command line, speedups and verdicts: marked ``core``; ``make test-fast`` runs those not marked ``slow``."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks set here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``cuda`` need a GPU; without one they are skipped, never faked. The tests of
     :data:`SLOW_TESTS`, the ``compiled`` cases and the ``cluster`` tests are marked ``slow``, those of
-    :data:`CORE_TESTS` ``core``. For pytest-xdist (``--dist loadgroup``): a test that uses a module- or session-scoped
-    fixture of its file joins that file's group, so one worker builds the fixture once; and the slow tests come
-    first, so the last minute is many short tests the two workers share out, not one long one on a worker alone."""
+    :data:`CORE_TESTS` ``core``."""
     skip = (
         None
         if torch.cuda.is_available()
@@ -107,22 +104,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.core)
         if skip is not None and item.get_closest_marker("cuda") is not None:
             item.add_marker(skip)
-        if shares_a_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: file order within each part
-
-
-def shares_a_fixture(item: pytest.Item) -> bool:
-    """Whether the test uses a fixture built once per module or session that its own file defines (a run measured,
-    a cluster started), which a second xdist worker would build again."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return False
-    return any(
-        definitions[-1].scope in ("module", "session") and definitions[-1].baseid.endswith(".py")
-        for definitions in info.name2fixturedefs.values()
-        if definitions
-    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
