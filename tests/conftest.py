@@ -33,6 +33,8 @@ SLOW_TESTS = (
     "tests/test_concurrent_runs.py",
     "tests/test_distributed.py",
     "tests/test_distributed_run.py",
+    "tests/test_ab.py::test_ab_end_to_end",
+    "tests/test_findings_decisions.py",
     "tests/test_findings_figures.py",
     "tests/test_findings_runs.py",
     "tests/test_fused_fp8.py",
@@ -88,14 +90,15 @@ command line, speedups and verdicts: marked ``core``; ``make test-fast`` runs th
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``cuda`` need a GPU; without one they are skipped, never faked. The tests of
-    :data:`SLOW_TESTS` and the ``compiled`` cases are marked ``slow``, those of :data:`CORE_TESTS` ``core``."""
+    :data:`SLOW_TESTS`, the ``compiled`` cases and the ``cluster`` tests are marked ``slow``, those of
+    :data:`CORE_TESTS` ``core``."""
     skip = (
         None
         if torch.cuda.is_available()
         else pytest.mark.skip(reason="needs CUDA (torch.cuda.is_available() is False)")
     )
     for item in items:
-        if item.nodeid.startswith(SLOW_TESTS) or "compiled" in item.nodeid:
+        if item.nodeid.startswith(SLOW_TESTS) or "compiled" in item.nodeid or item.get_closest_marker("cluster"):
             item.add_marker(pytest.mark.slow)
         if item.nodeid.startswith(CORE_TESTS):
             item.add_marker(pytest.mark.core)

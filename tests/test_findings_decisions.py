@@ -14,7 +14,7 @@ import tarfile
 from pathlib import Path
 
 from mhabench.analysis.answer import Verdict, answer_run
-from mhabench.results.store import load_run
+from mhabench.results.store import Run, load_run
 
 RUNS = Path(__file__).resolve().parents[1] / "docs" / "findings" / "runs"
 DECISIONS = Path(__file__).parent / "data" / "findings_decisions" / "decisions.json"
@@ -29,9 +29,9 @@ WORDS = {
 """The recorded file's words for each verdict (the pick's words before the record had codes)."""
 
 
-def decisions(run_dir: Path) -> dict:
+def decisions(run: Run) -> dict:
     """One run's decisions as the file records them."""
-    record = answer_run(load_run(run_dir))
+    record = answer_run(run)
     cases = {
         case.case_id: [WORDS[case.verdict], sorted(case.tied or ([case.fastest] if case.fastest else []))]
         for case in record.cases
@@ -57,7 +57,7 @@ def test_every_stored_findings_decision_replays(tmp_path: Path) -> None:
             opened.extractall(tmp_path, filter="data")
         run = load_run(tmp_path / run_id)
         if not run.frame.empty:
-            found[run_id] = decisions(tmp_path / run_id)
+            found[run_id] = decisions(run)
     if REGOLD:
         DECISIONS.write_text(json.dumps(found, indent=1, sort_keys=True))
     assert set(found) == set(recorded), "a stored run was added or removed: regold and list it"

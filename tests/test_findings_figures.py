@@ -78,13 +78,40 @@ def change_figures(base: Run, candidate: Run) -> Iterator[tuple[str, str, str]]:
             yield found
 
 
-def reproduced(run_ids: tuple[str, ...], into: Path) -> frozenset[tuple[str, str, str]]:
+class StoredRuns:
+    """The stored runs unpacked and loaded once for the module, with each run's own figures (advise on it alone,
+    compare against every baseline): pages cite many of the same runs, and one run's figures do not depend on the
+    page that cites it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.runs: dict[str, Run] = {}
+        self.own: dict[str, frozenset[tuple[str, str, str]]] = {}
+
+    def run(self, run_id: str) -> Run:
+        if run_id not in self.runs:
+            (path,) = unpack([run_id], self.folder)
+            self.runs[run_id] = load_run(path)
+        return self.runs[run_id]
+
+    def figures(self, run_id: str) -> frozenset[tuple[str, str, str]]:
+        if run_id not in self.own:
+            run = self.run(run_id)
+            self.own[run_id] = frozenset({*advise_figures([run]), *speedup_figures(run)})
+        return self.own[run_id]
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> StoredRuns:
+    return StoredRuns(tmp_path_factory.mktemp("stored-runs"))
+
+
+def reproduced(run_ids: tuple[str, ...], stored: StoredRuns) -> frozenset[tuple[str, str, str]]:
     """Every ratio-with-interval advise and compare print on these stored runs."""
-    runs = [load_run(path) for path in unpack(list(run_ids), into)]
     found: set[tuple[str, str, str]] = set()
-    for run in runs:
-        found |= {*advise_figures([run]), *speedup_figures(run)}
-    for group in by_config(runs):
+    for run_id in run_ids:
+        found |= stored.figures(run_id)
+    for group in by_config([stored.run(run_id) for run_id in run_ids]):
         if len(group) > 1:
             found |= set(advise_figures(group))
             for base, candidate in itertools.pairwise(group):
@@ -94,12 +121,12 @@ def reproduced(run_ids: tuple[str, ...], into: Path) -> frozenset[tuple[str, str
 
 @pytest.mark.parametrize("page", pages())
 def test_every_ratio_a_page_quotes_is_printed_by_advise_or_compare_on_its_stored_runs(
-    page: str, tmp_path: Path
+    page: str, stored: StoredRuns
 ) -> None:
     quoted = set(FIGURE.findall((FINDINGS / page).read_text()))
     if not quoted:
         pytest.skip(f"{page} quotes no ratio with an interval")
-    found = reproduced(tuple(stored_citations(FINDINGS / page)), tmp_path)
+    found = reproduced(tuple(stored_citations(FINDINGS / page)), stored)
     missing = sorted(quoted - found)
     spelled = ", ".join(f"{r}× [{lo}–{hi}]" for r, lo, hi in missing[:12])
     assert not missing, f"{page}: {len(missing)} of {len(quoted)} quoted ratios no command reproduces: {spelled}"
