@@ -8,6 +8,8 @@ import json
 import math
 import multiprocessing
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -203,12 +205,35 @@ def test_a_replicated_runs_progress_names_the_processes_and_the_one_folder_that_
     assert replicate_line(ReplicateProgress(2, 3, folder)) == "process 2/3 done: repeat 1 of 20261129T061756Z-default"
 
 
+FORKED = "a replicate forked"
+FORK_SPY = f"""
+import sys
+from mhabench.run import replicates
+
+forked = replicates._forked
+
+
+def spy(*args):
+    print({FORKED!r}, flush=True)
+    return forked(*args)
+
+
+replicates._forked = spy
+from mhabench.cli import main
+
+main()
+"""
+"""``mhabench`` in a new interpreter, saying each time it forks a replicate."""
+
+
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh-interpreter"])
 def test_run_replicates_measures_each_process_and_merges_them_into_one_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork: bool
 ) -> None:
     """On the CPU a replicate is a fork of the command's process (no imports again); on CUDA, or where there is no
-    fork, a fresh interpreter: both measure and merge alike, and each records the command it ran."""
+    fork, a fresh interpreter: both measure and merge alike, and each records the command it ran. The forked case
+    runs the command as a user does, in a new interpreter that has run no torch op: a fork of this test process,
+    whose OpenMP pool other tests have started, could hang in it."""
     from mhabench.run import replicates as replicated
     from mhabench.run import runner
 
@@ -216,21 +241,30 @@ def test_run_replicates_measures_each_process_and_merges_them_into_one_folder(
     assert not replicated.can_fork(torch.device("cuda"))
     if fork and not replicated.can_fork(torch.device("cpu")):
         pytest.skip("no fork on this platform")
-    monkeypatch.setattr(replicated, "can_fork", lambda device: fork)
-    monkeypatch.setattr(runner, "_measured_here", [])  # as a fresh `mhabench run`: nothing measured before
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY)
-    result = CliRunner().invoke(app, ["run", str(config), "--replicates", "2", "--out", str(tmp_path / "out")])
-    assert result.exit_code == 0, result.output
-    said = " ".join(result.output.split())  # the title wraps to the table's width
+    command = ["run", str(config), "--replicates", "2", "--out", str(tmp_path / "out")]
+    if fork:
+        driver = tmp_path / "driver.py"
+        driver.write_text(FORK_SPY)
+        done = subprocess.run([sys.executable, str(driver), *command], capture_output=True, text=True, check=False)
+        exit_code, output = done.returncode, done.stdout + done.stderr
+    else:
+        monkeypatch.setattr(replicated, "can_fork", lambda device: False)
+        monkeypatch.setattr(runner, "_measured_here", [])  # as a fresh `mhabench run`: nothing measured before
+        result = CliRunner().invoke(app, command)
+        exit_code, output = result.exit_code, result.output
+    assert exit_code == 0, output
+    assert (FORKED in output) == fork
+    said = " ".join(output.split())  # the title wraps to the table's width
     assert "speedup vs naive, across processes" in said  # the run's table: read across the processes
     (run_dir,) = (tmp_path / "out").iterdir()
     assert json.loads((run_dir / "answers.json").read_text())["replicated"] is True
-    lines = result.output.splitlines()
+    lines = output.splitlines()
     assert any(line.startswith(f"process 1/2 done: repeat 0 of {run_dir.name} (") for line in lines)
     assert any(line.startswith(f"process 2/2 done: repeat 1 of {run_dir.name} (") for line in lines)
     # every run folder the progress names is the one on disk: the processes' own folders were merged and removed
-    assert set(re.findall(r"\d{8}T\d{6}Z-[\w.-]+", result.output)) == {run_dir.name}
+    assert set(re.findall(r"\d{8}T\d{6}Z-[\w.-]+", output)) == {run_dir.name}
     run = load_run(run_dir)
     assert not (run_dir / REPLICATES_FOLDER).exists()
     assert (

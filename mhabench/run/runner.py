@@ -175,8 +175,10 @@ def _resumed_manifest(run_dir: Path, argv: list[str] | None, differences: tuple[
 
 
 def _folder_name(config: RunConfig, manifest_extra: dict[str, Any] | None) -> str:
-    """``<config name>``, with ``-shard-I-of-N`` for a shard (the same rule as under torchrun)."""
-    return folder_name(config.name, (manifest_extra or {}).get("shard"))
+    """``<config name>``, with ``-shard-I-of-N`` for a shard (the same rule as under torchrun) and
+    ``-replicate-I-of-N`` for one process of a replicated run."""
+    extra = manifest_extra or {}
+    return folder_name(config.name, extra.get("shard"), extra.get("replicate"))
 
 
 Pending = tuple[int, Case, list[str]]

@@ -125,7 +125,12 @@ def shard_selector(
     return lambda case, impl, repeat: (case.case_id, impl) in chosen
 
 
-def folder_name(config_name: str | None, shard_entry: Mapping[str, Any] | None) -> str:
-    """A run folder's name: the config's, with ``-shard-I-of-N`` for a shard so the shards sort together."""
+def folder_name(
+    config_name: str | None, shard_entry: Mapping[str, Any] | None, replicate_entry: Mapping[str, Any] | None = None
+) -> str:
+    """A run folder's name: the config's, with ``-shard-I-of-N`` for a shard so the shards sort together, and
+    ``-replicate-I-of-N`` for one process of a replicated run, so two that start in the same second differ."""
     suffix = f"-shard-{shard_entry['index']}-of-{shard_entry['count']}" if shard_entry else ""
+    if replicate_entry:
+        suffix += f"-replicate-{replicate_entry['index']}-of-{replicate_entry['count']}"
     return (config_name or "run") + suffix
