@@ -60,14 +60,15 @@ run: setup cuda-warning
 	$(BIN)/mhabench run
 
 # Two pytest-xdist workers (a 2-core machine's cores; PYTEST_WORKERS=auto takes every core), torch's threads split
-# between them (tests/conftest.py). `make test-fast`: the edit-test loop, the data path's core tests that are not
-# slow (docs/development.md).
+# between them (tests/conftest.py). A test file goes to one worker whole (--dist loadfile), so a module's shared
+# fixture (a Ray cluster, a torchrun run, the transformers rows) is built once, not once a worker. `make test-fast`:
+# the edit-test loop, the data path's core tests that are not slow (docs/development.md).
 PYTEST_WORKERS ?= 2
 test: setup hf browser
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "core and not slow"
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "core and not slow"
 
 # Headless Chromium (Debian's package) for tests/test_browser.py. Best effort: where apt-get is not
 # available or not allowed, that test skips and says why.
