@@ -234,3 +234,14 @@ def test_the_readme_table_counts_levels_per_page() -> None:
     assert rendered_readme(readme, [held]) == f"# x\n\n{TABLE_START}{table}{TABLE_END}\n\nrest\n"
     with pytest.raises(InputError, match="markers"):
         rendered_readme("# x\n", [held])
+
+
+def test_a_winner_the_run_ties_quotes_the_rival_it_is_tied_with() -> None:
+    three = reading(
+        "tied",
+        ("fused", "torch_mha_fast"),
+        {("fused", "torch_mha"): (4.4, 3.5, 5.5), ("fused", "torch_mha_fast"): (1.02, 0.95, 1.1)},
+    )
+    measured = grade(claim("winner", ["fused"]), three)
+    assert measured.grade == Grade.CANNOT_TELL
+    assert measured.pair == ("fused", "torch_mha_fast") and measured.ratio == pytest.approx(1.02)

@@ -237,3 +237,12 @@ def test_the_tree_a_page_cites_for_a_run_is_the_one_its_manifest_records(page: s
         assert not dirty or "dirty" in where or "uncommitted" in where, (
             f"{page}:{line}: {run_id} ran a tree with uncommitted changes; the page must say so"
         )
+
+
+def test_a_run_with_library_implementations_records_the_commit_of_its_own_code(tmp_path: Path) -> None:
+    from mhabench.findings.report import run_record
+
+    (run_dir,) = unpack(["20261127T104517Z-hf-attention"], tmp_path)  # hf_* rows: transformers' code, no repo
+    record = run_record(load_run(run_dir))
+    assert (record.commit, record.dirty) == ("e48d81880887f1e60a58cc3971bd5de5321bd664", False)
+    assert record.config == "hf_attention.yaml" and record.processes == 3

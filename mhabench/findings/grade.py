@@ -95,17 +95,15 @@ def _fastest(reading: CaseReading) -> str:
 def _winner(claim: Claim, reading: CaseReading, picked: str) -> Measured:
     claimed = claim.impls[0]
     fastest = _fastest(reading)
-    runner_up = next((impl for impl in reading.impls if impl != claimed), None)
-    lead = reading.speedup(claimed, runner_up) if runner_up else None
     if fastest != claimed:
         return _with(reading.speedup(fastest, claimed), _unless_tied(reading, fastest, claimed), picked)
-    if reading.verdict == WINNER:
-        closest = min(
-            (reading.speedup(claimed, impl) for impl in reading.impls if impl != claimed),
-            key=lambda one: one.ratio if one else math.inf,
-        )
-        return _with(closest, Grade.HOLDS, picked)
-    return _with(lead, Grade.CANNOT_TELL, picked)
+    # the lead over the nearest rival: what a win rests on, and the rival a tie is with
+    closest = min(
+        (reading.speedup(claimed, impl) for impl in reading.impls if impl != claimed),
+        key=lambda one: one.ratio if one else math.inf,
+        default=None,
+    )
+    return _with(closest, Grade.HOLDS if reading.verdict == WINNER else Grade.CANNOT_TELL, picked)
 
 
 def _unless_tied(reading: CaseReading, faster: str, slower: str) -> Grade:
@@ -139,6 +137,7 @@ def _ratio(claim: Claim, reading: CaseReading, picked: str) -> Measured:
 def _ordering(claim: Claim, reading: CaseReading, picked: str) -> Measured:
     steps = [reading.speedup(a, b) for a, b in zip(claim.impls, claim.impls[1:], strict=False)]
     reversed_steps = [reading.speedup(b, a) for a, b in zip(claim.impls, claim.impls[1:], strict=False)]
+    # the lead over the nearest rival: what a win rests on, and the rival a tie is with
     closest = min(steps, key=lambda one: one.ratio if one else math.inf)
     if any(one is not None and one.clearly for one in reversed_steps):
         return _with(closest, Grade.DOES_NOT_HOLD, picked)
@@ -153,6 +152,7 @@ def _slowest(claim: Claim, reading: CaseReading, picked: str) -> Measured:
     leads = [reading.speedup(impl, slowest) for impl in others]
     if not leads:
         return _with(None, Grade.CANNOT_TELL, picked)
+    # the lead over the nearest rival: what a win rests on, and the rival a tie is with
     closest = min(leads, key=lambda one: one.ratio if one else math.inf)
     if any((beaten := reading.speedup(slowest, impl)) is not None and beaten.clearly for impl in others):
         return _with(closest, Grade.DOES_NOT_HOLD, picked)

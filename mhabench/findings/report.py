@@ -105,7 +105,8 @@ def started(run: RunRecord) -> dt.datetime:
 def run_record(run: Run) -> RunRecord:
     manifest = run.manifest
     environment = manifest.environment
-    versions = list(manifest.code.values())
+    # an implementation whose code lives outside a repository (a library's function) records no commit
+    versions = [version for version in manifest.code.values() if version.get("repo")]
     commits = {version.get("commit") for version in versions} or {environment.get("git_commit")}
     dirty = any(bool(version.get("dirty")) for version in versions) if versions else None
     name = environment.get("device_name") or environment.get("cpu_model") or "?"
