@@ -16,7 +16,7 @@ from mhabench.analysis import answer, compare
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.advice.pick import DOMINANCE
 from mhabench.analysis.answer import Standing, Verdict, answer_run
-from mhabench.analysis.case_drift import CaseDrift, drift_line
+from mhabench.analysis.case_drift import CaseDrift
 from mhabench.analysis.explain import explain as explaining
 from mhabench.answers_on_disk import answer_at_end
 from mhabench.cli import app
@@ -25,6 +25,7 @@ from mhabench.results.store import load_run
 from mhabench.views import summary
 from mhabench.views.advice import to_terminal
 from mhabench.views.answer_table import answer_tables
+from mhabench.views.run_notes import drift_line
 from mhabench.views.wording import explanation
 
 ROOT = Path(__file__).resolve().parents[1]

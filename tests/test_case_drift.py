@@ -9,10 +9,11 @@ import pandas as pd
 from synthetic_runs import row, write_run
 from typer.testing import CliRunner
 
-from mhabench.analysis.case_drift import case_drifts, drift_line
+from mhabench.analysis.case_drift import case_drifts
 from mhabench.analysis.speedup import speedup_rows
 from mhabench.cli import app
 from mhabench.results.store import load_run
+from mhabench.views.run_notes import drift_line
 from mhabench.views.summary import wide_summary
 
 

@@ -91,20 +91,3 @@ def _moved(before: np.ndarray, after: np.ndarray) -> bool:
         return False
     shift = abs(np.log(np.median(after) / np.median(before)))
     return bool(shift > np.log1p(DRIFT_THRESHOLD) and mann_whitney_p(list(before), list(after)) < DRIFT_ALPHA)
-
-
-def drift_line(drift: CaseDrift) -> str:
-    """One line under the run's table: how the machine moved, and which medians cannot be compared."""
-    way = "faster" if drift.change < 0 else "slower"
-    percent = abs(1 / (1 + drift.change) - 1 if drift.change < 0 else drift.change) * 100
-    line = (
-        f"drift inside {drift.case}: `{drift.reference_impl}`'s last rounds ran {percent:.0f}% {way} than its first "
-        f"({drift.rounds} rounds)"
-    )
-    if not drift.early:
-        return line + "; the paired speedups cancel it"
-    shorter = ", ".join(f"`{impl}` (rounds 1–{count})" for impl, count in drift.early)
-    return (
-        f"{line}; {shorter} timed in another stretch: their medians are not comparable with the others', "
-        "but their paired speedups are, since each pairs only the rounds both rows ran in"
-    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mhabench.analysis.case_drift import case_drifts, drift_line
+from mhabench.analysis.case_drift import CaseDrift, case_drifts
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.device_mix import run_device_mix
 from mhabench.analysis.throughput import ROOF, needed_roof, stored_roof_source, throughput
@@ -32,6 +32,23 @@ def lines_under_table(rows: pd.DataFrame) -> list[str]:
 def drift_lines(rows: pd.DataFrame) -> list[str]:
     """One line per case whose machine moved while it was timed (``rows`` with their raw samples)."""
     return [drift_line(drift) for drift in case_drifts(rows)]
+
+
+def drift_line(drift: CaseDrift) -> str:
+    """One line under the run's table: how the machine moved, and which medians cannot be compared."""
+    way = "faster" if drift.change < 0 else "slower"
+    percent = abs(1 / (1 + drift.change) - 1 if drift.change < 0 else drift.change) * 100
+    line = (
+        f"drift inside {drift.case}: `{drift.reference_impl}`'s last rounds ran {percent:.0f}% {way} than its first "
+        f"({drift.rounds} rounds)"
+    )
+    if not drift.early:
+        return line + "; the paired speedups cancel it"
+    shorter = ", ".join(f"`{impl}` (rounds 1–{count})" for impl, count in drift.early)
+    return (
+        f"{line}; {shorter} timed in another stretch: their medians are not comparable with the others', "
+        "but their paired speedups are, since each pairs only the rounds both rows ran in"
+    )
 
 
 def roof_lines(rows: pd.DataFrame) -> list[str]:
