@@ -147,17 +147,15 @@ def roofs(rows: pd.DataFrame) -> pd.DataFrame:
         return out
     work, keys = needed_roof(rows), [key for key in ROOF_GROUP if key in rows]
     shared = rows.loc[probed, keys].astype(str).assign(**{COMPUTE_DTYPE: _compute_dtypes(rows.loc[probed])})
-    groups = shared.groupby([*keys, COMPUTE_DTYPE]).groups.values()
-    for index in groups:
-        best = out.loc[index, [PEAK_TFLOPS, PEAK_GBPS]].max()
-        needed = work.loc[index].max()
-        raised = (needed > best).any()
-        lower = out.loc[index, [PEAK_TFLOPS, PEAK_GBPS]].lt(best).any(axis=1)
-        out.loc[index, [PEAK_TFLOPS, PEAK_GBPS]] = np.fmax(best, needed).to_numpy()
-        if raised:
-            out.loc[index, ROOF_SOURCE] = RoofSource.RAISED.value
-        else:
-            out.loc[lower[lower].index, ROOF_SOURCE] = RoofSource.REPROBED.value
+    group = [shared[column] for column in shared.columns]
+    peaks = out.loc[probed, [PEAK_TFLOPS, PEAK_GBPS]]
+    best = peaks.groupby(group).transform("max")
+    needed = work.loc[probed, [PEAK_TFLOPS, PEAK_GBPS]].groupby(group).transform("max")
+    raised = needed.gt(best).any(axis=1)  # both are their group's, so this is the group's answer on each row
+    lower = peaks.lt(best).any(axis=1)
+    out.loc[probed, [PEAK_TFLOPS, PEAK_GBPS]] = np.fmax(best, needed).to_numpy()
+    out.loc[raised[raised].index, ROOF_SOURCE] = RoofSource.RAISED.value
+    out.loc[lower[lower & ~raised].index, ROOF_SOURCE] = RoofSource.REPROBED.value
     return out
 
 
