@@ -25,8 +25,8 @@ from mhabench.results.store import load_run
 from mhabench.views import summary
 from mhabench.views.advice import to_terminal
 from mhabench.views.answer_table import answer_tables
+from mhabench.views.explain import sentence as explanation
 from mhabench.views.run_notes import drift_line
-from mhabench.views.wording import explanation
 
 ROOT = Path(__file__).resolve().parents[1]
 cli = CliRunner()

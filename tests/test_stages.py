@@ -39,13 +39,13 @@ from mhabench.run import runner
 from mhabench.run.request import RunRequest
 from mhabench.scenario.loading import parse_config
 from mhabench.stage_cost import stage_costs
-from mhabench.views import wording
+from mhabench.views import explain as explain_view
+from mhabench.views.explain import sentence as explanation
 from mhabench.views.report.blocks import Heading, Plot
 from mhabench.views.report.hardware_gaps import hardware_gaps
 from mhabench.views.report.kernels import kernel_blocks
 from mhabench.views.stage_plot import stage_blocks
 from mhabench.views.table import TableModel
-from mhabench.views.wording import explanation
 from mhabench.views.wording import sentence as text_of
 
 COUNTERS_RUN_ID = "20261127T074353Z-default-gpu-counters-partial"
@@ -143,7 +143,7 @@ def _stage(
 def test_rule_per_token_gemm_reads_the_bmm_shapes() -> None:
     rule, found = first_match(_stage(top_op="aten::bmm [[1024,1,4096],[1024,4096,12288]]"))  # type: ignore[misc]
     assert rule.name == "per_token_gemm" and found["batch"] == 1024
-    assert "1,024 batched GEMMs of 1 row(s) each" in wording.RULES[rule.name].format(**found)
+    assert "1,024 batched GEMMs of 1 row(s) each" in explain_view.RULES[rule.name].format(**found)
     assert first_match(_stage(top_op="aten::bmm [[4,64,16],[4,16,64]]")) is None  # heads, not tokens
 
 
