@@ -549,15 +549,17 @@ def check_timing(
     config_path: Annotated[Path, typer.Argument(metavar="CONFIG", help="Scenario YAML (CPU).")],
 ) -> None:
     """Our CPU medians against torch.utils.benchmark.Timer on every case; exit 1 if any differ by more than 5 %."""
+    import torch
+
+    from mhabench.checks.timing import TOLERANCE, Outcome
     from mhabench.checks.timing import check_timing as check
+    from mhabench.views.timing_check import agreement_line, timing_table
 
     with user_errors():
-        table = check(config_loading.load_config(config_path), str(config_path))
-        _fresh_console().print(to_rich(table))
-        timed = [cells for cells in table.cells if not cells[-1].startswith("not run")]
-        failed = sum(1 for cells in timed if cells[-1] != "PASS")
-        _fresh_console().print(f"{len(timed) - failed} of {len(timed)} agree within 5 %")
-        if failed:
+        checks = check(config_loading.load_config(config_path), str(config_path))
+        _fresh_console().print(to_rich(timing_table(checks, torch.get_num_threads(), TOLERANCE)))
+        _fresh_console().print(agreement_line(checks, TOLERANCE))
+        if any(found.outcome in (Outcome.FAIL, Outcome.ERROR) for found in checks):
             raise typer.Exit(1)
 
 

@@ -71,9 +71,9 @@ def test_check_timing_really_times_both(tmp_path: Path, tiny_config_data: dict[s
     from mhabench.checks.timing import check_timing
     from mhabench.scenario.loading import load_config
 
-    table = check_timing(load_config(tiny_cpu_config(tmp_path, tiny_config_data)))
-    assert [cells[1] for cells in table.cells] == ["naive", "fused"]
-    assert all(float(cells[2]) > 0 and float(cells[3]) > 0 for cells in table.cells)
+    checks = check_timing(load_config(tiny_cpu_config(tmp_path, tiny_config_data)))
+    assert [check.impl for check in checks] == ["naive", "fused"]
+    assert all(check.ours_ms > 0 and check.timer_ms > 0 for check in checks)
 
 
 def test_spread_refuses_a_baseline_the_runs_lack(tmp_path: Path) -> None:

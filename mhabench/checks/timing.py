@@ -10,6 +10,9 @@ compares it with ``triton.testing.do_bench`` instead.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import math
 import statistics
 
 import torch
@@ -27,7 +30,6 @@ from mhabench.scenario.cases import expand_cases
 from mhabench.scenario.config import RunConfig
 from mhabench.scenario.device import resolve_device
 from mhabench.torch_errors import classify_failure
-from mhabench.views.table import TableModel, format_number
 
 TOLERANCE = 0.05
 """Largest relative gap between the two medians that counts as agreement."""
@@ -35,11 +37,38 @@ ALTERNATIONS = 3
 """How many times each timer runs, alternating with the other."""
 
 
-def check_timing(config: RunConfig, config_path: str = "CONFIG", tolerance: float = TOLERANCE) -> TableModel:
-    """One line per (case, implementation): both medians, their ratio and PASS, FAIL, or why it did not run.
+class Outcome(str, enum.Enum):
+    """How one (case, implementation) line of the check ended."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"
+    NOT_RUN = "not run"
+
+    __str__ = str.__str__
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingCheck:
+    """Both medians of one (case, implementation) and the outcome; ``detail`` is the error when it did not time."""
+
+    case_id: str
+    impl: str
+    outcome: Outcome
+    ours_ms: float = math.nan
+    timer_ms: float = math.nan
+    detail: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.ours_ms / self.timer_ms
+
+
+def check_timing(config: RunConfig, config_path: str = "CONFIG", tolerance: float = TOLERANCE) -> list[TimingCheck]:
+    """One record per (case, implementation): both medians and PASS or FAIL, or why it did not time.
 
     Cases are screened as ``run`` screens them (:func:`mhabench.run.case.screen`; tensor-parallel degrees
-    are refused without torchrun); a call that raises is a FAIL line with its one-line error.
+    are refused without torchrun); a call that raises is an ERROR record with its one-line error.
     """
     device = resolve_device(config.device)
     if device.type != "cpu":
@@ -47,40 +76,26 @@ def check_timing(config: RunConfig, config_path: str = "CONFIG", tolerance: floa
     cases = expand_cases(config, device)
     check_launch(sorted({case.tensor_parallel for case in cases}), None, config_path)
     apply_process_settings(config.allocator, config.threads)
-    cells = []
+    checks = []
     for case in cases:
         inputs = None  # drawn once per case, when the first implementation needs it
         for spec in implementations_of(config):
             refused = screen(spec, case, device, config.memory_guard)
             if refused is not None:
-                cells.append([case.case_id, spec.name, "-", "-", "-", f"not run: {refused.error}"])
+                checks.append(TimingCheck(case.case_id, spec.name, Outcome.NOT_RUN, detail=refused.error))
                 continue
             try:
                 inputs = inputs or make_inputs(case, device)
                 _, step = prepare(spec, case, inputs.weights, inputs.x)
                 ours_ms, timer_ms = _both_medians_ms(step.run, device, config)
-            except Exception as exc:  # the implementation's failure is this line's verdict, not a traceback
-                cells.append([case.case_id, spec.name, "-", "-", "-", f"FAIL: {classify_failure(exc)[1]}"])
+            except Exception as exc:  # the implementation's failure is this line's outcome, not a traceback
+                checks.append(TimingCheck(case.case_id, spec.name, Outcome.ERROR, detail=classify_failure(exc)[1]))
                 continue
-            ratio = ours_ms / timer_ms
-            verdict = "PASS" if abs(ratio - 1) <= tolerance else "FAIL"
-            cells.append(
-                [
-                    case.case_id,
-                    spec.name,
-                    format_number(ours_ms, ".4g"),
-                    format_number(timer_ms, ".4g"),
-                    format_number(ratio, ".3f"),
-                    verdict,
-                ]
+            agrees = abs(ours_ms / timer_ms - 1) <= tolerance
+            checks.append(
+                TimingCheck(case.case_id, spec.name, Outcome.PASS if agrees else Outcome.FAIL, ours_ms, timer_ms)
             )
-    return TableModel(
-        title=f"mhabench medians vs torch.utils.benchmark.Timer ({torch.get_num_threads()} threads, ±{tolerance:.0%})",
-        headers=["case", "impl", "mhabench ms", "Timer ms", "ratio", "verdict"],
-        cells=cells,
-        numeric=[False, False, True, True, True, False],
-        styles=["failed" if c[-1].startswith("FAIL") else "" for c in cells],
-    )
+    return checks
 
 
 def _both_medians_ms(call: object, device: torch.device, config: RunConfig) -> tuple[float, float]:
