@@ -505,43 +505,15 @@ def calibrate(
     ] = False,
 ) -> None:
     """Measure this machine's between-process spread (cached per machine fingerprint; advise and compare use it)."""
-    from mhabench.analysis.calibration import calibrate as measure_calibration
-    from mhabench.analysis.calibration import calibrate_across, this_machine
-    from mhabench.results.store import load_run
+    from mhabench import cli_calibrate
 
     with user_errors():
         if devices:
-            _device_spread(out, from_run or [])
-            return
-        if show:
-            found, path = this_machine(config_loading.check_device_option(device or "auto"))
-            console.print(escape(f"{found.describe()}\n{path}"), highlight=False)
-            return
-        if from_run:
-            found, path = calibrate_across([load_run(ref, out) for ref in from_run])
+            cli_calibrate.device_spread(out, from_run or [])
+        elif show:
+            cli_calibrate.show(device)
         else:
-            found, path = measure_calibration(out, sys.argv, device, processes, cli_run.print_replicate)
-        console.print(escape(f"{found.describe()}\nstored in {path}"), highlight=False)
-
-
-def _device_spread(out: Path, from_runs: list[str]) -> None:
-    """``calibrate --devices``: the calibration sweep on every GPU here, or the runs given, read across devices."""
-    from mhabench.analysis.calibration import calibration_config
-    from mhabench.analysis.device_spread import device_spread
-    from mhabench.results.store import load_run
-    from mhabench.run.device_sweep import measure_on_devices, visible_devices
-    from mhabench.views.device_mix import spread_lines
-
-    if from_runs:
-        frames = [load_run(ref, out).frame for ref in from_runs]
-    else:
-        config = calibration_config(processes=1)
-        results = measure_on_devices(
-            config, visible_devices(), out, sys.argv, report=lambda line: console.print(escape(line))
-        )
-        frames = [result.frame for result in results]
-    for line in spread_lines(device_spread(frames)):
-        console.print(escape(line), highlight=False, soft_wrap=True)
+            cli_calibrate.calibrate(out, device, processes, from_run or [])
 
 
 @app.command("check-timing")
