@@ -158,11 +158,6 @@ class CaseAnswer:
     def impl(self, name: str) -> ImplAnswer | None:
         return next((one for one in self.impls if one.impl == name), None)
 
-    @property
-    def winner(self) -> str | None:
-        """The implementation a view may mark as the pick: only a winner's."""
-        return self.pick if self.verdict is Verdict.WINNER else None
-
 
 @dataclasses.dataclass(frozen=True)
 class Crossover:
@@ -223,17 +218,10 @@ class RunAnswer:
     notes: tuple[Reason, ...] = ()
     """About the record itself (``recomputed``: an older folder without answers.json, read again now)."""
 
-    def case(self, case_id: str) -> CaseAnswer | None:
-        return next((one for one in self.cases if one.case_id == case_id), None)
-
-    def winners(self) -> set[tuple[str, str]]:
-        """(case_id, impl) of every winner: the only rows a table may mark as the pick."""
-        return {(one.case_id, one.pick) for one in self.cases if one.verdict is Verdict.WINNER and one.pick}
-
     def with_picks(self, rows: pd.DataFrame) -> pd.DataFrame:
         """``rows`` (with ``case_id`` and ``impl``) plus ``pick``: ``winner`` on each winner's rows, ``tie`` on each
         member of a tie, "" elsewhere: what a table marks, and the only rows it may mark."""
-        marks = {key: Verdict.WINNER.value for key in self.winners()}
+        marks = {(one.case_id, one.pick): Verdict.WINNER.value for one in self.cases if one.verdict is Verdict.WINNER}
         marks.update({(one.case_id, impl): Verdict.TIE.value for one in self.cases for impl in one.tied})
         keys = zip(rows[CASE_ID].astype(str), rows[IMPL].astype(str), strict=True)
         return rows.assign(pick=[marks.get(key, "") for key in keys])

@@ -37,7 +37,8 @@ from mhabench.results.store import Run
 
 @dataclasses.dataclass(frozen=True)
 class RunAdvice:
-    """One run's answers, its record (:mod:`mhabench.analysis.answer`) and every statement made about it."""
+    """One run's answers, its record (:mod:`mhabench.analysis.answer`) and every statement made about it beyond the
+    record (each case's pick and its rows' roofline are the record's: ``mhabench.views.advice.statements``)."""
 
     answers: RunAnswers
     statements: tuple[Statement, ...]
