@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from said_from_record import roofline, statement
 from synthetic_runs import rounds, row, samples, write_run
 
 from mhabench.analysis.advice import why
@@ -18,7 +19,7 @@ from mhabench.analysis.advice.cases import MeasuredCase, cases_of
 from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers
-from mhabench.analysis.advice.pick import CANNOT_TELL, NOTHING, ONLY, TIED, WINNER, pick, statement
+from mhabench.analysis.advice.pick import CANNOT_TELL, NOTHING, ONLY, TIED, WINNER, pick
 from mhabench.analysis.advice.thresholds import HOST_US_PER_OP, LAUNCH_BOUND_SHARE, TIE_MARGIN
 from mhabench.analysis.answer import plain
 from mhabench.analysis.estimate import MIN_PAIRED_ROUNDS
@@ -268,7 +269,7 @@ def test_roofline_says_memory_bound_below_the_ridge_and_where_the_intensity_came
         scaled = {"useful_flops": naive["useful_flops"] * scale, "bytes_moved": naive["bytes_moved"] * scale}
         return with_fields(case, "naive", **scaled, **fields)
 
-    modelled = why.roofline(at(0.9), "naive")
+    modelled = roofline(at(0.9), "naive")
     assert (
         modelled is not None
         and "`naive` is memory-bound" in text_of(modelled)
@@ -276,29 +277,29 @@ def test_roofline_says_memory_bound_below_the_ridge_and_where_the_intensity_came
     )
     assert "bytes from the cost model)" in text_of(modelled)
     assert "below the ridge at 25 FLOP/B" in text_of(modelled)  # 0.5 TFLOP/s over 20 GB/s
-    counted = why.roofline(at(0.9, intensity_source="measured", measured_intensity=3.0), "naive")
+    counted = roofline(at(0.9, intensity_source="measured", measured_intensity=3.0), "naive")
     assert counted is not None and "3 FLOP/B (all FLOPs executed; bytes counted from the ops that ran)" in text_of(
         counted
     )
-    hardware = why.roofline(at(0.9, intensity_source="hardware", hardware_intensity=12.0), "naive")
+    hardware = roofline(at(0.9, intensity_source="hardware", hardware_intensity=12.0), "naive")
     assert hardware is not None and "12 FLOP/B (all FLOPs executed; FLOPs and DRAM bytes from the hardware" in text_of(
         hardware
     )
-    assert hardware.figures["intensity_source"] == "hardware"
-    far = why.roofline(at(0.1), "naive")
+    assert hardware.figures["bytes_source"] == "hardware"
+    far = roofline(at(0.1), "naive")
     assert far is not None and "far from both roofs" in text_of(far) and "-bound" not in text_of(far)
-    assert (modelled.figures["intensity_source"], counted.figures["intensity_source"]) == ("model", "counted")
+    assert (modelled.figures["bytes_source"], counted.figures["bytes_source"]) == ("model", "counted")
 
 
 def test_roofline_names_hardware_counters_where_the_intensity_came_from_ncu() -> None:
     """Issue 25: advise called ncu's 948 FLOP/B "bytes cost model"; a hardware intensity is named as such."""
     case = one_case({"naive": 2.0, "fused": 1.0})
     measured = with_fields(case, "fused", intensity_source="hardware", hardware_intensity=948.0, measured_intensity=3.0)
-    said = why.roofline(measured, "fused")
+    said = roofline(measured, "fused")
     assert said is not None and "948 FLOP/B (all FLOPs executed; FLOPs and DRAM bytes from the hardware" in text_of(
         said
     )
-    assert "cost model" not in text_of(said) and said.figures["intensity_source"] == "hardware"
+    assert "cost model" not in text_of(said) and said.figures["bytes_source"] == "hardware"
 
 
 def test_materialized_scores_are_set_against_the_l2_when_the_manifest_has_one() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from said_from_record import roofline
 from synthetic_runs import calibrate_test_machine, rounds, row, write_run
 
 from mhabench.analysis.advice import why
@@ -50,7 +51,7 @@ def test_a_cuda_row_near_its_roof_is_not_launch_bound_however_slow_its_host() ->
     slow_host = {"host_latency_ms": 2 * HOST_OVER_DEVICE * latency_ms, "ops_per_call": 10_000}
     near = at_efficiency(case, "fused", 0.57, **slow_host)
     assert why.launch(near, "fused", "cuda") is None
-    roof = why.roofline(near, "fused")
+    roof = roofline(near, "fused")
     assert roof is not None and "`fused` is compute-bound" in text_of(roof) and "57.0%" in text_of(roof)
     far = why.launch(at_efficiency(case, "fused", LOW_EFFICIENCY / 2, **slow_host), "fused", "cuda")
     assert far is not None and "on the host against" in text_of(far) and "dispatched ops" not in text_of(far)
@@ -86,7 +87,7 @@ def test_a_kernel_that_skips_masked_blocks_is_judged_on_its_useful_flops_and_sho
         for r in case.rows
     ]
     (skipping,) = cases_of("run", pd.DataFrame(records))
-    found = why.roofline(skipping, "fused")
+    found = roofline(skipping, "fused")
     assert found is not None and "useful FLOPs, masked blocks skipped" in text_of(found)
     # the table's figures: useful FLOPs over the model's bytes and over the time
     assert found.figures["intensity_flop_per_byte"] == pytest.approx(flops / 2 / bytes_moved)
@@ -99,7 +100,7 @@ def test_wasted_work_never_reads_as_efficiency() -> None:
     case = one_case({"fused": 1.0, "naive": 2.0})
     wasteful = {**dict(case.row("fused")), "achieved_tflops": 8 * case.row("fused")["achieved_tflops"]}
     (eight,) = cases_of("run", pd.DataFrame([wasteful if r["impl"] == "fused" else dict(r) for r in case.rows]))
-    before, after = why.roofline(case, "fused"), why.roofline(eight, "fused")
+    before, after = roofline(case, "fused"), roofline(eight, "fused")
     assert before is not None and after is not None
     assert after.figures["efficiency"] == before.figures["efficiency"]  # 8× the FLOPs in the same time: no credit
     assert after.figures["executed_over_useful"] == pytest.approx(8.0) and "executed 8.00×" in text_of(after)
@@ -107,9 +108,9 @@ def test_wasted_work_never_reads_as_efficiency() -> None:
 
 def test_an_efficiency_printed_as_the_threshold_is_not_called_under_it() -> None:
     case = at_efficiency(one_case({"fused": 1.0, "naive": 2.0}), "fused", LOW_EFFICIENCY - 0.0004)
-    found = why.roofline(case, "fused")
+    found = roofline(case, "fused")
     assert found is not None and "25.0%" in text_of(found) and "under 25 %" not in text_of(found)
-    far = why.roofline(at_efficiency(case, "fused", 0.1), "fused")
+    far = roofline(at_efficiency(case, "fused", 0.1), "fused")
     assert far is not None and "far from both roofs" in text_of(far) and "-bound" not in text_of(far)
 
 

@@ -17,7 +17,7 @@ from mhabench.answers_on_disk import answer_at_end
 from mhabench.cli import app
 from mhabench.measure.peaks import DevicePeaks
 from mhabench.results.store import load_run
-from mhabench.views.advice import short_answer
+from mhabench.views.advice import short_answer, statements
 from mhabench.views.wording import sentence
 
 """Statements about manifests or the question asked, not about rows; every other one names its rows."""
@@ -55,9 +55,10 @@ def test_advise_says_each_case_label_once_and_is_shorter_than_its_statements(tmp
     found = advise([load_run(run_dir)])
     output = invoke("advise", run_dir, "--format", "md").output
     label = "n=2048 h=4 d=64 b=1 float32"
-    statements_about = [s for s in found.statements if s.scope == label]
+    said = [s for run in found.runs for s in statements(run)]
+    statements_about = [s for s in said if s.scope == label]
     assert len(statements_about) >= 3 and output.count(f"{label}: ") == 1  # its heading line, once
-    every_statement = sum(len(sentence(s).split()) for s in found.statements)
+    every_statement = sum(len(sentence(s).split()) for s in said)
     assert len(output.split()) < 0.8 * every_statement
 
 
@@ -71,7 +72,7 @@ def test_a_new_kind_of_statement_slots_in_under_its_case(monkeypatch: pytest.Mon
 
     times = rounds({"naive": 2.0, "fused": 1.0}, seed=1)
     run = advise([load_run(write_run(Path(tempfile.mkdtemp()), "new", [row(i, times[i]) for i in times]))]).runs[0]
-    pick = next(s for s in run.statements if s.rule == "pick")
+    pick = next(s for s in statements(run) if s.rule == "pick")
     monkeypatch.setitem(wording.TEMPLATES, "joules", lambda figures: f"fused uses {figures['fewer']}× fewer joules.")
     energy = Statement("energy", "joules", pick.group, pick.scope, {"fewer": 2}, ())
     (group,) = layout(dataclasses.replace(run, statements=(*run.statements, energy)))

@@ -57,7 +57,7 @@ def test_a_winner_is_marked_in_the_table_and_compare(tmp_path: Path) -> None:
     times = rounds({"naive": 3.0, "fused": 1.0}, count=20)
     run = load_run(write_run(tmp_path, "clear", [row(impl, ms) for impl, ms in times.items()]))
     record = answer_run(run)
-    assert record.winners() == {(record.cases[0].case_id, "fused")}
+    assert [(one.verdict, one.pick) for one in record.cases] == [(Verdict.WINNER, "fused")]
     (table,) = answer_tables(record)
     fused = table.headers.index("fused")
     assert table.cells[0][fused].endswith("★") and table.cells[0][-1] == "fused" and table.styles == ["winner"]

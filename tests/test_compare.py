@@ -13,12 +13,13 @@ from synthetic_runs import make_older, rounds, row, samples, write_run
 from typer.testing import CliRunner
 
 from mhabench.analysis import compare, stats
-from mhabench.analysis.verdict import Change
+from mhabench.analysis.verdict import Change, Note, RowNote
 from mhabench.cli import app
 from mhabench.errors import InputError
 from mhabench.results.columns import CASE_KEY
 from mhabench.results.store import load_run
 from mhabench.views.compare import comparison_table, summary_line
+from mhabench.views.machine import notes_text
 
 cli = CliRunner()
 COLOUR_SGR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|9[0-7]|38;[25];[0-9;]+)(?:;[0-9;]*)?m")
@@ -140,9 +141,10 @@ def test_unmatched_and_failed_rows_are_listed_not_compared(tmp_path: Path) -> No
     )
     rows = compare.compare_runs(load_run(base), load_run(candidate), 0.05).rows.set_index("impl")
     assert rows.loc["naive", "verdict"] == "same"
-    assert (
-        rows.loc["fused", "verdict"] == "not compared" and "candidate oom: out of memory" in rows.loc["fused", "note"]
-    )
+    (failed,) = rows.loc["fused", "notes"]
+    assert rows.loc["fused", "verdict"] == "not compared"
+    assert failed == Note(RowNote.NOT_OK, {"side": "candidate", "status": "oom", "error": "out of memory"})
+    assert notes_text(rows.loc["fused", "notes"]) == "candidate oom: out of memory"
     assert rows.loc["per_head", "verdict"] == "only in base"
     assert rows.loc["torch_mha", "verdict"] == "only in candidate"
 
@@ -155,8 +157,24 @@ def test_a_reason_both_runs_share_is_said_once(tmp_path: Path) -> None:
     candidate = write_run(
         tmp_path, "cand", [row("naive", samples(10, 0.01)), row("flex", [], status="unsupported", error=reason)]
     )
-    note = compare.compare_runs(load_run(base), load_run(candidate), 0.05).rows.set_index("impl").loc["flex", "note"]
-    assert note == f"both unsupported: {reason}"
+    notes = compare.compare_runs(load_run(base), load_run(candidate), 0.05).rows.set_index("impl").loc["flex", "notes"]
+    assert notes == (Note(RowNote.NOT_OK, {"side": "both", "status": "unsupported", "error": reason}),)
+    assert notes_text(notes) == f"both unsupported: {reason}"
+
+
+def test_the_output_files_hold_each_note_in_words_and_by_code(tmp_path: Path) -> None:
+    base = write_run(tmp_path, "base", [row("naive", samples(10, 0.01)), row("fused", samples(4, 0.01))])
+    candidate = write_run(
+        tmp_path, "cand", [row("naive", samples(10, 0.01)), row("fused", [], status="oom", error="out of memory")]
+    )
+    for suffix in ("csv", "json"):
+        target = tmp_path / f"out.{suffix}"
+        assert cli.invoke(app, ["compare", str(base), str(candidate), "--output", str(target)]).exit_code == 0
+    written = pd.read_csv(tmp_path / "out.csv").set_index("impl")
+    assert "notes" not in written and written.loc["fused", "note"] == "candidate oom: out of memory"
+    assert written.loc["fused", "note_codes"] == "not_ok" and pd.isna(written.loc["naive", "note_codes"])
+    rows = {one["impl"]: one for one in json.loads((tmp_path / "out.json").read_text())["rows"]}
+    assert rows["fused"]["note_codes"] == "not_ok" and rows["naive"]["note"] == ""
 
 
 def test_the_summary_counts_verdicts_and_names_a_run_wide_shift(tmp_path: Path) -> None:

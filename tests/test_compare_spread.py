@@ -10,10 +10,12 @@ from synthetic_runs import ENVIRONMENT, row, samples, write_run
 from typer.testing import CliRunner
 
 from mhabench.analysis import compare
+from mhabench.analysis.verdict import RowNote
 from mhabench.cli import app
 from mhabench.results.calibration import Calibration, save_calibration
 from mhabench.results.fingerprint import Fingerprint
 from mhabench.results.store import load_run
+from mhabench.views.machine import notes_text
 
 
 def two_runs(tmp_path: Path, factor: float) -> tuple[Path, Path]:
@@ -38,7 +40,9 @@ def test_a_change_within_the_between_process_spread_is_unclear(
     found = compare.compare_runs(load_run(base), load_run(candidate), 0.05, between_process_spread=spread)
     (line,) = found.rows.to_dict("records")
     assert line["verdict"] == verdict and found.between_process_spread == spread
-    assert ("between-process spread (5%)" in line["note"]) == (verdict == "~")
+    within = [note for note in line["notes"] if note.code is RowNote.WITHIN_SPREAD]
+    assert bool(within) == (verdict == "~")
+    assert ("between-process spread (5%)" in notes_text(line["notes"])) == (verdict == "~")
 
 
 def test_the_machine_spread_is_the_calibration_of_the_runs_machine(tmp_path: Path) -> None:

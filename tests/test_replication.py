@@ -17,12 +17,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from said_from_record import statement
 from synthetic_runs import rounds, row
 from typer.testing import CliRunner
 
 from mhabench.analysis.advice.answers import REPLICATES, answer, pick_replicated
 from mhabench.analysis.advice.cases import MeasuredCase, cases_of
-from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, WINNER, statement
+from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, WINNER
 from mhabench.analysis.estimate import across_processes, between_process_range, samples_of
 from mhabench.analysis.stats import paired_ratio
 from mhabench.cli import app
@@ -111,7 +112,7 @@ def replicated_case(leads: list[dict[str, float]], noise: float = 0.005) -> Meas
     for index, medians in enumerate(leads):
         times = rounds(medians, count=20, noise=noise, seed=index)
         records += [row(impl, times[impl], repeat=index) for impl in medians]
-    (case,) = cases_of("run", pd.DataFrame(records))
+    (case,) = cases_of("run", pd.DataFrame(records), across_processes=True)
     return case
 
 

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from mhabench.analysis.executed import EXECUTED_INTENSITY, EXECUTED_TFLOPS
 from mhabench.analysis.speedup import speedup_rows
-from mhabench.analysis.throughput import LABELS, ROOF, USEFUL_EFFICIENCY, roofs, throughput, with_roofs
+from mhabench.analysis.throughput import ROOF, USEFUL_EFFICIENCY, roofs, throughput, with_roofs
 from mhabench.cli import app
 from mhabench.measure.peaks import DevicePeaks, RoofSource
 from mhabench.measure.roofline import with_peaks, work_points
@@ -37,6 +37,7 @@ from mhabench.scenario.loading import parse_config
 from mhabench.views import roofline
 from mhabench.views.pooled import pooled_table
 from mhabench.views.run_notes import roof_lines
+from mhabench.views.table import LABELS
 
 FINDINGS_RUNS = Path(__file__).resolve().parents[1] / "docs" / "findings" / "runs"
 LOADED_RUN = "20261127T113344Z-default"

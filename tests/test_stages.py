@@ -442,7 +442,9 @@ def test_every_figure_advise_quotes_of_a_row_is_the_one_the_results_table_shows(
         (str(record["case_id"]), str(record["impl"])): dict(zip(table.headers, line, strict=True))
         for (_, record), line in zip(table.records.iterrows(), table.cells, strict=True)  # type: ignore[union-attr]
     }
-    quoted = [s for s in advise([run]).statements if s.rule == "roofline"]
+    from mhabench.views.advice import statements
+
+    quoted = [s for s in statements(advise([run]).runs[0]) if s.rule == "roofline"]
     assert quoted
     for statement in quoted:
         shown = cells[(statement.rows[0].case_id, statement.rows[0].impl)]

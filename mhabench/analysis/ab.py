@@ -29,7 +29,7 @@ import scipy.stats
 from mhabench.analysis import stats, work_change
 from mhabench.analysis.compare import Comparison
 from mhabench.analysis.estimate import is_ok, row_ratio, rows_ratio_by_process
-from mhabench.analysis.verdict import Unjudged, judge_change, unjudged_row
+from mhabench.analysis.verdict import Note, RowNote, Unjudged, judge_change, unjudged_row
 from mhabench.results.columns import CASE_ID, IMPL, LATENCY_MS, REPEAT
 
 Record = dict[str, Any]
@@ -80,7 +80,7 @@ def _pair_row(records: list[Record], pair: VersionPair, threshold: float) -> Rec
     row["work_changes"] = work_change.changes(list(base.values()), list(candidate.values()))
     row["work_rise"] = max((change.relative for change in row["work_changes"]), default=0.0)
     if not processes:
-        row["note"] = f"ok in no process ({len(base)} base, {len(candidate)} candidate rows)"
+        row["notes"] = (Note(RowNote.NO_SHARED_PROCESS, {"base_rows": len(base), "candidate_rows": len(candidate)}),)
         return row
     estimate = rows_ratio_by_process({p: candidate[p] for p in processes}, {p: base[p] for p in processes})
     row.update(
@@ -91,7 +91,7 @@ def _pair_row(records: list[Record], pair: VersionPair, threshold: float) -> Rec
         ci_low=estimate.ci_low,
         ci_high=estimate.ci_high,
         verdict=judge_change(estimate.ci_low, estimate.ci_high, threshold).value,
-        note=f"same rounds, across {len(processes)} of {len(base)} processes",
+        notes=(Note(RowNote.SAME_ROUNDS, {"processes": len(processes), "of": len(base)}),),
     )
     return row
 

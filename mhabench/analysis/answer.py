@@ -40,7 +40,7 @@ from mhabench.errors import UnknownImplementationError
 from mhabench.impls import get_spec
 from mhabench.results.calibration import Calibration
 from mhabench.results.cells import number, text
-from mhabench.results.columns import CASE_ID, DTYPE, IMPL, LATENCY_MS, STATUS
+from mhabench.results.columns import CASE_ID, DTYPE, IMPL, LATENCY_MS, MAX_REL_ERR, SDPA_BACKEND, STATUS
 from mhabench.results.store import Run
 
 SCHEMA_VERSION = 2
@@ -109,6 +109,11 @@ class Why:
     executed_over_useful: float | None
     bytes_source: str
     """Where the executed intensity's bytes come from: ``hardware``, ``counted`` or ``model``."""
+    ridge_flop_per_byte: float
+    executed_intensity_flop_per_byte: float | None
+    skips_masked_work: bool
+    sdpa_backend: str
+    """The SDPA backend that ran ("" where none did or none was recorded)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +130,8 @@ class ImplAnswer:
     why: Why | None
     compute_dtype: str | None
     """The dtype it computes in where that is not the case's (registered ``compute_dtype``)."""
+    max_rel_err: float | None
+    """Its largest relative error against the reference (None where it did not run ok)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,11 +157,6 @@ class CaseAnswer:
 
     def impl(self, name: str) -> ImplAnswer | None:
         return next((one for one in self.impls if one.impl == name), None)
-
-    @property
-    def winner(self) -> str | None:
-        """The implementation a view may mark as the pick: only a winner's."""
-        return self.pick if self.verdict is Verdict.WINNER else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,17 +218,10 @@ class RunAnswer:
     notes: tuple[Reason, ...] = ()
     """About the record itself (``recomputed``: an older folder without answers.json, read again now)."""
 
-    def case(self, case_id: str) -> CaseAnswer | None:
-        return next((one for one in self.cases if one.case_id == case_id), None)
-
-    def winners(self) -> set[tuple[str, str]]:
-        """(case_id, impl) of every winner: the only rows a table may mark as the pick."""
-        return {(one.case_id, one.pick) for one in self.cases if one.verdict is Verdict.WINNER and one.pick}
-
     def with_picks(self, rows: pd.DataFrame) -> pd.DataFrame:
         """``rows`` (with ``case_id`` and ``impl``) plus ``pick``: ``winner`` on each winner's rows, ``tie`` on each
         member of a tie, "" elsewhere: what a table marks, and the only rows it may mark."""
-        marks = {key: Verdict.WINNER.value for key in self.winners()}
+        marks = {(one.case_id, one.pick): Verdict.WINNER.value for one in self.cases if one.verdict is Verdict.WINNER}
         marks.update({(one.case_id, impl): Verdict.TIE.value for one in self.cases for impl in one.tied})
         keys = zip(rows[CASE_ID].astype(str), rows[IMPL].astype(str), strict=True)
         return rows.assign(pick=[marks.get(key, "") for key in keys])
@@ -389,6 +384,7 @@ def _impl_answer(case: MeasuredCase, impl: str, one: Pick, fastest: str | None, 
         vs_baseline=vs_baseline,
         why=why_of(row) if ok else None,
         compute_dtype=compute_dtype(impl),
+        max_rel_err=number(row, MAX_REL_ERR) if ok else None,
     )
 
 
@@ -433,6 +429,10 @@ def why_of(row: Mapping[str, Any]) -> Why | None:
         far_from_roof=point.far_from_roof,
         executed_over_useful=point.executed_over_useful,
         bytes_source=point.source,
+        ridge_flop_per_byte=point.peaks.ridge_flops_per_byte,
+        executed_intensity_flop_per_byte=point.executed_intensity,
+        skips_masked_work=point.skips_masked_work,
+        sdpa_backend=text(row, SDPA_BACKEND),
     )
 
 

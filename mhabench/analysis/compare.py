@@ -31,7 +31,7 @@ from mhabench.analysis import machine_drift, pooled_change, stats, work_change
 from mhabench.analysis.answer import answer_run
 from mhabench.analysis.estimate import is_ok, samples_of, within_process
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
-from mhabench.analysis.verdict import Change, Unjudged, judge_change, unjudged_row
+from mhabench.analysis.verdict import Change, Note, RowNote, Unjudged, judge_change, unjudged_row
 from mhabench.errors import InputError
 from mhabench.results import store as results
 from mhabench.results.calibration import load_calibration
@@ -274,8 +274,7 @@ def unclear_within_spread(row: dict[str, Any], threshold: float, between_process
         return
     if judge_change(row["ci_low"], row["ci_high"], threshold, between_process_spread) != row["verdict"]:
         row["verdict"] = Change.UNCLEAR.value
-        note = f"within this machine's between-process spread ({between_process_spread:.0%})"
-        row["note"] = f"{row['note']}; {note}" if row["note"] else note
+        row["notes"] = (*row["notes"], Note(RowNote.WITHIN_SPREAD, {"spread": between_process_spread}))
 
 
 def machine_spread(runs: list[results.Run]) -> float:
@@ -307,7 +306,7 @@ def _compare_row(key: list[str], base_rows: list[Record], candidate_rows: list[R
     failed = [(name, side) for name, side in (("base", base), ("candidate", cand)) if not is_ok(side)]
     if failed:
         out["verdict"] = Unjudged.NOT_COMPARED.value
-        out["note"] = _failed_note(failed)
+        out["notes"] = _failed_notes(failed)
         return out
     base_samples, cand_samples = samples_of(base), samples_of(cand)
     estimate, _ = within_process(cand_samples, base_samples, same_rounds=False)  # two processes: never paired
@@ -319,27 +318,27 @@ def _compare_row(key: list[str], base_rows: list[Record], candidate_rows: list[R
         ci_high=estimate.ci_high,
         p_value=stats.mann_whitney_p(base_samples, cand_samples),
     )
-    out["note"] = _few_samples_note(min(len(base_samples), len(cand_samples)))
+    out["notes"] = _few_samples_notes(min(len(base_samples), len(cand_samples)))
     return out
 
 
-def _failed_note(failed: list[tuple[str, Record]]) -> str:
-    """Why a row was not compared; a reason both runs share is said once (``both unsupported: …``)."""
-    reasons = [(str(side[STATUS]), _reason(side.get(ERROR))) for _, side in failed]
-    if len(failed) == 2 and reasons[0] == reasons[1]:
-        return f"both {reasons[0][0]}: {reasons[0][1]}"
-    return "; ".join(f"{name} {status}: {reason}" for (name, _), (status, reason) in zip(failed, reasons, strict=True))
+def _failed_notes(failed: list[tuple[str, Record]]) -> tuple[Note, ...]:
+    """Why a row was not compared; a status and error both runs share is noted once, for ``both``."""
+    found = [(name, str(side[STATUS]), _error(side.get(ERROR))) for name, side in failed]
+    if len(found) == 2 and found[0][1:] == found[1][1:]:
+        found = [("both", *found[0][1:])]
+    return tuple(Note(RowNote.NOT_OK, {"side": side, "status": status, "error": why}) for side, status, why in found)
 
 
-def _reason(error: Any) -> str:
-    """A row's stored error, or why it has none (a float NaN where the CSV cell was empty)."""
-    return error if isinstance(error, str) and error else "no samples"
+def _error(error: Any) -> str:
+    """A row's stored error ("" where it has none: a float NaN where the CSV cell was empty)."""
+    return error if isinstance(error, str) else ""
 
 
-def _few_samples_note(fewest: int) -> str:
+def _few_samples_notes(fewest: int) -> tuple[Note, ...]:
     """What a side with few samples leaves out: the test below 2, the interval below ``MIN_INTERVAL_SAMPLES``."""
     if fewest < 2:
-        return "fewer than 2 samples: no test, no interval"
+        return (Note(RowNote.NO_TEST, {"samples": fewest}),)
     if fewest < stats.MIN_INTERVAL_SAMPLES:
-        return f"fewer than {stats.MIN_INTERVAL_SAMPLES} samples: no interval"
-    return ""
+        return (Note(RowNote.NO_INTERVAL, {"samples": fewest, "needs": stats.MIN_INTERVAL_SAMPLES}),)
+    return ()

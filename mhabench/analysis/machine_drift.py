@@ -43,12 +43,14 @@ Record = dict[str, Any]
 
 
 class RowMachine(str, enum.Enum):
-    """What the machine's movement did to one compared row (the ``machine`` column; empty when it did nothing)."""
+    """What the machine's movement did to one compared row, by code (the ``machine`` column; empty when it did
+    nothing): corrected by the reference, or why not: the machine moved within a run, the row lies on the other
+    side of the ridge from the reference, or its bound is unknown. ``mhabench.views.machine`` words them."""
 
     CORRECTED = "corrected"
-    MOVED_WITHIN = "moved within a run"
-    OTHER_BOUND = "other side of the ridge"
-    BOUND_UNKNOWN = "bound unknown"
+    MOVED_WITHIN = "moved_within"
+    OTHER_BOUND = "other_bound"
+    BOUND_UNKNOWN = "bound_unknown"
 
     __str__ = str.__str__
 

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from mhabench.analysis.estimate import MIN_TWO_SIDED_PROCESSES, between_process_range, by_key, is_ok, two_sided_across
-from mhabench.analysis.verdict import Unjudged, unjudged_row
+from mhabench.analysis.verdict import Note, RowNote, Unjudged, unjudged_row
 from mhabench.results.columns import ERROR, LATENCY_MS, REPEAT, STATUS
 
 Record = dict[str, Any]
@@ -79,7 +79,7 @@ def _row(key: list[str], base: list[Record], candidate: list[Record]) -> Record:
     base_ms, candidate_ms = _ok_medians(base), _ok_medians(candidate)
     if not base_ms or not candidate_ms:
         out["verdict"] = Unjudged.NOT_COMPARED.value
-        out["note"] = "; ".join(_not_ok(name, side) for name, side in (("base", base), ("candidate", candidate)))
+        out["notes"] = tuple(_processes_ok(name, side) for name, side in (("base", base), ("candidate", candidate)))
         return out
     estimate, p_value = two_sided_across(candidate_ms, base_ms)
     out.update(
@@ -89,7 +89,7 @@ def _row(key: list[str], base: list[Record], candidate: list[Record]) -> Record:
         ci_low=estimate.ci_low,
         ci_high=estimate.ci_high,
         p_value=p_value,
-        note=_processes_note(len(base_ms), len(base), len(candidate_ms), len(candidate)),
+        notes=(_across_note(len(base_ms), len(base), len(candidate_ms), len(candidate)),),
     )
     return out
 
@@ -99,21 +99,25 @@ def _geometric_mean(values: list[float]) -> float:
     return float(np.exp(np.mean(np.log(values))))
 
 
-def _processes_note(base_ok: int, base_all: int, candidate_ok: int, candidate_all: int) -> str:
-    """``across 3 vs 3 processes`` (base vs candidate), the ones not ok counted, and no interval when too few."""
-    base, candidate = (
-        f"{ok} of {every}" if ok < every else str(ok)
-        for ok, every in ((base_ok, base_all), (candidate_ok, candidate_all))
-    )
-    note = f"across {base} vs {candidate} processes"
-    if base_ok + candidate_ok < MIN_TWO_SIDED_PROCESSES or max(base_ok, candidate_ok) < 2:
-        note += ": too few for an interval"
-    return note
+def _across_note(base_ok: int, base_all: int, candidate_ok: int, candidate_all: int) -> Note:
+    """The processes each side was read across (base vs candidate), and whether they are too few for an interval."""
+    too_few = base_ok + candidate_ok < MIN_TWO_SIDED_PROCESSES or max(base_ok, candidate_ok) < 2
+    numbers = {
+        "base_ok": base_ok,
+        "base_all": base_all,
+        "candidate_ok": candidate_ok,
+        "candidate_all": candidate_all,
+        "too_few": too_few,
+    }
+    return Note(RowNote.ACROSS_PROCESSES, numbers)
 
 
-def _not_ok(name: str, records: list[Record]) -> str:
-    """``base: 0 of 3 processes ok (error: boom)`` or ``candidate: 2 of 3 ok``."""
+def _processes_ok(name: str, records: list[Record]) -> Note:
+    """How many of a side's processes ran ok; where none did, the first failure's status and error."""
     ok = sum(is_ok(record) for record in records)
     failed = next((record for record in records if not is_ok(record)), None)
-    reason = f" ({failed[STATUS]}: {failed.get(ERROR) or 'no samples'})" if failed is not None and not ok else ""
-    return f"{name}: {ok} of {len(records)} processes ok{reason}"
+    numbers: Record = {"side": name, "ok": ok, "processes": len(records)}
+    if failed is not None and not ok:
+        error = failed.get(ERROR)
+        numbers.update(status=str(failed[STATUS]), error=error if isinstance(error, str) else "")
+    return Note(RowNote.PROCESSES_OK, numbers)

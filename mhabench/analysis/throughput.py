@@ -59,22 +59,6 @@ USEFUL_BOUND = "useful_bound"
 ROOF = "roof"
 """How the roof these figures are judged against was obtained (a :class:`~mhabench.measure.peaks.RoofSource`
 word): the stored ``roof_source``, or ``re-probed`` / ``raised to row`` where :func:`roofs` corrected it."""
-LABELS = {
-    USEFUL_FLOPS: "useful FLOPs",
-    USEFUL_INTENSITY: "FLOP/B",
-    USEFUL_TFLOPS: "useful TFLOP/s",
-    EXECUTED_OVER_USEFUL: "executed ×",
-    USEFUL_EFFICIENCY: "roofline eff.",
-}
-"""The results table's headers for these figures (advise and the report quote the same numbers)."""
-TABLE_FORMATS = {USEFUL_INTENSITY: ".1f", USEFUL_TFLOPS: ".3f", EXECUTED_OVER_USEFUL: ".2f", USEFUL_EFFICIENCY: ".1%"}
-"""How the results table prints each figure; advise prints them the same way, so a number it quotes is the one the
-table shows for that row (44.5% in both, not 44.5% in one and 44 % in the other)."""
-
-
-def as_in_table(value: float, name: str) -> str:
-    """``value`` of the figure ``name`` as the results table prints it."""
-    return format(value, TABLE_FORMATS[name])
 
 
 def useful_flops(rows: pd.DataFrame) -> pd.Series:

@@ -14,6 +14,7 @@ never faster or slower.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Mapping
@@ -44,6 +45,40 @@ class Unjudged(str, enum.Enum):
     ONLY_IN_CANDIDATE = "only in candidate"
 
     __str__ = str.__str__
+
+
+class RowNote(str, enum.Enum):
+    """Why a compared row reads as it does, by code: what left it without a ratio, test or interval, what it was
+    read across, what widened it. Each :class:`Note` carries its numbers; ``mhabench.views.machine`` words them."""
+
+    NOT_OK = "not_ok"
+    """One-process runs: a side (``base``, ``candidate`` or ``both``) did not run ok: its ``status`` and ``error``."""
+    NO_TEST = "no_test"
+    """Fewer than 2 ``samples`` on a side: no test and no interval."""
+    NO_INTERVAL = "no_interval"
+    """Fewer than ``needs`` ``samples`` on a side: no interval."""
+    WITHIN_SPREAD = "within_spread"
+    """Faster or slower, but not past the threshold once widened by the machine's between-process ``spread``."""
+    ACROSS_PROCESSES = "across_processes"
+    """Read across processes: ``base_ok`` of ``base_all`` against ``candidate_ok`` of ``candidate_all``, and
+    whether they were ``too_few`` for an interval."""
+    PROCESSES_OK = "processes_ok"
+    """A side with no ok process: ``ok`` of ``processes`` ran ok (with the first failure's ``status`` and
+    ``error`` when none did)."""
+    NO_SHARED_PROCESS = "no_shared_process"
+    """Two versions in one run: no process ran both ok (``base_rows``, ``candidate_rows`` rows each)."""
+    SAME_ROUNDS = "same_rounds"
+    """Two versions in one run: paired in the same rounds, read across ``processes`` of ``of``."""
+
+    __str__ = str.__str__
+
+
+@dataclasses.dataclass(frozen=True)
+class Note:
+    """One :class:`RowNote` of a compared row with the numbers its words need."""
+
+    code: RowNote
+    numbers: Mapping[str, Any]
 
 
 def widened(ci_low: float, ci_high: float, between_process_spread: float = 0.0) -> tuple[float, float]:
@@ -83,5 +118,5 @@ def unjudged_row(key_values: Mapping[str, Any], shown: Mapping[str, Any]) -> dic
         "ci_high": math.nan,
         "p_value": math.nan,
         "verdict": None,
-        "note": "",
+        "notes": (),
     }

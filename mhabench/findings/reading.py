@@ -82,7 +82,8 @@ def read_case(run: Run, wanted: Mapping[str, Any]) -> CaseReading | None:
     The pick is the run's answer record's (across processes for a replicated run) and a speedup is the across-process
     lead of one implementation over another (per-process paired ratios combined with a t interval), the figure
     ``mhabench compare RUN --baseline SLOWER`` prints in its pooled rows."""
-    from mhabench.analysis.answer import answer_run, clearly_slower
+    from mhabench.analysis.advice.pick import clearly_slower
+    from mhabench.analysis.answer import answer_run
     from mhabench.analysis.estimate import is_ok, row_ratio, rows_ratio_across
     from mhabench.results.columns import CASE_ID, IMPL, REPEAT
 

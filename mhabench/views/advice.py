@@ -21,9 +21,9 @@ from rich.text import Text
 from mhabench.analysis.advice import caveats, why
 from mhabench.analysis.advice.advise import Advice, RunAdvice
 from mhabench.analysis.advice.crossover import GROUP
-from mhabench.analysis.advice.pick import WINNER
-from mhabench.analysis.answer import SCHEMA_VERSION, CaseAnswer, Verdict, plain
+from mhabench.analysis.answer import SCHEMA_VERSION, CaseAnswer, Standing, Verdict, plain
 from mhabench.analysis.estimate import PAIRED
+from mhabench.analysis.explain.explain import EXPLAINED
 from mhabench.analysis.statement import (
     ACROSS,
     CAVEAT,
@@ -33,6 +33,7 @@ from mhabench.analysis.statement import (
     KINDS,
     PICK,
     WHY,
+    RowRef,
     Statement,
 )
 from mhabench.views import formats
@@ -65,10 +66,50 @@ def parse_format(text: str) -> str:
     return formats.parse_format(text, FORMATS)
 
 
+def statements(run: RunAdvice) -> list[Statement]:
+    """Every statement said of ``run``: advise's, with each case's pick and where its compared rows stand on the
+    roofline said from the record (:mod:`mhabench.analysis.answer`), in the order a reader wants them: a group's
+    answer, its picks, its crossovers, each case's whys (the roofline first), the rest; then the run's caveats."""
+    answers = [s for s in run.statements if s.rule == GROUP]
+    groups = {answer.group for answer in answers}
+    out: list[Statement] = []
+    for answer in answers:
+        rest = [s for s in run.statements if s.group == answer.group and s is not answer]
+        cases = [case for case in run.record.cases if case.group == answer.group]
+        whys = [s for s in rest if s.kind == WHY and s.rule != EXPLAINED]
+        out += [answer, *(pick_statement(run.run_id, case) for case in cases)]
+        out += [s for s in rest if s.kind == CROSSOVER]
+        for case in cases:
+            out += [*_rooflines(run.run_id, case), *(s for s in whys if s.scope == case.label)]
+        out += [s for s in rest if s.kind not in (CROSSOVER, WHY) or s.rule == EXPLAINED]
+    return out + [s for s in run.statements if s.group not in groups]
+
+
+def pick_statement(run_id: str, case: CaseAnswer) -> Statement:
+    """The case's pick, said from its record, resting on its ok rows."""
+    ok = tuple(RowRef(run_id, case.case_id, one.impl) for one in case.impls if one.standing is not Standing.NOT_OK)
+    return Statement(PICK, PICK, case.group, case.label, {"case": case}, ok)
+
+
+def roofline_statement(run_id: str, case: CaseAnswer, name: str) -> Statement | None:
+    """Where ``name``'s row stands on its roofline: the record's why of it (None where it has none)."""
+    one = case.impl(name)
+    if one is None or one.why is None:
+        return None
+    figures = {"impl": name, **dataclasses.asdict(one.why)}
+    return Statement(WHY, why.ROOFLINE, case.group, case.label, figures, (RowRef(run_id, case.case_id, name),))
+
+
+def _rooflines(run_id: str, case: CaseAnswer) -> list[Statement]:
+    """Where the fastest row and the runner-up stand on their roofline."""
+    found = [roofline_statement(run_id, case, name) for name in (case.fastest, case.runner_up) if name]
+    return [statement for statement in found if statement is not None]
+
+
 def _groups(run: RunAdvice) -> list[tuple[Statement, list[Statement]]]:
     """Per case group: its answer, then its other statements."""
     found: dict[str, tuple[Statement, list[Statement]]] = {}
-    for statement in run.statements:
+    for statement in statements(run):
         if statement.rule == GROUP:
             found[statement.group] = (statement, [])
         elif statement.group in found:
@@ -153,9 +194,10 @@ def _case_block(
 def _pick_detail(pick: Statement) -> str:
     """What the pick rests on, without what the action line already says: for a winner the method alone
     (``paired over 8 rounds``), otherwise the pick's sentence (the tie's ratio and why it is a tie)."""
-    figures = pick.figures
-    if figures.get("verdict") == WINNER and figures.get("method") == PAIRED and not figures.get("reason_code"):
-        return f"paired over {figures.get('rounds')} rounds"
+    case: CaseAnswer = pick.figures["case"]
+    lead = case.lead
+    if case.verdict is Verdict.WINNER and lead is not None and lead.method == PAIRED and case.reason is None:
+        return f"paired over {lead.rounds} rounds"
     return said(pick).removeprefix("no clear winner: ")
 
 
@@ -177,9 +219,7 @@ BECAUSE = {
 
 def _action(pick: Statement, run: RunAdvice) -> str:
     """The line a user acts on: which implementation to run, by how much, and where the winner stands."""
-    case = next((one for one in run.record.cases if one.label == pick.scope), None)
-    if case is None:
-        return ""
+    case: CaseAnswer = pick.figures["case"]
     lead = case.lead
     bounds = f" {interval(lead.interval.ci_low, lead.interval.ci_high)}" if lead and lead.has_interval else ""
     shown = f"{lead.ratio:.2f}×{bounds}" if lead else ""
@@ -307,19 +347,15 @@ def _telling_why(run: RunAdvice, groups: set[str]) -> Statement | None:
     """A why about the winner's own row in the last case of ``groups`` with a clear winner (a sweep's last
     case is its largest; or the case ``scope``), the most telling rule first: the answer lines name that
     winner, so the why says what holds for it rather than what held the loser back."""
-    won = [
-        s
-        for s in run.statements
-        if s.kind == PICK and s.group in groups and s.figures.get("verdict") == WINNER and s.rule != GROUP
-    ]
-    if not won:
+    found = statements(run)
+    won = [s.figures["case"] for s in found if s.rule == PICK and s.group in groups]
+    last = next((case for case in reversed(won) if case.verdict is Verdict.WINNER), None)
+    if last is None:
         return None
-    last = won[-1]
-    winners = set(last.figures.get("impls") or ())
     whys = [
         s
-        for s in run.statements
-        if s.kind == WHY and s.scope == last.scope and s.rule in WHY_PREFERENCE and s.rows[0].impl in winners
+        for s in found
+        if s.kind == WHY and s.scope == last.label and s.rule in WHY_PREFERENCE and s.rows[0].impl == last.pick
     ]
     return min(whys, key=lambda s: WHY_PREFERENCE.index(s.rule), default=None)
 

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from rich.table import Table
 from rich.text import Text
 
@@ -166,7 +167,7 @@ def _runs_table(comparison: Comparison) -> TableModel:
             format_number(r["p_holm"], ".2g"),
             r["verdict"],
             machine.work_cell(r),
-            "; ".join(part for part in (r["note"], machine.machine_note(r, comparison.machine)) if part),
+            machine.row_note(r, comparison.machine),
         ]
         for _, r in frame.iterrows()
     ]
@@ -176,7 +177,19 @@ def _runs_table(comparison: Comparison) -> TableModel:
         f"{comparison.base_id} → {comparison.candidate_id}: {measure} "
         f"(threshold {comparison.threshold:.1%}: verdict by the whole 95% CI; p informative)"
     )
-    return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), frame)
+    return TableModel(title, headers, cells, _numeric(headers), styles, list(frame["case"]), _records(frame))
+
+
+def _records(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows as CSV and JSON hold them: each row's notes in words (``note``) and by code (``note_codes``,
+    ``;``-separated; docs/compare-and-report.md), where the comparison holds them typed."""
+    if "notes" not in frame:
+        return frame
+    at = list(frame.columns).index("notes")
+    out = frame.drop(columns="notes")
+    out.insert(at, "note", [machine.notes_text(notes) for notes in frame["notes"]])
+    out.insert(at + 1, "note_codes", [";".join(note.code.value for note in notes) for notes in frame["notes"]])
+    return out
 
 
 SUMMARY_ORDER: tuple[Change | Unjudged, ...] = (

@@ -84,7 +84,7 @@ def sentence(found: Explanation) -> str:
         )
     stage = found.stage
     if stage is None:
-        return f"{head}: no stage breakdown ({found.source.removeprefix('none: ')})"
+        return f"{head}: no stage breakdown ({SOURCES.get(found.source, found.source)})"
     text = f"{head}: {stage_clause(stage.stage, stage.time_share, stage.flops_ratio, stage.bytes_ratio)}"
     if found.rule:
         text += ": " + RULES[found.rule].format(**found.rule_figures)
@@ -92,6 +92,9 @@ def sentence(found: Explanation) -> str:
         return text + (f"; {remedy}" if remedy else "")
     return text + FINDINGS[found.finding].format(top_op=stage.top_op)
 
+
+SOURCES = {explain.NO_SOURCE: "a run older than breakdowns, with no kernels.csv to derive one from"}
+"""Why a row has no breakdown, by its breakdown source; another source is named as it is."""
 
 FORMATS = ("terminal", "markdown", "md", "json")
 NOTHING = (

@@ -1,7 +1,7 @@
-"""``compare``'s words about the machine and the counted work: a row's notes and the lines under the table.
+"""``compare``'s words about a row, the machine and the counted work: a row's notes and the lines under the table.
 
-The figures come from :mod:`mhabench.analysis.machine_drift` and :mod:`mhabench.analysis.work_change`; this
-module only writes them out.
+The codes and figures come from :mod:`mhabench.analysis.verdict` (a row's :class:`RowNote`),
+:mod:`mhabench.analysis.machine_drift` and :mod:`mhabench.analysis.work_change`; this module only writes them out.
 """
 
 from __future__ import annotations
@@ -12,7 +12,20 @@ from typing import Any
 
 from mhabench.analysis.compare import Comparison
 from mhabench.analysis.machine_drift import MachineMove, RowMachine
+from mhabench.analysis.verdict import Note, RowNote
 from mhabench.analysis.work_change import WorkChange
+
+NOTES: dict[RowNote, str] = {
+    RowNote.NOT_OK: "{side} {status}: {error}",
+    RowNote.NO_TEST: "fewer than 2 samples: no test, no interval",
+    RowNote.NO_INTERVAL: "fewer than {needs} samples: no interval",
+    RowNote.WITHIN_SPREAD: "within this machine's between-process spread ({spread:.0%})",
+    RowNote.ACROSS_PROCESSES: "across {base} vs {candidate} processes",
+    RowNote.PROCESSES_OK: "{side}: {ok} of {processes} processes ok",
+    RowNote.NO_SHARED_PROCESS: "ok in no process ({base_rows} base, {candidate_rows} candidate rows)",
+    RowNote.SAME_ROUNDS: "same rounds, across {processes} of {of} processes",
+}
+"""A compared row's note per code, filled from the note's numbers."""
 
 ROW_NOTES: dict[str, str] = {
     RowMachine.CORRECTED: "corrected by the reference (÷{factor:.3f})",
@@ -30,6 +43,35 @@ COLUMN_NAMES = {
     "fp32_flops": "fp32 FLOPs",
     "kernels_per_call": "kernels/call",
 }
+
+
+def row_note(row: Mapping[str, Any], move: MachineMove | None) -> str:
+    """Every note of a compared row, then what the machine's movement did to it, in one cell ("" when none)."""
+    return "; ".join(part for part in (notes_text(row.get("notes") or ()), machine_note(row, move)) if part)
+
+
+def notes_text(notes: Sequence[Note]) -> str:
+    """A row's notes in words, ``; ``-separated ("" for none)."""
+    return "; ".join(_note(note) for note in notes)
+
+
+def _note(note: Note) -> str:
+    numbers = dict(note.numbers)
+    if note.code is RowNote.ACROSS_PROCESSES:
+        base, candidate = (
+            f"{numbers[f'{side}_ok']} of {numbers[f'{side}_all']}"
+            if numbers[f"{side}_ok"] < numbers[f"{side}_all"]
+            else str(numbers[f"{side}_ok"])
+            for side in ("base", "candidate")
+        )
+        text = NOTES[note.code].format(base=base, candidate=candidate)
+        return text + (": too few for an interval" if numbers["too_few"] else "")
+    if "error" in numbers:
+        numbers["error"] = numbers["error"] or "no samples"
+    text = NOTES[note.code].format(**numbers)
+    if note.code is RowNote.PROCESSES_OK and "status" in numbers:
+        text += f" ({numbers['status']}: {numbers['error']})"
+    return text
 
 
 def machine_note(row: Mapping[str, Any], move: MachineMove | None) -> str:

@@ -20,6 +20,7 @@ from mhabench.analysis.executed import (
     EXECUTED_TFLOPS,
     HARDWARE,
     SOURCE,
+    SOURCES,
     executed,
     numeric_column,
     source_points,
@@ -156,7 +157,7 @@ def _other_sources(ax: Axes, rows: pd.DataFrame, points: pd.DataFrame, styles: d
     every = every[every["row"].isin(points.index)]
     for row_index, group in every.groupby("row", sort=False):
         colour, marker = styles[str(rows.loc[row_index, IMPL])]
-        order = group.set_index(SOURCE).reindex(["model", "counted", "hardware"]).dropna()
+        order = group.set_index(SOURCE).reindex(list(SOURCES)).dropna()
         ax.plot(order[EXECUTED_INTENSITY], order[EXECUTED_TFLOPS], color=colour, linewidth=0.6, alpha=0.5, zorder=2)
         ax.scatter(order[EXECUTED_INTENSITY], order[EXECUTED_TFLOPS], marker=marker, s=12, color=colour, alpha=0.5)
 

@@ -24,13 +24,11 @@ from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
 from mhabench.analysis.throughput import (
     EXECUTED_OVER_USEFUL,
-    TABLE_FORMATS,
     USEFUL_EFFICIENCY,
     USEFUL_INTENSITY,
     USEFUL_TFLOPS,
     throughput,
 )
-from mhabench.analysis.throughput import LABELS as THROUGHPUT_LABELS
 from mhabench.results.cells import flag, whole_of
 from mhabench.results.columns import (
     ARITHMETIC_INTENSITY,
@@ -59,7 +57,16 @@ from mhabench.results.store import CSV_NAME
 from mhabench.views.answer_table import LEGEND as ANSWER_LEGEND
 from mhabench.views.answer_table import answer_tables
 from mhabench.views.run_notes import LEGEND, lines_under_table
-from mhabench.views.table import TableModel, fit_columns, format_number, human_bytes, human_count, to_rich
+from mhabench.views.table import LABELS as THROUGHPUT_LABELS
+from mhabench.views.table import (
+    TABLE_FORMATS,
+    TableModel,
+    fit_columns,
+    format_number,
+    human_bytes,
+    human_count,
+    to_rich,
+)
 
 STATUSES = tuple(status for status in RowStatus if status is not RowStatus.PLANNED)
 """Every row status, in the order the summary counts them."""

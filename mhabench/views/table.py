@@ -19,6 +19,14 @@ from typing import Any
 import pandas as pd
 from rich.table import Table
 
+from mhabench.analysis.throughput import (
+    EXECUTED_OVER_USEFUL,
+    USEFUL_EFFICIENCY,
+    USEFUL_FLOPS,
+    USEFUL_INTENSITY,
+    USEFUL_TFLOPS,
+)
+
 # Row style → how the terminal shows it; HTML uses the style name as the row's class.
 RICH_STYLES = {
     "failed": "red",
@@ -157,6 +165,24 @@ def format_number(value: Any, spec: str, suffix: str = "") -> str:
     except (TypeError, ValueError):
         return "-"
     return f"{number:{spec}}{suffix}" if math.isfinite(number) else "-"
+
+
+LABELS = {
+    USEFUL_FLOPS: "useful FLOPs",
+    USEFUL_INTENSITY: "FLOP/B",
+    USEFUL_TFLOPS: "useful TFLOP/s",
+    EXECUTED_OVER_USEFUL: "executed ×",
+    USEFUL_EFFICIENCY: "roofline eff.",
+}
+"""The results table's headers for these figures (advise and the report quote the same numbers)."""
+TABLE_FORMATS = {USEFUL_INTENSITY: ".1f", USEFUL_TFLOPS: ".3f", EXECUTED_OVER_USEFUL: ".2f", USEFUL_EFFICIENCY: ".1%"}
+"""How the results table prints each figure; advise prints them the same way, so a number it quotes is the one the
+table shows for that row (44.5% in both, not 44.5% in one and 44 % in the other)."""
+
+
+def as_in_table(value: float, name: str) -> str:
+    """``value`` of the figure ``name`` as the results table prints it."""
+    return format(value, TABLE_FORMATS[name])
 
 
 def human_bytes(n: float) -> str:

@@ -11,14 +11,17 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from mhabench.analysis.advice.pick import ablations
 from mhabench.analysis.advice.thresholds import LOW_EFFICIENCY, TIE_MARGIN
-from mhabench.analysis.estimate import MIN_PAIRED_ROUNDS
+from mhabench.analysis.answer import CaseAnswer, Standing, Verdict
+from mhabench.analysis.estimate import ACROSS, MIN_PAIRED_ROUNDS, PAIRED, Estimate
 from mhabench.analysis.explain import explain
 from mhabench.analysis.statement import ENERGY, PICK, WHY, Statement
 from mhabench.analysis.throughput import EXECUTED_OVER_USEFUL, USEFUL_EFFICIENCY, USEFUL_INTENSITY, USEFUL_TFLOPS
-from mhabench.analysis.throughput import as_in_table as table
 from mhabench.results.columns import BATCH, BIAS, CAUSAL, D_MODEL, DTYPE, HEADS, KV_HEADS, MODE, PHASE, SEQ_LEN
+from mhabench.results.schema import RowStatus
 from mhabench.stage_cost import STAGE_LABELS
+from mhabench.views.table import as_in_table as table
 
 Figures = Mapping[str, Any]
 
@@ -174,17 +177,17 @@ UNPAIRED = {"no_raw_samples": "no raw samples stored", "not_same_rounds": "not t
 """Why a lead is a ratio of medians, by :func:`mhabench.analysis.estimate.row_ratio`'s code."""
 
 
-def method(figures: Figures) -> str:
+def method(lead: Estimate) -> str:
     """How a lead was estimated: ``paired over 8 rounds``, ``across 3 replicates …``, ``ratio of medians: …``."""
-    rounds = figures["rounds"]
-    if figures["method"] == "paired":
+    rounds = lead.rounds
+    if lead.method == PAIRED:
         return f"paired over {rounds} rounds"
-    if figures["method"] == "replicates":
+    if lead.method == ACROSS:
         return f"across {rounds} replicates, each paired over its rounds"
-    if figures.get("unpaired") == "too_few_shared_rounds":
+    if lead.unpaired == "too_few_shared_rounds":
         shared = _plural(rounds, "shared round")
         return f"ratio of medians: only {shared}, fewer than the {MIN_PAIRED_ROUNDS} pairing needs"
-    return f"ratio of medians: {UNPAIRED.get(figures.get('unpaired', ''), figures.get('unpaired', ''))}"
+    return f"ratio of medians: {UNPAIRED.get(lead.unpaired, lead.unpaired)}"
 
 
 def reason(code: str, figures: Figures, fastest: str) -> str:
@@ -208,25 +211,37 @@ def reason(code: str, figures: Figures, fastest: str) -> str:
     return code
 
 
-def _pick(f: Figures) -> str:
-    verdict, names = f["verdict"], f["impls"]
-    if verdict == "nothing ran":
+def picked(case: CaseAnswer) -> tuple[str, ...]:
+    """The implementations a case's answer names: the winner, the tied set, the only row, or the fastest."""
+    return case.tied or ((case.fastest,) if case.fastest else ())
+
+
+def pick(case: CaseAnswer) -> str:
+    """A case's pick, the lead it rests on and why, then the notes on the rows it names."""
+    return _pick(case) + _pick_notes(case)
+
+
+def _pick(case: CaseAnswer) -> str:
+    names, verdict, lead = picked(case), case.verdict, case.lead
+    if verdict is Verdict.NOTHING_RAN:
         return "nothing ran ok, so there is nothing to pick."
-    if verdict == "only":
+    if verdict is Verdict.ONLY:
         return f"only {impl(names[0])} ran ok; there is nothing to compare it with."
-    lead = f"{ratio(f['speedup'], f['ci_low'], f['ci_high'])} over {impl(f['runner_up'])} ({method(f)})"
-    why = reason(f["reason_code"], f["reason_figures"], names[0])
-    if verdict == "cannot tell" and f["reason_code"] == "rounds_disagree":
-        return f"{why} ({impl(names[0])} {lead})."
-    if verdict == "cannot tell":
-        return f"cannot tell: {impl(names[0])} had the lowest median, {lead}, but {why}."
-    if verdict == "winner" and f["reason_code"] == "dominance":
-        return f"{impl(names[0])} wins, {lead}; {_dominance(names[0], f['reason_figures'])}."
-    if verdict == "winner":
-        return f"{impl(names[0])} wins, {lead}."
-    tie = "the interval includes 1" if f["ci_low"] <= 1 else f"the lead is under {percent(TIE_MARGIN)}"
-    rest = f"; {impls(f['slower'])} clearly slower" if f["slower"] else ""
-    return f"no clear winner: {impls(names)} are tied ({impl(names[0])} {lead}: {tie}){rest}."
+    assert lead is not None
+    over = f"{ratio(lead.ratio, lead.ci_low, lead.ci_high)} over {impl(case.runner_up or '')} ({method(lead)})"
+    code, numbers = (case.reason.code, case.reason.numbers) if case.reason else ("", {})
+    if verdict is Verdict.CANNOT_TELL and code == "rounds_disagree":
+        return f"{reason(code, numbers, names[0])} ({impl(names[0])} {over})."
+    if verdict is Verdict.CANNOT_TELL:
+        return f"cannot tell: {impl(names[0])} had the lowest median, {over}, but {reason(code, numbers, names[0])}."
+    if verdict is Verdict.WINNER and code == "dominance":
+        return f"{impl(names[0])} wins, {over}; {_dominance(names[0], numbers)}."
+    if verdict is Verdict.WINNER:
+        return f"{impl(names[0])} wins, {over}."
+    tie = "the interval includes 1" if lead.ci_low <= 1 else f"the lead is under {percent(TIE_MARGIN)}"
+    slower = [one.impl for one in case.impls if one.standing is not Standing.NOT_OK and one.impl not in names]
+    rest = f"; {impls(slower)} clearly slower" if slower else ""
+    return f"no clear winner: {impls(names)} are tied ({impl(names[0])} {over}: {tie}){rest}."
 
 
 def _dominance(winner: str, figures: Figures) -> str:
@@ -241,24 +256,29 @@ def _dominance(winner: str, figures: Figures) -> str:
     )
 
 
-def _pick_notes(f: Figures) -> str:
+def _pick_notes(case: CaseAnswer) -> str:
     """Rows that failed their check, ablations and lower-precision implementations among the pick, said after it."""
     notes = ""
-    if f["excluded"]:
-        verb = "is" if len(f["excluded"]) == 1 else "are"
-        notes += f" {impls(f['excluded'])} failed the correctness check and {verb} not considered."
-    if f["ablations"]:
-        verb = "computes" if len(f["ablations"]) == 1 else "compute"
+    excluded = [one.impl for one in case.impls if one.status == RowStatus.MISMATCH]
+    if excluded:
+        verb = "is" if len(excluded) == 1 else "are"
+        notes += f" {impls(excluded)} failed the correctness check and {verb} not considered."
+    shown = picked(case) if case.verdict in (Verdict.WINNER, Verdict.TIE, Verdict.ONLY) else ()
+    different = ablations(shown)
+    if different:
+        verb = "computes" if len(different) == 1 else "compute"
         notes += (
-            f" {impls(f['ablations'])} {verb} a different function (an ablation, checked against its own float64 "
+            f" {impls(different)} {verb} a different function (an ablation, checked against its own float64 "
             "reference): faster is no reason to switch to it, it changes the model."
         )
-    if f["lower_precision"]:
-        errors = f["max_rel_err"]
-        quoted = "; ".join(f"{impl(name)} {errors[name]:.2g}" for name in errors if errors[name] is not None)
-        verb = "computes" if len(f["lower_precision"]) == 1 else "compute"
+    lower = [one for name in shown if (one := case.impl(name)) is not None and one.compute_dtype is not None]
+    if lower:
+        ok = [one for one in case.impls if one.standing is not Standing.NOT_OK and one.max_rel_err is not None]
+        quoted = "; ".join(f"{impl(one.impl)} {one.max_rel_err:.2g}" for one in ok)
+        verb = "computes" if len(lower) == 1 else "compute"
+        dtypes = ", ".join(sorted({str(one.compute_dtype) for one in lower}))
         notes += (
-            f" {impls(f['lower_precision'])} {verb} in {', '.join(f['compute_dtypes'])}, with a larger error"
+            f" {impls(one.impl for one in lower)} {verb} in {dtypes}, with a larger error"
             f"{f' (max_rel_err {quoted})' if quoted else ''}: its speed is traded for that error."
         )
     return notes
@@ -345,7 +365,7 @@ def _executed(f: Figures) -> str:
     flops = "useful FLOPs, masked blocks skipped" if f["skips_masked_work"] else "all FLOPs executed"
     return (
         f"; it executed {table(f['executed_over_useful'], EXECUTED_OVER_USEFUL)}× the useful FLOPs, at "
-        f"{f['executed_intensity_flop_per_byte']:.3g} FLOP/B ({flops}; {INTENSITY_WORDS[f['intensity_source']]})"
+        f"{f['executed_intensity_flop_per_byte']:.3g} FLOP/B ({flops}; {INTENSITY_WORDS[f['bytes_source']]})"
     )
 
 
@@ -603,7 +623,7 @@ def _flips(f: Figures) -> str:
 
 
 TEMPLATES: dict[str, Callable[[Figures], str]] = {
-    "pick": lambda f: _pick(f) + _pick_notes(f),
+    "pick": lambda f: pick(f["case"]),
     "group": _group,
     "crossover": _crossover,
     "by_setting": lambda f: f"by {_along(f)}: {segments_text(f['axis'], f['segments'])}.",

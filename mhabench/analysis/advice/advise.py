@@ -1,8 +1,9 @@
 """``mhabench advise``: every rule over every run, in the order a reader wants the answers.
 
-Per run and per case group (scenario): the group's answer, each case's pick, where the answer changes,
-why (from each case's own columns), what to change; then what the run cannot tell. With several runs,
-where their picks differ comes last. Computation only: ``mhabench.views.advice`` renders the result.
+Per run and per case group (scenario): the group's answer, where the answer changes, why (from each case's own
+columns), what to change; then what the run cannot tell. Each case's pick, and where its rows stand on the
+roofline, are the run's record (:mod:`mhabench.analysis.answer`), which the views say directly. With several
+runs, where their picks differ comes last. Computation only: ``mhabench.views.advice`` renders the result.
 
 One rule lives here because it only quotes another module's finding, per case: ``energy per call``, where NVML
 resolved it, each case's ok rows' J/call, tokens/J and power. Energy is read from a row's own windows
@@ -23,7 +24,6 @@ from mhabench.analysis.advice.cases import MeasuredCase, groups_of
 from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.change import changes
 from mhabench.analysis.advice.crossover import crossovers, group_answer
-from mhabench.analysis.advice.pick import statement
 from mhabench.analysis.advice.why import why
 from mhabench.analysis.answer import CalibrationUsed, Reason, RunAnswer, build
 from mhabench.analysis.estimate import is_ok
@@ -37,7 +37,8 @@ from mhabench.results.store import Run
 
 @dataclasses.dataclass(frozen=True)
 class RunAdvice:
-    """One run's answers, its record (:mod:`mhabench.analysis.answer`) and every statement made about it."""
+    """One run's answers, its record (:mod:`mhabench.analysis.answer`) and every statement made about it beyond the
+    record (each case's pick and its rows' roofline are the record's: ``mhabench.views.advice.statements``)."""
 
     answers: RunAnswers
     statements: tuple[Statement, ...]
@@ -95,7 +96,6 @@ def _run_advice(
     for group, cases in groups_of(answers.cases).items():
         picks = [answers.picks[case.case_id] for case in cases]
         statements.append(group_answer(group, cases, answers.picks))
-        statements += [statement(one) for one in picks]
         statements += crossovers(cases, answers.picks)
         statements += [found for one in picks for found in why(one, environment)]
         statements += energy_statements(cases, environment)

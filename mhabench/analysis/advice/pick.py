@@ -39,13 +39,10 @@ from mhabench.analysis.estimate import (
     row_ratio,
     samples_of,
 )
-from mhabench.analysis.statement import PICK, Statement
 from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES, RatioEstimate
 from mhabench.impls import get_spec
 from mhabench.impls.registry import available_implementations
-from mhabench.results.cells import number, text
-from mhabench.results.columns import IMPL, MAX_REL_ERR, STATUS
-from mhabench.results.schema import RowStatus
+from mhabench.results.columns import IMPL
 
 
 class PickVerdict(str, enum.Enum):
@@ -265,33 +262,6 @@ def standing(lead: RatioEstimate, fastest: Row, other: Row) -> str:
     fastest_ms, other_ms = samples_of(fastest), samples_of(other)
     measured = len(fastest_ms) >= MIN_INTERVAL_SAMPLES and bool(other_ms)
     return SLOWER if measured and min(other_ms) >= max(fastest_ms) * (1 + TIE_MARGIN) else CANNOT_TELL
-
-
-def statement(one: Pick) -> Statement:
-    """The pick with every figure its sentence quotes and every row it compared."""
-    ok = [row for row in one.case.rows if is_ok(row)]
-    shown = one.impls if one.verdict in (WINNER, TIED, ONLY) else ()
-    figures = {
-        "verdict": str(one.verdict),
-        "impls": list(one.impls),
-        "runner_up": one.runner_up,
-        "speedup": one.estimate.ratio if one.estimate else None,
-        "ci_low": one.estimate.ci_low if one.estimate else None,
-        "ci_high": one.estimate.ci_high if one.estimate else None,
-        "method": one.method,
-        "rounds": one.rounds,
-        "unpaired": one.unpaired,
-        "reason_code": one.reason_code,
-        "reason_figures": dict(one.reason_figures),
-        "slower": [str(row[IMPL]) for row in ok if str(row[IMPL]) not in one.impls],
-        "excluded": [str(row[IMPL]) for row in one.case.rows if text(row, STATUS) == RowStatus.MISMATCH],
-        "ablations": ablations(shown),
-        "lower_precision": lower_precision(shown),
-        "compute_dtypes": sorted({str(get_spec(impl).compute_dtype) for impl in lower_precision(shown)}),
-        "max_rel_err": {str(row[IMPL]): number(row, MAX_REL_ERR) for row in ok} if lower_precision(shown) else {},
-    }
-    rows = tuple(one.case.ref(str(row[IMPL])) for row in ok)
-    return Statement(PICK, "pick", one.case.group, one.case.label, figures, rows)
 
 
 # --- ablations and lower precision ------------------------------------------------------------------------------------

@@ -1,10 +1,8 @@
 """Why: what a case's own columns say about its fastest rows, one small rule each.
 
-- ``roofline``: where the row stands on the roofline the plot draws: executed FLOPs per byte and per second
-  (:mod:`mhabench.analysis.executed`: useful FLOPs for a kernel that skips masked blocks), compute- or
-  memory-bound by the ridge (peak FLOP/s ÷ bandwidth) and how far from the roof; under ``LOW_EFFICIENCY``
-  it is far from both, and is called bound by neither; bytes counted from the ops that ran or the cost
-  model's (no run records hardware-counter traffic yet); and the SDPA backend that ran.
+- where the row stands on the roofline the plot draws (:class:`Position`): useful and executed FLOPs per byte
+  and per second (:mod:`mhabench.analysis.executed`), compute- or memory-bound by the ridge and how far from
+  the roof; the run's record keeps it per row (``answer.Why``), and the views say it (rule ``roofline``).
 - ``scores``: a row whose implementation's cost model materializes the b·h·n·L score matrix
   (``CostModel.materializes_scores``); its size against the device's L2.
 - ``launch``: launch-bound, only far from the roofs: CPU by ``LAUNCH_BOUND_SHARE`` of host dispatch, CUDA
@@ -44,7 +42,6 @@ from mhabench.results.columns import (
     PEAK_GBPS,
     PEAK_MEMORY_BYTES,
     PEAK_TFLOPS,
-    SDPA_BACKEND,
     SKIPS_MASKED_WORK,
     STATUS,
 )
@@ -61,8 +58,7 @@ def why(one: Pick, environment: Mapping[str, Any]) -> list[Statement]:
     compared = [impl for impl in (*one.impls[:1], one.runner_up) if impl]
     kind = str(environment.get("device_kind") or "")
     l2_bytes = environment.get("l2_cache_bytes")
-    found = [roofline(case, impl) for impl in compared]
-    found += [scores(case, impl, l2_bytes) for impl in compared]
+    found = [scores(case, impl, l2_bytes) for impl in compared]
     found += [launch(case, str(row[IMPL]), kind) for row in case.rows if is_ok(row)]
     found += [memory(case, compared[0], compared[1]) if len(compared) == 2 else None, did_not_fit(case)]
     return [statement for statement in found if statement is not None]
@@ -126,29 +122,6 @@ def position(row: Row) -> Position | None:
         source,
         bool(done[SKIPS_MASKED_WORK]),
     )
-
-
-def roofline(case: MeasuredCase, impl: str) -> Statement | None:
-    point = position(case.row(impl) or {})
-    if point is None:
-        return None
-    ridge, bound = point.peaks.ridge_flops_per_byte, point.peaks.bound(point.intensity)
-    backend = text(case.row(impl) or {}, SDPA_BACKEND)
-    figures = {
-        "bound": bound,
-        "intensity_flop_per_byte": point.intensity,
-        "useful_tflops": point.rate_tflops,
-        "efficiency": point.efficiency if point.efficiency <= 1 else None,
-        "roof_below_work": point.efficiency > 1,
-        "attainable_tflops": point.attainable_tflops,
-        "ridge_flop_per_byte": ridge,
-        "executed_over_useful": point.executed_over_useful,
-        "executed_intensity_flop_per_byte": point.executed_intensity,
-        "intensity_source": point.source,
-        "skips_masked_work": point.skips_masked_work,
-        "sdpa_backend": backend,
-    }
-    return _statement(case, ROOFLINE, {**figures, "far_from_roof": point.far_from_roof}, [impl])
 
 
 def score_bytes(row: Row) -> float | None:

@@ -49,6 +49,9 @@ breakdown at all; a departure no rule knows; time in no op of a known kind; a st
 the model's work, only slower."""
 EXPLAINED = "explained"
 """The rule of the statement advise shows for each explained row."""
+NO_SOURCE = "none"
+"""The breakdown source of a row that holds none and has no kernels.csv to derive one from (a run older than
+breakdowns)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,7 +193,7 @@ def row_stages(row: Mapping[str, Any], kernels: pd.DataFrame | None) -> tuple[li
         units = kernel_units(mine)
         counted = all(unit.flops is not None for unit in units)
         return breakdown(units, _model(row)), "counters" if counted else "kernels"
-    return figures, source or "none: a run older than breakdowns, with no kernels.csv to derive one from"
+    return figures, source or NO_SOURCE
 
 
 def _kernels_of(row: Mapping[str, Any], kernels: pd.DataFrame | None) -> list[dict[str, Any]]:

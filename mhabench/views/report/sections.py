@@ -19,7 +19,6 @@ from mhabench.analysis.case_label import case_label
 from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.analysis.spread import repeat_count, spread_of
 from mhabench.analysis.throughput import EXECUTED_OVER_USEFUL
-from mhabench.analysis.throughput import LABELS as THROUGHPUT_LABELS
 from mhabench.answers_on_disk import advise_folders
 from mhabench.results.cells import flag
 from mhabench.results.columns import (
@@ -56,6 +55,7 @@ from mhabench.views.report.kernels import kernel_blocks
 from mhabench.views.run_notes import drift_lines
 from mhabench.views.stage_plot import stage_blocks
 from mhabench.views.summary import results_table
+from mhabench.views.table import LABELS as THROUGHPUT_LABELS
 from mhabench.views.table import TableModel, format_number, human_bytes, human_count
 
 
