@@ -61,7 +61,12 @@ class RunAnswers:
 
 
 def answer(run: Run) -> RunAnswers:
-    """The run's cases and picks: across processes for a replicated run, per repeat otherwise."""
+    """The run's cases and picks: across processes for a replicated run, per repeat otherwise. Computed once per
+    :class:`Run` (its rows do not change) and shared by every reader: the cases and picks are frozen."""
+    return run.derived(_answer)
+
+
+def _answer(run: Run) -> RunAnswers:
     cases = cases_of(run.run_id, with_roofs(run.frame), across_processes=run.manifest.replicated)
     pick_of = pick_replicated if run.manifest.replicated else pick
     return RunAnswers(run, cases, {case.case_id: pick_of(case) for case in cases})
