@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import torch
+import typer
+import typer.testing
 from shared_runs import recorded
 from torch import nn
 
@@ -108,10 +110,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist each worker gets its share of the cores for torch's threads, so two workers on two cores do
-    not run four OpenMP threads (which stall each other for milliseconds at random)."""
+    not run four OpenMP threads (which stall each other for milliseconds at random). ``CliRunner`` builds the Click
+    command of an app once, not once an invocation (:func:`command_built_once`)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    typer.testing._get_command = command_built_once(typer.testing._get_command)
+
+
+def command_built_once(get_command: Callable[[typer.Typer], Any]) -> Callable[[typer.Typer], Any]:
+    """``get_command`` kept per app while the app's commands, groups and callback are the same objects.
+
+    ``CliRunner.invoke`` turns the Typer app into a Click command on every call, reading every command's signature
+    and evaluating its annotations: about 50 ms an invocation, which the suite pays thousands of times, where the
+    ``mhabench`` process pays it once. A Click command is stateless between invocations (each gets its own context),
+    and it calls the functions the app registered, so the command built once runs the same code."""
+    built: dict[typer.Typer, tuple[tuple[int, ...], Any]] = {}
+
+    def cached(app: typer.Typer) -> Any:
+        shape = (id(app.registered_callback), *map(id, app.registered_commands), *map(id, app.registered_groups))
+        if app not in built or built[app][0] != shape:
+            built[app] = (shape, get_command(app))
+        return built[app][1]
+
+    return cached
 
 
 @pytest.fixture(autouse=True)
