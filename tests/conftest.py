@@ -90,10 +90,43 @@ CORE_TESTS = tuple(
 command line, speedups and verdicts: marked ``core``; ``make test-fast`` runs those not marked ``slow``."""
 
 
+LONGEST_FILES = tuple(
+    f"tests/test_{name}.py"
+    for name in (
+        "executors",
+        "findings_figures",
+        "findings_decisions",
+        "hf_attention",
+        "pinned_outputs",
+        "replication",
+        "findings_runs",
+        "fuzz",
+        "history",
+        "resume",
+        "concurrent_runs",
+        "cli",
+        "distributed_run",
+        "ab",
+        "history_store",
+        "gpu_check",
+        "plots",
+        "report",
+        "findings_claims",
+        "runner",
+    )
+)
+"""The test files that take longest (tens of seconds each on two cores, docs/development.md), longest first. They
+are collected first, so pytest-xdist (``--dist loadfile``: a file to one worker whole) hands them out first and
+the two workers end together on short files, instead of one worker starting a long file while the other idles."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``cuda`` need a GPU; without one they are skipped, never faked. The tests of
     :data:`SLOW_TESTS`, the ``compiled`` cases and the ``cluster`` tests are marked ``slow``, those of
-    :data:`CORE_TESTS` ``core``."""
+    :data:`CORE_TESTS` ``core``. The files of :data:`LONGEST_FILES` come first, in its order; every file keeps the
+    order of its own tests."""
+    rank = {name: index for index, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
     skip = (
         None
         if torch.cuda.is_available()
