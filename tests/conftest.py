@@ -116,8 +116,10 @@ LONGEST_FILES = tuple(
     )
 )
 """The test files that take longest (tens of seconds each on two cores, docs/development.md), longest first. They
-are collected first, so pytest-xdist (``--dist loadfile``: a file to one worker whole) hands them out first and
-the two workers end together on short files, instead of one worker starting a long file while the other idles."""
+are collected first, and pytest-xdist (``--dist loadfile``: a file to one worker whole) hands files out in
+collection order (:func:`pytest_configure` turns off its own order, by number of tests, which sends a long file of
+one test last), so the two workers end together on short files instead of one starting a long file while the other
+idles."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -143,12 +145,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist each worker gets its share of the cores for torch's threads, so two workers on two cores do
-    not run four OpenMP threads (which stall each other for milliseconds at random). ``CliRunner`` builds the Click
-    command of an app once, not once an invocation (:func:`command_built_once`)."""
+    not run four OpenMP threads (which stall each other for milliseconds at random), and take whole files in the
+    order of :data:`LONGEST_FILES`. ``CliRunner`` builds the Click command of an app once, not once an invocation
+    (:func:`command_built_once`)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
     typer.testing._get_command = command_built_once(typer.testing._get_command)
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's --dist loadfile hands out files in our order
+        config.option.loadscopereorder = False
 
 
 def command_built_once(get_command: Callable[[typer.Typer], Any]) -> Callable[[typer.Typer], Any]:
