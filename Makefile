@@ -61,8 +61,9 @@ run: setup cuda-warning
 
 # Two pytest-xdist workers (a 2-core machine's cores; PYTEST_WORKERS=auto takes every core), torch's threads split
 # between them (tests/conftest.py). A test file goes to one worker whole (--dist loadfile), so a module's shared
-# fixture (a Ray cluster, a torchrun run, the transformers rows) is built once, not once a worker. `make test-fast`:
-# the edit-test loop, the data path's core tests that are not slow (docs/development.md).
+# fixture (a Ray cluster, a torchrun run, the transformers rows) is built once, not once a worker; the longest files
+# go first (tests/conftest.py LONGEST_FILES). `make test-fast`: the edit-test loop, the data path's core tests that
+# are not slow (docs/development.md).
 PYTEST_WORKERS ?= 2
 test: setup hf browser
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import torch
+import typer
+import typer.testing
 from shared_runs import recorded
 from torch import nn
 
@@ -88,10 +90,45 @@ CORE_TESTS = tuple(
 command line, speedups and verdicts: marked ``core``; ``make test-fast`` runs those not marked ``slow``."""
 
 
+LONGEST_FILES = tuple(
+    f"tests/test_{name}.py"
+    for name in (
+        "executors",
+        "findings_figures",
+        "findings_decisions",
+        "hf_attention",
+        "pinned_outputs",
+        "replication",
+        "findings_runs",
+        "fuzz",
+        "history",
+        "resume",
+        "concurrent_runs",
+        "cli",
+        "distributed_run",
+        "ab",
+        "history_store",
+        "gpu_check",
+        "plots",
+        "report",
+        "findings_claims",
+        "runner",
+    )
+)
+"""The test files that take longest (tens of seconds each on two cores, docs/development.md), longest first. They
+are collected first, and pytest-xdist (``--dist loadfile``: a file to one worker whole) hands files out in
+collection order (:func:`pytest_configure` turns off its own order, by number of tests, which sends a long file of
+one test last), so the two workers end together on short files instead of one starting a long file while the other
+idles."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``cuda`` need a GPU; without one they are skipped, never faked. The tests of
     :data:`SLOW_TESTS`, the ``compiled`` cases and the ``cluster`` tests are marked ``slow``, those of
-    :data:`CORE_TESTS` ``core``."""
+    :data:`CORE_TESTS` ``core``. The files of :data:`LONGEST_FILES` come first, in its order; every file keeps the
+    order of its own tests."""
+    rank = {name: index for index, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
     skip = (
         None
         if torch.cuda.is_available()
@@ -108,10 +145,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist each worker gets its share of the cores for torch's threads, so two workers on two cores do
-    not run four OpenMP threads (which stall each other for milliseconds at random)."""
+    not run four OpenMP threads (which stall each other for milliseconds at random), and take whole files in the
+    order of :data:`LONGEST_FILES`. ``CliRunner`` builds the Click command of an app once, not once an invocation
+    (:func:`command_built_once`)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    typer.testing._get_command = command_built_once(typer.testing._get_command)
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's --dist loadfile hands out files in our order
+        config.option.loadscopereorder = False
+
+
+def command_built_once(get_command: Callable[[typer.Typer], Any]) -> Callable[[typer.Typer], Any]:
+    """``get_command`` kept per app while the app's commands, groups and callback are the same objects.
+
+    ``CliRunner.invoke`` turns the Typer app into a Click command on every call, reading every command's signature
+    and evaluating its annotations: about 50 ms an invocation, which the suite pays thousands of times, where the
+    ``mhabench`` process pays it once. A Click command is stateless between invocations (each gets its own context),
+    and it calls the functions the app registered, so the command built once runs the same code."""
+    built: dict[typer.Typer, tuple[tuple[int, ...], Any]] = {}
+
+    def cached(app: typer.Typer) -> Any:
+        shape = (id(app.registered_callback), *map(id, app.registered_commands), *map(id, app.registered_groups))
+        if app not in built or built[app][0] != shape:
+            built[app] = (shape, get_command(app))
+        return built[app][1]
+
+    return cached
 
 
 @pytest.fixture(autouse=True)

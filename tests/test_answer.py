@@ -53,6 +53,29 @@ def test_a_tie_is_a_tie_in_every_view(tmp_path: Path) -> None:
     assert result.exit_code == 0 and "★" not in result.output and "=" in result.output
 
 
+def test_a_runs_answer_is_computed_once_per_run_and_holds_no_cycle(tmp_path: Path) -> None:
+    """Every reader of one loaded run shares its cases and picks; a run read again is answered again; nothing kept
+    refers back to the run, so dropping the last reference frees it without waiting for the garbage collector."""
+    import gc
+    import weakref
+
+    from mhabench.analysis.advice.answers import answer as answer_of
+
+    folder = tie_run(tmp_path)
+    run = load_run(folder)
+    first, second = answer_of(run), answer_of(run)
+    assert first.cases is second.cases and first.picks is second.picks and first.run is run
+    again = answer_of(load_run(folder))
+    assert again.cases is not first.cases and again.picks == first.picks
+    gone = weakref.ref(run)
+    gc.disable()
+    try:
+        del run, first, second
+        assert gone() is None
+    finally:
+        gc.enable()
+
+
 def test_a_winner_is_marked_in_the_table_and_compare(tmp_path: Path) -> None:
     times = rounds({"naive": 3.0, "fused": 1.0}, count=20)
     run = load_run(write_run(tmp_path, "clear", [row(impl, ms) for impl, ms in times.items()]))

@@ -246,8 +246,16 @@ def test_ray_tasks_match_the_local_run(tmp_path: Path, local_run: Run, ray_clust
 
 @pytest.mark.cluster
 @needs_submitit
-def test_a_slurm_job_killed_mid_case_loses_only_that_case_s_rows(tmp_path: Path) -> None:
-    """Both cases in one job, which dies in its second case (n=32): the first case's rows were streamed and stay."""
+def test_a_slurm_job_killed_mid_case_loses_only_that_case_s_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both cases in one job, which dies in its second case (n=32): the first case's rows were streamed and stay.
+
+    submitit waits up to 15 s for a finished job's result file to appear on a slow shared file system; the local
+    executor's jobs write to this machine's disk, where a killed job's file never comes, so the test does not wait."""
+    import submitit
+
+    monkeypatch.setattr(submitit.core.core.Job, "_results_timeout_s", 0)
     plugin = tmp_path / "killer.py"
     plugin.write_text(KILLER.format(marker=str(tmp_path / "killed"), always=True, seq_len=32), encoding="utf-8")
     executor = {**LOCAL_SUBMITIT, "slurm": {**LOCAL_SUBMITIT["slurm"], "cases_per_job": 2}}

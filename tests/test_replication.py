@@ -18,14 +18,15 @@ import pandas as pd
 import pytest
 import torch
 from said_from_record import statement
+from scipy import stats as scipy_stats
 from synthetic_runs import rounds, row
 from typer.testing import CliRunner
 
 from mhabench.analysis.advice.answers import REPLICATES, answer, pick_replicated
 from mhabench.analysis.advice.cases import MeasuredCase, cases_of
 from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, WINNER
-from mhabench.analysis.estimate import across_processes, between_process_range, samples_of
-from mhabench.analysis.stats import paired_ratio
+from mhabench.analysis.estimate import across_processes, between_process_range, samples_of, t_interval
+from mhabench.analysis.stats import CONFIDENCE_LEVEL, paired_ratio
 from mhabench.cli import app
 from mhabench.errors import InputError
 from mhabench.results.manifest import Manifest
@@ -87,6 +88,17 @@ def test_the_interval_is_the_t_interval_of_the_log_ratios() -> None:
     found = across_processes(ratios)
     assert found.ratio == pytest.approx(math.exp(logs.mean()))
     assert (found.ci_low, found.ci_high) == pytest.approx((math.exp(logs.mean() - half), math.exp(logs.mean() + half)))
+
+
+def test_the_t_interval_is_scipys_to_the_last_bit() -> None:
+    """``t_interval`` repeats scipy's operations without its dispatch: the same floats, so no stored answer moves."""
+    rng = np.random.default_rng(3)
+    for size in range(2, 12):
+        for scale in (1e-9, 0.01, 0.3, 5.0):
+            for _ in range(40):
+                values = rng.normal(rng.normal(0, 1), scale, size)
+                expected = scipy_stats.ttest_1samp(values, 0.0).confidence_interval(CONFIDENCE_LEVEL)
+                assert t_interval(values) == (float(expected.low), float(expected.high)), (size, scale, values)
 
 
 def test_without_between_process_spread_the_interval_shrinks_with_agreeing_replicates() -> None:

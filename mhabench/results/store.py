@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -36,6 +36,7 @@ from mhabench.results.schema import FORMAT_VERSION, ResultRow
 CSV_NAME = "results.csv"
 PARQUET_NAME = "results.parquet"
 MANIFEST_NAME = "manifest.json"
+T = TypeVar("T")
 
 
 def sanitize_name(name: str) -> str:
@@ -222,6 +223,15 @@ class Run:
 
         Callers that change a frame copy it first: this one is shared by every reader of the run."""
         return read_frame(self.rows)
+
+    def derived(self, compute: Callable[[Run], T]) -> T:
+        """``compute(self)``, computed on the first call and kept with the run, like :attr:`frame`: what an upper
+        layer derives from the rows alone (the run's answer) is read by several parts of one command (the advice,
+        ``compare``'s picks for every baseline, the report) and is the same each time."""
+        kept = self.__dict__.setdefault("_derived", {})
+        if compute not in kept:
+            kept[compute] = compute(self)
+        return kept[compute]
 
 
 PROBE_FILES = ("claims.csv", "probes.csv")

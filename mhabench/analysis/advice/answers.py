@@ -61,10 +61,18 @@ class RunAnswers:
 
 
 def answer(run: Run) -> RunAnswers:
-    """The run's cases and picks: across processes for a replicated run, per repeat otherwise."""
+    """The run's cases and picks: across processes for a replicated run, per repeat otherwise. Computed once per
+    :class:`Run` (its rows do not change) and shared by every reader: the cases and picks are frozen."""
+    cases, picks = run.derived(_cases_and_picks)
+    return RunAnswers(run, cases, picks)
+
+
+def _cases_and_picks(run: Run) -> tuple[Sequence[MeasuredCase], Mapping[str, Pick]]:
+    """What :func:`answer` keeps with the run: nothing in it refers back to the run, so no reference cycle keeps a
+    run's rows alive after its last reader."""
     cases = cases_of(run.run_id, with_roofs(run.frame), across_processes=run.manifest.replicated)
     pick_of = pick_replicated if run.manifest.replicated else pick
-    return RunAnswers(run, cases, {case.case_id: pick_of(case) for case in cases})
+    return cases, {case.case_id: pick_of(case) for case in cases}
 
 
 REPLICATES = "replicates"
