@@ -223,6 +223,13 @@ def test_the_sentence_is_rendered_from_the_block_and_the_report() -> None:
     assert claim_text(None, block.claim).endswith(". Not checked yet.\n")
 
 
+def test_a_flag_in_the_case_is_spelled_as_the_block_spells_it() -> None:
+    causal = Claim(id="c", config="x.yaml", case={"seq_len": 256, "causal": True}, kind=Kind.WINNER, impls=["fused"])
+    plain = causal.model_copy(update={"case": {"seq_len": 256, "causal": False}})
+    assert claim_text(None, causal).startswith("`fused` wins at seq_len 256, causal true. ")
+    assert claim_text(None, plain).startswith("`fused` wins at seq_len 256, causal false. ")
+
+
 def test_the_readme_table_counts_levels_per_page() -> None:
     held = report(Level.HELD, [grade_record("20261129T073028Z-x", Grade.HOLDS)])
     table = readme_table([held])

@@ -95,6 +95,32 @@ def test_the_readme_table_is_rendered_from_the_stored_reports() -> None:
     assert rendered_readme(text, stored_reports(FINDINGS)) == text, "run `mhabench claims check` to re-render"
 
 
+CITED_CLAIM = re.compile(
+    r"\[`(?P<id>[a-z0-9][a-z0-9-]*)`\]\((?P<page>[a-z0-9-]+\.md)#timed-claims[a-z0-9-]*\): "
+    r"(?P<level>held|seen once|did not hold)"
+)
+"""A page citing another page's graded claim by id, with the level it says the claim stands at."""
+
+
+def cited_claims(text: str) -> list[tuple[str, str, str]]:
+    """Each (page, claim id, level) a page's text cites as ``[`id`](page.md#timed-claims…): level``."""
+    return [(found["page"], found["id"], found["level"]) for found in CITED_CLAIM.finditer(text)]
+
+
+def test_a_cited_claim_is_read_with_its_page_id_and_level() -> None:
+    text = "tied ([`h2-tie`](heads-sweep.md#timed-claims): held; [`mha-b1-winner`](decode.md#timed-claims): seen once)"
+    assert cited_claims(text) == [("heads-sweep.md", "h2-tie", "held"), ("decode.md", "mha-b1-winner", "seen once")]
+
+
+@pytest.mark.parametrize("page", sorted(page.name for page in FINDINGS.glob("*.md")))
+def test_a_claim_another_page_cites_is_at_the_level_its_report_grades(page: str) -> None:
+    for cited_page, claim_id, level in cited_claims((FINDINGS / page).read_text()):
+        record = stored_report(cited_page).claim(claim_id)
+        assert record is not None, f"{page} cites claim {claim_id!r}, which {cited_page} does not have"
+        said = f"{page} says {cited_page}'s {claim_id} is {level}"
+        assert str(record.level) == level, f"{said}; its report grades it {record.level}"
+
+
 DECODE_RUN = "20261127T105733Z-decode-batch-sweep"
 PAGE = """# scratch
 

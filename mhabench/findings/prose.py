@@ -15,8 +15,10 @@ def impl(name: str) -> str:
 
 
 def case_words(claim: Claim) -> str:
-    """``kv_heads 2, batch 256``."""
-    return ", ".join(f"{name} {value}" for name, value in claim.case.items())
+    """``kv_heads 2, batch 256``; a flag as the block spells it (``causal true``)."""
+    return ", ".join(
+        f"{name} {str(value).lower() if isinstance(value, bool) else value}" for name, value in claim.case.items()
+    )
 
 
 def bounds(low: float, high: float | None) -> str:
