@@ -91,12 +91,12 @@ def test_configs_default_is_the_packaged_file_and_the_documented_scenario() -> N
     config = load_default_config()
     assert (config.name, config.device, config.dtype) == ("default", "auto", ["auto"])
     assert config.implementations == ["naive", "per_head", "fused", "torch_mha"]
-    expected = dict(name="seq-sweep", batch=[1], seq_len=[128, 1024], d_model=[512], heads=[8], causal=[False])
+    expected = dict(name="seq-sweep", batch=[1], seq_len=[16, 1024], d_model=[512], heads=[8], causal=[False])
     expected |= dict(bias=[False], mode=["forward"], phase=["prefill"], tensor_parallel=[1])
     [spec] = config.scenarios
     assert spec.model_dump(include=set(expected)) == expected
     ids = [case.case_id for case in expand_cases(config, torch.device("cpu"))]
-    assert ids == [f"seq-sweep/b1-n{n}-d512-h8-float32" for n in (128, 1024)]
+    assert ids == [f"seq-sweep/b1-n{n}-d512-h8-float32" for n in (16, 1024)]
 
 
 def test_empty_file(tmp_path: Path) -> None:

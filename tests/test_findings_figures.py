@@ -71,8 +71,13 @@ def speedup_figures(run: Run) -> Iterator[tuple[str, str, str]]:
 
 
 def change_figures(base: Run, candidate: Run) -> Iterator[tuple[str, str, str]]:
+    """``compare A B``'s ratios; none where the two share no case (a config whose cases changed under its name, as
+    the embedded default's did)."""
     spread = compare_mod.machine_spread([base, candidate])
-    rows = compare_mod.compare_runs(base, candidate, 0.05, between_process_spread=spread).rows
+    try:
+        rows = compare_mod.compare_runs(base, candidate, 0.05, between_process_spread=spread).rows
+    except compare_mod.NoCommonRowsError:
+        return
     for ratio, low, high in zip(rows["ratio"], rows["ci_low"], rows["ci_high"], strict=True):
         if (found := figure(ratio, low, high)) is not None:
             yield found

@@ -14,6 +14,7 @@ import torch
 from shared_runs import recorded
 
 import mhabench.impls  # noqa: F401  (registers every implementation)
+import mhabench.measure.stages as stages_module
 from mhabench.analysis.advice.advise import advise
 from mhabench.analysis.explain.explain import explain
 from mhabench.analysis.explain.rules import departs, first_match
@@ -247,6 +248,26 @@ def test_the_op_tree_is_the_tree_torch_event_list_builds(name: str) -> None:
     tree = op_tree(profiler.profiler.kineto_results.events())
     assert len(tree) > 0
     assert _rounded([ours(op) for op in tree]) == _rounded([theirs(event) for event in roots])
+
+
+def test_a_profiled_call_has_the_ops_torch_profiler_records_without_its_wrapper(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The breakdown profiles with the autograd profiler that ``torch.profiler.profile`` wraps (whose start imports
+    Inductor): the same ops and shapes as the wrapper records, and the wrapper never entered."""
+    module, x = build("fused", AttentionWeights.random(32), 4), torch.randn(2, 16, 32)
+
+    def shapes(ops: list[ProfiledOp]) -> list[object]:
+        return [(op.name, [list(shape) for shape in op.shapes], shapes(op.children)) for op in ops]
+
+    with torch.inference_mode():
+        module(x)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as profiler:
+            module(x)
+        wrapped = op_tree(profiler.profiler.kineto_results.events())
+        monkeypatch.setattr(torch.profiler, "profile", None)  # calling it now would raise
+        ours = stages_module._profile_cpu_once(lambda: module(x))
+    assert len(ours.ops) > 0 and shapes(ours.ops) == shapes(wrapped)
 
 
 def _rounded(tree: object) -> object:

@@ -108,6 +108,11 @@ class DevicePeaks:
     fp8_tflops: float | None = None
     """The device's fp8 tensor rate where a datasheet gives one: the roof of rows that compute in fp8."""
     roof_source: RoofSource = RoofSource.PROBED
+    probed_at: str | None = None
+    """When a CPU roof was probed (UTC, ISO 8601); None for a datasheet's, or one probed before it was recorded."""
+    reused_age_s: float | None = None
+    """Seconds between the probe and the start of a run that reused it (:mod:`mhabench.run.roof_record`); None
+    where the run probed its own."""
 
     def for_compute(self, compute_dtype: str | None) -> DevicePeaks | None:
         """The roof of a row that computes in ``compute_dtype`` (None: the case's dtype, these peaks): the fp8

@@ -252,14 +252,18 @@ def _units(profiled: ProfiledCall, element_bytes: int) -> tuple[list[Unit], floa
 
 
 def _profile_cpu_once(call: Callable[[], object]) -> ProfiledCall:
-    """One call of ``call`` under torch's profiler (``record_shapes``): its op tree, wall and thread CPU time."""
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    with quiet_profiler(), torch.profiler.profile(activities=activities, record_shapes=True) as profiler:
+    """One call of ``call`` under torch's profiler (``record_shapes``): its op tree, wall and thread CPU time.
+
+    The autograd profiler that ``torch.profiler.profile`` wraps, with the same Kineto CPU events: the wrapper's
+    first start looks up ``torch._inductor`` (to read a CUDA-graph setting), which imports Dynamo and Inductor,
+    seconds of a process's start on a small CPU for a setting a CPU profile never uses."""
+    profiler = torch.autograd.profiler.profile(use_cpu=True, use_device=None, record_shapes=True, use_kineto=True)
+    with quiet_profiler(), profiler:
         start, thread_start = time.perf_counter(), time.thread_time()
         call()
         thread_ms = (time.thread_time() - thread_start) * 1e3
         wall_ms = (time.perf_counter() - start) * 1e3
-    return ProfiledCall(op_tree(profiler.profiler.kineto_results.events()), wall_ms, thread_ms)
+    return ProfiledCall(op_tree(profiler.kineto_results.events()), wall_ms, thread_ms)
 
 
 # --- the profiler's ops as a tree --------------------------------------------------------------------------

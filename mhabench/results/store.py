@@ -76,12 +76,14 @@ class RunWriter:
         renamed, so a kill during :meth:`reopen` cannot leave a folder with fewer rows than before."""
         self.run_dir = run_dir
         self.rows: list[ResultRow] = list(rows)
+        self._records = [row.record() for row in self.rows]
+        """Each row's record, made once: the CSV line and every rewrite of the Parquet file read it."""
         self.on_row: Callable[[], None] = lambda: None
         """Called after each row is on disk (``run_folder`` refreshes the manifest's heartbeat)."""
         tmp = run_dir / (CSV_NAME + ".tmp")
         with open(tmp, "w", newline="", encoding="utf-8") as handle:
             csv.writer(handle).writerow(COLUMNS)
-            csv.DictWriter(handle, COLUMNS, extrasaction="ignore").writerows(row.record() for row in self.rows)
+            csv.DictWriter(handle, COLUMNS, extrasaction="ignore").writerows(self._records)
         tmp.replace(run_dir / CSV_NAME)
 
     @classmethod
@@ -106,8 +108,9 @@ class RunWriter:
     def append(self, row: ResultRow) -> None:
         """Add one row: append it to the CSV; rewrite the Parquet file when the count is a power of two."""
         self.rows.append(row)
+        self._records.append(row.record())
         with open(self.run_dir / CSV_NAME, "a", newline="", encoding="utf-8") as handle:
-            csv.DictWriter(handle, COLUMNS, extrasaction="ignore").writerow(row.record())
+            csv.DictWriter(handle, COLUMNS, extrasaction="ignore").writerow(self._records[-1])
         if len(self.rows) & (len(self.rows) - 1) == 0:
             self._write_parquet()
         self.on_row()
@@ -118,7 +121,7 @@ class RunWriter:
 
     def _write_parquet(self) -> None:
         tmp = self.run_dir / (PARQUET_NAME + ".tmp")
-        rows_frame(self.rows).to_parquet(tmp, index=False)
+        records_frame(self._records).to_parquet(tmp, index=False)
         tmp.replace(self.run_dir / PARQUET_NAME)
 
 
@@ -197,7 +200,12 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
 
 def rows_frame(rows: list[ResultRow]) -> pd.DataFrame:
     """Rows as a DataFrame with every column of the format, in order (``times_ms`` last)."""
-    frame = pd.DataFrame([row.record() for row in rows], columns=[*COLUMNS, SAMPLES_COLUMN])
+    return records_frame([row.record() for row in rows])
+
+
+def records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
+    """Rows' records (:meth:`ResultRow.record`) as :func:`rows_frame` gives them."""
+    frame = pd.DataFrame(records, columns=[*COLUMNS, SAMPLES_COLUMN])
     frame[SAMPLES_COLUMN] = frame[SAMPLES_COLUMN].apply(lambda v: list(v) if isinstance(v, list | tuple) else [])
     return frame
 

@@ -27,11 +27,13 @@ from mhabench.measure.allocator import apply_process_settings
 from mhabench.measure.drift import DriftWatch
 from mhabench.measure.environment import environment
 from mhabench.measure.peaks import DevicePeaks, device_peaks, measured_peaks
+from mhabench.results.fingerprint import Fingerprint
 from mhabench.results.lifecycle import now_iso, run_folder
 from mhabench.results.liveness import liveness_fields
 from mhabench.results.manifest import Manifest
 from mhabench.results.schema import Outcome, ResultRow, RowStatus
 from mhabench.results.store import MANIFEST_NAME, RunWriter, new_run_dir, read_manifest, rows_frame
+from mhabench.run import roof_record
 from mhabench.run.case import CudaContextLostError, identity, modelled_cost, run_case
 from mhabench.run.estimate import PlannedRow, RowKey, RunEstimate, estimate_run
 from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
@@ -123,7 +125,10 @@ def run(
     if progress:
         progress.start(sum(len(names) for _, _, names in todo))
     with run_folder(writer.run_dir, manifest, writer) as live:
-        peaks = roofline_peaks(device, sorted({case.dtype for case in cases}), request.roofline)  # before any timing
+        machine = Fingerprint.of(manifest.environment).key
+        peaks = roofline_peaks(
+            device, sorted({case.dtype for case in cases}), request.roofline, machine
+        )  # before timing
         live.record(roofline={dtype: dataclasses.asdict(p) for dtype, p in peaks.items()})
         # the reference workload, timed before the first case; no longer than a row's own minimum
         drift = DriftWatch(device, config.timing.noise_threshold, seconds=min(0.2, config.timing.min_run_time_s))
@@ -203,12 +208,26 @@ def pending(
 
 
 def roofline_peaks(
-    device: torch.device, dtypes: list[str], known: Mapping[str, DevicePeaks] | None = None
+    device: torch.device,
+    dtypes: list[str],
+    known: Mapping[str, DevicePeaks] | None = None,
+    machine: str | None = None,
 ) -> dict[str, DevicePeaks]:
-    """The device's roofs per dtype: ``known`` ones (an earlier replicate's), datasheet figures, or probed here
-    before the first case."""
+    """The device's roofs per dtype: ``known`` ones (an earlier replicate's), datasheet figures, a CPU probe this
+    ``machine`` (a fingerprint key) kept in the last hour (:mod:`mhabench.run.roof_record`), or probed here before
+    the first case."""
     known = known or {}
-    return {dtype: known[dtype] if dtype in known else device_peaks(device, DTYPES[dtype]) for dtype in dtypes}
+    return {dtype: known[dtype] if dtype in known else own_peaks(device, dtype, machine) for dtype in dtypes}
+
+
+def own_peaks(device: torch.device, dtype: str, machine: str | None) -> DevicePeaks:
+    """A CPU's recent probe of ``dtype`` on this machine, else a new one (kept for the next runs); other devices'
+    roofs as :func:`device_peaks` gives them."""
+    if device.type != "cpu" or machine is None:
+        return device_peaks(device, DTYPES[dtype])
+    now = dt.datetime.now(dt.timezone.utc)
+    recent = roof_record.recent_roof(machine, dtype, now)
+    return recent if recent is not None else roof_record.kept(machine, dtype, device_peaks(device, DTYPES[dtype]), now)
 
 
 def probed_again(device: torch.device, dtype: str) -> DevicePeaks:
