@@ -12,7 +12,8 @@ reference took 1.35× as long as the base's ran on a machine 35 % slower, whatev
   reference matmul is compute-bound, so a compute-bound row) is corrected by the reference's ratio (candidate
   over base, medians of every timing of each run). A row need not follow the reference one for one: between
   two runs of unchanged code a compute-bound row's ratio was the reference's raised to an elasticity β from
-  about 0.6 to 2 (docs/findings/gate.md#how-far-a-row-follows-the-reference). So the row's interval is
+  about 0.6 to 2 in the stored pairs, and from 0 to 2.6 in a later sitting
+  (docs/findings/gate.md#how-far-a-row-follows-the-reference). So the row's interval is
   divided by ``factor ** β`` at both ends of :data:`TRACKING_BAND` and the verdict is judged on the union of
   the two intervals, widened by the reference's own movement within the runs: ``slower`` only if the row is
   slower whichever way it tracked. Where the two ends disagree and one of them clears the threshold (slower
