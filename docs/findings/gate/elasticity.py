@@ -5,14 +5,15 @@ behind ``machine_drift.TRACKING_BAND`` (docs/findings/gate.md#how-far-a-row-foll
 
 RUNS_DIR holds the stored runs of docs/findings/runs extracted (``for f in docs/findings/runs/*.tar.xz; do tar
 -xJf "$f" -C RUNS_DIR; done``). GATE_RUNS_DIR, optional, is a harness folder of a later sitting (``aa/i-base_a``,
-``aa/i-base_b``, ``ab/i-base``, ``ab/i-xNN``), read the same way and printed apart: evidence the band was not
+``aa/i-base_b``, ``ab/i-base``, ``ab/i-x12``, ``ab/i-x85``), read the same way and printed apart: evidence the band was not
 chosen from.
 
 A pair is two runs of the same code, one after the other. For every pair whose reference moved past the
 threshold between the runs, and every row of it that ``compare`` would correct by the reference (the row on the
 reference's side of the ridge), the elasticity is log(row's raw ratio) / log(reference's ratio): 1 where the row
-moved exactly as the reference did, 0 where it did not move. Printed: the quantiles over all such rows, and over
-the rows of pairs steady within each run (those ``compare`` corrects), then each pair.
+moved exactly as the reference did, 0 where it did not move. Printed: the quantiles over the rows of the pairs
+whose reference moved at most 5 % within each run (those ``compare`` corrects), at most 10 % and 25 %, and over
+every pair; then each pair.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,9 @@ def _regressions(prefix: str, *names: str) -> list[tuple[str, str, str, str | No
     return [(prefix, base, name, "fused") for name in names]
 
 
-def _gate_pairs(name: str, plain: list[tuple[str, str, str, str | None]], locate) -> Iterator:  # type: ignore[no-untyped-def]
+def _gate_pairs(
+    name: str, plain: list[tuple[str, str, str, str | None]], locate: Callable[[str], Path | None]
+) -> Iterator[tuple[str, Run, Run, str | None]]:
     for index in range(40):
         for prefix, first, second, impl in plain:
             base, candidate = locate(f"{prefix}/{index}-{first}"), locate(f"{prefix}/{index}-{second}")
