@@ -13,10 +13,12 @@ import pandas as pd
 import pytest
 from shared_runs import recorded
 from synthetic_runs import rounds, row, with_counts, write_replicated_run, write_run
+from test_findings_runs import unpack
 from typer.testing import CliRunner
 
+from mhabench.analysis import machine_drift
 from mhabench.analysis.compare import compare_runs
-from mhabench.analysis.machine_drift import RowMachine, machine_move
+from mhabench.analysis.machine_drift import TRACKING_BAND, RowMachine, machine_move, tracked_interval
 from mhabench.analysis.two_run_gate import CANNOT_JUDGE, REGRESSION, GateResult
 from mhabench.analysis.verdict import Change, Unjudged
 from mhabench.analysis.work_change import WorkChange, changes
@@ -68,13 +70,17 @@ def test_a_machine_slower_between_the_runs_is_corrected_where_the_reference_can_
     base = write_pair_run(tmp_path, "base", 1.0, [1.73, 1.75, 1.74])
     candidate = write_pair_run(tmp_path, "cand", 1.35, [2.34, 2.35, 2.36])  # the same code, a machine 35 % slower
     found = verdicts(base, candidate)
-    # compute-bound fused: divided by the reference's +35 %, the same; memory-bound naive: not corrected
-    assert {found[("fused", n)] for n in SEQ_LENS} == {Change.SAME.value}
+    # compute-bound fused: divided by the reference's +35 % it is the same had it followed the reference fully,
+    # 16 % slower had it followed it with the band's lowest elasticity: the machine leaves it open
+    assert {found[("fused", n)] for n in SEQ_LENS} == {Unjudged.CANNOT_JUDGE.value}
+    # memory-bound naive: not corrected
     assert {found[("naive", n)] for n in SEQ_LENS} == {Unjudged.CANNOT_JUDGE.value}
     comparison = compare_runs(load_run(base), load_run(candidate), 0.05)
     assert set(comparison.rows["machine"]) == {RowMachine.CORRECTED.value, RowMachine.OTHER_BOUND.value}
+    fused = comparison.rows[comparison.rows["impl"] == "fused"]
+    assert all(low <= 1.0 <= high for _, (low, high) in fused["tracked"])  # one for one: the same
     machine = machine_lines(comparison)[0]
-    assert "+35%" in machine and "2 row(s) corrected" in machine and "2 cannot be judged" in machine
+    assert "+35%" in machine and "2 row(s) corrected" in machine and "4 cannot be judged" in machine
     # without the runs' evidence the same rows read as a 35 % regression of everything (what the gate used to say)
     for run_dir in (base, candidate):
         with_reference(run_dir, [])
@@ -119,6 +125,78 @@ def test_replicated_runs_read_every_process_reference_timings(tmp_path: Path) ->
     assert move.candidate is not None and move.candidate.reference_ms == (1.0, 1.0, 1.5)
     assert move.moved_within  # one process of the candidate ran on a machine 50 % slower
     assert set(verdicts(base, candidate).values()) == {Unjudged.CANNOT_JUDGE.value}
+
+
+def test_the_corrected_interval_spans_every_elasticity_of_the_tracking_band() -> None:
+    low_beta = TRACKING_BAND[0]
+    found = tracked_interval(0.80, 0.79, 0.81, factor=0.72)
+    assert found["tracked"] == (
+        pytest.approx((0.79 / 0.72**low_beta, 0.81 / 0.72**low_beta)),
+        pytest.approx((0.79 / 0.72, 0.81 / 0.72)),
+    )
+    assert found["ci_low"] == pytest.approx(0.79 / 0.72**low_beta)  # a faster machine: the lower end corrects least
+    assert found["ci_high"] == pytest.approx(0.81 / 0.72)
+    assert found["ci_low"] < found["ratio"] < found["ci_high"]
+    slower = tracked_interval(1.30, 1.29, 1.31, factor=1.2)  # a slower machine: the lower end corrects most
+    assert (slower["ci_low"], slower["ci_high"]) == (pytest.approx(1.29 / 1.2), pytest.approx(1.31 / 1.2**low_beta))
+
+
+def test_a_row_that_followed_a_faster_machine_part_of_the_way_is_never_slower(tmp_path: Path) -> None:
+    base = write_pair_run(tmp_path, "base", 1.0, [1.0, 1.01])
+    # unchanged code: the reference 28 % faster, the rows only 20 % (elasticity 0.68): divided by the whole
+    # factor they read ×1.11, slower; over the band they are slower at one end and faster at the other
+    candidate = write_pair_run(tmp_path, "cand", 0.80, [0.72, 0.725])
+    comparison = compare_runs(load_run(base), load_run(candidate), 0.05)
+    fused = comparison.rows[comparison.rows["impl"] == "fused"]
+    assert set(fused["machine"]) == {RowMachine.CORRECTED.value}
+    assert all(high_end[0] > 1.05 for _, high_end in fused["tracked"])  # full tracking alone would say slower
+    assert set(fused["verdict"]) == {Unjudged.CANNOT_JUDGE.value}
+    assert comparison.regressions.empty
+    gate = GateResult(len(comparison.regressions), len(comparison.work_rises), len(comparison.unjudged))
+    assert gate.exit_code("fail") == CANNOT_JUDGE and gate.exit_code("pass") == 0
+
+
+def test_a_change_past_the_threshold_whichever_way_the_row_tracked_is_judged(tmp_path: Path) -> None:
+    base = write_pair_run(tmp_path, "base", 1.0, [1.0, 1.01])
+    slower = write_pair_run(tmp_path, "slower", 1.2, [1.2, 1.205], fused_factor=1.4)  # machine +20 %, code +40 %
+    found = verdicts(base, slower)
+    assert {found[("fused", n)] for n in SEQ_LENS} == {Change.SLOWER.value}
+    # a machine that moved 6 % and rows that followed it: the same at both ends of the band
+    same = write_pair_run(tmp_path, "same", 1.06, [1.06, 1.065])
+    found = verdicts(base, same)
+    assert {found[("fused", n)] for n in SEQ_LENS} == {Change.SAME.value}
+
+
+def test_a_regression_the_band_could_hide_is_cannot_judge_never_a_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = write_pair_run(tmp_path, "base", 1.0, [2.0, 2.01])
+    candidate = write_pair_run(tmp_path, "cand", 1 / 1.35, [1.48, 1.485], fused_factor=1.35)
+    # a band down to no tracking at all: at that end the 35 % regression on a 35 % faster machine reads the same
+    monkeypatch.setattr(machine_drift, "TRACKING_BAND", (0.0, 1.0))
+    found = verdicts(base, candidate)
+    assert {found[("fused", n)] for n in SEQ_LENS} == {Unjudged.CANNOT_JUDGE.value}
+
+
+# --- the recorded A/A pair whose reference moved between the runs only -------------------------------------------
+
+PAIR_5 = ("20261129T110000Z-gate", "20261129T110011Z-gate")
+"""docs/findings/gate.md, second sitting, loaded A/A pair 5: the same code twice, the reference matmul 28 % faster
+in the second run and steady (4 %) within each; the rows' own ratios ×0.76–×0.83."""
+
+
+def test_the_recorded_a_a_pair_whose_rows_followed_the_reference_part_of_the_way_no_longer_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, candidate = (load_run(folder) for folder in unpack(list(PAIR_5), tmp_path))
+    comparison = compare_runs(base, candidate, 0.05)
+    move = comparison.machine
+    assert move is not None and move.moved_between and not move.moved_within
+    assert move.factor == pytest.approx(0.72, abs=0.01)
+    assert comparison.regressions.empty and Change.FASTER.value not in set(comparison.rows["verdict"])
+    # the same pair divided by the whole factor (rows assumed to follow the reference one for one): 2 rows slower
+    monkeypatch.setattr(machine_drift, "TRACKING_BAND", (1.0, 1.0))
+    assert len(compare_runs(base, candidate, 0.05).regressions) == 2
 
 
 # --- counted work ---------------------------------------------------------------------------------------------------
@@ -232,4 +310,5 @@ def test_reference_corrections_use_the_rows_placement_not_their_name(tmp_path: P
             intensity, ridge = placed.loc[(impl, seq_len), ["intensity", "ridge"]]
             expected = RowMachine.CORRECTED.value if intensity >= ridge else RowMachine.OTHER_BOUND.value
             assert placed.loc[(impl, seq_len), "machine"] == expected
-    assert np.isclose(placed.loc[("fused", 128), "ratio"], 1.0, atol=0.02)
+    _, (low, high) = placed.loc[("fused", 128), "tracked"]
+    assert low <= 1.0 <= high and np.isclose(np.sqrt(low * high), 1.0, atol=0.02)  # one for one: ×1.0

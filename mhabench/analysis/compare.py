@@ -253,8 +253,9 @@ def _judged(
         row["p_holm"] = p_holm
         if row["verdict"] is None:
             row["verdict"] = judge_change(row["ci_low"], row["ci_high"], threshold).value
-        unclear_within_spread(row, threshold, machine_drift.row_spread(row, machine, between_process_spread))
-        machine_drift.unjudge(row)
+        spread = machine_drift.row_spread(row, machine, between_process_spread)
+        unclear_within_spread(row, threshold, spread)
+        machine_drift.unjudge(row, threshold, spread)
     work_change.annotate(rows, base.frame, candidate.frame, key)
     return Comparison(
         base.run_id,

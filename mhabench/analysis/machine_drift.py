@@ -9,9 +9,16 @@ reference took 1.35× as long as the base's ran on a machine 35 % slower, whatev
 - **steady**: no reference moved past the threshold, within either run or between them: rows are judged as
   they are;
 - **moved between the runs, steady within each**: a row on the same side of the ridge as the reference (the
-  reference matmul is compute-bound, so a compute-bound row) has its ratio and interval divided by the
-  reference's ratio (candidate over base, medians of every timing of each run), and the interval is widened by
-  the reference's own movement within the runs before the verdict. A row on the other side of the ridge
+  reference matmul is compute-bound, so a compute-bound row) is corrected by the reference's ratio (candidate
+  over base, medians of every timing of each run). A row need not follow the reference one for one: between
+  two runs of unchanged code a compute-bound row's ratio was the reference's raised to an elasticity β from
+  about 0.6 to 2 in the stored pairs, and from 0 to 2.6 in a later sitting
+  (docs/findings/gate.md#how-far-a-row-follows-the-reference). So the row's interval is
+  divided by ``factor ** β`` at both ends of :data:`TRACKING_BAND` and the verdict is judged on the union of
+  the two intervals, widened by the reference's own movement within the runs: ``slower`` only if the row is
+  slower whichever way it tracked. Where the two ends disagree and one of them clears the threshold (slower
+  had the row followed the reference fully, the same had it followed it less), the machine, not the code,
+  leaves the row open: it is ``cannot judge``, never ``~``. A row on the other side of the ridge
   (memory-bound) is not corrected: a slower core says little about a busier memory bus, and the reverse;
 - **moved within a run** (start and end of a run, or its processes, disagree by more than the threshold):
   no one factor describes the run, so no row is corrected.
@@ -34,12 +41,17 @@ import numpy as np
 import pandas as pd
 
 from mhabench.analysis.estimate import is_ok, key_of
-from mhabench.analysis.verdict import Unjudged
+from mhabench.analysis.verdict import Change, Unjudged, judge_change
 from mhabench.measure.drift import reference_intensity
 from mhabench.results import store
 from mhabench.results.columns import ARITHMETIC_INTENSITY, MEASURED_INTENSITY, PEAK_GBPS, PEAK_TFLOPS, ROOFLINE_BOUND
 
 Record = dict[str, Any]
+
+TRACKING_BAND = (0.5, 1.0)
+"""The elasticities β a corrected row's speed may follow the reference with (row ratio = reference ratio ** β):
+from a low quantile of the rows of unchanged code that moved between two runs (``docs/findings/gate/
+elasticity.py``, docs/findings/gate.md#how-far-a-row-follows-the-reference) up to one for one."""
 
 
 class RowMachine(str, enum.Enum):
@@ -160,16 +172,30 @@ def row_state(row: Mapping[str, Any], move: MachineMove) -> RowMachine | None:
 
 
 def correct(rows: Sequence[Record], move: MachineMove) -> None:
-    """Before any verdict: each comparable row's ``machine`` state, and a corrected row's ratio and interval divided
-    by the reference's factor (in place). Rows without a ratio (one side only, failed) are left as they are."""
+    """Before any verdict: each comparable row's ``machine`` state, and a corrected row's interval the union of its
+    intervals divided by the reference's factor raised to each end of :data:`TRACKING_BAND` (in place; the ratio
+    is the band's middle, and ``tracked`` keeps the two intervals for :func:`unjudge`). Rows without a ratio (one
+    side only, failed) are left as they are."""
     for row in rows:
         if row.get("verdict") is not None or not math.isfinite(float(row.get("ratio", math.nan))):
             continue
         state = row_state(row, move)
         row["machine"] = state.value if state is not None else ""
         if state is RowMachine.CORRECTED:
-            factor = move.factor
-            row.update(ratio=row["ratio"] / factor, ci_low=row["ci_low"] / factor, ci_high=row["ci_high"] / factor)
+            row.update(tracked_interval(row["ratio"], row["ci_low"], row["ci_high"], move.factor))
+
+
+def tracked_interval(ratio: float, ci_low: float, ci_high: float, factor: float) -> Record:
+    """The row's ratio and interval corrected by ``factor ** β`` over :data:`TRACKING_BAND`: the union of the
+    interval at each end, the ratio at the band's middle, and the two intervals themselves (``tracked``)."""
+    ends = tuple((ci_low / factor**beta, ci_high / factor**beta) for beta in TRACKING_BAND)
+    middle = sum(TRACKING_BAND) / 2
+    return {
+        "ratio": ratio / factor**middle,
+        "ci_low": min(low for low, _ in ends),
+        "ci_high": max(high for _, high in ends),
+        "tracked": ends,
+    }
 
 
 def row_spread(row: Mapping[str, Any], move: MachineMove, between_process_spread: float) -> float:
@@ -180,10 +206,23 @@ def row_spread(row: Mapping[str, Any], move: MachineMove, between_process_spread
     return between_process_spread
 
 
-def unjudge(row: Record) -> None:
-    """After the verdict: a row the movement left uncorrectable is ``cannot judge``, whatever its interval said."""
-    if row.get("machine") and row["machine"] != RowMachine.CORRECTED:
+def unjudge(row: Record, threshold: float, spread: float) -> None:
+    """After the verdict: a row the movement left uncorrectable is ``cannot judge``, whatever its interval said; so
+    is a corrected row whose verdict depends on how closely it followed the reference (one end of the band past
+    the threshold, the other not: :func:`band_decides`)."""
+    state = row.get("machine")
+    if state and (state != RowMachine.CORRECTED or band_decides(row, threshold, spread)):
         row["verdict"] = Unjudged.CANNOT_JUDGE.value
+
+
+def band_decides(row: Mapping[str, Any], threshold: float, spread: float) -> bool:
+    """Whether the ends of the tracking band give different verdicts and one of them is faster or slower: the
+    row's change then hangs on the machine, not on its samples."""
+    tracked = row.get("tracked")
+    if not tracked or row.get("verdict") in (Change.FASTER, Change.SLOWER):
+        return False
+    verdicts = {judge_change(low, high, threshold, spread) for low, high in tracked}
+    return len(verdicts) > 1 and bool(verdicts & {Change.FASTER, Change.SLOWER})
 
 
 def _same_side_as_reference(row: Mapping[str, Any], reference: float) -> bool | None:

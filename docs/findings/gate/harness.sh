@@ -8,8 +8,9 @@
 # the time (0.5 s busy, 0.5 s asleep), makes two one-process runs of the base plugin (aa/i-base_a, aa/i-base_b:
 # the plain two-run compare pair) and one `mhabench ab` of the base against itself (aa/i-ab, 3 processes), then
 # stops the burner. An idle A/B cycle i (under $EXCLUSIVE: nothing else of ours runs) makes one-process runs of the
-# base and of the two regressions (ab/i-base, ab/i-x15, ab/i-x75: the plain pairs base/x15 and base/x75) and
-# `mhabench ab` of base/x15 and base/x75 (ab/i-ab-x15, ab/i-ab-x75, $AB_REPLICATES processes each, default 3).
+# base and of each regression in $REGRESSIONS (ab/i-base, ab/i-xNN: the plain pairs base/xNN) and `mhabench ab` of
+# base/xNN (ab/i-ab-xNN), $AB_REPLICATES processes each `ab` run (default 3), in the loaded pairs too.
+# REGRESSIONS lists NN:EXTRA_ROWS (default "12:0.12 85:0.85"; the second sitting ran "15:0.15 75:0.75").
 # The lock is taken per pair or cycle and let go between them. log.tsv records each command's start, end, exit
 # code and `uptime`.
 set -u
@@ -23,7 +24,7 @@ exclusive=${EXCLUSIVE:-flock -x /tmp/mhabench-cpu.lock}
 here=$(cd "$(dirname "$0")" && pwd)
 log="$out/log.tsv"
 config="$here/gate.yaml"
-regressions="15:0.15 75:0.75"  # name:EXTRA_ROWS, sized so `ab` measures about ×1.10 and ×1.35 on the idle VM
+regressions=${REGRESSIONS:-"12:0.12 85:0.85"}  # NN:EXTRA_ROWS, sized so `ab` measures about ×1.10 and ×1.35 idle
 ab_replicates=${AB_REPLICATES:-3}
 
 bench() {  # NAME COMMAND...: log start, end, exit code and load
@@ -61,10 +62,12 @@ while True:
     ;;
   --ab-cycle)  # one idle A/B cycle, called under $EXCLUSIVE below
     run "ab/$count-base" my_fused_x0.py
-    run "ab/$count-x15" my_fused_x15.py
-    run "ab/$count-x75" my_fused_x75.py
-    ab "ab/$count-ab-x15" my_fused_x15.py
-    ab "ab/$count-ab-x75" my_fused_x75.py
+    for regression in $regressions; do
+      run "ab/$count-x${regression%%:*}" "my_fused_x${regression%%:*}.py"
+    done
+    for regression in $regressions; do
+      ab "ab/$count-ab-x${regression%%:*}" "my_fused_x${regression%%:*}.py"
+    done
     exit 0
     ;;
 esac

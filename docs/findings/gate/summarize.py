@@ -1,6 +1,12 @@
 """The tables of docs/findings/gate.md from what harness.sh left in OUT_DIR.
 
     python docs/findings/gate/summarize.py OUT_DIR
+    python docs/findings/gate/summarize.py RUNS_TSV RUNS_DIR [LOG_TSV]
+
+The first form reads a harness folder; the second a stored sitting: RUNS_TSV maps each harness folder to its run
+id (docs/findings/gate/runs*.tsv), RUNS_DIR holds those runs extracted from docs/findings/runs, LOG_TSV is the
+sitting's log (load averages). The first sitting's layout (``runs/i-base_a``, ``runs/i-base_b``, and its A/A
+``ab`` run ``ab/i-x0``) is read for its A/A pairs.
 
 For every finished pair: the gate's exit code as ``compare --fail-on-regression`` (the plain two-run pairs) and
 ``ab --fail-on-regression`` give it, recomputed from the run folders with the code the commands run; the exit code
@@ -27,18 +33,51 @@ from mhabench.analysis.verdict import Change
 from mhabench.results.store import Run, load_run
 
 THRESHOLD = 0.05
-PLAIN = {  # kind: (folder, base, candidate) under OUT_DIR, the pair's index in front of base and candidate
-    "A/A loaded": ("aa", "base_a", "base_b"),
-    "A/B x15 idle": ("ab", "base", "x15"),
-    "A/B x75 idle": ("ab", "base", "x75"),
-}
-AB = {"A/A loaded": ("aa", "ab"), "A/B x15 idle": ("ab", "ab-x15"), "A/B x75 idle": ("ab", "ab-x75")}
+AA_PLAIN = ("base_a", "base_b")
 VERSIONS = [("my_fused", "my_fused@base", "my_fused@candidate")]
+REGRESSION = re.compile(r"^(\d+)-(x\d+)$")
 
 
-def run_in(folder: Path) -> Run | None:
-    found = sorted(folder.glob("*/manifest.json")) if folder.is_dir() else []
-    return load_run(found[0].parent) if found else None
+class Sitting:
+    """The run folders of one sitting, by harness folder (``aa/3-base_a``): a harness folder, or a stored map."""
+
+    def __init__(self, source: Path, runs_dir: Path | None = None, log: Path | None = None) -> None:
+        if runs_dir is None:
+            found = {
+                str(manifest.parent.parent.relative_to(source)): manifest.parent
+                for manifest in source.glob("*/*/*/manifest.json")
+            }
+            self.log = source / "log.tsv"
+        else:
+            lines = source.read_text().splitlines()
+            found = {key: runs_dir / run_id for key, run_id in (line.split("\t") for line in lines)}
+            self.log = log
+        self.folders = found
+        self.first = any(key.startswith("runs/") for key in found)
+        """The first sitting's layout: its plain pairs under runs/, its `ab` runs ab/i-x0 (A/A), x1 and x4."""
+
+    @property
+    def aa_plain(self) -> str:
+        return "runs" if self.first else "aa"
+
+    @property
+    def aa_ab(self) -> tuple[str, str]:
+        return ("ab", "x0") if self.first else ("aa", "ab")
+
+    def run(self, key: str) -> Run | None:
+        folder = self.folders.get(key)
+        return load_run(folder) if folder is not None and (folder / "manifest.json").exists() else None
+
+    def indices(self, prefix: str) -> list[int]:
+        return sorted({int(key.split("/")[1].split("-")[0]) for key in self.folders if key.startswith(f"{prefix}/")})
+
+    def regressions(self) -> list[str]:
+        """The regression names of the idle A/B cycles (``x15``, ``x75``; ``x12``, ``x85``; none in the first)."""
+        if self.first:
+            return []
+        return sorted(
+            {m.group(2) for key in self.folders if key.startswith("ab/") and (m := REGRESSION.match(key[3:]))}
+        )
 
 
 def unwatched(run: Run) -> Run:
@@ -57,18 +96,16 @@ def exit_codes(comparison: Comparison) -> tuple[int, int]:
     )
 
 
-def indices(out: Path, folder: str) -> list[int]:
-    return sorted({int(m.group(1)) for p in (out / folder).glob("*") if (m := re.match(r"(\d+)-", p.name))})
-
-
-def main(out: Path) -> None:
+def main(sitting: Sitting) -> None:
     tallies: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     effects: dict[str, list[Comparison]] = collections.defaultdict(list)
     print("| pair, mode | index | exit | time-only exit | verdicts | ratio(s) | machine (reference) |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    for kind, (folder, first, second) in PLAIN.items():
-        for index in indices(out, folder):
-            base, candidate = (run_in(out / folder / f"{index}-{name}") for name in (first, second))
+    plain = [("A/A loaded", sitting.aa_plain, AA_PLAIN)]
+    plain += [(f"A/B {name} idle", "ab", ("base", name)) for name in sitting.regressions()]
+    for kind, prefix, (first, second) in plain:
+        for index in sitting.indices(prefix):
+            base, candidate = (sitting.run(f"{prefix}/{index}-{name}") for name in (first, second))
             if base is None or candidate is None:
                 continue
             spread = machine_spread([base, candidate])
@@ -80,9 +117,11 @@ def main(out: Path) -> None:
             )
             before = compare_runs(unwatched(base), unwatched(candidate), THRESHOLD, between_process_spread=spread)
             record(tallies, f"{kind}, plain before", before, index)
-    for kind, (folder, name) in AB.items():
-        for index in indices(out, folder):
-            run = run_in(out / folder / f"{index}-{name}")
+    versions = [("A/A loaded", *sitting.aa_ab)]
+    versions += [(f"A/B {name} idle", "ab", f"ab-{name}") for name in sitting.regressions()]
+    for kind, prefix, name in versions:
+        for index in sitting.indices(prefix):
+            run = sitting.run(f"{prefix}/{index}-{name}")
             if run is None or run.manifest.status != "complete":
                 continue
             comparison = compare_versions(run.frame, VERSIONS, THRESHOLD, ("base", name))
@@ -92,7 +131,7 @@ def main(out: Path) -> None:
     for name in sorted(effects):
         print(f"{name}: {describe(effects[name])}")
     for prefix in ("aa", "ab"):
-        print(f"load averages (1 min) over the {prefix} commands: {load_range(out, prefix)}")
+        print(f"load averages (1 min) over the {prefix} commands: {load_range(sitting.log, prefix)}")
     print()
     print("| kind, mode | pairs | exit 0 | exit 1 | exit 3 | time-only exit 1 | rows slower | rows faster | rows |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -101,7 +140,6 @@ def main(out: Path) -> None:
             f"| {name} | {tally['pairs']} | {tally['exit 0']} | {tally['exit 1']} | {tally['exit 3']} | "
             f"{tally['time exit 1']} | {tally['slower']} | {tally['faster']} | {tally['rows']} |"
         )
-    write_runs(out)
 
 
 def describe(comparisons: list[Comparison]) -> str:
@@ -121,10 +159,10 @@ def describe(comparisons: list[Comparison]) -> str:
     return f"{len(comparisons)} ab runs; time {timed}; counted work {work or 'unchanged'}"
 
 
-def load_range(out: Path, prefix: str) -> str:
-    text = "\n".join(
-        line for line in (out / "log.tsv").read_text().splitlines() if f"-{prefix}-" in line.split("\t")[0]
-    )
+def load_range(log: Path | None, prefix: str) -> str:
+    if log is None or not log.exists():
+        return "no log"
+    text = "\n".join(line for line in log.read_text().splitlines() if f"-{prefix}-" in line.split("\t")[0])
     loads = [float(m.group(1)) for m in re.finditer(r"load average: ([0-9.]+),", text)]
     if not loads:
         return "none"
@@ -146,7 +184,7 @@ def record(tallies: dict[str, collections.Counter[str]], name: str, comparison: 
 
 
 def write_runs(out: Path) -> None:
-    """OUT_DIR/runs.tsv: each harness folder and the run id in it (docs/findings/gate/runs.tsv)."""
+    """OUT_DIR/runs.tsv: each harness folder and the run id in it (docs/findings/gate/runs*.tsv)."""
     lines = [
         f"{manifest.parent.parent.relative_to(out)}\t{manifest.parent.name}"
         for folder in ("aa", "ab")
@@ -156,4 +194,8 @@ def write_runs(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if len(sys.argv) == 2:
+        main(Sitting(Path(sys.argv[1])))
+        write_runs(Path(sys.argv[1]))
+    else:
+        main(Sitting(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]) if len(sys.argv) > 3 else None))
