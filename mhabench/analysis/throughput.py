@@ -150,14 +150,15 @@ def with_roofs(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(**{name: values for name, values in roofs(rows).items()})
 
 
-def throughput(rows: pd.DataFrame) -> pd.DataFrame:
+def throughput(rows: pd.DataFrame, roofed: bool = False) -> pd.DataFrame:
     """Per row: useful TFLOP/s, useful intensity, the roof there, efficiency, executed over useful FLOPs, bound, and
-    how the roof was obtained (:func:`roofs`)."""
+    how the roof was obtained (:func:`roofs`; ``roofed``: the rows already carry :func:`with_roofs`'s columns, taken
+    from their whole run, so they are not corrected again)."""
     useful = useful_flops(rows)
     latency_s = numeric_column(rows, LATENCY_MS) / 1e3
     rate = useful / latency_s / 1e12
     intensity = useful / numeric_column(rows, BYTES_MOVED)
-    roof = roofs(rows)
+    roof = rows[[PEAK_TFLOPS, PEAK_GBPS, ROOF_SOURCE]] if roofed else roofs(rows)
     peak_tflops, peak_gbps = roof[PEAK_TFLOPS], roof[PEAK_GBPS]
     attainable = np.minimum(peak_tflops, intensity * peak_gbps / 1e3)
     ridge = peak_tflops * 1e3 / peak_gbps

@@ -38,7 +38,6 @@ from mhabench.analysis.advice.pick import (
 )
 from mhabench.analysis.estimate import MIN_REPLICATES, is_ok, rows_ratio_across
 from mhabench.analysis.stats import RatioEstimate
-from mhabench.analysis.throughput import with_roofs
 from mhabench.results.columns import IMPL
 from mhabench.results.store import Run
 
@@ -70,7 +69,7 @@ def answer(run: Run) -> RunAnswers:
 def _cases_and_picks(run: Run) -> tuple[Sequence[MeasuredCase], Mapping[str, Pick]]:
     """What :func:`answer` keeps with the run: nothing in it refers back to the run, so no reference cycle keeps a
     run's rows alive after its last reader."""
-    cases = cases_of(run.run_id, with_roofs(run.frame), across_processes=run.manifest.replicated)
+    cases = cases_of(run.run_id, run.frame, across_processes=run.manifest.replicated)
     pick_of = pick_replicated if run.manifest.replicated else pick
     return cases, {case.case_id: pick_of(case) for case in cases}
 

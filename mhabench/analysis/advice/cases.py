@@ -19,7 +19,7 @@ from mhabench.analysis.case_label import case_label
 from mhabench.analysis.executed import executed
 from mhabench.analysis.pooled_rows import middle_process
 from mhabench.analysis.statement import RowRef
-from mhabench.analysis.throughput import throughput
+from mhabench.analysis.throughput import throughput, with_roofs
 from mhabench.results.cells import plain, text
 from mhabench.results.columns import (
     CASE_ID,
@@ -73,9 +73,10 @@ class MeasuredCase:
 
 
 def cases_of(run_id: str, rows: pd.DataFrame, across_processes: bool = False) -> list[MeasuredCase]:
-    """Every case of a run, in the order the run measured them (``across_processes``: a replicated run)."""
+    """Every case of a run, in the order the run measured them (``across_processes``: a replicated run), each row
+    judged against the roof its whole run shows."""
     by_case: dict[str, dict[int, list[Row]]] = {}
-    for record in rows.to_dict("records"):
+    for record in with_roofs(rows).to_dict("records"):
         by_case.setdefault(str(record[CASE_ID]), {}).setdefault(_repeat(record), []).append(record)
     cases = [_case(run_id, case_id, repeats, across_processes) for case_id, repeats in by_case.items()]
     _with_figures([row for case in cases for row in case.rows])
@@ -88,7 +89,7 @@ def _with_figures(shown: Sequence[Row]) -> None:
     if not shown:
         return
     frame = pd.DataFrame(list(shown))
-    figures = pd.concat([throughput(frame), executed(frame)], axis=1).to_dict("records")
+    figures = pd.concat([throughput(frame, roofed=True), executed(frame)], axis=1).to_dict("records")
     for row, found in zip(shown, figures, strict=True):
         row.update(found)  # type: ignore[attr-defined]  # the records cases_of made: plain dicts
 
