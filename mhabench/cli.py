@@ -525,7 +525,7 @@ def check_timing(
 
     from mhabench.checks.timing import TOLERANCE, Outcome
     from mhabench.checks.timing import check_timing as check
-    from mhabench.views.timing_check import agreement_line, timing_table
+    from mhabench.checks.timing_view import agreement_line, timing_table
 
     with user_errors():
         checks = check(config_loading.load_config(config_path), str(config_path))

@@ -30,7 +30,18 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"checks"}),
     frozenset({"history"}),
     frozenset(
-        {"cli", "cli_claims", "cli_gate", "cli_run", "cli_replicate", "cli_shell", "__main__", "profiled", "mhabench"}
+        {
+            "cli",
+            "cli_calibrate",
+            "cli_claims",
+            "cli_gate",
+            "cli_run",
+            "cli_replicate",
+            "cli_shell",
+            "__main__",
+            "profiled",
+            "mhabench",
+        }
     ),
 )
 """Lowest first. A module may import its own layer and any lower one; the circle test keeps a layer's

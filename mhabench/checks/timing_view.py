@@ -1,4 +1,4 @@
-"""``check-timing``'s table: each (case, implementation) with both medians, their ratio and the outcome."""
+"""`mhabench check-timing`'s table: each (case, implementation) with both medians, their ratio and the outcome."""
 
 from __future__ import annotations
 
