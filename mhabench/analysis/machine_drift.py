@@ -56,10 +56,12 @@ elasticity.py``, docs/findings/gate.md#how-far-a-row-follows-the-reference) up t
 
 class RowMachine(str, enum.Enum):
     """What the machine's movement did to one compared row, by code (the ``machine`` column; empty when it did
-    nothing): corrected by the reference, or why not: the machine moved within a run, the row lies on the other
-    side of the ridge from the reference, or its bound is unknown. ``mhabench.views.machine`` words them."""
+    nothing): corrected by the reference; corrected, but the verdict hangs on how far the row follows the
+    reference (``tracking``); or why not corrected: the machine moved within a run, the row lies on the other side
+    of the ridge from the reference, or its bound is unknown. ``mhabench.views.machine`` words them."""
 
     CORRECTED = "corrected"
+    TRACKING = "tracking"
     MOVED_WITHIN = "moved_within"
     OTHER_BOUND = "other_bound"
     BOUND_UNKNOWN = "bound_unknown"
@@ -209,9 +211,10 @@ def row_spread(row: Mapping[str, Any], move: MachineMove, between_process_spread
 def unjudge(row: Record, threshold: float, spread: float) -> None:
     """After the verdict: a row the movement left uncorrectable is ``cannot judge``, whatever its interval said; so
     is a corrected row whose verdict depends on how closely it followed the reference (one end of the band past
-    the threshold, the other not: :func:`band_decides`)."""
-    state = row.get("machine")
-    if state and (state != RowMachine.CORRECTED or band_decides(row, threshold, spread)):
+    the threshold, the other not: :func:`band_decides`), whose state becomes ``tracking``."""
+    if row.get("machine") == RowMachine.CORRECTED and band_decides(row, threshold, spread):
+        row["machine"] = RowMachine.TRACKING.value
+    if row.get("machine") and row["machine"] != RowMachine.CORRECTED:
         row["verdict"] = Unjudged.CANNOT_JUDGE.value
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mhabench.analysis.compare import Comparison
-from mhabench.analysis.machine_drift import MachineMove, RowMachine
+from mhabench.analysis.machine_drift import TRACKING_BAND, MachineMove, RowMachine
 from mhabench.analysis.verdict import Note, RowNote
 from mhabench.analysis.work_change import WorkChange
 
@@ -28,7 +28,11 @@ NOTES: dict[RowNote, str] = {
 """A compared row's note per code, filled from the note's numbers."""
 
 ROW_NOTES: dict[str, str] = {
-    RowMachine.CORRECTED: "corrected by the reference (÷{factor:.3f})",
+    RowMachine.CORRECTED: "corrected by the reference (÷{band_low:.3f} to ÷{band_high:.3f})",
+    RowMachine.TRACKING: (
+        "corrected by the reference (÷{band_low:.3f} to ÷{band_high:.3f}): the verdict depends on how far the row "
+        "follows it"
+    ),
     RowMachine.MOVED_WITHIN: "the machine moved {within:.0%} within a run: no one factor corrects it",
     RowMachine.OTHER_BOUND: "{bound} while the reference is compute-bound: the reference does not correct it",
     RowMachine.BOUND_UNKNOWN: "no intensity and ridge to tell whether the reference corrects it",
@@ -80,7 +84,8 @@ def machine_note(row: Mapping[str, Any], move: MachineMove | None) -> str:
     if move is None or state not in ROW_NOTES:
         return ""
     bound = "memory-bound" if str(row.get("bound") or "") == "memory" else "on the other side of the ridge"
-    return ROW_NOTES[state].format(factor=move.factor, within=move.within, bound=bound)
+    low, high = (move.factor**beta for beta in TRACKING_BAND)
+    return ROW_NOTES[state].format(band_low=low, band_high=high, within=move.within, bound=bound)
 
 
 def work_cell(row: Mapping[str, Any]) -> str:
@@ -111,7 +116,7 @@ def machine_line(comparison: Comparison) -> str | None:
     if not move.moved:
         return f"{line}: steady (threshold {move.threshold:.0%}), rows judged as they are."
     states = comparison.rows.get("machine")
-    corrected = int((states == RowMachine.CORRECTED).sum()) if states is not None else 0
+    corrected = int(states.isin([RowMachine.CORRECTED, RowMachine.TRACKING]).sum()) if states is not None else 0
     unjudged = len(comparison.unjudged)
     return (
         f"{line}: past the threshold ({move.threshold:.0%}); {corrected} row(s) corrected by the reference, "
