@@ -28,7 +28,7 @@ from mhabench.analysis.stats import MIN_INTERVAL_SAMPLES
 from mhabench.errors import InputError
 from mhabench.results.manifest import Manifest
 from mhabench.results.store import load_run
-from mhabench.views import wording
+from mhabench.views import spelling, wording
 from mhabench.views.wording import sentence as text_of
 
 
@@ -166,8 +166,8 @@ def test_rows_are_ordered_by_their_samples_so_a_nan_latency_does_not_scramble_th
 
 
 def test_an_interval_bound_above_1_never_prints_as_1() -> None:
-    assert wording.interval(1.003, 1.15) == "[1.003–1.150]"
-    assert wording.interval(1.45, 1.48) == "[1.45–1.48]"
+    assert spelling.interval(1.003, 1.15) == "[1.003–1.150]"
+    assert spelling.interval(1.45, 1.48) == "[1.45–1.48]"
 
 
 # --- crossover -------------------------------------------------------------------------------------

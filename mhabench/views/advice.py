@@ -38,8 +38,9 @@ from mhabench.analysis.statement import (
 )
 from mhabench.views import formats
 from mhabench.views.report.blocks import Block, Heading, Paragraph
+from mhabench.views.spelling import interval
 from mhabench.views.table import TableModel
-from mhabench.views.wording import interval, machine, reason_of, said, sentence
+from mhabench.views.wording import machine, reason_of, said, sentence
 
 FORMATS = ("terminal", "md", "json")
 TITLES = {

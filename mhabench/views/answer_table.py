@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from mhabench.analysis.advice.cases import swept
 from mhabench.analysis.answer import CaseAnswer, ImplAnswer, RunAnswer, Standing, Verdict
+from mhabench.views.spelling import field, interval
 from mhabench.views.table import TableModel, natural_width
-from mhabench.views.wording import field, interval
 
 MARKS = {Standing.PICK: "★", Standing.TIED: "="}
 """The pick of a winner, and each member of a tie (the fastest included)."""

@@ -20,8 +20,9 @@ from mhabench.analysis.explain.explain import Explanation
 from mhabench.errors import InputError
 from mhabench.results.stages import StageFigures
 from mhabench.stage_cost import STAGE_LABELS
+from mhabench.views.spelling import impl
 from mhabench.views.table import TableModel, format_number, human_bytes, human_count, to_markdown, to_rich
-from mhabench.views.wording import impl, stage_clause
+from mhabench.views.wording import stage_clause
 
 RULES = {
     "per_token_gemm": "it ran as {batch:,} batched GEMMs of {rows} row(s) each, one per token position (`{top_op}`)",

@@ -1,14 +1,14 @@
 """Every sentence advise and explain say, from templates keyed by reason code: the analysis gives a code and its
 numbers (:class:`mhabench.analysis.statement.Statement`, :class:`mhabench.analysis.explain.explain.Explanation`),
-and only this module turns them into English, one spelling for every view: implementation names in backticks,
-ratios with their interval, bytes in binary units. The terminal, Markdown, HTML and the report render the same
-sentence, so they cannot say different things.
+and only this module turns them into English, with the one spelling of names and figures every view uses
+(:mod:`mhabench.views.spelling`). The terminal, Markdown, HTML and the report render the same sentence, so they
+cannot say different things.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mhabench.analysis.advice.pick import ablations
@@ -18,110 +18,26 @@ from mhabench.analysis.estimate import ACROSS, MIN_PAIRED_ROUNDS, PAIRED, Estima
 from mhabench.analysis.explain import explain
 from mhabench.analysis.statement import ENERGY, PICK, WHY, Statement
 from mhabench.analysis.throughput import EXECUTED_OVER_USEFUL, USEFUL_EFFICIENCY, USEFUL_INTENSITY, USEFUL_TFLOPS
-from mhabench.results.columns import BATCH, BIAS, CAUSAL, D_MODEL, DTYPE, HEADS, KV_HEADS, MODE, PHASE, SEQ_LEN
+from mhabench.results.columns import DTYPE, HEADS, KV_HEADS
 from mhabench.results.schema import RowStatus
 from mhabench.stage_cost import STAGE_LABELS
+from mhabench.views.spelling import (
+    AXIS_NAMES,
+    field,
+    impl,
+    impls,
+    milliseconds,
+    more,
+    percent,
+    place,
+    plural,
+    ratio,
+    size,
+    values,
+)
 from mhabench.views.table import as_in_table as table
 
 Figures = Mapping[str, Any]
-
-# --- names and figures ------------------------------------------------------------------------------------------------
-
-AXIS_NAMES = {SEQ_LEN: "n", HEADS: "h", D_MODEL: "d", BATCH: "b", KV_HEADS: "kv"}
-"""The short names the case labels use (``n=128 h=8 d=512 b=1``); other fields keep their column name."""
-NUMERIC_FIELDS = (SEQ_LEN, HEADS, D_MODEL, BATCH, KV_HEADS, "tensor_parallel")
-"""Fields whose values are ordered: a run of them reads as a range (``n = 128 … 512``)."""
-MAX_DIGITS = 6
-"""Interval bounds get at most this many decimals: a bound within 1e-6 of 1 is 1 for any reader."""
-
-
-def impl(name: str) -> str:
-    return f"`{name}`"
-
-
-def impls(names: Iterable[str]) -> str:
-    """```a```, ```a` and `b```, ```a`, `b` and `c```."""
-    quoted = [impl(name) for name in names]
-    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
-
-
-def _finite(value: Any) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def interval(low: float | None, high: float | None) -> str:
-    """``[1.45–1.48]``, or "(no interval)" where the bootstrap had nothing to resample. A bound on the other side of
-    1 than its rounding (1.003 → "1.00") gets more digits, so an interval that excludes 1 never reads as one that
-    touches it."""
-    if not (_finite(low) and _finite(high)):
-        return "(no interval)"
-    assert low is not None and high is not None
-    digits = 2
-    while digits < MAX_DIGITS and any(_crosses_one(bound, digits) for bound in (low, high)):
-        digits += 1
-    return f"[{low:.{digits}f}–{high:.{digits}f}]"
-
-
-def _crosses_one(bound: float, digits: int) -> bool:
-    shown = round(bound, digits)
-    return (bound > 1 and shown <= 1) or (bound < 1 and shown >= 1)
-
-
-def ratio(value: float, low: float | None, high: float | None) -> str:
-    """``1.46× [1.45–1.48]``."""
-    return f"{value:.2f}× {interval(low, high)}"
-
-
-def size(nbytes: float) -> str:
-    """Bytes in binary units: ``128 MiB``, ``1.5 GiB``."""
-    units = ("B", "KiB", "MiB", "GiB", "TiB")
-    value, power = float(nbytes), 0
-    while abs(value) >= 1024 and power < len(units) - 1:
-        value, power = value / 1024, power + 1
-    return f"{value:.0f} {units[power]}" if power == 0 or value >= 100 else f"{value:.3g} {units[power]}"
-
-
-def percent(fraction: float) -> str:
-    return f"{100 * fraction:.0f} %"
-
-
-def milliseconds(value_ms: float) -> str:
-    """``0.217 ms``, ``85.9 ms``: three significant figures."""
-    return f"{value_ms:.3g} ms"
-
-
-def field(name: str, value: Any) -> str:
-    """One field of a case as the labels write it: ``n=128``, ``causal``/``not causal``, ``float32``."""
-    if name in (CAUSAL, BIAS):
-        return name if str(value).lower() == "true" else f"not {name}"
-    if name in (DTYPE, MODE, PHASE):
-        return str(value)
-    return f"{AXIS_NAMES.get(name, name)}={value}"
-
-
-def place(fields: Mapping[str, Any]) -> str:
-    """``at h=8 b=1`` for the fixed fields of a line; "" when nothing else varies."""
-    return "at " + " ".join(field(name, value) for name, value in fields.items()) if fields else ""
-
-
-def values(name: str, measured: Sequence[Any]) -> str:
-    """The measured values of one field: ``n = 128``, ``n = 128 … 512``, or ``causal, not causal``."""
-    if name not in NUMERIC_FIELDS:
-        return ", ".join(field(name, value) for value in measured)
-    short = AXIS_NAMES.get(name, name)
-    return f"{short} = {measured[0]}" if len(measured) == 1 else f"{short} = {measured[0]} … {measured[-1]}"
-
-
-def _more(named: Sequence[Any], total: int) -> str:
-    return f" and {total - len(named)} more" if total > len(named) else ""
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'s' if count != 1 else ''}"
-
 
 # --- answers ----------------------------------------------------------------------------------------------------------
 
@@ -185,7 +101,7 @@ def method(lead: Estimate) -> str:
     if lead.method == ACROSS:
         return f"across {rounds} replicates, each paired over its rounds"
     if lead.unpaired == "too_few_shared_rounds":
-        shared = _plural(rounds, "shared round")
+        shared = plural(rounds, "shared round")
         return f"ratio of medians: only {shared}, fewer than the {MIN_PAIRED_ROUNDS} pairing needs"
     return f"ratio of medians: {UNPAIRED.get(lead.unpaired, lead.unpaired)}"
 
@@ -195,7 +111,7 @@ def reason(code: str, figures: Figures, fastest: str) -> str:
     if code == "no_raw_samples":
         return "the run stored no raw samples, only medians: no interval"
     if code == "too_few_rounds":
-        rounds = _plural(figures["rounds"], "timed round")
+        rounds = plural(figures["rounds"], "timed round")
         return f"{impl(figures['impl'])} has {rounds}: no interval (it needs {figures['needs']})"
     if code == "too_few_processes":
         return f"{figures['impl']} ran ok in fewer than {figures['needs']} of the replicates {fastest} ran in"
@@ -498,14 +414,14 @@ def _change(f: Figures) -> str:
 
 
 def _rows(f: Figures) -> str:
-    return "; ".join(f"{impl(one['impl'])} at {one['case']}" for one in f["named"]) + _more(f["named"], f["rows"])
+    return "; ".join(f"{impl(one['impl'])} at {one['case']}" for one in f["named"]) + more(f["named"], f["rows"])
 
 
 def _picks(f: Figures) -> str:
     named = "; ".join(
         f"{one['case']} ({phrase(one)}, {ratio(one['ratio'], one['ci_low'], one['ci_high'])})" for one in f["named"]
     )
-    return named + _more(f["named"], f["picks"])
+    return named + more(f["named"], f["picks"])
 
 
 def _noisy(f: Figures) -> str:
@@ -558,7 +474,7 @@ def _no_interval(f: Figures) -> str:
     named = "; ".join(
         f"{one['case']} ({reason(one['reason_code'], one['reason_figures'], one['fastest'])})" for one in f["named"]
     )
-    return f"{f['cases']} of {f['of']} cases cannot be told apart: {named}{_more(f['named'], f['cases'])}."
+    return f"{f['cases']} of {f['of']} cases cannot be told apart: {named}{more(f['named'], f['cases'])}."
 
 
 def _did_not_run(f: Figures) -> str:
@@ -615,7 +531,7 @@ def _pick_differs(f: Figures, scope: str) -> str:
 
 def _flips(f: Figures) -> str:
     named = "; ".join(f"{one['case']} ({', '.join(phrase(a) for a in one['answers'])})" for one in f["named"])
-    said = f": {named}{_more(f['named'], f['flipped'])}." if f["flipped"] else "."
+    said = f": {named}{more(f['named'], f['flipped'])}." if f["flipped"] else "."
     return (
         f"{f['flipped']} of the {f['cases']} cases all {f['runs']} runs measured flip (a winner in one run is "
         f"clearly slower in another): flip rate {percent(f['flip_rate'])}{said}"
