@@ -243,19 +243,16 @@ def _judged(
     key: list[str],
 ) -> Comparison:
     """The compared rows with their Holm-corrected p-values and verdicts (widened by the between-process spread),
-    corrected for the machine or left unjudged where it moved (:mod:`.machine_drift`), with their counted work's
-    changes (:mod:`.work_change`)."""
+    left unjudged where the machine moved (:mod:`.machine_drift`), with their counted work's changes
+    (:mod:`.work_change`)."""
     machine = machine_drift.machine_move(base, candidate, threshold)
-    machine_drift.place_rows(rows, base.frame, key)
-    machine_drift.correct(rows, machine)
+    machine_drift.unjudge(rows, machine)
     adjusted = stats.holm([r["p_value"] for r in rows])
     for row, p_holm in zip(rows, adjusted, strict=True):
         row["p_holm"] = p_holm
         if row["verdict"] is None:
             row["verdict"] = judge_change(row["ci_low"], row["ci_high"], threshold).value
-        spread = machine_drift.row_spread(row, machine, between_process_spread)
-        unclear_within_spread(row, threshold, spread)
-        machine_drift.unjudge(row, threshold, spread)
+        unclear_within_spread(row, threshold, between_process_spread)
     work_change.annotate(rows, base.frame, candidate.frame, key)
     return Comparison(
         base.run_id,

@@ -35,7 +35,7 @@ class Change(str, enum.Enum):
 
 class Unjudged(str, enum.Enum):
     """A compared row that gets no :class:`Change`: in one run only, failed in either (no ratio to judge), or timed
-    while the machine moved more than the threshold and not correctable by the runs' reference workload
+    while the runs' reference workload says the machine moved more than the threshold
     (:mod:`mhabench.analysis.machine_drift`). Beside ``Change`` they make every word of compare's ``verdict``
     column; str-valued, so the column holds the words."""
 

@@ -34,13 +34,6 @@ def reference_workload(device: torch.device) -> tuple[Callable[[], object], str]
     return (lambda: torch.matmul(a, b)), f"{size}×{size} {str(dtype).removeprefix('torch.')} matmul on {device.type}"
 
 
-def reference_intensity(device_type: str) -> float:
-    """FLOP per byte of the reference matmul on ``device_type``: 2·s³ FLOPs over three s×s operands read or written
-    once. Far above any ridge we place rows against, so the reference is compute-bound."""
-    size, element_bytes = (CUDA_MATMUL_SIZE, 2) if device_type == "cuda" else (CPU_MATMUL_SIZE, 4)
-    return 2 * size**3 / (3 * size**2 * element_bytes)
-
-
 def time_reference_ms(call: Callable[[], object], device: torch.device, seconds: float = REFERENCE_S) -> float:
     """Median ms of ``call`` over about ``seconds`` of timed calls, timed like a row (warm-up by time, then blocks)."""
     timing = TimingConfig(

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mhabench.analysis.compare import Comparison
-from mhabench.analysis.machine_drift import TRACKING_BAND, MachineMove, RowMachine
+from mhabench.analysis.machine_drift import MachineMove, RowMachine
 from mhabench.analysis.verdict import Note, RowNote
 from mhabench.analysis.work_change import WorkChange
 
@@ -28,14 +28,8 @@ NOTES: dict[RowNote, str] = {
 """A compared row's note per code, filled from the note's numbers."""
 
 ROW_NOTES: dict[str, str] = {
-    RowMachine.CORRECTED: "corrected by the reference (÷{band_low:.3f} to ÷{band_high:.3f})",
-    RowMachine.TRACKING: (
-        "corrected by the reference (÷{band_low:.3f} to ÷{band_high:.3f}): the verdict depends on how far the row "
-        "follows it"
-    ),
-    RowMachine.MOVED_WITHIN: "the machine moved {within:.0%} within a run: no one factor corrects it",
-    RowMachine.OTHER_BOUND: "{bound} while the reference is compute-bound: the reference does not correct it",
-    RowMachine.BOUND_UNKNOWN: "no intensity and ridge to tell whether the reference corrects it",
+    RowMachine.MOVED_WITHIN: "the machine moved {within:.0%} within a run",
+    RowMachine.MOVED_BETWEEN: "the machine moved {between:+.0%} between the runs",
 }
 """A row's note per machine state, filled from the comparison's :class:`MachineMove`."""
 
@@ -79,13 +73,11 @@ def _note(note: Note) -> str:
 
 
 def machine_note(row: Mapping[str, Any], move: MachineMove | None) -> str:
-    """What the machine's movement did to this row ("" when nothing)."""
+    """Why the machine's movement left this row unjudged ("" when it did not)."""
     state = str(row.get("machine") or "")
     if move is None or state not in ROW_NOTES:
         return ""
-    bound = "memory-bound" if str(row.get("bound") or "") == "memory" else "on the other side of the ridge"
-    low, high = (move.factor**beta for beta in TRACKING_BAND)
-    return ROW_NOTES[state].format(band_low=low, band_high=high, within=move.within, bound=bound)
+    return ROW_NOTES[state].format(within=move.within, between=move.factor - 1)
 
 
 def work_cell(row: Mapping[str, Any]) -> str:
@@ -101,7 +93,8 @@ def _work_change(change: WorkChange) -> str:
 
 
 def machine_line(comparison: Comparison) -> str | None:
-    """How far the machine moved, from the runs' reference timings, and what that did to the rows."""
+    """How far the machine moved between the runs and within them, from their reference timings, and what that did
+    to the rows."""
     move = comparison.machine
     if move is None:
         return None
@@ -115,12 +108,13 @@ def machine_line(comparison: Comparison) -> str | None:
     )
     if not move.moved:
         return f"{line}: steady (threshold {move.threshold:.0%}), rows judged as they are."
-    states = comparison.rows.get("machine")
-    corrected = int(states.isin([RowMachine.CORRECTED, RowMachine.TRACKING]).sum()) if states is not None else 0
-    unjudged = len(comparison.unjudged)
+    where = " and ".join(
+        name for name, moved in (("between the runs", move.moved_between), ("within a run", move.moved_within)) if moved
+    )
     return (
-        f"{line}: past the threshold ({move.threshold:.0%}); {corrected} row(s) corrected by the reference, "
-        f"{unjudged} cannot be judged."
+        f"{line}: past the threshold ({move.threshold:.0%}) {where}; {len(comparison.unjudged)} timed row(s) cannot "
+        "be judged (the reference does not tell how far a row moved with it; mhabench ab times both versions in the "
+        "same rounds)."
     )
 
 

@@ -1,19 +1,19 @@
 """How closely a row's speed followed the reference workload between two runs of unchanged code: the evidence
-behind ``machine_drift.TRACKING_BAND`` (docs/findings/gate.md#how-far-a-row-follows-the-reference).
+why ``compare`` no longer corrects rows by the reference (docs/findings/gate.md#how-far-a-row-follows-the-reference).
 
-    python docs/findings/gate/elasticity.py RUNS_DIR [GATE_RUNS_DIR]
+    python docs/findings/gate/elasticity.py RUNS_DIR
 
 RUNS_DIR holds the stored runs of docs/findings/runs extracted (``for f in docs/findings/runs/*.tar.xz; do tar
--xJf "$f" -C RUNS_DIR; done``). GATE_RUNS_DIR, optional, is a harness folder of a later sitting (``aa/i-base_a``,
-``aa/i-base_b``, ``ab/i-base``, ``ab/i-x12``, ``ab/i-x85``), read the same way and printed apart: evidence the band was not
-chosen from.
+-xJf "$f" -C RUNS_DIR; done``).
 
 A pair is two runs of the same code, one after the other. For every pair whose reference moved past the
-threshold between the runs, and every row of it that ``compare`` would correct by the reference (the row on the
-reference's side of the ridge), the elasticity is log(row's raw ratio) / log(reference's ratio): 1 where the row
-moved exactly as the reference did, 0 where it did not move. Printed: the quantiles over the rows of the pairs
-whose reference moved at most 5 % within each run (those ``compare`` corrects), at most 10 % and 25 %, and over
-every pair; then each pair.
+threshold between the runs, and every row of it on the reference's side of the ridge (compute-bound: the rows
+``compare`` once corrected by the reference, placed as it placed them), the elasticity is log(row's raw ratio) /
+log(reference's ratio): 1 where the row moved exactly as the reference did, 0 where it did not move. Printed:
+the quantiles over the rows of the pairs whose reference moved at most 5 % within each run (those ``compare``
+corrected), at most 10 % and 25 %, and over every pair; then each pair. First the stored runs the tracking band
+(0.5, 1) was chosen from; then, apart, the gate's third sitting (``runs-third-sitting.tsv``: its A/A pairs and
+the unchanged ``fused`` rows beside each regression), which the band was not chosen from.
 """
 
 from __future__ import annotations
@@ -23,17 +23,24 @@ import math
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from mhabench.analysis.compare import compare_runs
-from mhabench.analysis.machine_drift import MachineMove, ReferenceTimings, RowMachine, machine_move, row_state
+from mhabench.analysis.compare import compare_runs, match_key
+from mhabench.analysis.estimate import is_ok, key_of
+from mhabench.analysis.machine_drift import MachineMove, machine_move
+from mhabench.results.columns import ARITHMETIC_INTENSITY, MEASURED_INTENSITY, PEAK_GBPS, PEAK_TFLOPS, REPEAT
 from mhabench.results.store import Run, load_run
 
 THRESHOLD = 0.05
 WITHIN = (THRESHOLD, 0.10, 0.25, math.inf)
 """The quantiles over the pairs whose reference moved at most this much within each run: at the threshold, the
-pairs ``compare`` corrects; wider, more pairs whose level is less certain."""
+pairs ``compare`` corrected; wider, more pairs whose level is less certain."""
+REFERENCE_INTENSITY = 2 * 512**3 / (3 * 512**2 * 4)
+"""FLOP/B of the CPU reference, a 512×512 float32 matmul (``mhabench/measure/drift.py``): 2·s³ FLOPs over three
+s×s operands."""
 HERE = Path(__file__).resolve().parent
 SAME_CODE = {  # each group: (config, run-id stamps in the order they ran), one tree (docs/findings/runs/README.md)
     "default, one process (replication.md)": ("default", "20261127T", "084911 084933 084952 085010 085030"),
@@ -84,38 +91,56 @@ def _gate_pairs(
                 yield name, load_run(base), load_run(candidate), impl
 
 
-def later_sitting(out: Path) -> Iterator[tuple[str, Run, Run, str | None]]:
-    def locate(key: str) -> Path | None:
-        found = sorted((out / key).glob("*/manifest.json"))
-        return found[0].parent if found else None
-
-    yield from _gate_pairs(
-        "gate, later sitting", [("aa", "base_a", "base_b", None), *_regressions("ab", "x12", "x85")], locate
-    )
+def third_sitting(runs_dir: Path) -> Iterator[tuple[str, Run, Run, str | None]]:
+    folder_of = dict(line.split("\t") for line in (HERE / "runs-third-sitting.tsv").read_text().splitlines())
+    plain = [("aa", "base_a", "base_b", None), *_regressions("ab", "x12", "x85")]
+    yield from _gate_pairs("gate, third sitting", plain, {k: runs_dir / v for k, v in folder_of.items()}.get)
 
 
-def levels_only(move: MachineMove) -> MachineMove:
-    """The same move with each run's timings cut to their median: the placement rule without the within-run test."""
-    base, candidate = (
-        ReferenceTimings((side.level_ms,), side.device_type, side.workload) if side is not None else None
-        for side in (move.base, move.candidate)
-    )
-    return MachineMove(base, candidate, move.threshold)
+def compute_bound(frame: pd.DataFrame, key: list[str]) -> dict[tuple[Any, ...], bool]:
+    """Per case key, whether its first ok row lies on the reference's side of its ridge, as compare placed rows
+    when it corrected them: the intensity (counted, else modelled) against peak TFLOP/s ÷ peak GB/s, else the
+    recorded ``roofline_bound``."""
+    placed: dict[tuple[Any, ...], bool] = {}
+    for record in frame.to_dict("records"):
+        found = key_of(record, key)
+        if found in placed or not is_ok(record):
+            continue
+        counted, modelled = (_number(record.get(column)) for column in (MEASURED_INTENSITY, ARITHMETIC_INTENSITY))
+        intensity = counted if counted > 0 else modelled
+        tflops, gbps = _number(record.get(PEAK_TFLOPS)), _number(record.get(PEAK_GBPS))
+        ridge = tflops * 1e3 / gbps if gbps > 0 else math.nan
+        if intensity > 0 and ridge > 0:
+            placed[found] = (intensity >= ridge) == (ridge <= REFERENCE_INTENSITY)
+        else:
+            placed[found] = str(record.get("roofline_bound") or "") == "compute"
+    return placed
+
+
+def _number(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return number if math.isfinite(number) else math.nan
 
 
 def elasticities(base: Run, candidate: Run, impl: str | None) -> tuple[MachineMove, list[tuple[str, float, float]]]:
-    """The move, and (row, raw ratio, elasticity) for each row compare would correct."""
+    """The move, and (row, raw ratio, elasticity) for each compute-bound row."""
     move = machine_move(base, candidate, THRESHOLD)
     if not move.moved_between:
         return move, []
-    raw = compare_runs(base, candidate, threshold=math.inf)  # a machine that never moves past it: nothing corrected
-    placed = levels_only(move)
+    raw = compare_runs(base, candidate, threshold=math.inf)  # a machine that never moves past it: every row judged
+    key = match_key(base.frame, candidate.frame)
+    if base.manifest.replicated or candidate.manifest.replicated:  # compare reads these across processes
+        key = [column for column in key if column != REPEAT]
+    placed = compute_bound(base.frame, key)
     found = []
     for row in raw.rows.to_dict("records"):
         ratio = float(row.get("ratio", math.nan))
         if (impl is not None and row["impl"] != impl) or not (math.isfinite(ratio) and ratio > 0):
             continue
-        if row_state(row, placed) is RowMachine.CORRECTED:
+        if placed.get(key_of(row, key), False):
             found.append((f"{row['impl']} {row['case']}", ratio, math.log(ratio) / math.log(move.factor)))
     return move, found
 
@@ -150,5 +175,4 @@ def report(title: str, source: Iterator[tuple[str, Run, Run, str | None]]) -> No
 
 if __name__ == "__main__":
     report("stored runs", pairs(Path(sys.argv[1])))
-    if len(sys.argv) > 2:
-        report("later sitting", later_sitting(Path(sys.argv[2])))
+    report("third sitting", third_sitting(Path(sys.argv[1])))
