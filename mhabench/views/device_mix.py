@@ -1,6 +1,4 @@
-"""The device caveat and the between-device spread as lines: under a run's table, ``compare``, a history import.
-
-The caveat is :mod:`mhabench.analysis.device_mix`'s, the spread :mod:`mhabench.analysis.device_spread`'s."""
+"""The device caveat and the between-device spread as lines: under a run's table, ``compare``, a history import."""
 
 from __future__ import annotations
 

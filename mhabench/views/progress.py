@@ -42,8 +42,7 @@ class RichProgress:
 
 
 def replicate_line(progress: ReplicateProgress) -> str:
-    """Before the first process, where the rows will be; then each process as it ends, as the repeat it becomes.
-    The processes' own run folders are merged and removed: no line names one."""
+    """Before the first process, where the rows will be; then each process as it ends, as the repeat it becomes."""
     if progress.done == 0:
         return (
             f"{progress.count} processes, one after another, each a replicate of the config; "

@@ -1,8 +1,4 @@
-"""What a report is made of: a list of blocks, drawn top to bottom by both renderers.
-
-Tables are :class:`mhabench.views.table.TableModel` and images :class:`Plot` (made by :mod:`mhabench.views.plots`),
-the same objects the terminal and the plots module make, so a report cannot say otherwise.
-"""
+"""What a report is made of: a list of blocks, drawn top to bottom by both renderers."""
 
 from __future__ import annotations
 
