@@ -152,8 +152,7 @@ def layout(run: RunAdvice) -> list[GroupBlock]:
         labels = {s.scope for s in picks}
         seen: set[tuple[str, ...]] = set()
         cases = [
-            _case_block(pick, [s for s in rest if s.scope == pick.scope and s.kind != PICK], run, seen)
-            for pick in picks
+            _case_block(pick, [s for s in rest if s.scope == pick.scope and s.kind != PICK], seen) for pick in picks
         ]
         across = sorted((s for s in rest if s.scope not in labels), key=lambda s: _kind_order(s.kind))
         blocks.append(GroupBlock(answer, tuple(_merged(cases)), tuple(across)))
@@ -165,9 +164,7 @@ def _kind_order(kind: str) -> int:
     return KINDS.index(kind) if kind in KINDS else len(KINDS)
 
 
-def _case_block(
-    pick: Statement, evidence: Sequence[Statement], run: RunAdvice, seen: set[tuple[str, ...]]
-) -> CaseBlock:
+def _case_block(pick: Statement, evidence: Sequence[Statement], seen: set[tuple[str, ...]]) -> CaseBlock:
     """The action (``use `X`: 1.25× [1.24–1.26] faster than `Y`, because …``) and what it rests on."""
     lines = [f"pick: {_pick_detail(pick)}"]
     for statement in sorted(evidence, key=lambda s: _kind_order(s.kind)):
@@ -177,7 +174,7 @@ def _case_block(
         short = subject in seen and len(reason[-1]) < len(text) / 2  # a reason, not a sentence of figures
         lines.append((f"{reason[-1]} (as above)" if reason in seen else reason[-1]) if short else text)
         seen.update({subject, reason})
-    return CaseBlock(pick.scope, _action(pick, run), tuple(dict.fromkeys(lines)))
+    return CaseBlock(pick.scope, _action(pick), tuple(dict.fromkeys(lines)))
 
 
 def _pick_detail(pick: Statement) -> str:
@@ -198,15 +195,9 @@ ACTIONS = {
     Verdict.NOTHING_RAN: "nothing ran ok",
 }
 """The line a user acts on, by the case's verdict (the record's, :mod:`mhabench.analysis.answer`)."""
-BECAUSE = {
-    "memory": ", because `{impl}` is memory-bound",
-    "compute": ", because `{impl}` is compute-bound",
-    "far": ", because `{impl}` is far from both roofs",
-}
-"""Where the winner stands on its roofline, by its bound (``far``: under ``LOW_EFFICIENCY`` of its roof)."""
 
 
-def _action(pick: Statement, run: RunAdvice) -> str:
+def _action(pick: Statement) -> str:
     """The line a user acts on: which implementation to run, by how much, and where the winner stands."""
     case: CaseAnswer = pick.figures["case"]
     lead = case.lead
@@ -222,11 +213,13 @@ def _action(pick: Statement, run: RunAdvice) -> str:
 
 
 def _because(case: CaseAnswer) -> str:
+    """Where the winner stands on its roofline: its bound, or far from both roofs (under ``LOW_EFFICIENCY``)."""
     found = case.impl(case.pick) if case.pick else None
-    why = found.why if found else None
-    if why is None:
+    if found is None or found.why is None:
         return ""
-    return BECAUSE["far" if why.far_from_roof else why.bound].format(impl=case.pick)
+    return (
+        f", because `{case.pick}` is {'far from both roofs' if found.why.far_from_roof else f'{found.why.bound}-bound'}"
+    )
 
 
 def _merged(cases: Sequence[CaseBlock]) -> list[CaseBlock]:

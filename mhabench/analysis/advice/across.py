@@ -13,9 +13,6 @@ from mhabench.analysis.compare import manifest_differences
 from mhabench.analysis.statement import ACROSS, RowRef, Statement
 from mhabench.results.columns import DTYPE, SHAPE_FIELDS
 
-Key = tuple[str, ...]
-"""A case's shape fields (and dtype), as text: what matches a case of one run with a case of another."""
-
 
 def across(runs: Sequence[RunAnswers]) -> list[Statement]:
     """Nothing for one run; for several, the first is the one the others' manifests are set against."""
@@ -57,7 +54,7 @@ def _fields(runs: Sequence[RunAnswers]) -> tuple[str, ...]:
 def _per_case(runs: Sequence[RunAnswers]) -> list[Statement]:
     """Per case every run measured: one statement where the answers differ, one for all that agree."""
     fields = _fields(runs)
-    by_key = [{_key(case, fields): case for case in run.cases} for run in runs]
+    by_key = [{tuple(repr(case.fields[name]) for name in fields): case for case in run.cases} for run in runs]
     common = [key for key in by_key[0] if all(key in cases for cases in by_key[1:])]
     scope = " / ".join(run.run.run_id for run in runs)
     if not common:
@@ -67,10 +64,6 @@ def _per_case(runs: Sequence[RunAnswers]) -> list[Statement]:
     statements = [_differs(runs, line) for line, differ in zip(matched, differs, strict=True) if differ]
     agreeing = [line for line, differ in zip(matched, differs, strict=True) if not differ]
     return statements + ([_agree(runs, agreeing, len(matched), scope, fields)] if agreeing else [])
-
-
-def _key(case: MeasuredCase, fields: Sequence[str]) -> Key:
-    return tuple(repr(case.fields[name]) for name in fields)
 
 
 def _answers(runs: Sequence[RunAnswers], line: Sequence[MeasuredCase]) -> set[tuple[str, tuple[str, ...]]]:
@@ -100,7 +93,12 @@ def _agree(
 
 def _answer(run: RunAnswers, one: Pick) -> dict[str, Any]:
     """One run's answer for a case, with its lead over the runner-up where it has one."""
-    found = {"run_id": run.run.run_id, **one.figures(), "lead": _ratio(one), "runner_up": one.runner_up}
+    found = {
+        "run_id": run.run.run_id,
+        **one.figures(),
+        "lead": one.estimate.ratio if one.estimate else None,
+        "runner_up": one.runner_up,
+    }
     if one.estimate is not None:
         found.update(ci_low=one.estimate.ci_low, ci_high=one.estimate.ci_high)
     return found
@@ -114,10 +112,6 @@ def _differs(runs: Sequence[RunAnswers], line: Sequence[MeasuredCase]) -> Statem
         "distinct_answers": len(_answers(runs, line)),
     }
     return Statement(ACROSS, "pick_differs", "", line[0].label, figures, _line_refs(runs, line))
-
-
-def _ratio(one: Pick) -> float | None:
-    return one.estimate.ratio if one.estimate else None
 
 
 # --- flips: one config's runs set against each other ------------------------------------------------------------------
