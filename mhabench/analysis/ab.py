@@ -1,4 +1,20 @@
-"""Two versions of a plugin measured in one run, in the same paired rounds: their change, judged."""
+"""Two versions of a plugin measured in one run, in the same paired rounds: their change, judged.
+
+``mhabench ab`` (:mod:`mhabench.run.ab`) runs ``name@base`` and ``name@candidate`` as two implementations of
+every case, so each round times both back to back: whatever the machine does to one, it does to the other within
+the round, and the paired ratio cancels it, as it does between any two implementations of a case. Several fresh
+processes (replicates) each give one paired ratio per case; the change is read across them:
+
+- **ratio**: candidate over base, the geometric mean of the processes' paired ratios (one process: its own);
+- **interval**: the t interval over the processes' log ratios, which holds what moves between processes; one
+  process: its paired bootstrap interval over rounds (:func:`mhabench.analysis.estimate.rows_ratio_by_process`);
+- **p (Holm)**: the one-sample t test of those log ratios against 0 (no change), Holm-adjusted over the rows as
+  compare's are; informative only (the verdict is the interval's); none below two processes;
+- **verdict**: :func:`mhabench.analysis.verdict.judge_change`, the whole interval against the threshold, as every
+  comparison; **counted work**: :mod:`mhabench.analysis.work_change`, exactly.
+
+The result is a :class:`mhabench.analysis.compare.Comparison`, so ``compare``'s table, summary and gate read it.
+"""
 
 from __future__ import annotations
 

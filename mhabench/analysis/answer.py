@@ -1,4 +1,17 @@
-"""A run's answer as one typed record, computed once, that every view reads."""
+"""A run's answer as one typed record, computed once, that every view reads.
+
+Per case the verdict, the pick, every implementation's estimate against the pick and the baseline, why (bound,
+efficiency, executed ×, where the bytes come from), and caveats as reason codes with their numbers; plus where the
+answer changes and the run-wide caveats.
+
+Every view reads this record: the run's table marks a pick only where a case's verdict is ``winner`` (a tie is
+shown as a tie), ``advise --format json`` is the record itself (:meth:`RunAnswer.record`, schema in
+docs/advise.md), and the run folder keeps it as ``answers.json`` (:mod:`mhabench.results.answers`). No I/O here:
+the calibration an answer uses is given, never looked up.
+
+The decisions are :mod:`mhabench.analysis.advice`'s: one pick rule (``pick.pick``, ``answers.pick_replicated``
+across processes), one estimator (:mod:`mhabench.analysis.estimate`).
+"""
 
 from __future__ import annotations
 
@@ -82,7 +95,8 @@ class Reason:
 
 @dataclasses.dataclass(frozen=True)
 class Why:
-    """Where a row stands against its roof."""
+    """Where a row stands against its roof. ``efficiency`` is None where the row's rate is above its roof (a roof
+    below the work: a figure no reason may cite, ``roof_below_work`` says so)."""
 
     bound: str
     intensity_flop_per_byte: float
@@ -122,7 +136,10 @@ class ImplAnswer:
 
 @dataclasses.dataclass(frozen=True)
 class CaseAnswer:
-    """The answer for one case."""
+    """The answer for one case. ``pick``: the winner or the only row that ran, else None; ``tied``: the tied set
+    (fastest first); ``fastest``: the row with the lowest median (what a tie or "cannot tell" rests on);
+    ``lead``: the fastest row's lead over ``runner_up``; ``reason``: why "cannot tell", or the exception a winner
+    rests on (``dominance``)."""
 
     case_id: str
     label: str

@@ -1,4 +1,16 @@
-"""``mhabench calibrate``: how far apart independent processes put the same ratio on this machine."""
+"""``mhabench calibrate``: how far apart independent processes put the same ratio on this machine.
+
+One process's interval says nothing of the next process (``mhabench.analysis.estimate``). A run of
+one process can still be read honestly if the machine's between-process spread is known: a lead
+smaller than it may not replicate (advise), and a change between two runs smaller than it is neither
+faster nor slower (compare). The calibration measures it once per machine fingerprint: a small fixed
+sweep (the default config's layouts at two short lengths, where the audit saw the most movement) run
+as ``processes`` replicates; per (case, implementation) the replicates' ratios to ``naive`` and their
+range ``max / min − 1``; the machine's spread is the median of those ranges (a typical pair of
+processes, not the one worst ratio; every range is kept in the file). It is stored per fingerprint
+(``mhabench.results.calibration``) and its run folder is an ordinary run, so it can be replayed;
+``calibrate --from RUN`` reads the spread from any replicated run already on disk instead.
+"""
 
 from __future__ import annotations
 
@@ -64,7 +76,10 @@ def calibrate_from(run: Run) -> tuple[Calibration, Path]:
 
 def calibrate_across(runs: Sequence[Run]) -> tuple[Calibration, Path]:
     """``calibrate --from A --from B …``: one-process runs of one config on one machine, run *i* read as process *i*
-    (over the (case, implementation) pairs every run measured), stored for that machine; one run: `calibrate_from`."""
+    (over the (case, implementation) pairs every run measured), stored for that machine; one run: `calibrate_from`.
+
+    Separate runs of the default sweep are separate processes, so the recorded runs of a machine that is not at
+    hand (the GPU's, docs/findings/replication.md) still say how far its processes put the same ratio apart."""
     if len(runs) == 1:
         return calibrate_from(runs[0])
     fingerprints = {Fingerprint.of(run.manifest.environment).key for run in runs}

@@ -1,4 +1,21 @@
-"""Drift inside one case, and the medians it makes incomparable."""
+"""Drift inside one case, and the medians it makes incomparable.
+
+Implementations of a case are timed in shared rounds, but each leaves the rounds when it has its samples
+or has spent its own cap, so an implementation with few samples was timed in the case's first rounds
+only. When the machine changes speed during the case (a neighbour finishes, the clock moves), that
+implementation's median describes an earlier, different machine than the median of one that took every
+round: a masks run once read ``flex`` 4.28 ms and ``fused`` 6.83 ms while both were 1.26× over
+``naive`` round by round. The paired speedup (:mod:`mhabench.analysis.speedup`) is immune; the medians
+are not, and the table must say so rather than contradict the speedup beside them.
+
+The machine's movement is read off the implementation that took the most rounds (the longest record of
+the case): the median of its first third of rounds against the median of its last third. A row whose
+rounds are a shorter prefix is "from another stretch" when the longest row's median over that prefix
+differs from its median over the rounds after it. Either counts only when it is larger than
+``DRIFT_THRESHOLD`` and the Mann-Whitney test on the two stretches says it is no accident of noise
+(p below ``DRIFT_ALPHA``): rounds on a busy machine scatter by tens of percent, and a run's noise is
+already flagged as such.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The short name of a case: what the speedup rows, the comparisons and every table call it."""
+"""The short name of a case: what the speedup rows, the comparisons and every table call it.
+
+A ``case_id`` (``scenario/b1-n128-d64-h4``) is unique but long; the label is the shape, then only what
+differs from the defaults, so a narrow terminal still shows the case whole. Analysis adds it to its
+rows (``speedup_rows``, ``compare_runs``), so it lives here rather than among the renderers.
+"""
 
 from __future__ import annotations
 
@@ -37,7 +42,11 @@ CAUSAL_WORDS = frozenset({"sliding_window", "document"})
 
 def case_label(row: Mapping[str, Any]) -> str:
     """``n=128 h=4 d=64 b=1 float32``, then ``d_k=…`` (a head_dim set apart), ``kv=…`` (grouped-query), ``causal``,
-    ``bias``, ``train``, ``decode``."""
+    ``bias``, ``train``, ``decode``.
+
+    ``b`` is the input's rows: a packed batch of documents is one row (its documents are counted in its
+    lengths label), though the ``batch`` column counts the documents.
+    """
     kv_heads, head_dim = row.get(KV_HEADS), cell(row.get(HEAD_DIM))
     extras = [f"d_k={int(head_dim)}" if head_dim is not None and head_dim * row[HEADS] != row[D_MODEL] else ""]
     extras += [f"kv={kv_heads}" if cell(row.get(KV_HEADS)) is not None and kv_heads != row[HEADS] else ""]

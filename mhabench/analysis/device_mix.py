@@ -1,4 +1,11 @@
-"""Whether an answer rests on rows measured on more than one physical device (``device_id``), as a typed caveat."""
+"""Whether an answer rests on rows measured on more than one physical device (``device_id``), as a typed caveat.
+
+Every implementation of a case runs on one device in the same rounds, so a pick within a case is paired on one
+GPU. What crosses cases (a crossover, a trend over the sweep), crosses runs (``compare``) or crosses time
+(``history``) may rest on different GPUs of one model, which differ by a few percent: that spread is part of the
+answer (``mhabench calibrate --devices`` measures it). A case whose own rows ran on more than one device is named
+apart: its speedups pair rounds of different GPUs. Views render the caveat (:mod:`mhabench.views.device_mix`).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,12 @@
-"""``mhabench calibrate --devices``: how far apart the devices put the same case's latency."""
+"""``mhabench calibrate --devices``: how far apart the devices put the same case's latency.
+
+An answer whose cases ran on different devices (:mod:`mhabench.analysis.device_mix`) is read against it.
+
+The same sweep (the calibration config) is measured once on each device; per (case, implementation) the range
+``max / min − 1`` of its median latency across the devices, and the spread is the median of those ranges. Each
+device is one process, so the range also holds the between-process spread (``mhabench calibrate``): a device
+spread not above it says the devices do not differ measurably.
+"""
 
 from __future__ import annotations
 

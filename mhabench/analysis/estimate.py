@@ -1,4 +1,29 @@
-"""The one estimator of two rows' time ratio and its 95 % interval, within one process or across several."""
+"""The one estimator of two rows' time ratio and its 95 % interval, within one process or across several.
+
+Within one process (one case, one repeat) the implementations are timed in interleaved rounds: sample i of
+every row comes from round i, so both sides of a ratio saw the same machine state. A row that spent its
+``max_run_time_s`` first left the rounds early, so two rows share exactly their first ``min(len)`` rounds
+(:func:`shared_rounds`). The ratio is then the median of the per-round ratios over those rounds, with a
+bootstrap interval that resamples rounds (:func:`mhabench.analysis.stats.paired_ratio`): a slow round slows
+both sides and cancels. Rows not timed in the same rounds (an older run, a CSV-only run, fewer than
+``MIN_PAIRED_ROUNDS`` shared rounds) get the ratio of medians with an unpaired bootstrap
+(:func:`mhabench.analysis.stats.ratio_of_medians`). Either interval is NaN below
+``stats.MIN_INTERVAL_SAMPLES``.
+
+Across processes (a replicated run, ``replicates: N``) each process gives its own within-process ratio, and the
+estimate is their geometric mean with Student's t interval over their logarithms (:func:`across_processes`):
+the two-stage estimate of a random-effects model, whose spread holds the between-process and the
+within-process variance at once. Why not the hierarchical bootstrap (resample processes, then rounds): with the
+3 to 5 processes a run can afford, resampling processes sees a handful of distinct means and its percentile
+interval is too narrow. On the synthetic model of ``tests/test_replication.py`` (true ratio 1.05, a 5 %
+between-process and 2 % within-process spread, 20 rounds) the t interval covered the true ratio in 94 % of 300
+draws with 3 processes and 93 % with 5; one process's paired interval, even over all the rounds pooled, in 40 %.
+Below ``MIN_REPLICATES`` processes there is no between-process information and no interval. Two runs share no
+process, so a change between them is read from each side's per-process medians (:func:`two_sided_across`).
+
+Every speedup a view prints, every lead a pick rests on, goes through :func:`row_ratio` or
+:func:`rows_ratio_across`.
+"""
 
 from __future__ import annotations
 
@@ -97,7 +122,11 @@ def rounds_of(row: Row | None) -> str | None:
 
 
 def shared_rounds(first_ms: list[float], second_ms: list[float]) -> tuple[list[float], list[float]]:
-    """The samples of the rounds both rows took part in: their first ``min(len)``."""
+    """The samples of the rounds both rows took part in: their first ``min(len)``.
+
+    Sample i of a row is round i, and a row that left the rounds early never came back
+    (:func:`mhabench.measure.rounds.run_rounds`), so the rounds two rows share are a common prefix.
+    """
     shared = min(len(first_ms), len(second_ms))
     return first_ms[:shared], second_ms[:shared]
 
@@ -196,7 +225,8 @@ def two_sided_across(numerator_ms: Sequence[float], denominator_ms: Sequence[flo
     """``numerator / denominator`` from each side's per-process median latencies where the two sides ran in
     different processes (two runs): the ratio of their geometric means, Student's t interval for the difference
     of the mean log medians with the variance pooled over both sides (one machine: equal variances), and that
-    test's p-value."""
+    test's p-value. No interval below ``MIN_TWO_SIDED_PROCESSES`` processes in all, or with one process a side
+    (no spread to estimate)."""
     numerator, denominator = (np.log(np.asarray(side, dtype=float)) for side in (numerator_ms, denominator_ms))
     if numerator.size == 0 or denominator.size == 0:
         return RatioEstimate(math.nan, math.nan, math.nan), math.nan

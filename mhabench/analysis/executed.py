@@ -1,4 +1,18 @@
-"""What each row's kernel executed, read from the row's own columns: the FLOPs a rate against a roof must count."""
+"""What each row's kernel executed, read from the row's own columns: the FLOPs a rate against a roof must count.
+
+``achieved_tflops`` divides every score of the n×L matrix by the time (the convention of the counted ops and of
+``FlopCounterMode``). A kernel that skips the key blocks a causal mask hides entirely never executes about half of
+them, so for it that rate is no rate the hardware ran and can stand above the compute roof: the H100 run's causal
+``fused`` rows (cuDNN) reach 1027–1154 TFLOP/s under a 989 TFLOP/s roof. Such a row executed about its
+``useful_flops`` (a little more: the blocks on the diagonal are computed whole, then masked); every other row
+(naive, the math backend, a dense mask) executed all its FLOPs. Hardware counters would say exactly; no run
+records them yet, so these are the best figures a row holds.
+
+A roofline point is (FLOPs / bytes, FLOPs / time) of the same FLOPs, so the executed intensity is the executed
+FLOPs over the bytes the row's roofline used: counted where ``intensity_source`` is ``measured``, else modelled.
+Where it is ``hardware`` (``counters: hardware``), Nsight Compute counted the FLOPs the kernels executed and the
+DRAM bytes they moved: the row's own rate and intensity are the executed ones, masked blocks or not.
+"""
 
 from __future__ import annotations
 
@@ -73,7 +87,10 @@ def _placed_by(rows: pd.DataFrame, source: str, intensity: str) -> pd.Series:
 
 
 def executed(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per row: executed TFLOP/s, executed intensity, whether the kernel skips masked work, whether counted."""
+    """Per row: executed TFLOP/s, executed intensity, whether the kernel skips masked work, whether counted.
+
+    A skipping row without useful FLOPs (a run older than those columns) has no executed figures (NaN) rather
+    than the full count it did not execute."""
     skips = skips_masked_work(rows)
     is_counted = _placed_by(rows, "measured", MEASURED_INTENSITY)
     by_hardware = _placed_by(rows, "hardware", HARDWARE_INTENSITY)
@@ -96,7 +113,13 @@ def executed(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def source_points(rows: pd.DataFrame) -> pd.DataFrame:
-    """Every place each row stands on the roofline, one line per (row, source) with FLOPs and bytes for it."""
+    """Every place each row stands on the roofline, one line per (row, source) with FLOPs and bytes for it.
+
+    ``model``: the cost model's FLOPs and minimum bytes; ``counted``: the dispatched ops'; ``hardware``: the
+    FLOPs ncu counted and the DRAM bytes it saw. Model and counted FLOPs count every score, so for a kernel
+    that skips masked blocks they are scaled to the useful ones, as the row's own point is; the hardware's are
+    executed FLOPs already. Columns: ``row`` (the rows' index), ``source``, executed intensity and TFLOP/s; a
+    source a row lacks is left out."""
     skips = skips_masked_work(rows)
     latency_s = numeric_column(rows, LATENCY_MS) / 1e3
     all_flops = numeric_column(rows, FLOPS)

@@ -1,4 +1,26 @@
-"""``compare`` of two runs where either is replicated: each row read across processes, not replicate i with i."""
+"""``compare`` of two runs where either is replicated: each row read across processes, not replicate i with i.
+
+A replicated run's ``repeat`` *i* is process *i* (``mhabench.run.replicates``). Matching replicate *i* of one
+run with replicate *i* of the other pairs two processes that share nothing but a number, and judges a ratio of
+two single processes by a within-process interval: exactly the comparison issue 26 found flipping. Here each
+side's ok processes give one median latency each, and the change is read across them, the two-run form of
+advise's reading of one replicated run (:mod:`mhabench.analysis.estimate`):
+
+- **ratio**: the ratio of the geometric means of the two sides' per-process medians (``base_ms`` and
+  ``candidate_ms`` are those geometric means, so the ratio is the one the table's two columns show);
+- **interval**: Student's t for the difference of the mean log medians with the variance pooled over both
+  sides (:func:`mhabench.analysis.estimate.two_sided_across`, ``scipy.stats.ttest_ind``, equal variances: one
+  machine), ``n_base + n_candidate − 2`` degrees of freedom. Each process's median carries its within-process
+  noise and its process's offset, so the spread of those medians is both at once, from both runs; a one-process
+  side contributes its value and no variance;
+- **p-value**: the same test's (informative; the verdict is the interval's, as for every comparison);
+- **the machine's spread** measured by the runs themselves (:func:`measured_spread`): the median over
+  (case, implementation) of ``max / min − 1`` of its per-process medians, in either run. ``compare`` widens
+  every interval by the larger of it and the calibrated spread before ``judge_change``, so a difference
+  smaller than the machine's between-process movement is never faster or slower.
+
+Fewer than three processes in all (or none with a variance) leave no interval: the row is ``~``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,23 @@
-"""A replicated run's rows pooled: one row per case and implementation, read across its processes."""
+"""A replicated run's rows pooled: one row per case and implementation, read across its processes.
+
+A run of ``replicates: N`` holds each (case, implementation) N times, once per process (replicate i as
+``repeat`` i), and a table of every one of them says the same thing N times with N slightly different
+numbers. The answer a reader wants is the one advise gives (:mod:`mhabench.analysis.advice.replicated`): read
+across the processes. So the pooled row carries
+
+- the **median latency across processes** (the median of the processes' medians) and the lowest and highest
+  of them, the between-process range of the latency itself;
+- the **speedup over the baseline across processes**: the geometric mean of each process's paired speedup,
+  with the t interval over their logarithms (:func:`mhabench.analysis.estimate.across_processes`), which
+  holds the within-process and the between-process spread together; and ``max / min − 1`` of those
+  speedups (:func:`mhabench.analysis.estimate.between_process_range`);
+- how many processes it ran ok in, of how many measured it;
+- the largest peak memory and error of any process (the figure a user must budget for), and every other
+  column from the process whose latency is the median one (the lower of the two middle ones for an even count).
+
+Only ok rows are pooled; a (case, implementation) ok in no process keeps its first process's row (its status
+and error).
+"""
 
 from __future__ import annotations
 
@@ -39,7 +58,8 @@ def pooled_rows(speedups: pd.DataFrame) -> pd.DataFrame:
 
 def middle_process(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The process a pooled row is shown from: of the ok rows with a latency, the one at the median latency (the
-    lower middle of an even count), carrying the median of the processes' latencies; None where none ran ok."""
+    lower middle of an even count), carrying the median of the processes' latencies; None where none ran ok.
+    advise quotes this row for a replicated run, so its figures are the ones the pooled table shows."""
     ok = _ok(records)
     if not ok:
         return None

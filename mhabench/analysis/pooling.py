@@ -1,4 +1,14 @@
-"""Several runs' estimates of one ratio, each with its 95 % interval, pooled into one estimate and interval."""
+"""Several runs' estimates of one ratio, each with its 95 % interval, pooled into one estimate and interval.
+
+Runs of one commit measure the same code, but a machine moves between processes by more than one run's
+interval shows, so the runs disagree by more than their intervals allow. A random-effects pool
+(DerSimonian–Laird, the standard of meta-analysis) takes that into account: in log space each run is
+weighted by ``1 / (its variance + τ²)``, where ``τ²`` is the between-run variance the runs' scatter shows
+beyond their own intervals. A run with a wild, wide interval (a noisy neighbour hit it) weighs little;
+runs that agree give a narrower interval than any one of them; runs that disagree, a wider one. The
+interval uses the normal quantile, which is optimistic for two or three runs (τ² is then poorly known):
+the history gate widens it again by the series' own point-to-point spread.
+"""
 
 from __future__ import annotations
 

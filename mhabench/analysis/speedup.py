@@ -1,4 +1,9 @@
-"""Speedup over a baseline implementation: every row's ratio to the baseline row of its case and repeat."""
+"""Speedup over a baseline implementation: every row's ratio to the baseline row of its case and repeat.
+
+The ratio is :mod:`mhabench.analysis.estimate`'s (paired over the rounds both rows took part in, else the ratio of
+medians); ``speedup_method`` says which one a row got. Which implementation a case picks is not read here: that is
+the run's answer (:mod:`mhabench.analysis.answer`), and the views mark the pick from it.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +26,11 @@ def group_key(frame: pd.DataFrame) -> list[str]:
 
 def speedup_rows(frame: pd.DataFrame, baseline: str = DEFAULT_BASELINE) -> pd.DataFrame:
     """``frame`` (without raw samples) plus ``case``, ``speedup`` and its CI, ``speedup_method`` and
-    ``memory_ratio`` (per case and repeat)."""
+    ``memory_ratio`` (per case and repeat).
+
+    Works on plain records rather than ``iterrows``: pandas' per-row overhead, not the statistics,
+    would otherwise dominate a large run's summary.
+    """
     plain = frame.drop(columns=[SAMPLES_COLUMN], errors="ignore")
     if frame.empty:
         return plain

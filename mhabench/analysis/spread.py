@@ -1,4 +1,11 @@
-"""Run-to-run spread: does a speedup reproduce across runs of one config, or across ``--repeat`` passes?"""
+"""Run-to-run spread: does a speedup reproduce across runs of one config, or across ``--repeat`` passes?
+
+``mhabench spread RUN [RUN ...]`` answers the question a reader of any benchmark asks first. Several
+runs (e.g. three back-to-back ``make run``s, each a fresh process) are read as the repeats of one
+run — run *i* becomes repeat *i* — and :func:`spread_of` gives, per (case,
+implementation), each run's speedup over the baseline and their spread ``(max − min) / median``.
+One run made with ``--repeat N`` is its own repeats. ``mhabench.views.spread`` renders the result.
+"""
 
 from __future__ import annotations
 
@@ -77,7 +84,11 @@ def repeat_count(frame: pd.DataFrame) -> int:
 
 
 def runs_as_repeats(runs: list[Run]) -> pd.DataFrame:
-    """The rows of ``runs`` with run *i* as repeat *i*; one run keeps its own repeats."""
+    """The rows of ``runs`` with run *i* as repeat *i*; one run keeps its own repeats.
+
+    Runs must measure the same (case, implementation) pairs, each once: anything else is not a
+    repetition of one measurement.
+    """
     if len(runs) == 1:
         return runs[0].frame
     frames = []

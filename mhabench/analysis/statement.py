@@ -1,5 +1,8 @@
 """One statement of advice as data: the rule that made it (its reason code, docs/advise.md), the numbers it rests
 on, the rows it quotes, and the question it answers.
+
+No English here: :mod:`mhabench.views.wording` writes each statement from a template keyed by its rule, so a tool
+or a CI job reads the numbers and a reader the sentence, and no module reads another's sentences.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ class RowRef:
 
 @dataclasses.dataclass(frozen=True)
 class Statement:
-    """One finding."""
+    """One finding. ``rule`` is its reason code (docs/advise.md lists each with its threshold); ``group`` the case
+    group (scenario) it belongs to, "" for a run or across runs; ``scope`` where it applies (a case label, a swept
+    field, a group, a run); ``figures`` every number and name its sentence needs."""
 
     kind: str
     rule: str

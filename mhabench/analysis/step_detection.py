@@ -1,4 +1,18 @@
-"""Where a series of measurements steps: an L1 piecewise-constant fit with a penalty per segment."""
+"""Where a series of measurements steps: an L1 piecewise-constant fit with a penalty per segment.
+
+The method is asv's (airspeed velocity's ``step_detect``): fit the log values by constant segments,
+minimising the sum of absolute deviations from each segment's median plus a penalty ``γ`` for every
+segment, and solve it exactly by dynamic programming over the end of the last segment (optimal
+partitioning, O(n²) segment costs). Absolute deviations and medians, not squares and means, so one wild
+point costs its distance once instead of dragging a segment's level; log values, so a 10 % step is the
+same size at 1 ms and at 100 ms.
+
+The penalty is ``PENALTY_FACTOR · σ · ln(n)``: ``σ`` is the series' own noise, estimated robustly from
+the differences of consecutive points (a step moves one difference, not the median of them), and
+``ln(n)`` grows the price of a segment with the chances a long series offers to fit noise. The factor
+was set on synthetic series (``tests/test_step_detection.py``): a 10 % step in 2 % noise is found and a
+1 % drift across the series under 2 % noise gives no step.
+"""
 
 from __future__ import annotations
 
@@ -39,7 +53,10 @@ def _segment_costs(values: np.ndarray) -> np.ndarray:
 
 
 def change_points(values: Sequence[float], penalty_factor: float = PENALTY_FACTOR) -> list[int]:
-    """The indices at which a new level starts (empty: one level), for positive ``values`` (ratios, latencies)."""
+    """The indices at which a new level starts (empty: one level), for positive ``values`` (ratios, latencies).
+
+    Non-finite or non-positive values are not allowed here; the caller leaves such points out.
+    """
     logs = np.log(np.asarray(values, dtype=float))
     if logs.size < 2:
         return []

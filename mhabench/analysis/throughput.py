@@ -1,6 +1,28 @@
 """One definition of throughput and efficiency for every view: the useful work over the time, against the roof at
 the useful work's minimal traffic; the work executed beside it under its own name (docs/measurement.md,
 "Throughput and efficiency").
+
+- **useful TFLOP/s**: the cost model's ``useful_flops`` (masked pairs and padding not counted) over the median
+  latency, as FlashAttention reports its throughput: the one rate comparable across implementations, because
+  every implementation of a case does the same useful work.
+- **FLOP/B**: ``useful_flops`` over the model's minimal ``bytes_moved``: the intensity of the useful work at the
+  least traffic it needs.
+- **roofline eff.**: useful TFLOP/s over the roof at that intensity. Work an implementation wasted (FLOPs on
+  masked scores, padded GEMM tiles, traffic the model does not need) can only lower it: it never rewards waste.
+- **executed ×**: FLOPs the kernels executed over the useful ones — the hardware's where ncu counted them, else
+  the counted ops', else the model's (:mod:`mhabench.analysis.executed`). 1.0 is no waste; ``torch_mha`` on the
+  H100 executed 4.5–5.9× in the four cases of run 20261127T074353Z-default-gpu-counters-partial.
+
+The stored ``achieved_tflops`` and ``roofline_efficiency`` (the executed point, :mod:`mhabench.measure.roofline`)
+stay in the files for the roofline plot, which places where the executed work stands.
+
+**The roof** (:func:`roofs`) is never below work a row did. A probed roof (a CPU, an unknown GPU) is one reading of
+one process; the run's processes probed the same machine, and a probe comes out slow on a busy machine, never
+fast. So the rows of a run, device and dtype are judged against the largest figures any of its probes gave
+(``re-probed`` where that is another process's), raised to the fastest row's own throughput where that is higher
+still (``raised to row``). A datasheet roof stays as it is. The writer applies the same rule while a run goes
+(:mod:`mhabench.run.roof`); this one corrects runs written before it, and the rows a process wrote before its
+roof moved.
 """
 
 from __future__ import annotations

@@ -1,4 +1,13 @@
-"""The exit code a CI job acts on after ``compare --fail-on-regression`` or ``ab --fail-on-regression``."""
+"""The exit code a CI job acts on after ``compare --fail-on-regression`` or ``ab --fail-on-regression``.
+
+- ``0`` no regression: no row slower past the threshold, no counted work risen past it, every row judged;
+- ``1`` regression: a row's whole interval is slower than the threshold, or its counted work rose past it (the
+  work needs no interval: it does not move with the machine's load);
+- ``3`` cannot judge: no regression found, but the machine moved too much, too unevenly, for some rows to be
+  judged (``--on-noise pass`` makes this ``0``, the line saying so is printed either way).
+
+``2`` stays what it is for every command: bad input (an unreadable or half-written run, an unknown option).
+"""
 
 from __future__ import annotations
 

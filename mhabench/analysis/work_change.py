@@ -1,4 +1,15 @@
-"""Counted work between two runs: a gate no load on the machine can move."""
+"""Counted work between two runs: a gate no load on the machine can move.
+
+Latency moves with whatever else the machine runs; the work a row counted does not. The FLOPs, bytes and ops
+per call counted from the ops a CPU row dispatched, and the instruction counters of a GPU row (tensor and fp32
+FLOPs, kernels per call, from Nsight Compute), are the same on an idle and on a loaded machine for the same
+code on the same case. A change in them is a change in the code (or in the library under it), exactly: no
+interval, no verdict by threshold on noise.
+
+``compare`` reports every such change beside the timing verdict, and ``--fail-on-regression`` fails on a rise
+above the threshold even where the time cannot be judged. DRAM bytes from the counters are left out: they depend
+on what the caches held, which the machine's other work changes.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """What ``mhabench advise`` shows: the terminal (rich), Markdown and JSON; the few lines ``mhabench run``
 prints under its table; and the Advice section at the top of a report.
+
+``mhabench.analysis.advice`` gives each statement as a reason code and its numbers; :mod:`mhabench.views.wording`
+writes its sentence, and this module lays the sentences out, per run, per case group and per kind of statement, so
+the formats cannot say different things. JSON is the answer record itself: codes and numbers, no sentences.
 """
 
 from __future__ import annotations
@@ -145,7 +149,10 @@ class GroupBlock:
 
 
 def layout(run: RunAdvice) -> list[GroupBlock]:
-    """Every group of ``run`` laid out."""
+    """Every group of ``run`` laid out. A statement whose scope is a case is evidence under that case, whatever
+    its kind, so a new kind of statement slots in under its case without a change here; any other statement
+    of the group is said across its cases. Evidence that repeats across the group's cases (the same rule
+    about the same implementation) is said whole once, then by its reason alone."""
     blocks = []
     for answer, rest in _groups(run):
         picks = [s for s in rest if s.kind == PICK]
@@ -165,7 +172,12 @@ def _kind_order(kind: str) -> int:
 
 
 def _case_block(pick: Statement, evidence: Sequence[Statement], seen: set[tuple[str, ...]]) -> CaseBlock:
-    """The action (``use `X`: 1.25× [1.24–1.26] faster than `Y`, because …``) and what it rests on."""
+    """The action (``use `X`: 1.25× [1.24–1.26] faster than `Y`, because …``) and what it rests on.
+
+    A rule that already spoke of the same implementation in an earlier case of the group is said by its
+    reason alone (``naive is memory-bound``, where the sentence is mostly figures after it), with
+    ``(as above)`` where even that reason is the same: the figures are in the first case, in
+    ``--format json`` and in the report."""
     lines = [f"pick: {_pick_detail(pick)}"]
     for statement in sorted(evidence, key=lambda s: _kind_order(s.kind)):
         text = said(statement)
@@ -347,7 +359,8 @@ def _telling_why(run: RunAdvice, groups: set[str]) -> Statement | None:
 
 def report_blocks(advice: Advice) -> list[Block]:
     """The Advice section, short enough to read before the results: per group its answer, then one line per
-    pick, crossover and change and the most telling why of each case; the caveats."""
+    pick, crossover and change and the most telling why of each case; the caveats. ``mhabench advise``
+    has every statement."""
     run = advice.runs[0]
     blocks: list[Block] = [
         Heading("Advice"),

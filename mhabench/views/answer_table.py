@@ -1,4 +1,14 @@
-"""The table ``mhabench run`` prints: a row per case, a column per implementation, from the run's answer."""
+"""The table ``mhabench run`` prints: a row per case, a column per implementation, from the run's answer.
+
+The field's convention (triton's ``perf_report``, FlashAttention's tables): a case is a row, an implementation a
+column, and a cell is the implementation's median and its speedup over the baseline with the interval, on one line.
+The pick is marked only where the record says winner (★); the members of a tie are marked as tied (=), so a tie
+never reads as a win. The case column names only what the case's group sweeps (``n=512``), the rest is in the
+group's title line. Every other column (memory, FLOP/B, efficiency, error, status) is in ``--wide``, the CSV and
+``mhabench report``.
+
+Cells shrink to the terminal, widest form first: median, speedup and interval; median and speedup; speedup alone.
+"""
 
 from __future__ import annotations
 

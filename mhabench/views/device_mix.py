@@ -1,4 +1,6 @@
-"""The device caveat and the between-device spread as lines: under a run's table, ``compare``, a history import."""
+"""The device caveat and the between-device spread as lines: under a run's table, ``compare``, a history import.
+
+The caveat is :mod:`mhabench.analysis.device_mix`'s, the spread :mod:`mhabench.analysis.device_spread`'s."""
 
 from __future__ import annotations
 

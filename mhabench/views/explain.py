@@ -1,5 +1,9 @@
 """What ``mhabench explain`` shows: per slower row (or each row asked about), its sentence and its stages against
 the model.
+
+The figures and findings come from :mod:`mhabench.analysis.explain`. This module words them, from its templates keyed
+by rule and finding (names and figures spelt as :mod:`mhabench.views.wording` spells them), and lays them out as the
+terminal (rich), Markdown or JSON (the figures and codes, no sentences), so the formats cannot say different things.
 """
 
 from __future__ import annotations

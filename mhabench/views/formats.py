@@ -1,4 +1,10 @@
-"""One vocabulary of ``--format`` names for every command, so a name one command takes works in all."""
+"""One vocabulary of ``--format`` names for every command, so a name one command takes works in all.
+
+``report --format md`` and ``advise --format markdown`` once meant the same thing under two names and
+each command refused the other's; here each format has one canonical name (``md``, ``html``,
+``json``, ``terminal``) and the long spellings are aliases of it. A command says which formats it can
+write; anything else is one line naming them.
+"""
 
 from __future__ import annotations
 

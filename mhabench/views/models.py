@@ -1,4 +1,9 @@
-"""``mhabench models``: the shipped model presets, one row each, with the shape a scenario's ``model:`` gets."""
+"""``mhabench models``: the shipped model presets, one row each, with the shape a scenario's ``model:`` gets.
+
+In a terminal the source URLs are listed under the table, each whole on one line (or under its preset's name where
+the two do not fit one): folded into a table column, a URL took a dozen lines of a few characters per preset. The
+Markdown table (``--markdown``) keeps them as a column.
+"""
 
 from __future__ import annotations
 

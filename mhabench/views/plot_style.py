@@ -1,5 +1,7 @@
 """What every plot of the report shares: figures on an Agg canvas rendered to small PNGs, one style per
 implementation, labels from the fields that vary, one legend outside the axes, log axes labelled 1-2-5.
+
+Figures are ``matplotlib.figure.Figure`` on an explicit Agg canvas, never pyplot: no display, no global state.
 """
 
 from __future__ import annotations
@@ -95,7 +97,10 @@ def impl_styles(rows: pd.DataFrame) -> dict[str, tuple[str, str]]:
 
 
 def shown_impls(rows: pd.DataFrame, baseline: str, limit: int = MAX_LINES) -> tuple[list[str], list[str]]:
-    """(drawn, left out): every implementation, or the baseline and the fastest others up to ``limit``."""
+    """(drawn, left out): every implementation, or the baseline and the fastest others up to ``limit``.
+
+    "Fastest" is the median over cases of latency / the case's fastest latency, so a shape that only
+    some implementations ran does not decide the ranking."""
     names = list(dict.fromkeys(rows[IMPL]))
     ok = ok_rows(rows)
     if len(names) <= limit or ok.empty:
@@ -138,7 +143,8 @@ def says_something(field: str, values: Mapping[str, object]) -> bool:
 
 
 def varying_label(rows: pd.DataFrame, values: dict[str, object], fields: Sequence[str]) -> str:
-    """Label a group by the fields that vary across ``rows`` only (the constant ones are in the title)."""
+    """Label a group by the fields that vary across ``rows`` only (the constant ones are in the title). A packed
+    batch of documents is one input row: ``b=1``, as the tables say (its documents are in its lengths)."""
     values = {**values, BATCH: 1} if values.get(LAYOUT) == "packed" and BATCH in values else values
     shown = [f for f in fields if rows[f].nunique(dropna=False) > 1 and says_something(f, values)]
     return " ".join(field_text(f, values[f]) for f in shown)

@@ -1,4 +1,10 @@
-"""The report's plots (PNG bytes, :mod:`mhabench.views.plot_style`): each says why where the data cannot support it."""
+"""The report's plots (PNG bytes, on :mod:`mhabench.views.plot_style`): each says why when the data cannot support it.
+
+A sweep is drawn as small multiples (one panel per combination of the fields that vary besides x, one line per
+implementation, one legend outside the axes): one line per (implementation × every other field) made a 5-field
+sweep ~100 lines under a legend that covered the data. Then the roofline (:mod:`mhabench.views.roofline`) and the
+speedups over the baseline as bars with their intervals.
+"""
 
 from __future__ import annotations
 
@@ -49,7 +55,10 @@ Metric = tuple[str, Callable[[pd.DataFrame], pd.Series]]  # (y label, value of e
 
 
 def facet_panels(rows: pd.DataFrame, x: str) -> tuple[list[str], list[tuple]]:
-    """(facet fields, [(panel title, panel rows)]): one panel per combination of the fields that vary."""
+    """(facet fields, [(panel title, panel rows)]): one panel per combination of the fields that vary.
+
+    A panel is kept when some implementation has two or more ``x`` values in it (a line to draw).
+    kv_heads is no facet in plain MHA (kv_heads = heads in every row): it would repeat heads."""
     plain_mha = KV_HEADS in rows and bool((rows[KV_HEADS] == rows[HEADS]).all())
     others = fields_present(rows, exclude=(x, KV_HEADS) if plain_mha else (x,))
     facets = [f for f in others if rows[f].nunique(dropna=False) > 1]
@@ -215,7 +224,9 @@ def speedup_ticks(low: float, high: float) -> list[float]:
 
 
 def speedup_bars(speedups: pd.DataFrame, styles: dict, baseline: str = DEFAULT_BASELINE) -> list[Plot]:
-    """Per case, each implementation's speedup over the baseline, with its bootstrap CI as error bars."""
+    """Per case, each implementation's speedup over the baseline, with its bootstrap CI as error bars.
+
+    ``speedups``: the rows with their speedups over ``baseline`` (``speedup_rows``)."""
     title = f"Speedup over {baseline}"
     if baseline not in set(speedups[IMPL]):
         return [Plot("speedup", title, None, f"the run has no {baseline} rows to compare with")]

@@ -1,4 +1,12 @@
-"""A replicated run's results table: one pooled row per case and implementation, not one per process."""
+"""A replicated run's results table: one pooled row per case and implementation, not one per process.
+
+``mhabench run`` with ``replicates: N`` and ``mhabench report`` on such a run print this table instead of the
+per-process one (:mod:`mhabench.analysis.pooled_rows` says what a pooled row holds); each process's rows stay
+in the run's files, and ``report --replicate-rows`` adds their table. A run of one process never reaches this
+module: its table is :func:`mhabench.views.summary.results_table`, unchanged. The columns are the results
+table's, with the process count and the between-process range of the speedup added, and the latency's
+spread given as the processes' range rather than one process's IQR.
+"""
 
 from __future__ import annotations
 

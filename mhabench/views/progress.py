@@ -42,7 +42,8 @@ class RichProgress:
 
 
 def replicate_line(progress: ReplicateProgress) -> str:
-    """Before the first process, where the rows will be; then each process as it ends, as the repeat it becomes."""
+    """Before the first process, where the rows will be; then each process as it ends, as the repeat it becomes.
+    The processes' own run folders are merged and removed: no line names one."""
     if progress.done == 0:
         return (
             f"{progress.count} processes, one after another, each a replicate of the config; "

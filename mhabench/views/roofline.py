@@ -1,4 +1,8 @@
-"""The report's roofline: every ok row by its executed FLOP/byte and TFLOP/s, under the roofs of its device."""
+"""The report's roofline: every ok row by its executed FLOP/byte and TFLOP/s, under the roofs of its device.
+
+Executed, not achieved: a kernel that skips the blocks a causal mask hides is placed by its useful FLOPs
+(:mod:`mhabench.analysis.executed`); the roofs are the ones the tables judge by (never below a row's work).
+"""
 
 from __future__ import annotations
 
@@ -47,7 +51,12 @@ from mhabench.views.plot_style import (
 
 
 def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
-    """What the roofline draws, one point per ok row (the rows' index): executed FLOPs per byte and per second."""
+    """What the roofline draws, one point per ok row (the rows' index): executed FLOPs per byte and per second.
+
+    Executed, not ``achieved_tflops``: a kernel that skips the blocks a causal mask hides is placed by its useful
+    FLOPs, or a causal flash row would stand above the compute roof (:mod:`mhabench.analysis.executed`). FLOPs and
+    bytes come from the hardware counters where ``intensity_source`` is hardware (``source``: hardware), are
+    counted where it is measured (``source``: measured), else modelled."""
     ok = with_roofs(ok_rows(rows))  # the roofs the tables judge by: never below a row's work
     done = executed(ok)
     points = pd.DataFrame(

@@ -1,5 +1,10 @@
 """The lines under ``mhabench run``'s table: drift inside a case, a corrected roof, cases measured on more
 than one device, torch's expected messages (each once), the legend.
+
+A row's ``note`` holds what torch said while it was checked (:mod:`mhabench.measure.torch_messages`);
+the same message on many rows is printed once, with the implementations it came from, so a sweep of
+nested-SDPA cases says it in one line rather than in a screen of ``W1127`` lines. The legend names
+the table's terms a newcomer looks up and points to the README's glossary.
 """
 
 from __future__ import annotations

@@ -1,4 +1,12 @@
-"""The line ``mhabench run`` ends with: its wall time, and how much of it was measuring."""
+"""The line ``mhabench run`` ends with: its wall time, and how much of it was measuring.
+
+Measuring is each process's span in the run's manifest (``started_at`` to ``finished_at``: the roofs, the
+drift watch and the cases, every process of a replicated run added up); within it, the timed calls (the rows'
+timed blocks) and the rest, per row: the tool's own work (warm-up, building, the checked and profiled calls,
+writing the row). Everything else is the rest of the command's wall time: the interpreters' start-up and
+imports, loading the config, merging the replicates and the answer after the run. Also the lines that say how
+long a run will take: ``--dry-run``'s estimate and a replicated run's time left.
+"""
 
 from __future__ import annotations
 

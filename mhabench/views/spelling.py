@@ -37,7 +37,9 @@ def _finite(value: Any) -> bool:
 
 
 def interval(low: float | None, high: float | None) -> str:
-    """``[1.45–1.48]``, or "(no interval)" where the bootstrap had nothing to resample."""
+    """``[1.45–1.48]``, or "(no interval)" where the bootstrap had nothing to resample. A bound on the other side of
+    1 than its rounding (1.003 → "1.00") gets more digits, so an interval that excludes 1 never reads as one that
+    touches it."""
     if not (_finite(low) and _finite(high)):
         return "(no interval)"
     assert low is not None and high is not None

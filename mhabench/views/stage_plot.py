@@ -1,4 +1,11 @@
-"""The report's "Stages" section: per case, a stacked bar per implementation, the model's time beside the measured."""
+"""The report's "Stages" section: per case, a stacked bar per implementation, the model's time beside the measured.
+
+Measured: each stage's share of the profiled call (docs/stages.md) times the row's median latency, so the bar is
+as long as the row's latency and split as its profiled call was. Model: each stage's FLOPs and bytes from the cost
+model, timed at the roof (the longer of FLOPs over the peak FLOP/s and bytes over the peak bandwidth, the row's
+own roofs as the run corrects them, :func:`~mhabench.analysis.throughput.with_roofs`): the least time the stage
+could take. The gap between the two bars of a stage is what it cost beyond the model; ``mhabench explain`` says why.
+"""
 
 from __future__ import annotations
 

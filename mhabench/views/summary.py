@@ -1,4 +1,10 @@
-"""What the terminal shows of a run: the run summary, the results table and the dry-run plan."""
+"""What the terminal shows of a run: the run summary, the results table and the dry-run plan.
+
+:func:`run_summary` is what ``mhabench run`` prints: a case per row, an implementation per column, read from the
+run's answer (:mod:`mhabench.views.answer_table`). :func:`results_table` is the long table, every row and every
+column: ``run --wide`` prints it, the report renders it per scenario to Markdown and HTML. Speedups come from
+:mod:`mhabench.analysis.speedup`.
+"""
 
 from __future__ import annotations
 
@@ -163,7 +169,18 @@ def results_table(
     baseline: str = DEFAULT_BASELINE,
     title: str = "",
 ) -> TableModel:
-    """Per (case, implementation): median latency (IQR), speedup over ``baseline`` with CI, memory, cost."""
+    """Per (case, implementation): median latency (IQR), speedup over ``baseline`` with CI, memory, cost.
+
+    Throughput and efficiency are the useful work's (:mod:`mhabench.analysis.throughput`): useful FLOPs over the
+    time, against the roof at the model's minimal traffic, with the FLOPs executed over the useful ones beside
+    them, so work an implementation wasted never reads as efficiency.
+
+    ``speedups`` are the rows with their speedups over ``baseline`` (:func:`speedup_rows`), made by the
+    caller: a report cuts one set into its per-scenario tables rather than bootstrapping each again.
+    A "compile s" column appears when an implementation compiled on its first call; a ``--repeat N``
+    run shows each row's repeat and the (case, implementation)'s speedup spread over the repeats. A row is styled
+    as the pick only where its ``pick`` column (:meth:`RunAnswer.with_picks`) says ``winner``.
+    """
     with_repeats = repeat_count(speedups) > 1
     frame = _with_spread(speedups) if with_repeats else speedups
     frame = pd.concat([frame, throughput(frame)], axis=1)

@@ -1,4 +1,10 @@
-"""One table model, rendered to the terminal (rich), Markdown, HTML, CSV and JSON."""
+"""One table model, rendered to the terminal (rich), Markdown, HTML, CSV and JSON.
+
+The run summary, ``compare`` and ``report`` each build a :class:`TableModel` once (formatted cells
+for people, the raw records for machines) and hand it to whichever renderer the output needs, so
+the three views can never disagree about what a row says. The cell formatters (numbers, bytes,
+counts) are here too: every table formats a number the same way.
+"""
 
 from __future__ import annotations
 
@@ -70,7 +76,11 @@ def natural_width(table: TableModel) -> int:
 
 
 def fit_columns(table: TableModel, width: int, droppable: Sequence[str]) -> TableModel:
-    """``table`` without the ``droppable`` columns, first ones first, that a ``width`` terminal cannot show."""
+    """``table`` without the ``droppable`` columns, first ones first, that a ``width`` terminal cannot show.
+
+    Wrapped into lines of a few characters, a wide table cannot be read at all; the caption names
+    what was left out (the CSV and ``mhabench report`` have every column).
+    """
     dropped: list[str] = []
     for header in droppable:
         if natural_width(table) <= width:

@@ -1,7 +1,8 @@
 """Every sentence advise and explain say, from templates keyed by reason code: the analysis gives a code and its
 numbers (:class:`mhabench.analysis.statement.Statement`, :class:`mhabench.analysis.explain.explain.Explanation`),
 and only this module turns them into English, with the one spelling of names and figures every view uses
-(:mod:`mhabench.views.spelling`).
+(:mod:`mhabench.views.spelling`). The terminal, Markdown, HTML and the report render the same sentence, so they
+cannot say different things.
 """
 
 from __future__ import annotations

@@ -1,4 +1,21 @@
-"""Across runs: where the pick differs between two devices, torch versions or commits, and by how much."""
+"""Across runs: where the pick differs between two devices, torch versions or commits, and by how much.
+
+Each run is answered on its own (its rows were timed in its own rounds); then the runs are set side
+by side: what differs between their manifests, each run's answer over all its cases, and, on the
+cases every run measured, where the answers differ, with each run's lead. Cases match on the shape
+fields and the dtype; only where each run measured a single dtype (one run in float16, another in
+bfloat16) do they match on the shape alone, and the statements say so. Nothing is paired across
+runs: they are different processes, perhaps on different machines. Several runs of one config on
+one machine ask whether a pick reproduces.
+
+Across several runs of one config: how many cases flip, the figure a replication target is stated in
+(rule ``flips``). A case flips when a winner in one run is clearly slower in another: another run picked a
+different winner, or a tie the first run's winner is not part of. Two runs that say "winner" and "tied with
+it" do not flip (the second run could not separate what the first did, and contradicts nothing); a run
+that "cannot tell" contradicts nothing either. The flip rate is the share of the cases every run
+measured that flip; docs/findings/replication.md states its target in it. Runs are matched on
+``case_id``, so this reads runs of one config (the question "does the answer replicate?").
+"""
 
 from __future__ import annotations
 

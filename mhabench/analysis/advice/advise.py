@@ -1,4 +1,16 @@
-"""``mhabench advise``: every rule over every run, in the order a reader wants the answers."""
+"""``mhabench advise``: every rule over every run, in the order a reader wants the answers.
+
+Per run and per case group (scenario): the group's answer, where the answer changes, why (from each case's own
+columns), what to change; then what the run cannot tell. Each case's pick, and where its rows stand on the
+roofline, are the run's record (:mod:`mhabench.analysis.answer`), which the views say directly. With several
+runs, where their picks differ comes last. Computation only: ``mhabench.views.advice`` renders the result.
+
+One rule lives here because it only quotes another module's finding, per case: ``energy per call``, where NVML
+resolved it, each case's ok rows' J/call, tokens/J and power. Energy is read from a row's own windows
+(``energy: windows``); a figure counts only under the rule of :mod:`mhabench.results.energy` (a window of at least
+1 s, average power within the power limit × 1.02), which is applied here again, so a run written before that rule
+(whose blocks read up to 1,580 W on a 700 W H100) says nothing about energy rather than something wrong.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,17 @@
 """A run's answers: its cases and the pick of each, computed once and read by every other rule; and the pick
 of a case measured in several processes (``replicates: N``), one answer across them.
+
+A run of one process picks per repeat (``mhabench.analysis.advice.pick``), and ``--repeat`` passes
+of one process that disagree make "cannot tell". Replicates are independent processes, so their
+disagreement is the between-process spread itself, and the answer is read across them: the fastest
+implementation is the one with the lowest geometric mean of its replicates' medians, and each other
+row's lead over it is the per-replicate paired ratio combined across replicates
+(:func:`mhabench.analysis.estimate.across_processes`: the t interval that holds both spreads).
+The tie rule is the one-process rule (``pick.clearly_slower``), applied to that interval, and the
+runner-up a pick quotes is the closest row: a tied one if any (a row whose median is large in one
+process sorts behind others yet may be tied), else the smallest lead. Only the
+replicates where both rows ran ok count; a lead resting on fewer than ``MIN_REPLICATES`` is "cannot
+tell".
 """
 
 from __future__ import annotations
@@ -48,7 +60,8 @@ class RunAnswers:
 
 
 def answer(run: Run) -> RunAnswers:
-    """The run's cases and picks: across processes for a replicated run, per repeat otherwise."""
+    """The run's cases and picks: across processes for a replicated run, per repeat otherwise. Computed once per
+    :class:`Run` (its rows do not change) and shared by every reader: the cases and picks are frozen."""
     cases, picks = run.derived(_cases_and_picks)
     return RunAnswers(run, cases, picks)
 
@@ -82,7 +95,13 @@ def pick_replicated(case: MeasuredCase) -> Pick:
 
 def _fastest_with_leads(by_impl: Mapping[str, Mapping[int, Row]]) -> tuple[str, dict[str, RatioEstimate]]:
     """The fastest implementation by the same paired, across-replicates ratios its leads are read in, and every
-    other one's lead over it."""
+    other one's lead over it.
+
+    Ordering by the replicates' medians alone can disagree with the paired ratios (one slow process moves a
+    geometric mean of medians more than the per-process ratios), and then a "runner-up" could be clearly
+    *faster* than the pick while the pick reads as a tie. So the order is the paired ratio against a common
+    reference, and should one lead still come out clearly below 1 (paired estimates are medians of per-round
+    ratios, not exactly transitive) the faster one is taken as the pick and the leads are read again."""
     reference = min(by_impl, key=lambda impl: _typical_ms(by_impl[impl].values()))
     leads = _leads_over(reference, by_impl)
     fastest = min(by_impl, key=lambda impl: 1.0 if impl == reference else _finite_or_inf(leads[impl].ratio))

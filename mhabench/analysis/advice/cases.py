@@ -1,4 +1,9 @@
-"""A run's cases for advice, and the groups of cases that differ only in the fields their scenario sweeps."""
+"""A run's cases for advice, and the groups of cases that differ only in the fields their scenario sweeps.
+
+A scenario is one question asked over a sweep (seq_len × heads × causal …); its cases share every
+other field, so they form one group, and the swept fields are the axes along which an answer can
+change. Each case keeps its rows per repeat: a ``--repeat N`` run is N answers to one question.
+"""
 
 from __future__ import annotations
 
@@ -124,7 +129,9 @@ class HasFields(Protocol):
 
 
 def swept(cases: Sequence[HasFields]) -> list[str]:
-    """The fields that take more than one value among ``cases``: the group's axes."""
+    """The fields that take more than one value among ``cases``: the group's axes. ``kv_heads`` is not one
+    where every case is plain multi-head attention (kv_heads = heads): there it only follows ``heads``;
+    nor is ``head_dim`` where every case's heads are d_model / heads wide: there it follows both."""
     followers = {
         KV_HEADS: all(case.fields[KV_HEADS] == case.fields[HEADS] for case in cases),
         HEAD_DIM: all(_follows_width(case.fields) for case in cases),

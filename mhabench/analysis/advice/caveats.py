@@ -1,4 +1,20 @@
-"""What a run cannot tell: the limits every answer above it carries, each with the rows it concerns."""
+"""What a run cannot tell: the limits every answer above it carries, each with the rows it concerns.
+
+- ``noisy``: ok rows whose IQR is above the run's noise threshold (their medians move between runs);
+- ``capped``: ok rows that spent ``max_run_time_s`` before their samples were complete;
+- ``no_interval``: cases whose pick is "cannot tell" (too few rounds, repeats that disagree);
+- ``drift``: the reference workload moved more than the noise threshold during the run;
+- ``unfinished``: a run that did not complete has cases nobody measured;
+- ``other_device``: a run measured on one kind of device asked about another (``--for``);
+- ``not_measured``: an implementation asked about (``--impl``) that the run does not have;
+- ``mixed_devices``: the run's cases were measured on more than one device (a cluster run);
+- ``did_not_run``: rows that failed for another reason than memory (mismatch, unsupported, error, …);
+- ``may_not_replicate`` or ``uncalibrated`` (one rule, :func:`one_process`): a one-process run's winners against
+  the machine's calibrated between-process spread, or, where the machine has none, that nothing says whether
+  they replicate and how to measure it.
+
+Clock throttling during a round is not recorded by any run yet, so no rule can report it.
+"""
 
 from __future__ import annotations
 
@@ -175,7 +191,10 @@ def one_process(
 ) -> Statement | None:
     """The one caveat on a one-process run's winners: ``may_not_replicate`` for those whose lead is within the
     machine's calibrated between-process spread (none when every lead clears it), ``uncalibrated`` for all of
-    them when the machine has no calibration."""
+    them when the machine has no calibration. A replicated run gets neither: its picks are read across its
+    processes already. Only cases measured once count, as in the two rules this one replaced (a ``--repeat``
+    case's passes, though in one process, had to agree to make a winner); a lead without a finite interval has
+    nothing to widen and is not named."""
     if manifest.replicated:
         return None
     winners = [

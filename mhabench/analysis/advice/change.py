@@ -1,5 +1,12 @@
 """What to change: a head count (so a head size) or a key/value head count on the same sweep that is
 faster at the same width, with the rows that show it.
+
+Along ``heads`` (d_model fixed: the same width, d_k = d_model / h) or ``kv_heads`` (grouped-query
+attention; at decode, with the KV cache each needs), each point's best is its fastest row that passed
+its check. Different cases were timed in different rounds, so the comparison is the ratio of medians
+with an unpaired interval, and each other value stands by the pick's rule: clearly slower (interval
+above 1, a lead of at least ``TIE_MARGIN``), tied, or, with no interval, cannot tell. Only what the
+run measured is compared: no value outside the sweep.
 """
 
 from __future__ import annotations

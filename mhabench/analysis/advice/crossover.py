@@ -1,4 +1,26 @@
-"""Where the answer changes: along each swept field, the measured points between which the pick differs."""
+"""Where the answer changes: along each swept field, the measured points between which the pick differs.
+
+A line is the cases along one swept field with every other swept field held fixed. Consecutive points
+with the same answer form a segment, and a crossover is the step from one segment to the next, given
+by the two measured points that bracket it. Nothing between them was measured, so nothing is said
+about where inside that gap the change lies: no interpolation is ever presented as a measurement.
+
+Only points with an answer (a winner, a tie, what ran) are compared. A point whose pick is "cannot
+tell" is a gap of its own: a change is placed only between two answers that differ, the gap inside
+its bracket, and an answer that is the same on both sides of a gap does not change there. Two ties
+that share an implementation are one answer: a five-way tie whose fifth member comes and goes says
+nothing changed that a reader could act on.
+
+Only an ordered setting (a size: n, heads, batch …) has a "between": along a yes/no or named setting
+(packed or padded, causal or not) there is nothing in between to have measured, so the answer is given
+per setting (rule ``by_setting``) and never called a crossover.
+
+A group's (or a run's) whole answer in one sentence (rule ``group``) is built from the same segments: it is
+what ``make run`` prints under its table and what the comparison across runs sets side by side. Along a
+group's only swept field it is the crossover's segments ("n = 128 … 512: `naive` and `fused` tied;
+n = 2048: `fused` wins"); otherwise how many cases each answer holds, naming the cases of an answer that
+holds few of them.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,23 @@
-"""The pick of a case: the fastest implementation that passed its check, if the data can tell."""
+"""The pick of a case: the fastest implementation that passed its check, if the data can tell.
+
+The rows of one case were timed in the same interleaved rounds, so the fastest row's lead over each
+other row is a paired ratio with a 95 % interval (``mhabench.analysis.speedup.speedup_estimate``).
+A row is clearly slower than the fastest only when that interval lies above 1 and the lead is at
+least ``TIE_MARGIN``; a winner needs every other row clearly slower, and every row that is not is
+tied with the fastest. A row whose lead has no interval (fewer than ``stats.MIN_INTERVAL_SAMPLES``
+rounds, or no raw samples stored) cannot be shown slower: unless each of its rounds is clearly slower
+than each of the fastest row's (and that row has enough rounds for an interval), the answer is
+"cannot tell", never a winner by noise. A ``--repeat N`` run answers once per repeat; repeats that
+disagree are "cannot tell" too.
+
+Nor is a lead whose rounds disagree a tie: where the median per-round ratio is a clear lead but some
+rounds went the other way, so that the interval reaches 1 (the H100's n=1024 causal case: `fused` 2.5×
+faster in 6 of 8 rounds, slower in 2), the answer is "cannot tell" with the split spelled out
+(:func:`round_split`): the case is unstable and needs timing again, not a tie.
+
+A pick's statement also names which of its implementations compute a different function or in a lower
+precision (:func:`ablations`, :func:`lower_precision`, below).
+"""
 
 from __future__ import annotations
 
@@ -27,7 +46,8 @@ from mhabench.results.columns import IMPL
 
 
 class PickVerdict(str, enum.Enum):
-    """What a case's pick says, or how a row stands against the fastest (``SLOWER``)."""
+    """What a case's pick says, or how a row stands against the fastest (``SLOWER``). str-valued: the words in
+    ``advise --format json`` and the report are the values."""
 
     WINNER = "winner"
     TIED = "tied"
@@ -58,7 +78,9 @@ winner's slowest round and the winner has enough rounds for an interval."""
 
 @dataclasses.dataclass(frozen=True)
 class Pick:
-    """The answer for one case."""
+    """The answer for one case. ``impls``: the winner, the tied set (fastest first), the only row that
+    ran, or (cannot tell) the row with the lowest median; ``estimate``: impls[0]'s lead over ``runner_up``,
+    ``unpaired`` why that lead is a ratio of medians ("" when paired)."""
 
     case: MeasuredCase
     verdict: str
@@ -190,7 +212,10 @@ def clearly_slower(lead: RatioEstimate) -> bool:
 
 
 def standing(lead: RatioEstimate, fastest: Row, other: Row) -> str:
-    """``SLOWER``, ``TIED`` or ``CANNOT_TELL``: ``other`` against the fastest row."""
+    """``SLOWER``, ``TIED`` or ``CANNOT_TELL``: ``other`` against the fastest row. With an interval, the tie
+    rule; without one, ``other`` is clearly slower only when its fastest round is ``TIE_MARGIN`` slower than
+    the fastest row's slowest and that row has enough rounds for an interval, so that a few lucky rounds
+    cannot hide behind a lead nobody could check."""
     if math.isfinite(lead.ci_low):
         return SLOWER if clearly_slower(lead) else TIED
     fastest_ms, other_ms = samples_of(fastest), samples_of(other)

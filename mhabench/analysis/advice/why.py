@@ -1,4 +1,15 @@
-"""Why: what a case's own columns say about its fastest rows, one small rule each."""
+"""Why: what a case's own columns say about its fastest rows, one small rule each.
+
+- where the row stands on the roofline the plot draws (:class:`Position`): useful and executed FLOPs per byte
+  and per second (:mod:`mhabench.analysis.executed`), compute- or memory-bound by the ridge and how far from
+  the roof; the run's record keeps it per row (``answer.Why``), and the views say it (rule ``roofline``).
+- ``scores``: a row whose implementation's cost model materializes the b·h·n·L score matrix
+  (``CostModel.materializes_scores``); its size against the device's L2.
+- ``launch``: launch-bound, only far from the roofs: CPU by ``LAUNCH_BOUND_SHARE`` of host dispatch, CUDA
+  (launches overlap device work) by ``HOST_OVER_DEVICE``.
+- ``memory``: the peak memory of the fastest row against the runner-up's.
+- ``did_not_fit``: the case's ``skipped`` and ``oom`` rows and their reason.
+"""
 
 from __future__ import annotations
 
@@ -59,7 +70,9 @@ def _statement(case: MeasuredCase, rule: str, figures: Mapping[str, Any], impls:
 
 @dataclasses.dataclass(frozen=True)
 class Position:
-    """A row's useful work against the roof — the results table's FLOP/B, useful TFLOP/s and roofline eff."""
+    """A row's useful work against the roof — the results table's FLOP/B, useful TFLOP/s and roofline eff.
+    (:mod:`mhabench.analysis.throughput`), so advise quotes the numbers the table shows — and where the work it
+    executed stood (:mod:`mhabench.analysis.executed`): its intensity, its source, the executed over useful FLOPs."""
 
     intensity: float
     """Useful FLOPs over the model's minimal bytes."""
@@ -142,7 +155,10 @@ def scores(case: MeasuredCase, impl: str, l2_bytes: Any) -> Statement | None:
 
 
 def launch(case: MeasuredCase, impl: str, device_kind: str) -> Statement | None:
-    """Launch-bound only far from the roofs: a row near one is limited by the device whatever the host does."""
+    """Launch-bound only far from the roofs: a row near one is limited by the device whatever the host does.
+    CPU: its dispatched ops at ``HOST_US_PER_OP`` each are at least ``LAUNCH_BOUND_SHARE`` of its latency. CUDA,
+    where launches overlap device work so an op count says nothing: one synchronous call's host time is at least
+    ``HOST_OVER_DEVICE`` × its device time, on a row known to be far from its roof."""
     row = case.row(impl) or {}
     latency_ms, point = number(row, LATENCY_MS), position(row)
     known_far = point is not None and point.far_from_roof

@@ -1,4 +1,13 @@
-"""Why each implementation slower than a case's fastest is slower, stage by stage (docs/stages.md)."""
+"""Why each implementation slower than a case's fastest is slower, stage by stage (docs/stages.md).
+
+Per row slower than its case's fastest, or any row asked about (the fastest included): its breakdown (the row's
+``stage_breakdown``, or derived from the run's kernels.csv where the run profiled kernels and the row holds none,
+a run recorded before breakdowns existed), the stage that costs most beyond the fastest row's (stages grouped so a
+fused attention kernel compares with scores + softmax + P·V), how far that stage's FLOPs and bytes are from the
+cost model's, the dtype it computes in where that is wider than its case's, and which rule of
+:mod:`mhabench.analysis.explain.rules` the stage shows. Who is slower, and by how much, is the run's answer
+record's (:mod:`mhabench.analysis.answer`); nothing runs: everything comes from the run folder.
+"""
 
 from __future__ import annotations
 
@@ -104,7 +113,11 @@ def explain(
     run: Run, cases: Sequence[str] = (), impls: Sequence[str] = (), record: RunAnswer | None = None
 ) -> list[Explanation]:
     """One explanation per row slower than its case's fastest (only ``cases`` and ``impls`` when given), read
-    against ``record`` (the run's answer; computed here when not given)."""
+    against ``record`` (the run's answer; computed here when not given).
+
+    Unasked, every row slower than its case's fastest: clearly slower, or slower by at least the tie margin by its
+    median where the case cannot tell (no interval), which its standing says. Asked about with ``impls``, each of
+    them whatever it stands, the pick included: its own stages, costliest first."""
     record = record or answer_run(run)
     _check_filters(record, cases, impls)
     kernels = read_kernels(run.path)

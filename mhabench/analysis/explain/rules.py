@@ -1,4 +1,11 @@
-"""The departures ``mhabench explain`` knows, as data: which stage and what the figures must show."""
+"""The departures ``mhabench explain`` knows, as data: which stage and what the figures must show.
+
+Each rule looks at one stage of a row's breakdown (:class:`mhabench.results.stages.StageFigures`): the longest
+op's name and shapes (a regular expression), how far its FLOPs and bytes are from the model's, how many ops it
+ran. The first rule that matches names what ran, with the figures its sentence quotes (``mhabench.views.wording``
+words each rule, and the remedy where the implementation's cause is known). A departure no rule matches is listed
+with its numbers, never guessed (docs/stages.md).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""What a report is made of: a list of blocks, drawn top to bottom by both renderers."""
+"""What a report is made of: a list of blocks, drawn top to bottom by both renderers.
+
+Tables are :class:`mhabench.views.table.TableModel` and images :class:`Plot` (made by :mod:`mhabench.views.plots`),
+the same objects the terminal and the plots module make, so a report cannot say otherwise.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The report's "Energy" section: J/call, tokens/J and average power of every ok row NVML resolved."""
+"""The report's "Energy" section: J/call, tokens/J and average power of every ok row NVML resolved.
+
+Only a CUDA run read through NVML has one. A row's figures are shown only under the rule of
+:mod:`mhabench.results.energy`, applied again on reading, so an older run's block readings (up to 1,580 W on a
+700 W H100) are counted as unresolved with their reason, never printed as energy.
+"""
 
 from __future__ import annotations
 

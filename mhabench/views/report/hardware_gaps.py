@@ -1,5 +1,11 @@
 """The report's model disagreements as the hardware saw them: rows whose Nsight Compute FLOPs or DRAM bytes are
 further from the cost model than ``DISAGREEMENT_LIMIT`` (the counted ops' limit).
+
+The counted-ops table above it compares what the dispatched ops say; this one compares what the kernels did.
+The FLOPs are set against the model's executed ones (useful where the kernel skips masked blocks, all of them
+otherwise), the DRAM bytes against the model's minimal bytes: caches make a few tens of percent ordinary there
+(``fused`` moved 1.86× its counted bytes on the H100), a hundredfold is a layout the model does not describe
+(``torch_mha``'s per-token GEMM read 65 GB against 208 MiB).
 """
 
 from __future__ import annotations

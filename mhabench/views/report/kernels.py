@@ -1,4 +1,9 @@
-"""The report's "Top kernels" section (``mhabench report --kernels N``): per profiled row, its longest kernels."""
+"""The report's "Top kernels" section (``mhabench report --kernels N``): per profiled row, its longest kernels.
+
+A row's hardware columns sum its kernels; which of them is memory-bound (DRAM bytes per FLOP far above the
+ridge) is only visible per kernel, so this section lists them from the run's kernels.csv
+(:mod:`mhabench.results.kernels`), longest first.
+"""
 
 from __future__ import annotations
 

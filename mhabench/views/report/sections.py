@@ -1,5 +1,9 @@
 """What a run's report says, top to bottom: the advice (``mhabench advise``'s answer), summary, plots,
 per-scenario tables, model disagreements, run-to-run spread, failures, environment, configuration.
+
+The speedups over the baseline (a bootstrap per case) are computed once per report and shared by the
+plots, the scenario tables and the spread section. Sections another layer owns (a probe run's claims)
+come in through :func:`build`'s ``first``: this module knows nothing of them.
 """
 
 from __future__ import annotations
@@ -63,7 +67,10 @@ def build(
     replicate_rows: bool = False,
 ) -> list[Block]:
     """The whole report: the title, then ``first`` (a probe run's claims, which the caller reads), then
-    the sections below."""
+    the sections below. A run without rows (a probe run) keeps only the environment and the config.
+    ``kernels``: the longest kernels of each profiled row to list (0: no such section). A replicated run's
+    result tables are pooled across its processes; ``replicate_rows`` adds each process's rows after them. The
+    advice and the tables read one answer (a row is styled as the pick only where it says winner)."""
     advice = advise_folders([run], baseline=baseline) if len(run.rows) else None
     return [
         Heading(f"mhabench report: {run.run_id}", 1),
