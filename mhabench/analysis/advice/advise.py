@@ -137,5 +137,4 @@ def _statement(case: MeasuredCase, resolved: list[tuple[str, EnergyReading]]) ->
         }
         for impl, one in resolved
     }
-    rows = tuple(case.ref(impl) for impl, _ in resolved)
-    return Statement(ENERGY, PER_CALL, case.group, case.label, figures, rows)
+    return Statement(ENERGY, PER_CALL, case.group, case.label, figures)

@@ -64,8 +64,8 @@ def why(one: Pick, environment: Mapping[str, Any]) -> list[Statement]:
     return [statement for statement in found if statement is not None]
 
 
-def _statement(case: MeasuredCase, rule: str, figures: Mapping[str, Any], impls: list[str]) -> Statement:
-    return Statement(WHY, rule, case.group, case.label, {"impl": impls[0], **figures}, tuple(map(case.ref, impls)))
+def _statement(case: MeasuredCase, rule: str, figures: Mapping[str, Any], impl: str) -> Statement:
+    return Statement(WHY, rule, case.group, case.label, {"impl": impl, **figures})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,7 +151,7 @@ def scores(case: MeasuredCase, impl: str, l2_bytes: Any) -> Statement | None:
         return None
     l2 = float(l2_bytes) if isinstance(l2_bytes, int | float) and l2_bytes > 0 else None
     figures = {"score_bytes": matrix, "attn_bytes": number(row, ATTN_BYTES), "l2_cache_bytes": l2}
-    return _statement(case, SCORES, figures, [impl])
+    return _statement(case, SCORES, figures, impl)
 
 
 def launch(case: MeasuredCase, impl: str, device_kind: str) -> Statement | None:
@@ -185,7 +185,7 @@ def launch(case: MeasuredCase, impl: str, device_kind: str) -> Statement | None:
         "host_over_device": host_ratio,
         "pace": pace,
     }
-    return _statement(case, LAUNCH, figures, [impl])
+    return _statement(case, LAUNCH, figures, impl)
 
 
 def memory(case: MeasuredCase, first: str, runner_up: str) -> Statement | None:
@@ -193,7 +193,7 @@ def memory(case: MeasuredCase, first: str, runner_up: str) -> Statement | None:
     if not ours or not theirs:
         return None
     figures = {"runner_up": runner_up, "peak_memory_bytes": ours, "runner_up_peak_memory_bytes": theirs}
-    return _statement(case, MEMORY, figures, [first, runner_up])
+    return _statement(case, MEMORY, figures, first)
 
 
 def did_not_fit(case: MeasuredCase) -> Statement | None:
@@ -204,4 +204,4 @@ def did_not_fit(case: MeasuredCase) -> Statement | None:
         "statuses": [text(row, STATUS) for row in failed],
         "failed": [{"impl": str(row[IMPL]), "status": text(row, STATUS), "error": text(row, ERROR)} for row in failed],
     }
-    return _statement(case, DID_NOT_FIT_RULE, figures, [str(row[IMPL]) for row in failed])
+    return _statement(case, DID_NOT_FIT_RULE, figures, str(failed[0][IMPL]))
