@@ -15,8 +15,8 @@ rounds went the other way, so that the interval reaches 1 (the H100's n=1024 cau
 faster in 6 of 8 rounds, slower in 2), the answer is "cannot tell" with the split spelled out
 (:func:`round_split`): the case is unstable and needs timing again, not a tie.
 
-A pick's statement also names which of its implementations compute a different function or in a lower
-precision (:func:`ablations`, :func:`lower_precision`, below).
+A pick's statement also names which of its implementations compute a different function (:func:`ablations`,
+below) or in a lower precision (their registered ``compute_dtype``, in the record).
 """
 
 from __future__ import annotations
