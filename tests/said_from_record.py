@@ -12,9 +12,9 @@ from mhabench.views.advice import pick_statement, roofline_statement
 
 def statement(found: Pick) -> Statement:
     """The pick's statement, said from the record of its case."""
-    return pick_statement(found.case.run_id, case_answer(found.case, found, DEFAULT_BASELINE))
+    return pick_statement(case_answer(found.case, found, DEFAULT_BASELINE))
 
 
 def roofline(case: MeasuredCase, impl: str) -> Statement | None:
     """Where ``impl``'s row of ``case`` stands on its roofline, said from the record of the case."""
-    return roofline_statement(case.run_id, case_answer(case, pick(case), DEFAULT_BASELINE), impl)
+    return roofline_statement(case_answer(case, pick(case), DEFAULT_BASELINE), impl)

@@ -53,11 +53,11 @@ def one_case(medians_ms: dict[str, float], count: int = 20, noise: float = 0.01,
 
 def test_a_clear_lead_is_a_winner_with_its_paired_interval_over_the_runner_up() -> None:
     found = pick(one_case({"naive": 2.0, "per_head": 3.0, "fused": 1.0}))
-    assert (found.verdict, found.impls, found.runner_up, found.method) == (WINNER, ("fused",), "naive", "paired")
+    assert (found.verdict, found.impls, found.runner_up) == (WINNER, ("fused",), "naive")
     assert found.estimate is not None and found.estimate.ci_low > 1.9 and found.estimate.ratio == pytest.approx(2, 0.02)
     sentence = statement(found)
     assert "`fused` wins, 2.0" in text_of(sentence) and "over `naive` (paired over 20 rounds)" in text_of(sentence)
-    assert {ref.impl for ref in sentence.rows} == {"naive", "per_head", "fused"}
+    assert {one.impl for one in sentence.figures["case"].impls} == {"naive", "per_head", "fused"}
 
 
 def test_overlapping_intervals_are_no_clear_winner_and_name_the_tied() -> None:
@@ -191,13 +191,13 @@ def test_a_crossover_is_bracketed_by_the_measured_points_either_side() -> None:
     assert "between the measured n=512 and n=2048" in text_of(change) and "nothing in between was measured" in text_of(
         change
     )
-    assert {(ref.case_id.split("/")[1][:8], ref.impl) for ref in change.rows} >= {("b1-n2048", "fused")}
+    assert change.figures["segments"][-1]["impls"] == ["fused"]
 
 
 def test_no_crossover_says_the_answer_holds_at_every_measured_point() -> None:
     found = sweep({128: {"naive": 2.0, "fused": 1.0}, 512: {"naive": 2.0, "fused": 1.0}})
     (steady,) = crossovers(found, {case.case_id: pick(case) for case in found})
-    assert steady.rule == "no_crossover" and "`fused` wins" in text_of(steady) and steady.rows
+    assert steady.rule == "no_crossover" and "`fused` wins" in text_of(steady) and steady.figures["answers"]
 
 
 def sweep_rounds(counts_by_n: dict[int, tuple[dict[str, float], int]], heads: int = 4) -> list[dict[str, Any]]:
@@ -322,7 +322,10 @@ def test_what_did_not_fit_is_named_with_its_reason() -> None:
     (case,) = cases([row("fused", times["fused"]), *failed])
     found = why.did_not_fit(case)
     assert found is not None and "`naive` skipped (predicted 9 GB > available 1 GB)" in text_of(found)
-    assert "`per_head` oom" in text_of(found) and {ref.impl for ref in found.rows} == {"naive", "per_head"}
+    assert "`per_head` oom" in text_of(found) and {one["impl"] for one in found.figures["failed"]} == {
+        "naive",
+        "per_head",
+    }
 
 
 def test_peak_memory_is_set_against_the_runner_up() -> None:
@@ -345,7 +348,7 @@ def test_a_faster_head_count_at_the_same_width_is_named_with_both_rows() -> None
     (found,) = changes(cases(records))
     assert found.rule == "heads_change" and found.figures["fastest_value"] == 2
     assert text_of(found).startswith("At d=64") and "h=2 (d_k=32) with `fused` is the fastest" in text_of(found)
-    assert len(found.rows) == 3 and "Another head count (so head size) is another model" in text_of(found)
+    assert len(found.figures["points"]) == 3 and "Another head count (so head size) is another model" in text_of(found)
 
 
 def test_fewer_key_value_heads_at_decode_name_their_kv_cache() -> None:
@@ -455,7 +458,7 @@ def test_across_runs_says_where_the_pick_differs_and_by_how_much(tmp_path: Path)
     assert "same_pick" in {s.rule for s in advise([gpu, gpu]).across}
     answers = [text_of(s) for s in statements if s.rule == "run_answer"]
     assert answers[0] == "gpu on Big GPU (torch 2.13.0): `fused` wins in 1 of 1 cases."
-    assert {ref.run_id for ref in differs.rows} == {"gpu", "cpu"}
+    assert {one["run_id"] for one in differs.figures["answers"]} == {"gpu", "cpu"}
 
 
 def test_across_runs_match_cases_on_their_dtype_and_on_the_shape_only_when_each_run_has_one(tmp_path: Path) -> None:

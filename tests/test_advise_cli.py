@@ -74,7 +74,7 @@ def test_a_new_kind_of_statement_slots_in_under_its_case(monkeypatch: pytest.Mon
     run = advise([load_run(write_run(Path(tempfile.mkdtemp()), "new", [row(i, times[i]) for i in times]))]).runs[0]
     pick = next(s for s in statements(run) if s.rule == "pick")
     monkeypatch.setitem(wording.TEMPLATES, "joules", lambda figures: f"fused uses {figures['fewer']}× fewer joules.")
-    energy = Statement("energy", "joules", pick.group, pick.scope, {"fewer": 2}, ())
+    energy = Statement("energy", "joules", pick.group, pick.scope, {"fewer": 2})
     (group,) = layout(dataclasses.replace(run, statements=(*run.statements, energy)))
     (case,) = group.cases
     assert case.evidence[-1] == "fused uses 2× fewer joules."

@@ -100,7 +100,7 @@ def test_a_winner_whose_lead_is_within_the_machine_spread_may_not_replicate() ->
     assert found.rule == MAY_NOT_REPLICATE and found.figures["between_process_spread"] == 0.10
     said = text_of(found)
     assert "n=128" in said and "n=512" not in said and "10 %" in said and "cal-run" in said
-    assert {ref.impl for ref in found.rows} == {"fused", "naive"}
+    assert found.figures["picks"] == 1 and found.figures["named"][0]["impls"] == ["fused"]
 
 
 def test_the_calibrated_rule_turns_where_the_widened_interval_reaches_1() -> None:
@@ -134,7 +134,7 @@ def test_an_uncalibrated_machine_names_every_pick_the_closest_lead_first() -> No
     (unknown,) = one_process_caveats(answers)
     named = [text_of(unknown).index(f"n={seq_len} ") for seq_len in (256, 512, 128)]
     assert named == sorted(named)
-    assert {ref.case_id for ref in unknown.rows} == set(answers.picks)
+    assert unknown.figures["picks"] == len(answers.picks)
 
 
 def test_a_replicated_run_needs_no_calibration_caveat() -> None:

@@ -96,7 +96,7 @@ def test_a_cpu_run_has_no_energy_section(tmp_path: Path) -> None:
 def test_advise_states_the_energy_of_resolved_rows_only(tmp_path: Path) -> None:
     (statement,) = [s for s in advise([gpu_run(tmp_path)]).statements if s.kind == ENERGY]
     assert "`fused` 0.13 J (7,877 tokens/J, 650 W; ±5% over 2 s windows)" in text_of(statement)
-    assert "naive" not in text_of(statement) and [ref.impl for ref in statement.rows] == ["fused"]
+    assert "naive" not in text_of(statement) and list(statement.figures) == ["fused"]
 
 
 def test_the_recorded_h100_run_shows_no_energy_and_says_why() -> None:

@@ -22,7 +22,7 @@ from scipy import stats as scipy_stats
 from synthetic_runs import rounds, row
 from typer.testing import CliRunner
 
-from mhabench.analysis.advice.answers import REPLICATES, answer, pick_replicated
+from mhabench.analysis.advice.answers import answer, pick_replicated
 from mhabench.analysis.advice.cases import MeasuredCase, cases_of
 from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, WINNER
 from mhabench.analysis.estimate import across_processes, between_process_range, samples_of, t_interval
@@ -130,13 +130,7 @@ def replicated_case(leads: list[dict[str, float]], noise: float = 0.005) -> Meas
 
 def test_a_lead_that_holds_in_every_process_is_a_winner_across_them() -> None:
     found = pick_replicated(replicated_case([{"naive": 1.5, "fused": 1.0}] * 2 + [{"naive": 1.45, "fused": 1.0}]))
-    assert (found.verdict, found.impls, found.runner_up, found.method, found.rounds) == (
-        WINNER,
-        ("fused",),
-        "naive",
-        REPLICATES,
-        3,
-    )
+    assert (found.verdict, found.impls, found.runner_up) == (WINNER, ("fused",), "naive")
     assert found.estimate is not None and 1.4 < found.estimate.ci_low < found.estimate.ratio < 1.55
     assert "(across 3 replicates, each paired over its rounds)" in text_of(statement(found))
 

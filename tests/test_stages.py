@@ -430,7 +430,7 @@ def test_advise_cites_explain_in_one_line_per_clearly_slower_implementation(coun
     cited = [s for s in advise_folders([run]).statements if s.rule == "explained"]
     slower = [e for e in explain(run)]
     assert len(cited) == len(slower) == 11  # per_head and torch_mha in 4 cases, naive in 3
-    torch_mha = [s for s in cited if s.rows[0].impl == "torch_mha"]
+    torch_mha = [s for s in cited if s.impl == "torch_mha"]
     assert all("QKV projection" in text_of(s) and "8.0× the model's FLOPs" in text_of(s) for s in torch_mha)
     assert all(f"mhabench explain {run.run_id} --impl torch_mha" in text_of(s) for s in torch_mha)
     assert all("\n" not in text_of(s) for s in cited)
@@ -465,9 +465,11 @@ def test_every_figure_advise_quotes_of_a_row_is_the_one_the_results_table_shows(
     }
     from mhabench.views.advice import statements
 
-    quoted = [s for s in statements(advise([run]).runs[0]) if s.rule == "roofline"]
+    advice = advise([run]).runs[0]
+    case_ids = {case.label: case.case_id for case in advice.record.cases}
+    quoted = [s for s in statements(advice) if s.rule == "roofline"]
     assert quoted
     for statement in quoted:
-        shown = cells[(statement.rows[0].case_id, statement.rows[0].impl)]
+        shown = cells[(case_ids[statement.scope], statement.impl)]
         for header in ("FLOP/B", "useful TFLOP/s", "roofline eff.", "executed ×"):
             assert f"{shown[header]}" in text_of(statement), (header, shown[header], text_of(statement))

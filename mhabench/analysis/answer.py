@@ -31,7 +31,7 @@ from mhabench.analysis.advice.caveats import caveats
 from mhabench.analysis.advice.crossover import crossovers
 from mhabench.analysis.advice.pick import Pick, clearly_slower
 from mhabench.analysis.advice.thresholds import TIE_MARGIN
-from mhabench.analysis.advice.why import position
+from mhabench.analysis.advice.why import Why, why_of
 from mhabench.analysis.estimate import MIN_PAIRED_ROUNDS, MIN_REPLICATES, Estimate, is_ok, row_ratio, rows_ratio_across
 from mhabench.analysis.speedup import DEFAULT_BASELINE
 from mhabench.analysis.statement import CAVEAT, CROSSOVER, Question, Statement
@@ -40,7 +40,7 @@ from mhabench.errors import UnknownImplementationError
 from mhabench.impls import get_spec
 from mhabench.results.calibration import Calibration
 from mhabench.results.cells import number, text
-from mhabench.results.columns import CASE_ID, DTYPE, IMPL, LATENCY_MS, MAX_REL_ERR, SDPA_BACKEND, STATUS
+from mhabench.results.columns import CASE_ID, DTYPE, IMPL, LATENCY_MS, MAX_REL_ERR, STATUS
 from mhabench.results.store import Run
 
 SCHEMA_VERSION = 2
@@ -91,29 +91,6 @@ class Reason:
     code: str
     numbers: Mapping[str, Any]
     scope: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class Why:
-    """Where a row stands against its roof. ``efficiency`` is None where the row's rate is above its roof (a roof
-    below the work: a figure no reason may cite, ``roof_below_work`` says so)."""
-
-    bound: str
-    intensity_flop_per_byte: float
-    useful_tflops: float
-    attainable_tflops: float
-    efficiency: float | None
-    roof_below_work: bool
-    far_from_roof: bool
-    """Under ``LOW_EFFICIENCY`` of its roof: neither bandwidth nor compute limits it (the layout or the host)."""
-    executed_over_useful: float | None
-    bytes_source: str
-    """Where the executed intensity's bytes come from: ``hardware``, ``counted`` or ``model``."""
-    ridge_flop_per_byte: float
-    executed_intensity_flop_per_byte: float | None
-    skips_masked_work: bool
-    sdpa_backend: str
-    """The SDPA backend that ran ("" where none did or none was recorded)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -411,29 +388,6 @@ def _clearly_slower(case: MeasuredCase, impl: str, fastest: str | None, vs_pick:
         return clearly_slower(vs_pick.interval)
     rows = (case.row(fastest), case.row(impl))
     return rows[0] is not None and rows[1] is not None and picking.standing(vs_pick.interval, *rows) == picking.SLOWER
-
-
-def why_of(row: Mapping[str, Any]) -> Why | None:
-    """Where the row stands on its roofline (None without peaks or figures)."""
-    point = position(row)
-    if point is None:
-        return None
-    above = point.efficiency > 1
-    return Why(
-        bound=point.peaks.bound(point.intensity),
-        intensity_flop_per_byte=point.intensity,
-        useful_tflops=point.rate_tflops,
-        attainable_tflops=point.attainable_tflops,
-        efficiency=None if above else point.efficiency,
-        roof_below_work=above,
-        far_from_roof=point.far_from_roof,
-        executed_over_useful=point.executed_over_useful,
-        bytes_source=point.source,
-        ridge_flop_per_byte=point.peaks.ridge_flops_per_byte,
-        executed_intensity_flop_per_byte=point.executed_intensity,
-        skips_masked_work=point.skips_masked_work,
-        sdpa_backend=text(row, SDPA_BACKEND),
-    )
 
 
 def compute_dtype(impl: str) -> str | None:

@@ -25,21 +25,12 @@ DEVICE_ID = "device_id"
 
 
 @dataclasses.dataclass(frozen=True)
-class PairSpread:
-    """One (case, implementation): its median latency on each device and their range."""
-
-    case_id: str
-    impl: str
-    latency_ms_by_device: dict[str, float]
-    spread: float
-
-
-@dataclasses.dataclass(frozen=True)
 class DeviceSpread:
     """The devices measured, each pair's range, and their median: the between-device spread."""
 
     devices: tuple[str, ...]
-    pairs: tuple[PairSpread, ...]
+    pairs: tuple[float, ...]
+    """Each (case, implementation)'s range of its median latency across the devices."""
     between_device_spread: float
     relative_latency: dict[str, float]
     """Per device, the median over pairs of its latency over the pair's median across devices (1.0: typical)."""
@@ -57,14 +48,11 @@ def device_spread(frames: Sequence[pd.DataFrame]) -> DeviceSpread:
     table = ok.groupby([CASE_ID, IMPL, DEVICE_ID])[LATENCY_MS].median().unstack(DEVICE_ID).dropna()
     if table.empty:
         raise InputError("calibrate --devices: no (case, implementation) was measured on every device")
-    pairs = tuple(
-        PairSpread(str(case_id), str(impl), {d: float(row[d]) for d in devices}, between_process_range(list(row)))
-        for (case_id, impl), row in table.iterrows()
-    )
+    pairs = tuple(between_process_range(list(row)) for _, row in table.iterrows())
     relative = table.div(table.median(axis=1), axis=0).median(axis=0)
     return DeviceSpread(
         devices,
         pairs,
-        float(np.median([pair.spread for pair in pairs])),
+        float(np.median(pairs)),
         {str(device): float(value) for device, value in relative.items()},
     )

@@ -1,5 +1,5 @@
-"""One statement of advice as data: the rule that made it (its reason code, docs/advise.md), the numbers it rests
-on, the rows it quotes, and the question it answers.
+"""One statement of advice as data: the rule that made it (its reason code, docs/advise.md), the numbers and
+names it rests on, and the question it answers.
 
 No English here: :mod:`mhabench.views.wording` writes each statement from a template keyed by its rule, so a tool
 or a CI job reads the numbers and a reader the sentence, and no module reads another's sentences.
@@ -27,15 +27,6 @@ class Question:
 
 
 @dataclasses.dataclass(frozen=True)
-class RowRef:
-    """One result row: enough to find it again (``load_run(run_id)``, then case_id and impl)."""
-
-    run_id: str
-    case_id: str
-    impl: str
-
-
-@dataclasses.dataclass(frozen=True)
 class Statement:
     """One finding. ``rule`` is its reason code (docs/advise.md lists each with its threshold); ``group`` the case
     group (scenario) it belongs to, "" for a run or across runs; ``scope`` where it applies (a case label, a swept
@@ -46,4 +37,8 @@ class Statement:
     group: str
     scope: str
     figures: Mapping[str, Any]
-    rows: tuple[RowRef, ...]
+
+    @property
+    def impl(self) -> str:
+        """The implementation a statement under a case is about ("" for none): the first its figures name."""
+        return str(self.figures.get("impl", next(iter(self.figures), "")))

@@ -21,7 +21,7 @@ from rich.text import Text
 from mhabench.analysis.advice import caveats, why
 from mhabench.analysis.advice.advise import Advice, RunAdvice
 from mhabench.analysis.advice.crossover import GROUP
-from mhabench.analysis.answer import SCHEMA_VERSION, CaseAnswer, Standing, Verdict, plain
+from mhabench.analysis.answer import SCHEMA_VERSION, CaseAnswer, Verdict, plain
 from mhabench.analysis.estimate import PAIRED
 from mhabench.analysis.explain.explain import EXPLAINED
 from mhabench.analysis.statement import (
@@ -33,7 +33,6 @@ from mhabench.analysis.statement import (
     KINDS,
     PICK,
     WHY,
-    RowRef,
     Statement,
 )
 from mhabench.views import formats
@@ -78,32 +77,31 @@ def statements(run: RunAdvice) -> list[Statement]:
         rest = [s for s in run.statements if s.group == answer.group and s is not answer]
         cases = [case for case in run.record.cases if case.group == answer.group]
         whys = [s for s in rest if s.kind == WHY and s.rule != EXPLAINED]
-        out += [answer, *(pick_statement(run.run_id, case) for case in cases)]
+        out += [answer, *(pick_statement(case) for case in cases)]
         out += [s for s in rest if s.kind == CROSSOVER]
         for case in cases:
-            out += [*_rooflines(run.run_id, case), *(s for s in whys if s.scope == case.label)]
+            out += [*_rooflines(case), *(s for s in whys if s.scope == case.label)]
         out += [s for s in rest if s.kind not in (CROSSOVER, WHY) or s.rule == EXPLAINED]
     return out + [s for s in run.statements if s.group not in groups]
 
 
-def pick_statement(run_id: str, case: CaseAnswer) -> Statement:
-    """The case's pick, said from its record, resting on its ok rows."""
-    ok = tuple(RowRef(run_id, case.case_id, one.impl) for one in case.impls if one.standing is not Standing.NOT_OK)
-    return Statement(PICK, PICK, case.group, case.label, {"case": case}, ok)
+def pick_statement(case: CaseAnswer) -> Statement:
+    """The case's pick, said from its record."""
+    return Statement(PICK, PICK, case.group, case.label, {"case": case})
 
 
-def roofline_statement(run_id: str, case: CaseAnswer, name: str) -> Statement | None:
+def roofline_statement(case: CaseAnswer, name: str) -> Statement | None:
     """Where ``name``'s row stands on its roofline: the record's why of it (None where it has none)."""
     one = case.impl(name)
     if one is None or one.why is None:
         return None
     figures = {"impl": name, **dataclasses.asdict(one.why)}
-    return Statement(WHY, why.ROOFLINE, case.group, case.label, figures, (RowRef(run_id, case.case_id, name),))
+    return Statement(WHY, why.ROOFLINE, case.group, case.label, figures)
 
 
-def _rooflines(run_id: str, case: CaseAnswer) -> list[Statement]:
+def _rooflines(case: CaseAnswer) -> list[Statement]:
     """Where the fastest row and the runner-up stand on their roofline."""
-    found = [roofline_statement(run_id, case, name) for name in (case.fastest, case.runner_up) if name]
+    found = [roofline_statement(case, name) for name in (case.fastest, case.runner_up) if name]
     return [statement for statement in found if statement is not None]
 
 
@@ -159,8 +157,7 @@ def layout(run: RunAdvice) -> list[GroupBlock]:
         labels = {s.scope for s in picks}
         seen: set[tuple[str, ...]] = set()
         cases = [
-            _case_block(pick, [s for s in rest if s.scope == pick.scope and s.kind != PICK], run, seen)
-            for pick in picks
+            _case_block(pick, [s for s in rest if s.scope == pick.scope and s.kind != PICK], seen) for pick in picks
         ]
         across = sorted((s for s in rest if s.scope not in labels), key=lambda s: _kind_order(s.kind))
         blocks.append(GroupBlock(answer, tuple(_merged(cases)), tuple(across)))
@@ -172,9 +169,7 @@ def _kind_order(kind: str) -> int:
     return KINDS.index(kind) if kind in KINDS else len(KINDS)
 
 
-def _case_block(
-    pick: Statement, evidence: Sequence[Statement], run: RunAdvice, seen: set[tuple[str, ...]]
-) -> CaseBlock:
+def _case_block(pick: Statement, evidence: Sequence[Statement], seen: set[tuple[str, ...]]) -> CaseBlock:
     """The action (``use `X`: 1.25× [1.24–1.26] faster than `Y`, because …``) and what it rests on.
 
     A rule that already spoke of the same implementation in an earlier case of the group is said by its
@@ -184,12 +179,12 @@ def _case_block(
     lines = [f"pick: {_pick_detail(pick)}"]
     for statement in sorted(evidence, key=lambda s: _kind_order(s.kind)):
         text = said(statement)
-        subject = (statement.rule, statement.rows[0].impl if statement.rows else "")
+        subject = (statement.rule, statement.impl)
         reason = (*subject, reason_of(statement).rstrip("."))
         short = subject in seen and len(reason[-1]) < len(text) / 2  # a reason, not a sentence of figures
         lines.append((f"{reason[-1]} (as above)" if reason in seen else reason[-1]) if short else text)
         seen.update({subject, reason})
-    return CaseBlock(pick.scope, _action(pick, run), tuple(dict.fromkeys(lines)))
+    return CaseBlock(pick.scope, _action(pick), tuple(dict.fromkeys(lines)))
 
 
 def _pick_detail(pick: Statement) -> str:
@@ -210,15 +205,9 @@ ACTIONS = {
     Verdict.NOTHING_RAN: "nothing ran ok",
 }
 """The line a user acts on, by the case's verdict (the record's, :mod:`mhabench.analysis.answer`)."""
-BECAUSE = {
-    "memory": ", because `{impl}` is memory-bound",
-    "compute": ", because `{impl}` is compute-bound",
-    "far": ", because `{impl}` is far from both roofs",
-}
-"""Where the winner stands on its roofline, by its bound (``far``: under ``LOW_EFFICIENCY`` of its roof)."""
 
 
-def _action(pick: Statement, run: RunAdvice) -> str:
+def _action(pick: Statement) -> str:
     """The line a user acts on: which implementation to run, by how much, and where the winner stands."""
     case: CaseAnswer = pick.figures["case"]
     lead = case.lead
@@ -234,11 +223,13 @@ def _action(pick: Statement, run: RunAdvice) -> str:
 
 
 def _because(case: CaseAnswer) -> str:
+    """Where the winner stands on its roofline: its bound, or far from both roofs (under ``LOW_EFFICIENCY``)."""
     found = case.impl(case.pick) if case.pick else None
-    why = found.why if found else None
-    if why is None:
+    if found is None or found.why is None:
         return ""
-    return BECAUSE["far" if why.far_from_roof else why.bound].format(impl=case.pick)
+    return (
+        f", because `{case.pick}` is {'far from both roofs' if found.why.far_from_roof else f'{found.why.bound}-bound'}"
+    )
 
 
 def _merged(cases: Sequence[CaseBlock]) -> list[CaseBlock]:
@@ -354,9 +345,7 @@ def _telling_why(run: RunAdvice, groups: set[str]) -> Statement | None:
     if last is None:
         return None
     whys = [
-        s
-        for s in found
-        if s.kind == WHY and s.scope == last.label and s.rule in WHY_PREFERENCE and s.rows[0].impl == last.pick
+        s for s in found if s.kind == WHY and s.scope == last.label and s.rule in WHY_PREFERENCE and s.impl == last.pick
     ]
     return min(whys, key=lambda s: WHY_PREFERENCE.index(s.rule), default=None)
 

@@ -26,8 +26,6 @@ from mhabench.analysis.speedup import DEFAULT_BASELINE, speedup_rows
 from mhabench.analysis.spread import repeat_count
 from mhabench.analysis.throughput import throughput, with_roofs
 from mhabench.results.columns import (
-    CASE_ID,
-    COMPILE_TIME_S,
     IMPL,
     LATENCY_MS,
 )
@@ -65,16 +63,11 @@ def pooled_table(
     the pick only where its ``pick`` column says ``winner``."""
     pooled = pooled_rows(with_roofs(speedups))  # every process's probe, not the pooled row's alone
     frame = pd.concat([pooled, throughput(pooled)], axis=1)
-    with_compile = COMPILE_TIME_S in frame and bool(frame[COMPILE_TIME_S].notna().any())
-    columns = _columns(baseline, with_compile)
-    headers = [header for header, _ in columns]
-    cells = [[cell(row) for _, cell in columns] for _, row in frame.iterrows()]
     styles = [
         "failed" if r[PROCESSES_OK] == 0 else "winner" if r.get("pick") == "winner" else "" for _, r in frame.iterrows()
     ]
-    numeric = [h not in ("case", "impl", "status") for h in headers]
     title = title or f"mhabench run, speedup vs {baseline}, " + pooled_title(speedups)
-    return TableModel(title, headers, cells, numeric, styles, list(frame.get(CASE_ID, [])), frame)
+    return summary.column_table(title, _columns(baseline, frame), frame, styles)
 
 
 def pooled_title(speedups: pd.DataFrame) -> str:
@@ -93,7 +86,7 @@ def wide_summary(rows: pd.DataFrame, baseline: str, width: int | None = None) ->
     return [to_rich(shown), Text(pooled_note(repeat_count(rows))), Text(LEGEND), *notes]
 
 
-def _columns(baseline: str, with_compile: bool) -> list[summary.Column]:
+def _columns(baseline: str, frame: pd.DataFrame) -> list[summary.Column]:
     """The pooled table's columns: header and cell."""
     columns: list[summary.Column] = [
         ("case", lambda r: str(r["case"])),
@@ -103,7 +96,7 @@ def _columns(baseline: str, with_compile: bool) -> list[summary.Column]:
         (LATENCY_RANGE, _latency_range),
         (f"speedup vs {baseline}", summary.speedup_text),
         (SPEEDUP_RANGE, lambda r: format_number(r.get(SPEEDUP_PROCESS_RANGE), ".1%")),
-        *summary.figure_columns(lambda r: bool(r[PROCESSES_OK]), with_compile),
+        *summary.figure_columns(lambda r: bool(r[PROCESSES_OK]), frame),
     ]
     return [*columns, ("status", _status_text)]
 

@@ -127,33 +127,29 @@ Column = tuple[str, Callable[[pd.Series], str]]
 """A results table's column: its header and how a row's cell is written."""
 
 
-def _throughput_column(name: str) -> Column:
-    """One throughput figure printed as ``TABLE_FORMATS`` says, the format advise quotes it in."""
-    return THROUGHPUT_LABELS[name], lambda r: format_number(r.get(name), TABLE_FORMATS[name])
-
-
-def figure_columns(measured: Callable[[pd.Series], bool], with_compile: bool) -> list[Column]:
+def figure_columns(measured: Callable[[pd.Series], bool], frame: pd.DataFrame) -> list[Column]:
     """The columns every results table ends with, one-process or pooled: peak memory (where ``measured(row)``),
     modelled bytes, the throughput figures, the error against the reference and, when any row compiled, its time."""
     columns: list[Column] = [
         (label(PEAK_MEMORY_BYTES), lambda r: human_bytes(r.get(PEAK_MEMORY_BYTES)) if measured(r) else "-"),
         (label(BYTES_MOVED), lambda r: human_bytes(r.get(BYTES_MOVED))),
         *(
-            _throughput_column(name)
+            (THROUGHPUT_LABELS[name], lambda r, name=name: format_number(r.get(name), TABLE_FORMATS[name]))
             for name in (USEFUL_INTENSITY, USEFUL_TFLOPS, EXECUTED_OVER_USEFUL, USEFUL_EFFICIENCY)
         ),
         (label(MAX_REL_ERR), lambda r: format_number(r.get(MAX_REL_ERR), ".1e")),
     ]
+    with_compile = COMPILE_TIME_S in frame and bool(frame[COMPILE_TIME_S].notna().any())
     return columns + ([("compile s", lambda r: format_number(r.get(COMPILE_TIME_S), ".1f"))] if with_compile else [])
 
 
-def _columns(baseline: str, with_compile: bool, with_repeats: bool) -> list[Column]:
+def _columns(baseline: str, frame: pd.DataFrame, with_repeats: bool) -> list[Column]:
     """The results table's columns: header and cell. ``rep`` and the spread only for ``--repeat N``."""
     columns: list[Column] = [("case", case_label), ("impl", lambda r: str(r[IMPL]))]
     columns += [(label(REPEAT), lambda r: str(r[REPEAT]))] if with_repeats else []
     columns += [("median ms (IQR)", _latency_text), (f"speedup vs {baseline}", speedup_text)]
     columns += [("speedup spread", lambda r: format_number(r["speedup_spread"], ".1%"))] if with_repeats else []
-    columns += figure_columns(lambda r: r[STATUS] == RowStatus.OK, with_compile)
+    columns += figure_columns(lambda r: r[STATUS] == RowStatus.OK, frame)
     return [*columns, ("status", status_text)]
 
 
@@ -184,10 +180,6 @@ def results_table(
     with_repeats = repeat_count(speedups) > 1
     frame = _with_spread(speedups) if with_repeats else speedups
     frame = pd.concat([frame, throughput(frame)], axis=1)
-    with_compile = COMPILE_TIME_S in frame and bool(frame[COMPILE_TIME_S].notna().any())
-    columns = _columns(baseline, with_compile, with_repeats)
-    headers = [header for header, _ in columns]
-    cells = [[cell(row) for _, cell in columns] for _, row in frame.iterrows()]
     styles = [
         "failed"
         if r[STATUS] != RowStatus.OK
@@ -198,9 +190,16 @@ def results_table(
         else ""
         for _, r in frame.iterrows()
     ]
-    numeric = [h not in ("case", "impl", "status") for h in headers]
     methods = frame.get("speedup_method", pd.Series(dtype=str))
     title = title or f"mhabench run (speedup vs {baseline}: {method_phrase(methods)}, 95% bootstrap CI)"
+    return column_table(title, _columns(baseline, frame, with_repeats), frame, styles)
+
+
+def column_table(title: str, columns: list[Column], frame: pd.DataFrame, styles: list[str]) -> TableModel:
+    """One row per record of ``frame``, each cell written by its column; all but case, impl and status numeric."""
+    headers = [header for header, _ in columns]
+    cells = [[cell(row) for _, cell in columns] for _, row in frame.iterrows()]
+    numeric = [h not in ("case", "impl", "status") for h in headers]
     return TableModel(title, headers, cells, numeric, styles, list(frame.get(CASE_ID, [])), frame)
 
 
@@ -216,10 +215,6 @@ def ordered_counts(counts: dict[str, int]) -> dict[str, int]:
     """The known statuses in ``STATUSES`` order, then any other; zero counts left out."""
     order = [*STATUSES, *sorted(set(counts) - set(STATUSES))]
     return {status: int(counts[status]) for status in order if counts.get(status)}
-
-
-def _counts_text(counts: dict[str, int], without: str = "") -> str:
-    return ", ".join(f"{status} {count}" for status, count in ordered_counts(counts).items() if status != without)
 
 
 # Left out of the run summary, in this order, while the terminal is too narrow for it.
@@ -246,7 +241,7 @@ def run_summary(record: RunAnswer, rows: pd.DataFrame, run_dir: Path, width: int
     is."""
     tables = [to_rich(table) for table in answer_tables(record, width)]
     counts = status_counts(rows[STATUS])
-    not_ok = _counts_text(counts, without=RowStatus.OK)
+    not_ok = ", ".join(f"{status} {count}" for status, count in counts.items() if status != RowStatus.OK)
     return [
         *tables,
         Text(ANSWER_LEGEND.format(baseline=record.baseline)),

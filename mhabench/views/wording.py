@@ -200,11 +200,6 @@ def _pick_notes(case: CaseAnswer) -> str:
     return notes
 
 
-def _group(f: Figures) -> str:
-    answer = segments_text(f["axis"], f["segments"]) if "segments" in f else counts_text(f["counts"], f["cases"])
-    return f"{answer}."
-
-
 # --- where the answer changes -----------------------------------------------------------------------------------------
 
 
@@ -540,7 +535,9 @@ def _flips(f: Figures) -> str:
 
 TEMPLATES: dict[str, Callable[[Figures], str]] = {
     "pick": lambda f: pick(f["case"]),
-    "group": _group,
+    "group": lambda f: (
+        f"{segments_text(f['axis'], f['segments']) if 'segments' in f else counts_text(f['counts'], f['cases'])}."
+    ),
     "crossover": _crossover,
     "by_setting": lambda f: f"by {_along(f)}: {segments_text(f['axis'], f['segments'])}.",
     "no_crossover": _no_crossover,

@@ -27,11 +27,8 @@ from mhabench.analysis.advice.cases import MeasuredCase
 from mhabench.analysis.advice.crossover import counts
 from mhabench.analysis.advice.pick import TIED, WINNER, Pick
 from mhabench.analysis.compare import manifest_differences
-from mhabench.analysis.statement import ACROSS, RowRef, Statement
+from mhabench.analysis.statement import ACROSS, Statement
 from mhabench.results.columns import DTYPE, SHAPE_FIELDS
-
-Key = tuple[str, ...]
-"""A case's shape fields (and dtype), as text: what matches a case of one run with a case of another."""
 
 
 def across(runs: Sequence[RunAnswers]) -> list[Statement]:
@@ -43,14 +40,10 @@ def across(runs: Sequence[RunAnswers]) -> list[Statement]:
     return statements + _per_case(runs)
 
 
-def _refs(run: RunAnswers, cases: Sequence[MeasuredCase]) -> tuple[RowRef, ...]:
-    return tuple(case.ref(impl) for case in cases for impl in run.picks[case.case_id].impls)
-
-
 def _differences(first: RunAnswers, other: RunAnswers) -> Statement:
     found = manifest_differences(first.run, other.run)
     figures = {"against": first.run.run_id, "fields": {d.field: [d.base, d.candidate] for d in found}}
-    return Statement(ACROSS, "differences", "", other.run.run_id, figures, ())
+    return Statement(ACROSS, "differences", "", other.run.run_id, figures)
 
 
 def _run_answer(run: RunAnswers) -> Statement:
@@ -60,7 +53,7 @@ def _run_answer(run: RunAnswers) -> Statement:
         "torch": run.environment.get("torch"),
         "counts": counts(run.cases, run.picks),
     }
-    return Statement(ACROSS, "run_answer", "", run.run.run_id, figures, _refs(run, run.cases))
+    return Statement(ACROSS, "run_answer", "", run.run.run_id, figures)
 
 
 def _fields(runs: Sequence[RunAnswers]) -> tuple[str, ...]:
@@ -74,11 +67,11 @@ def _fields(runs: Sequence[RunAnswers]) -> tuple[str, ...]:
 def _per_case(runs: Sequence[RunAnswers]) -> list[Statement]:
     """Per case every run measured: one statement where the answers differ, one for all that agree."""
     fields = _fields(runs)
-    by_key = [{_key(case, fields): case for case in run.cases} for run in runs]
+    by_key = [{tuple(repr(case.fields[name]) for name in fields): case for case in run.cases} for run in runs]
     common = [key for key in by_key[0] if all(key in cases for cases in by_key[1:])]
     scope = " / ".join(run.run.run_id for run in runs)
     if not common:
-        return [Statement(ACROSS, "no_common_case", "", scope, {"matched": 0, "matched_on": list(fields)}, ())]
+        return [Statement(ACROSS, "no_common_case", "", scope, {"matched": 0, "matched_on": list(fields)})]
     matched = [[cases[key] for cases in by_key] for key in common]
     differs = [len(_answers(runs, line)) > 1 for line in matched]
     statements = [_differs(runs, line) for line, differ in zip(matched, differs, strict=True) if differ]
@@ -86,16 +79,8 @@ def _per_case(runs: Sequence[RunAnswers]) -> list[Statement]:
     return statements + ([_agree(runs, agreeing, len(matched), scope, fields)] if agreeing else [])
 
 
-def _key(case: MeasuredCase, fields: Sequence[str]) -> Key:
-    return tuple(repr(case.fields[name]) for name in fields)
-
-
 def _answers(runs: Sequence[RunAnswers], line: Sequence[MeasuredCase]) -> set[tuple[str, tuple[str, ...]]]:
     return {run.picks[case.case_id].answer for run, case in zip(runs, line, strict=True)}
-
-
-def _line_refs(runs: Sequence[RunAnswers], line: Sequence[MeasuredCase]) -> tuple[RowRef, ...]:
-    return tuple(ref for run, case in zip(runs, line, strict=True) for ref in _refs(run, [case]))
 
 
 def _agree(
@@ -105,19 +90,23 @@ def _agree(
     scope: str,
     fields: Sequence[str],
 ) -> Statement:
-    refs = tuple(ref for line in agreeing for ref in _line_refs(runs, line))
     figures = {
         "matched": matched,
         "same": len(agreeing),
         "matched_on": list(fields),
         "cases": [line[0].label for line in agreeing],
     }
-    return Statement(ACROSS, "same_pick", "", scope, figures, refs)
+    return Statement(ACROSS, "same_pick", "", scope, figures)
 
 
 def _answer(run: RunAnswers, one: Pick) -> dict[str, Any]:
     """One run's answer for a case, with its lead over the runner-up where it has one."""
-    found = {"run_id": run.run.run_id, **one.figures(), "lead": _ratio(one), "runner_up": one.runner_up}
+    found = {
+        "run_id": run.run.run_id,
+        **one.figures(),
+        "lead": one.estimate.ratio if one.estimate else None,
+        "runner_up": one.runner_up,
+    }
     if one.estimate is not None:
         found.update(ci_low=one.estimate.ci_low, ci_high=one.estimate.ci_high)
     return found
@@ -130,11 +119,7 @@ def _differs(runs: Sequence[RunAnswers], line: Sequence[MeasuredCase]) -> Statem
         "answers": [_answer(run, one) for run, one in zip(runs, picks, strict=True)],
         "distinct_answers": len(_answers(runs, line)),
     }
-    return Statement(ACROSS, "pick_differs", "", line[0].label, figures, _line_refs(runs, line))
-
-
-def _ratio(one: Pick) -> float | None:
-    return one.estimate.ratio if one.estimate else None
+    return Statement(ACROSS, "pick_differs", "", line[0].label, figures)
 
 
 # --- flips: one config's runs set against each other ------------------------------------------------------------------
@@ -155,10 +140,13 @@ def flips(runs: Sequence[RunAnswers]) -> list[Statement]:
         "cases": len(common),
         "flipped": len(flipped),
         "flip_rate": len(flipped) / len(common) if common else 0.0,
-        "named": [_flipped(runs, case_id) for case_id in flipped[:NAMED]],
+        "named": [
+            {"case": runs[0].picks[case_id].case.label, "answers": [run.picks[case_id].figures() for run in runs]}
+            for case_id in flipped[:NAMED]
+        ],
     }
     scope = " / ".join(run.run.run_id for run in runs)
-    return [Statement(ACROSS, FLIPS, "", scope, figures, ())]
+    return [Statement(ACROSS, FLIPS, "", scope, figures)]
 
 
 def flipped_case(picks: Sequence[Pick]) -> bool:
@@ -166,8 +154,3 @@ def flipped_case(picks: Sequence[Pick]) -> bool:
     winners = {one.impls[0] for one in picks if one.verdict == WINNER}
     answered = [set(one.impls) for one in picks if one.verdict in (WINNER, TIED)]
     return any(winner not in chosen for winner in winners for chosen in answered)
-
-
-def _flipped(runs: Sequence[RunAnswers], case_id: str) -> dict[str, Any]:
-    picks = [run.picks[case_id] for run in runs]
-    return {"case": picks[0].case.label, "answers": [one.figures() for one in picks]}

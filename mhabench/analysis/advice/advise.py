@@ -118,15 +118,12 @@ def energy_statements(cases: Sequence[MeasuredCase], environment: Mapping[str, A
     statements = []
     for case in cases:
         shown = [(str(row[IMPL]), reading(row, limit)) for row in case.rows if is_ok(row)]
-        resolved = sorted(((impl, one) for impl, one in shown if one.resolved), key=lambda item: _joules(item[1]))
+        resolved = sorted(
+            ((impl, one) for impl, one in shown if one.resolved), key=lambda item: item[1].energy_per_call_j or 0.0
+        )
         if resolved:
             statements.append(_statement(case, resolved))
     return statements
-
-
-def _joules(one: EnergyReading) -> float:
-    assert one.energy_per_call_j is not None
-    return one.energy_per_call_j
 
 
 def _statement(case: MeasuredCase, resolved: list[tuple[str, EnergyReading]]) -> Statement:
@@ -140,5 +137,4 @@ def _statement(case: MeasuredCase, resolved: list[tuple[str, EnergyReading]]) ->
         }
         for impl, one in resolved
     }
-    rows = tuple(case.ref(impl) for impl, _ in resolved)
-    return Statement(ENERGY, PER_CALL, case.group, case.label, figures, rows)
+    return Statement(ENERGY, PER_CALL, case.group, case.label, figures)

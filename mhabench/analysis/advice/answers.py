@@ -74,10 +74,6 @@ def _cases_and_picks(run: Run) -> tuple[Sequence[MeasuredCase], Mapping[str, Pic
     return cases, {case.case_id: pick_of(case) for case in cases}
 
 
-REPLICATES = "replicates"
-"""``Pick.method`` of a lead combined across replicates (``Pick.rounds`` then counts replicates)."""
-
-
 def pick_replicated(case: MeasuredCase) -> Pick:
     """The case's answer across its replicates (each of ``case.repeats`` is one process)."""
     by_impl = _ok_rows_by_impl(case.repeats)
@@ -88,8 +84,7 @@ def pick_replicated(case: MeasuredCase) -> Pick:
     fastest, leads = _fastest_with_leads(by_impl)
     others = list(leads)
     closest = min(others, key=lambda impl: (clearly_slower(leads[impl]), _finite_or_inf(leads[impl].ratio)))
-    rounds = len(set(by_impl[closest]) & set(by_impl[fastest]))
-    common = {"runner_up": closest, "estimate": leads[closest], "method": REPLICATES, "rounds": rounds}
+    common = {"runner_up": closest, "estimate": leads[closest]}
     unknown = [impl for impl in others if not math.isfinite(leads[impl].ci_low)]
     if unknown:
         figures = {"impl": unknown[0], "needs": MIN_REPLICATES}
@@ -123,13 +118,9 @@ def _fastest_with_leads(by_impl: Mapping[str, Mapping[int, Row]]) -> tuple[str, 
 
 def _leads_over(fastest: str, by_impl: Mapping[str, Mapping[int, Row]]) -> dict[str, RatioEstimate]:
     """Every other implementation's across-replicates lead over ``fastest``."""
-    return {impl: replicated_lead(rows, by_impl[fastest]) for impl, rows in by_impl.items() if impl != fastest}
-
-
-def replicated_lead(slower: Mapping[int, Row], fastest: Mapping[int, Row]) -> RatioEstimate:
-    """``slower``'s time over ``fastest``'s across the processes both ran in
-    (:func:`mhabench.analysis.estimate.rows_ratio_across`)."""
-    return rows_ratio_across(slower, fastest).interval
+    return {
+        impl: rows_ratio_across(rows, by_impl[fastest]).interval for impl, rows in by_impl.items() if impl != fastest
+    }
 
 
 def _finite_or_inf(value: float) -> float:

@@ -18,7 +18,6 @@ import pandas as pd
 from mhabench.analysis.case_label import case_label
 from mhabench.analysis.executed import executed
 from mhabench.analysis.pooled_rows import middle_process
-from mhabench.analysis.statement import RowRef
 from mhabench.analysis.throughput import throughput, with_roofs
 from mhabench.results.cells import plain, text
 from mhabench.results.columns import (
@@ -67,9 +66,6 @@ class MeasuredCase:
 
     def row(self, impl: str) -> Row | None:
         return next((row for row in self.rows if row[IMPL] == impl), None)
-
-    def ref(self, impl: str) -> RowRef:
-        return RowRef(self.run_id, self.case_id, impl)
 
 
 def cases_of(run_id: str, rows: pd.DataFrame, across_processes: bool = False) -> list[MeasuredCase]:

@@ -1,4 +1,4 @@
-"""What a run cannot tell: the limits every answer above it carries, each with the rows it concerns.
+"""What a run cannot tell: the limits every answer above it carries, each naming the rows it concerns.
 
 - ``noisy``: ok rows whose IQR is above the run's noise threshold (their medians move between runs);
 - ``capped``: ok rows that spent ``max_run_time_s`` before their samples were complete;
@@ -30,7 +30,7 @@ from mhabench.analysis.advice.pick import CANNOT_TELL, WINNER, Pick
 from mhabench.analysis.advice.why import DID_NOT_FIT
 from mhabench.analysis.device_mix import CASE_ID, DEVICE_ID, run_device_mix
 from mhabench.analysis.estimate import is_ok
-from mhabench.analysis.statement import CAVEAT, Question, RowRef, Statement
+from mhabench.analysis.statement import CAVEAT, Question, Statement
 from mhabench.analysis.verdict import Change, judge_change
 from mhabench.results.cells import flag, number, text
 from mhabench.results.columns import CAPPED, ERROR, IMPL, STATUS, noisy
@@ -56,9 +56,9 @@ def caveats(
     calibration run it comes from, as the run recorded it or the reader gave it (None: none)."""
     rows = [(case, row) for case in cases for repeat in case.repeats for row in repeat]
     found = [
-        _drift(run_id, manifest, rows),
-        _unfinished(run_id, manifest, rows),
-        _other_device(run_id, manifest, rows, question),
+        _drift(run_id, manifest),
+        _unfinished(run_id, manifest),
+        _other_device(run_id, manifest, question),
         _not_measured(run_id, rows, question),
         _flagged(run_id, "noisy", [(c, r) for c, r in rows if is_ok(r) and noisy(r)]),
         _flagged(run_id, "capped", [(c, r) for c, r in rows if is_ok(r) and flag(r.get(CAPPED))]),
@@ -70,30 +70,18 @@ def caveats(
     return [statement for statement in found if statement is not None]
 
 
-def _statement(run_id: str, rule: str, figures: Mapping[str, Any], refs: Sequence[RowRef]) -> Statement:
-    return Statement(CAVEAT, rule, "", run_id, figures, tuple(refs))
-
-
-def _refs(rows: Sequence[tuple[MeasuredCase, Row]]) -> list[RowRef]:
-    return [case.ref(str(row[IMPL])) for case, row in rows]
-
-
-def _named(rows: Sequence[tuple[MeasuredCase, Row]]) -> list[dict[str, str]]:
-    """The first ``NAMED_ROWS`` rows, by implementation and case label."""
-    return [{"impl": str(row[IMPL]), "case": case.label} for case, row in rows[:NAMED_ROWS]]
+def _statement(run_id: str, rule: str, figures: Mapping[str, Any]) -> Statement:
+    return Statement(CAVEAT, rule, "", run_id, figures)
 
 
 def _flagged(run_id: str, rule: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
     if not rows:
         return None
-    return _statement(run_id, rule, {"rows": len(rows), "named": _named(rows)}, _refs(rows))
+    named = [{"impl": str(row[IMPL]), "case": case.label} for case, row in rows[:NAMED_ROWS]]
+    return _statement(run_id, rule, {"rows": len(rows), "named": named})
 
 
-def _ok_rows(rows: Sequence[tuple[MeasuredCase, Row]]) -> list[tuple[MeasuredCase, Row]]:
-    return [(case, row) for case, row in rows if is_ok(row)]
-
-
-def _drift(run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
+def _drift(run_id: str, manifest: Manifest) -> Statement | None:
     drift = manifest.drift or {}
     if not drift.get("exceeded"):
         return None
@@ -102,36 +90,34 @@ def _drift(run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, R
         "workload": drift.get("workload"),
         "reference_ms": list(drift.get("reference_ms") or []),
     }
-    return _statement(run_id, "drift", figures, _refs(_ok_rows(rows)))
+    return _statement(run_id, "drift", figures)
 
 
 def _mixed_devices(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
     """The run's cases ran on more than one device (:mod:`mhabench.analysis.device_mix`): what crosses cases mixes
     devices, and a case split between devices pairs rounds of different ones."""
-    ok = _ok_rows(rows)
-    mix = run_device_mix(pd.DataFrame([dict(row) for _, row in ok], columns=[CASE_ID, DEVICE_ID]))
+    ok = [dict(row) for _, row in rows if is_ok(row)]
+    mix = run_device_mix(pd.DataFrame(ok, columns=[CASE_ID, DEVICE_ID]))
     if mix is None:
         return None
     figures = {"devices": dict(mix.rows_per_device), "split_cases": list(mix.split_cases)}
-    return _statement(run_id, mix.code.value, figures, _refs(ok))
+    return _statement(run_id, mix.code.value, figures)
 
 
-def _unfinished(run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, Row]]) -> Statement | None:
+def _unfinished(run_id: str, manifest: Manifest) -> Statement | None:
     status = manifest.status or "complete"
     if status == "complete":
         return None
-    return _statement(run_id, "unfinished", {"status": status}, _refs(rows))
+    return _statement(run_id, "unfinished", {"status": status})
 
 
-def _other_device(
-    run_id: str, manifest: Manifest, rows: Sequence[tuple[MeasuredCase, Row]], question: Question
-) -> Statement | None:
+def _other_device(run_id: str, manifest: Manifest, question: Question) -> Statement | None:
     environment = manifest.environment
     measured_on = str(environment.get("device_kind") or "")
     if question.device_kind is None or question.device_kind == measured_on:
         return None
     figures = {"asked": question.device_kind, "measured_on": measured_on, "device_name": environment.get("device_name")}
-    return _statement(run_id, "other_device", figures, _refs(_ok_rows(rows)))
+    return _statement(run_id, "other_device", figures)
 
 
 def _not_measured(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]], question: Question) -> Statement | None:
@@ -139,7 +125,7 @@ def _not_measured(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]], questio
     missing = [impl for impl in question.impls if impl not in present]
     if not missing:
         return None
-    return _statement(run_id, "not_measured", {"missing": missing, "present": sorted(present)}, [])
+    return _statement(run_id, "not_measured", {"missing": missing, "present": sorted(present)})
 
 
 def _no_interval(run_id: str, cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> Statement | None:
@@ -156,7 +142,7 @@ def _no_interval(run_id: str, cases: Sequence[MeasuredCase], picks: Mapping[str,
         for one in unknown[:NAMED_ROWS]
     ]
     figures = {"cases": len(unknown), "of": len(cases), "named": named}
-    return _statement(run_id, NO_INTERVAL, figures, _pick_refs(unknown))
+    return _statement(run_id, NO_INTERVAL, figures)
 
 
 def _did_not_run(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> list[Statement]:
@@ -175,7 +161,7 @@ def _did_not_run(run_id: str, rows: Sequence[tuple[MeasuredCase, Row]]) -> list[
             "case": held[0][0].label,
             "error": text(held[0][1], ERROR),
         }
-        statements.append(_statement(run_id, "did_not_run", figures, _refs(held)))
+        statements.append(_statement(run_id, "did_not_run", figures))
     return statements
 
 
@@ -230,7 +216,7 @@ def _uncalibrated(run_id: str, manifest: Manifest, fingerprint: Fingerprint, win
         "device_kind": manifest.environment.get("device_kind"),
         "named": _named_picks(closest),
     }
-    return _statement(run_id, UNCALIBRATED, figures, _pick_refs(winners))
+    return _statement(run_id, UNCALIBRATED, figures)
 
 
 def _may_not_replicate(
@@ -243,7 +229,7 @@ def _may_not_replicate(
         "fingerprint": fingerprint.key,
         "named": _named_picks(fragile),
     }
-    return _statement(run_id, MAY_NOT_REPLICATE, figures, _pick_refs(fragile))
+    return _statement(run_id, MAY_NOT_REPLICATE, figures)
 
 
 def _named_picks(picks: Sequence[Pick]) -> list[dict[str, Any]]:
@@ -259,8 +245,3 @@ def _named_picks(picks: Sequence[Pick]) -> list[dict[str, Any]]:
         for one in picks[:NAMED_ROWS]
         if one.estimate
     ]
-
-
-def _pick_refs(picks: Sequence[Pick]) -> list[RowRef]:
-    """Each pick's rows: its implementations and the runner-up its lead is over."""
-    return [one.case.ref(impl) for one in picks for impl in (*one.impls, one.runner_up) if impl]

@@ -48,16 +48,11 @@ def _line(axis: str, fixed: list[tuple[str, Any]], best: Sequence[tuple[Measured
     others = [(case, row) for case, row in best if case is not top_case]
     states = {case.case_id: standing(leads[case.case_id], top_row, row) for case, row in others}
     figures = _figures(axis, top_case, top_row, best, leads, states)
-    figures["fixed"] = dict(_with_width(fixed, top_case))
+    width = [] if any(name == D_MODEL for name, _ in fixed) else [(D_MODEL, top_case.fields[D_MODEL])]
+    figures["fixed"] = dict([*width, *fixed])  # d_model named even where the group never varies it
     figures["decode"] = top_case.fields.get(PHASE) == "decode"
     figures["clear"] = any(state == SLOWER for state in states.values())
-    refs = tuple(case.ref(str(row[IMPL])) for case, row in best)
-    return Statement(CHANGE, f"{axis}_change", top_case.group, axis, figures, refs)
-
-
-def _with_width(fixed: list[tuple[str, Any]], case: MeasuredCase) -> list[tuple[str, Any]]:
-    """The line's fixed fields, with d_model named even when the group never varies it (the same width)."""
-    return fixed if any(name == D_MODEL for name, _ in fixed) else [(D_MODEL, case.fields[D_MODEL]), *fixed]
+    return Statement(CHANGE, f"{axis}_change", top_case.group, axis, figures)
 
 
 def _figures(

@@ -32,7 +32,7 @@ from typing import Any
 from mhabench.analysis.advice.cases import MeasuredCase, lines_along, order, swept
 from mhabench.analysis.advice.pick import CANNOT_TELL, TIED, Pick
 from mhabench.analysis.estimate import is_ok, samples_of
-from mhabench.analysis.statement import CROSSOVER, PICK, RowRef, Statement
+from mhabench.analysis.statement import CROSSOVER, PICK, Statement
 from mhabench.results.columns import BATCH, D_MODEL, HEADS, KV_HEADS, SEQ_LEN
 
 Segment = tuple[list[Any], list[Pick]]
@@ -121,11 +121,6 @@ def crossovers(cases: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> list
     return statements
 
 
-def _refs(line: Sequence[MeasuredCase], picks: Mapping[str, Pick]) -> tuple[RowRef, ...]:
-    """The rows the answers along a line rest on: each case's picked (or tied, or fastest) rows."""
-    return tuple(case.ref(impl) for case in line for impl in picks[case.case_id].impls)
-
-
 def _change(
     axis: str, fixed: list[tuple[str, Any]], line: Sequence[MeasuredCase], picks: Mapping[str, Pick]
 ) -> Statement:
@@ -136,7 +131,7 @@ def _change(
     if ordered(axis):
         figures["changes_between"] = [list(step) for step in steps(found)]
     rule = "crossover" if ordered(axis) else "by_setting"
-    return Statement(CROSSOVER, rule, line[0].group, axis, figures, _refs(line, picks))
+    return Statement(CROSSOVER, rule, line[0].group, axis, figures)
 
 
 def _steady(axis: str, lines: Sequence[Sequence[MeasuredCase]], picks: Mapping[str, Pick]) -> Statement:
@@ -151,8 +146,7 @@ def _steady(axis: str, lines: Sequence[Sequence[MeasuredCase]], picks: Mapping[s
         "values": sorted({case.fields[axis] for case in points}, key=order),
         "cannot_tell": [case.label for case in gaps],
     }
-    refs = tuple(ref for line in lines for ref in _refs(line, picks))
-    return Statement(CROSSOVER, "no_crossover", lines[0][0].group, axis, figures, refs)
+    return Statement(CROSSOVER, "no_crossover", lines[0][0].group, axis, figures)
 
 
 # --- a group's answer ---------------------------------------------------------------------------------------------
@@ -182,5 +176,4 @@ def group_answer(group: str, cases: Sequence[MeasuredCase], picks: Mapping[str, 
         figures.update(axis=axes[0], segments=segment_figures(segments(axes[0], lines[0][1], picks)))
     else:
         figures["counts"] = counts(cases, picks)
-    refs = tuple(case.ref(impl) for case in cases for impl in picks[case.case_id].impls)
-    return Statement(PICK, GROUP, group, group, figures, refs)
+    return Statement(PICK, GROUP, group, group, figures)

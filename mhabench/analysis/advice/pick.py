@@ -15,8 +15,8 @@ rounds went the other way, so that the interval reaches 1 (the H100's n=1024 cau
 faster in 6 of 8 rounds, slower in 2), the answer is "cannot tell" with the split spelled out
 (:func:`round_split`): the case is unstable and needs timing again, not a tie.
 
-A pick's statement also names which of its implementations compute a different function or in a lower
-precision (:func:`ablations`, :func:`lower_precision`, below).
+A pick's statement also names which of its implementations compute a different function (:func:`ablations`,
+below) or in a lower precision (their registered ``compute_dtype``, in the record).
 """
 
 from __future__ import annotations
@@ -77,29 +77,6 @@ winner's slowest round and the winner has enough rounds for an interval."""
 
 
 @dataclasses.dataclass(frozen=True)
-class RoundSplit:
-    """How the paired rounds of a lead split: ``ahead`` rounds the fastest row led by at least ``TIE_MARGIN``
-    (by ``ahead_ratio``, their median), ``behind`` rounds it was slower, of ``rounds``."""
-
-    fastest: str
-    other: str
-    ahead: int
-    behind: int
-    rounds: int
-    ahead_ratio: float
-
-    def figures(self) -> dict[str, object]:
-        return {
-            "fastest": self.fastest,
-            "other": self.other,
-            "ahead": self.ahead,
-            "behind": self.behind,
-            "rounds": self.rounds,
-            "ahead_ratio": self.ahead_ratio,
-        }
-
-
-@dataclasses.dataclass(frozen=True)
 class Pick:
     """The answer for one case. ``impls``: the winner, the tied set (fastest first), the only row that
     ran, or (cannot tell) the row with the lowest median; ``estimate``: impls[0]'s lead over ``runner_up``,
@@ -110,11 +87,6 @@ class Pick:
     impls: tuple[str, ...]
     runner_up: str | None = None
     estimate: RatioEstimate | None = None
-    method: str = ""
-    rounds: int = 0
-    unpaired: str = ""
-    split: RoundSplit | None = None
-    """Where the rounds disagree (the reason "cannot tell" is said): how they split."""
     reason_code: str = ""
     """Why "cannot tell", or ``dominance`` for a winner with no interval: a code of docs/advise.md's list."""
     reason_figures: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -162,15 +134,8 @@ def _pick_rows(case: MeasuredCase, rows: Sequence[Row]) -> Pick:
     if len(ok) == 1:
         return Pick(case, ONLY, (str(ok[0][IMPL]),))
     fastest, others = ok[0], ok[1:]
-    leads = [lead(fastest, row) for row in others]
-    first = leads[0]
-    common = {
-        "runner_up": str(others[0][IMPL]),
-        "estimate": first.interval,
-        "method": first.method,
-        "rounds": first.rounds,
-        "unpaired": first.unpaired,
-    }
+    leads = [row_ratio(row, fastest) for row in others]
+    common = {"runner_up": str(others[0][IMPL]), "estimate": leads[0].interval}
     found = [(row, standing(one.interval, fastest, row)) for row, one in zip(others, leads, strict=True)]
     unknown = next((row for row, state in found if state == CANNOT_TELL), None)
     if unknown is not None:
@@ -186,13 +151,7 @@ def _pick_rows(case: MeasuredCase, rows: Sequence[Row]) -> Pick:
     )
     if split is not None:
         return Pick(
-            case,
-            CANNOT_TELL,
-            (str(fastest[IMPL]),),
-            split=split,
-            reason_code=ROUNDS_DISAGREE,
-            reason_figures=split.figures(),
-            **common,
+            case, CANNOT_TELL, (str(fastest[IMPL]),), reason_code=ROUNDS_DISAGREE, reason_figures=split, **common
         )
     tied = (str(fastest[IMPL]), *(str(row[IMPL]) for row, state in found if state == TIED))
     dominated = [(row, one) for (row, state), one in zip(found, leads, strict=True) if not one.has_interval]
@@ -226,12 +185,7 @@ def _no_interval_code(fastest: Row, other: Row) -> tuple[str, dict[str, Any]]:
     }
 
 
-def lead(fastest: Row, other: Row) -> Estimate:
-    """``other``'s time over ``fastest``'s (≥ 1 by the medians): :func:`mhabench.analysis.estimate.row_ratio`."""
-    return row_ratio(other, fastest)
-
-
-def round_split(fastest: Row, other: Row, one: Estimate) -> RoundSplit | None:
+def round_split(fastest: Row, other: Row, one: Estimate) -> dict[str, Any] | None:
     """How the rounds split where a paired lead is clear by its median (at least ``TIE_MARGIN``) but its
     interval reaches 1 because some rounds went the other way; None for any other lead (a noisy tie has a
     median near 1, a lead with no round behind is merely wide)."""
@@ -242,9 +196,14 @@ def round_split(fastest: Row, other: Row, one: Estimate) -> RoundSplit | None:
     behind = [ratio for ratio in ratios if ratio < 1]
     if not ahead or not behind:
         return None
-    return RoundSplit(
-        str(fastest[IMPL]), str(other[IMPL]), len(ahead), len(behind), len(ratios), float(np.median(ahead))
-    )
+    return {
+        "fastest": str(fastest[IMPL]),
+        "other": str(other[IMPL]),
+        "ahead": len(ahead),
+        "behind": len(behind),
+        "rounds": len(ratios),
+        "ahead_ratio": float(np.median(ahead)),
+    }
 
 
 def clearly_slower(lead: RatioEstimate) -> bool:
@@ -264,26 +223,11 @@ def standing(lead: RatioEstimate, fastest: Row, other: Row) -> str:
     return SLOWER if measured and min(other_ms) >= max(fastest_ms) * (1 + TIE_MARGIN) else CANNOT_TELL
 
 
-# --- ablations and lower precision ------------------------------------------------------------------------------------
-
-# Which implementations compute a different function (the ablations, checked against their own reference), and
-# which compute in a lower precision than their case (``fused_fp8``: e4m3 inside a bf16 layer).
-#
-# An ablation (``shared_qk``, ``unscaled``, ``additive``, ``full_dim_heads``) passes its correctness
-# check against the function it means to compute, not against standard attention, so being faster is
-# no reason to switch to it: it changes the model. A lower-precision implementation computes the same
-# function with a larger error, checked under its compute dtype's tolerance: its speed is traded for that
-# error, so a pick quotes both. The registry knows which they are; an implementation it does not know (a
-# plugin not loaded here) is called neither.
+# --- ablations --------------------------------------------------------------------------------------------------------
 
 
 def ablations(impls: Iterable[str]) -> list[str]:
-    """The names among ``impls`` registered with a reference of their own."""
+    """The names among ``impls`` registered with a reference of their own: each computes another function (it
+    changes the model), so being faster is no reason to switch to it."""
     known = set(available_implementations())
     return [impl for impl in impls if impl in known and get_spec(impl).reference is not None]
-
-
-def lower_precision(impls: Iterable[str]) -> list[str]:
-    """The names among ``impls`` registered with a compute dtype of their own (fp8 inside a bf16 case)."""
-    known = set(available_implementations())
-    return [impl for impl in impls if impl in known and get_spec(impl).compute_dtype is not None]

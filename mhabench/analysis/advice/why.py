@@ -1,8 +1,8 @@
 """Why: what a case's own columns say about its fastest rows, one small rule each.
 
-- where the row stands on the roofline the plot draws (:class:`Position`): useful and executed FLOPs per byte
+- where the row stands on the roofline the plot draws (:class:`Why`): useful and executed FLOPs per byte
   and per second (:mod:`mhabench.analysis.executed`), compute- or memory-bound by the ridge and how far from
-  the roof; the run's record keeps it per row (``answer.Why``), and the views say it (rule ``roofline``).
+  the roof; the run's record keeps it per row (``ImplAnswer.why``), and the views say it (rule ``roofline``).
 - ``scores``: a row whose implementation's cost model materializes the b·h·n·L score matrix
   (``CostModel.materializes_scores``); its size against the device's L2.
 - ``launch``: launch-bound, only far from the roofs: CPU by ``LAUNCH_BOUND_SHARE`` of host dispatch, CUDA
@@ -42,6 +42,7 @@ from mhabench.results.columns import (
     PEAK_GBPS,
     PEAK_MEMORY_BYTES,
     PEAK_TFLOPS,
+    SDPA_BACKEND,
     SKIPS_MASKED_WORK,
     STATUS,
 )
@@ -64,43 +65,36 @@ def why(one: Pick, environment: Mapping[str, Any]) -> list[Statement]:
     return [statement for statement in found if statement is not None]
 
 
-def _statement(case: MeasuredCase, rule: str, figures: Mapping[str, Any], impls: list[str]) -> Statement:
-    return Statement(WHY, rule, case.group, case.label, {"impl": impls[0], **figures}, tuple(map(case.ref, impls)))
+def _statement(case: MeasuredCase, rule: str, figures: Mapping[str, Any], impl: str) -> Statement:
+    return Statement(WHY, rule, case.group, case.label, {"impl": impl, **figures})
 
 
 @dataclasses.dataclass(frozen=True)
-class Position:
-    """A row's useful work against the roof — the results table's FLOP/B, useful TFLOP/s and roofline eff.
-    (:mod:`mhabench.analysis.throughput`), so advise quotes the numbers the table shows — and where the work it
-    executed stood (:mod:`mhabench.analysis.executed`): its intensity, its source, the executed over useful FLOPs."""
+class Why:
+    """Where a row stands against its roof. ``efficiency`` is None where the row's rate is above its roof (a roof
+    below the work: a figure no reason may cite, ``roof_below_work`` says so)."""
 
-    intensity: float
-    """Useful FLOPs over the model's minimal bytes."""
-    rate_tflops: float
-    """Useful TFLOP/s."""
-    peaks: DevicePeaks
-    executed_intensity: float | None = None
-    executed_over_useful: float | None = None
-    source: str = "model"
-    """Where the executed intensity comes from, as ``intensity_source`` names it: hardware, counted or model."""
-    skips_masked_work: bool = False
-
-    @property
-    def attainable_tflops(self) -> float:
-        return self.peaks.attainable_tflops(self.intensity)
-
-    @property
-    def efficiency(self) -> float:
-        return self.rate_tflops / self.attainable_tflops
-
-    @property
-    def far_from_roof(self) -> bool:
-        """Under ``LOW_EFFICIENCY`` as printed: compared in tenths of a percent, so 24.96 % (shown "25.0%") is not."""
-        return round(1000 * self.efficiency) < round(1000 * LOW_EFFICIENCY)
+    bound: str
+    intensity_flop_per_byte: float
+    useful_tflops: float
+    attainable_tflops: float
+    efficiency: float | None
+    roof_below_work: bool
+    far_from_roof: bool
+    """Under ``LOW_EFFICIENCY`` of its roof: neither bandwidth nor compute limits it (the layout or the host)."""
+    executed_over_useful: float | None
+    bytes_source: str
+    """Where the executed intensity's bytes come from: ``hardware``, ``counted`` or ``model``."""
+    ridge_flop_per_byte: float
+    executed_intensity_flop_per_byte: float | None
+    skips_masked_work: bool
+    sdpa_backend: str
+    """The SDPA backend that ran ("" where none did or none was recorded)."""
 
 
-def position(row: Row) -> Position | None:
-    """The row's useful point against its device's peaks, with its executed one; None without peaks or figures."""
+def why_of(row: Row) -> Why | None:
+    """The row's useful point against its device's peaks, with its executed one — the results table's FLOP/B,
+    useful TFLOP/s and roofline eff., so advise quotes the numbers the table shows; None without peaks or figures."""
     peak_tflops, peak_gbps = number(row, PEAK_TFLOPS), number(row, PEAK_GBPS)
     if not (peak_tflops and peak_gbps):
         return None
@@ -112,15 +106,24 @@ def position(row: Row) -> Position | None:
     intensity, rate = number(useful, USEFUL_INTENSITY), number(useful, USEFUL_TFLOPS)
     if not (intensity and rate):
         return None
-    source = "hardware" if done[HARDWARE] else "counted" if done[COUNTED] else "model"
-    return Position(
-        intensity,
-        rate,
-        DevicePeaks(peak_tflops, peak_gbps, ""),
-        number(done, EXECUTED_INTENSITY),
-        number(useful, EXECUTED_OVER_USEFUL),
-        source,
-        bool(done[SKIPS_MASKED_WORK]),
+    peaks = DevicePeaks(peak_tflops, peak_gbps, "")
+    attainable = peaks.attainable_tflops(intensity)
+    efficiency = rate / attainable
+    return Why(
+        bound=peaks.bound(intensity),
+        intensity_flop_per_byte=intensity,
+        useful_tflops=rate,
+        attainable_tflops=attainable,
+        efficiency=None if efficiency > 1 else efficiency,
+        roof_below_work=efficiency > 1,
+        # compared as printed, in tenths of a percent: 24.96 % (shown "25.0%") is not far
+        far_from_roof=round(1000 * efficiency) < round(1000 * LOW_EFFICIENCY),
+        executed_over_useful=number(useful, EXECUTED_OVER_USEFUL),
+        bytes_source="hardware" if done[HARDWARE] else "counted" if done[COUNTED] else "model",
+        ridge_flop_per_byte=peaks.ridge_flops_per_byte,
+        executed_intensity_flop_per_byte=number(done, EXECUTED_INTENSITY),
+        skips_masked_work=bool(done[SKIPS_MASKED_WORK]),
+        sdpa_backend=text(row, SDPA_BACKEND),
     )
 
 
@@ -151,7 +154,7 @@ def scores(case: MeasuredCase, impl: str, l2_bytes: Any) -> Statement | None:
         return None
     l2 = float(l2_bytes) if isinstance(l2_bytes, int | float) and l2_bytes > 0 else None
     figures = {"score_bytes": matrix, "attn_bytes": number(row, ATTN_BYTES), "l2_cache_bytes": l2}
-    return _statement(case, SCORES, figures, [impl])
+    return _statement(case, SCORES, figures, impl)
 
 
 def launch(case: MeasuredCase, impl: str, device_kind: str) -> Statement | None:
@@ -160,7 +163,7 @@ def launch(case: MeasuredCase, impl: str, device_kind: str) -> Statement | None:
     where launches overlap device work so an op count says nothing: one synchronous call's host time is at least
     ``HOST_OVER_DEVICE`` × its device time, on a row known to be far from its roof."""
     row = case.row(impl) or {}
-    latency_ms, point = number(row, LATENCY_MS), position(row)
+    latency_ms, point = number(row, LATENCY_MS), why_of(row)
     known_far = point is not None and point.far_from_roof
     if not latency_ms or (point is not None and not known_far) or (device_kind == "cuda" and not known_far):
         return None
@@ -185,7 +188,7 @@ def launch(case: MeasuredCase, impl: str, device_kind: str) -> Statement | None:
         "host_over_device": host_ratio,
         "pace": pace,
     }
-    return _statement(case, LAUNCH, figures, [impl])
+    return _statement(case, LAUNCH, figures, impl)
 
 
 def memory(case: MeasuredCase, first: str, runner_up: str) -> Statement | None:
@@ -193,7 +196,7 @@ def memory(case: MeasuredCase, first: str, runner_up: str) -> Statement | None:
     if not ours or not theirs:
         return None
     figures = {"runner_up": runner_up, "peak_memory_bytes": ours, "runner_up_peak_memory_bytes": theirs}
-    return _statement(case, MEMORY, figures, [first, runner_up])
+    return _statement(case, MEMORY, figures, first)
 
 
 def did_not_fit(case: MeasuredCase) -> Statement | None:
@@ -204,4 +207,4 @@ def did_not_fit(case: MeasuredCase) -> Statement | None:
         "statuses": [text(row, STATUS) for row in failed],
         "failed": [{"impl": str(row[IMPL]), "status": text(row, STATUS), "error": text(row, ERROR)} for row in failed],
     }
-    return _statement(case, DID_NOT_FIT_RULE, figures, [str(row[IMPL]) for row in failed])
+    return _statement(case, DID_NOT_FIT_RULE, figures, str(failed[0][IMPL]))

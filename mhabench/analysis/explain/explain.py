@@ -23,7 +23,7 @@ from mhabench.analysis.answer import CaseAnswer, ImplAnswer, RunAnswer, Standing
 from mhabench.analysis.explain.rules import departs, first_match
 from mhabench.analysis.pooled_rows import middle_process
 from mhabench.analysis.row_case import row_case
-from mhabench.analysis.statement import WHY, RowRef, Statement
+from mhabench.analysis.statement import WHY, Statement
 from mhabench.errors import InputError
 from mhabench.impls.registry import get_spec
 from mhabench.measure.stages import breakdown, kernel_units
@@ -331,7 +331,6 @@ def citations(run: Run, record: RunAnswer) -> list[Statement]:
                 "explain_rule": found.rule,
                 "breakdown_source": found.source,
             },
-            (RowRef(record.run_id, found.case_id, found.impl), RowRef(record.run_id, found.case_id, found.pick)),
         )
         for found in explain(run, record=record)
         if found.stage is not None
