@@ -93,15 +93,17 @@ command line, speedups and verdicts: marked ``core``; ``make test-fast`` runs th
 LONGEST_FILES = tuple(
     f"tests/test_{name}.py"
     for name in (
+        "hf_attention",
         "executors",
         "findings_figures",
         "findings_decisions",
-        "hf_attention",
-        "pinned_outputs",
         "replication",
-        "findings_runs",
+        "patterns",
+        "head_dim",
         "fuzz",
         "history",
+        "pinned_outputs",
+        "findings_runs",
         "resume",
         "concurrent_runs",
         "cli",

@@ -16,6 +16,8 @@ DRAM bytes they moved: the row's own rate and intensity are the executed ones, m
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from mhabench.impls.sdpa import kernel_skips_masked_work
@@ -67,16 +69,19 @@ def skips_masked_work(rows: pd.DataFrame) -> pd.Series:
     written before that column, decided as the runner decides it (causal, and an SDPA backend or implementation
     that skips: :func:`mhabench.impls.sdpa.kernel_skips_masked_work`)."""
 
-    def decide(row: pd.Series) -> bool:
-        recorded = flag(row.get(SKIPS_MASKED_WORK))
-        if recorded is not None:
-            return recorded
-        backend = row.get(SDPA_BACKEND)
-        return flag(row.get(CAUSAL)) is True and kernel_skips_masked_work(
-            backend if isinstance(backend, str) else "", str(row[IMPL])
-        )
+    if not len(rows):
+        return pd.Series(dtype=bool, index=rows.index)
 
-    return rows.apply(decide, axis=1).astype(bool) if len(rows) else pd.Series(dtype=bool, index=rows.index)
+    def column(name: str) -> list:
+        return rows[name].tolist() if name in rows else [None] * len(rows)
+
+    def decide(recorded: Any, causal: Any, backend: Any, impl: Any) -> bool:
+        if (known := flag(recorded)) is not None:
+            return known
+        return flag(causal) is True and kernel_skips_masked_work(backend if isinstance(backend, str) else "", str(impl))
+
+    decided = map(decide, column(SKIPS_MASKED_WORK), column(CAUSAL), column(SDPA_BACKEND), rows[IMPL].tolist())
+    return pd.Series(list(decided), index=rows.index, dtype=bool)
 
 
 def _placed_by(rows: pd.DataFrame, source: str, intensity: str) -> pd.Series:

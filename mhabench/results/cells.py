@@ -31,6 +31,11 @@ def field_of(value: Any, integer: bool = False) -> Any:
 
     ``integer``: the field is a count, and a whole float is the int that was written (a column with empty cells
     reads back as floats: ``samples`` 4.0 is 4)."""
+    kind = type(value)
+    if kind is str or kind is bool or kind is int:  # most cells, already plain: the rest below
+        return value
+    if kind is float:
+        return None if math.isnan(value) else int(value) if integer and value.is_integer() else value
     if isinstance(value, np.ndarray | list | tuple):
         return tuple(float(v) for v in value) or None
     return plain(value) if integer else cell(value)

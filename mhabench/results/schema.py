@@ -482,6 +482,13 @@ GROUPS: tuple[tuple[str, type], ...] = (
     ("stages", StageBreakdown),
 )
 
+GROUP_FIELDS: tuple[tuple[str, type, tuple[tuple[str, bool], ...]], ...] = tuple(
+    (attribute, group, tuple((field.name, field.type == "int") for field in dataclasses.fields(group)))
+    for attribute, group in GROUPS
+)
+"""Each group's attribute, class, and its fields' names, each with whether it is a count: what :meth:`ResultRow.record`
+and :meth:`ResultRow.from_record` walk for every row read or written, read from the classes once."""
+
 
 @dataclasses.dataclass(frozen=True)
 class ResultRow:
@@ -508,19 +515,19 @@ class ResultRow:
     def record(self) -> dict[str, Any]:
         """Flat ``{column: value}`` over every column (None where a group is missing)."""
         flat: dict[str, Any] = {}
-        for attribute, group in GROUPS:
+        for attribute, _, fields in GROUP_FIELDS:
             value = getattr(self, attribute)
-            for field in dataclasses.fields(group):
-                cell = None if value is None else getattr(value, field.name)
-                flat[field.name] = cell.value if isinstance(cell, enum.Enum) else cell  # files hold the word
+            for name, _ in fields:
+                cell = None if value is None else getattr(value, name)
+                flat[name] = cell.value if isinstance(cell, enum.Enum) else cell  # files hold the word
         return flat
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> ResultRow:
         """The inverse of :meth:`record`; a group whose columns are all empty is None."""
         groups: dict[str, Any] = {}
-        for attribute, group in GROUPS:
-            values = {f.name: field_of(record.get(f.name), f.type == "int") for f in dataclasses.fields(group)}
+        for attribute, group, fields in GROUP_FIELDS:
+            values = {name: field_of(record.get(name), integer) for name, integer in fields}
             present = any(v is not None for v in values.values())
             groups[attribute] = group(**values) if present or attribute in ("case", "outcome") else None
         return cls(**groups)

@@ -348,7 +348,8 @@ def typed_rows(frame: pd.DataFrame) -> list[ResultRow]:
     ``error`` as the writer held it ("" for none), every other cell cleaned by :meth:`ResultRow.from_record`."""
     frame = with_key_defaults(frame.copy())
     frame["error"] = frame["error"].astype(object).fillna("").astype(str) if "error" in frame else ""
-    return [ResultRow.from_record(record) for record in frame.to_dict("records")]
+    columns = frame.columns.tolist()  # one object array, not pandas' to_dict: a Series a column, ~10 ms a run
+    return [ResultRow.from_record(dict(zip(columns, cells, strict=True))) for cells in frame.to_numpy(object).tolist()]
 
 
 def read_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
