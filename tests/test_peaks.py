@@ -4,6 +4,7 @@ and which peaks device_peaks picks — CUDA calls mocked, so all of it runs on t
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import pytest
 import torch
@@ -163,6 +164,21 @@ def test_cpu_peaks_are_measured() -> None:
     hardware.measured_peaks.cache_clear()
     peaks = device_peaks(torch.device("cpu"), torch.float32)
     assert peaks.source == "measured" and peaks.peak_tflops > 0 and peaks.peak_gbps > 0
+
+
+def test_the_cpu_matmul_grows_until_one_call_takes_the_probes_call_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sizes double from 256 until a call lasts ``CPU_MATMUL_CALL_S``; the throughput is that size's best call."""
+    tried: list[int] = []
+
+    def best_seconds(call: Any, repeats: int) -> float:
+        size = call.args[0].shape[0]
+        tried.append(size)
+        return 2 * size**3 / 100e9  # a 100 GFLOP/s machine: 256³ takes 0.3 ms, 1024³ 21 ms, 2048³ 0.17 s
+
+    monkeypatch.setattr(hardware, "_best_seconds", best_seconds)
+    tflops = hardware._cpu_matmul_tflops(torch.float32, max_size=4096, min_call_s=hardware.CPU_MATMUL_CALL_S)
+    assert tried == [256, 512, 1024]
+    assert tflops == pytest.approx(0.1)
 
 
 @pytest.mark.cuda

@@ -271,8 +271,15 @@ def _cpu_matmul_tflops(dtype: torch.dtype, max_size: int, min_call_s: float) -> 
         size *= 2
 
 
+CPU_MATMUL_CALL_S = 0.02
+"""The probe's matmul grows until one call takes this long: 20,000 times ``perf_counter``'s resolution, and long enough
+that the matmul's throughput, not a call's fixed cost, is timed. On the 2-vCPU VM (torch 2.13.0+cpu, one thread) the
+1024³ matmul it stops at reaches the 2048³ one's best throughput, which the 0.1 s this replaced waited for, in a tenth
+of the time (docs/findings/overhead.md)."""
+
+
 def _cpu_peaks(dtype: torch.dtype) -> DevicePeaks:
-    tflops = _cpu_matmul_tflops(dtype, max_size=4096, min_call_s=0.1)
+    tflops = _cpu_matmul_tflops(dtype, max_size=4096, min_call_s=CPU_MATMUL_CALL_S)
     source = torch.empty(64 * 2**20, dtype=torch.uint8).fill_(1)  # 64 MiB
     target = torch.empty_like(source)
     copy_s = _best_seconds(lambda: target.copy_(source), repeats=10)
