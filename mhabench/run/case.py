@@ -63,7 +63,7 @@ from mhabench.results.schema import (
     RowStatus,
 )
 from mhabench.results.stages import StageBreakdown
-from mhabench.run.breakdown import SLICE_ONLY, profiled_breakdown
+from mhabench.run.breakdown import SLICE_ONLY, profiled_breakdowns
 from mhabench.run.inputs import CaseInputs, make_inputs
 from mhabench.run.memory_guard import case_too_big
 from mhabench.run.ncu_profile import CounterSettings, case_counters
@@ -445,23 +445,29 @@ def timed_rows(passed: list[Checked], case: Case, timing: TimingConfig, timers: 
         return []
     with caught_torch_messages():  # the timed calls repeat the checked one: what torch says again is in its note
         timed = timers.time(passed, timing, case.seed)
+    ok = [item for item in passed if not isinstance(timed[item.spec.name], BaseException)]
+    breakdowns = dict(zip((item.spec.name for item in ok), _stages(ok, case, timers), strict=True))
     rows = []
     for item in passed:
         groups = timed[item.spec.name]
         rows.append(
             failure_row(item.row.case, groups)
             if isinstance(groups, BaseException)
-            else item.row.with_groups(*groups, _stages(item, case, timers))
+            else item.row.with_groups(*groups, breakdowns[item.spec.name])
         )
     passed.clear()
     return rows
 
 
-def _stages(item: Checked, case: Case, timers: CaseTimers) -> StageBreakdown:
-    """The row's breakdown by stage from one more call, after the case's timing (a rank's slice has none)."""
+def _stages(timed: list[Checked], case: Case, timers: CaseTimers) -> list[StageBreakdown]:
+    """The timed rows' breakdowns by stage from one more call each, after the case's timing (a rank's slice has
+    none)."""
     if not timers.whole_layer:
-        return StageBreakdown(breakdown_source=SLICE_ONLY)
-    return profiled_breakdown(item.step.run, item.spec, case, torch.device(item.row.case.device))
+        return [StageBreakdown(breakdown_source=SLICE_ONLY) for _ in timed]
+    if not timed:
+        return []
+    calls = [(item.step.run, item.spec) for item in timed]
+    return profiled_breakdowns(calls, case, torch.device(timed[0].row.case.device))
 
 
 def _sampling(sampler: RoundSampler | str) -> bool:
