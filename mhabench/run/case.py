@@ -65,7 +65,7 @@ from mhabench.results.schema import (
 from mhabench.results.stages import StageBreakdown
 from mhabench.run.breakdown import SLICE_ONLY, profiled_breakdowns
 from mhabench.run.inputs import CaseInputs, make_inputs
-from mhabench.run.memory_guard import case_too_big
+from mhabench.run.memory_guard import available_now, case_too_big
 from mhabench.run.ncu_profile import CounterSettings, case_counters
 from mhabench.run.placement import finished
 from mhabench.run.steps import Step, parameter_count, prepare
@@ -111,12 +111,19 @@ def modelled_cost(spec: ImplSpec, case: Case) -> ModelledCost | None:
 # --- screening: what is not even built --------------------------------------------------------
 
 
-def screen(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True) -> Outcome | None:
+def screen(
+    spec: ImplSpec,
+    case: Case,
+    device: torch.device,
+    guard: bool = True,
+    available: Callable[[torch.device], int] | None = None,
+) -> Outcome | None:
     """Why ``spec`` is not run on ``case`` here, or None: what ``run``, torchrun and ``check-timing`` all ask.
 
     ``unsupported``: a ``tensor_parallel`` > 1 case needs a layer that splits its heads, and the
     implementation's declared capabilities. ``skipped``: with ``guard``, its predicted peak (or the
-    float64 reference's) would not fit (``memory_guard``); without, such a case is tried and may be ``oom``.
+    float64 reference's) would not fit (``memory_guard``, reading the memory ``available`` there); without, such a
+    case is tried and may be ``oom``.
     """
     if case.tensor_parallel > 1 and not is_tensor_parallel(spec):
         return Outcome(
@@ -127,7 +134,7 @@ def screen(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True)
     reason = spec.capabilities.unsupported_reason(spec.name, case.workload(), dtype=case.dtype, device_type=device.type)
     if reason is not None:
         return Outcome(RowStatus.UNSUPPORTED, reason, reason_code=reason.code.value)
-    too_big = case_too_big(spec, case, device) if guard else None
+    too_big = case_too_big(spec, case, device, available) if guard else None
     return Outcome(RowStatus.SKIPPED, too_big) if too_big is not None else None
 
 
@@ -257,7 +264,8 @@ def run_case(
     placed against; ``counters``: the hardware counters' settings (None: the rows get no hardware group).
     """
     timers = timers or SingleProcess(device, energy)
-    refused = {spec.name: timers.agree(screen(spec, case, device, guard)) for spec in specs}
+    available = available_now()  # read once for the case's screening
+    refused = {spec.name: timers.agree(screen(spec, case, device, guard, available)) for spec in specs}
     inputs = _inputs_or_failure(case, device) if None in refused.values() else None
     passed: list[Checked] = []
     for spec in specs:
