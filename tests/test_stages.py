@@ -566,3 +566,14 @@ def test_a_breakdowns_json_holds_each_figures_fields_in_order() -> None:
     ]
     cell = breakdown_group(figures, "profiler").stage_breakdown
     assert cell == json.dumps([dataclasses.asdict(f) for f in figures], separators=(",", ":"))
+
+
+def test_a_session_calls_its_first_call_twice_and_keeps_only_warm_profiles() -> None:
+    made: list[str] = []
+
+    def call(name: str) -> Any:
+        return lambda: made.append(name) or torch.ones(4).sum()
+
+    profiled = stages_module._profile_cpu_session([call("a"), call("b"), call("c")])
+    assert made == ["a", "a", "b", "c"]
+    assert len(profiled) == 3 and all(found.ops for found in profiled)
