@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -143,3 +144,38 @@ def test_cuda_availability_follows_a_real_allocation() -> None:
     assert abs(guard.available_bytes(CUDA) - before) < 64 << 20  # ...and still available to the next case
     total = torch.cuda.mem_get_info(CUDA)[1]
     assert guard.fits(2 * total, 0, CUDA).startswith(f"predicted {guard.format_bytes(2 * total)} > available ")
+
+
+def test_memory_as_of_one_moment_is_read_once_per_device_and_again_after_a_failed_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reads: list[str] = []
+    answers = iter([OSError("busy"), 5_000, 80_000])
+
+    def counting(device: torch.device) -> int:
+        reads.append(device.type)
+        answer = next(answers)
+        if isinstance(answer, OSError):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(guard, "available_bytes", counting)
+    available = guard.available_now()
+    with pytest.raises(OSError):
+        available(CPU)
+    assert [available(CPU), available(CPU), available(CUDA), available(CUDA)] == [5_000, 5_000, 80_000, 80_000]
+    assert reads == ["cpu", "cpu", "cuda"]
+
+
+def test_a_run_reads_the_memory_once_for_each_cases_screening(
+    monkeypatch: pytest.MonkeyPatch, tiny_config_data: dict[str, Any], tmp_path: Path, fixed_peaks: object
+) -> None:
+    from mhabench.run import runner
+    from mhabench.scenario.loading import parse_config
+
+    reads: list[str] = []
+    monkeypatch.setattr(guard, "available_bytes", lambda device: reads.append(device.type) or 10**12)
+    scenario = {**tiny_config_data["scenarios"][0], "heads": [1, 2]}  # two cases of the four core implementations
+    result = runner.run(parse_config({**tiny_config_data, "scenarios": [scenario]}, "tiny.yaml"), tmp_path)
+    assert len(result.rows) == 8 and {row.status for row in result.rows} == {"ok"}
+    assert reads == ["cpu", "cpu"]

@@ -4,6 +4,7 @@ and which peaks device_peaks picks — CUDA calls mocked, so all of it runs on t
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import pytest
 import torch
@@ -163,6 +164,43 @@ def test_cpu_peaks_are_measured() -> None:
     hardware.measured_peaks.cache_clear()
     peaks = device_peaks(torch.device("cpu"), torch.float32)
     assert peaks.source == "measured" and peaks.peak_tflops > 0 and peaks.peak_gbps > 0
+
+
+def grow(monkeypatch: pytest.MonkeyPatch, gflops_at: dict[int, float]) -> tuple[list[int], float]:
+    """The sizes the CPU probe's matmul tried, and its figure, on a machine with these GFLOP/s per size."""
+    tried: list[int] = []
+
+    def best_seconds(call: Any, repeats: int) -> float:
+        size = call.args[0].shape[0]
+        tried.append(size)
+        return 2 * size**3 / (gflops_at[size] * 1e9)
+
+    monkeypatch.setattr(hardware, "_best_seconds", best_seconds)
+    tflops = hardware._cpu_matmul_tflops(
+        torch.float32, 4096, hardware.CPU_MATMUL_CALL_S, hardware.CPU_MATMUL_SETTLED_CALL_S
+    )
+    return tried, tflops
+
+
+def test_the_cpu_matmul_stops_growing_once_a_long_enough_call_no_longer_gains(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 256³ and 512³ calls are under 10 ms, so their rates do not settle it however flat; 1024³ (14 ms) gains nothing
+    tried, tflops = grow(monkeypatch, {256: 150, 512: 150, 1024: 150, 2048: 150})
+    assert tried == [256, 512, 1024]
+    assert tflops == pytest.approx(0.150)
+
+
+def test_the_cpu_matmul_grows_while_doubling_still_gains(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 1024³ takes 10.7 ms but gained 20 % on 512³: 2048³ is tried, gains 6 %, and 4096³ is the largest
+    tried, tflops = grow(monkeypatch, {256: 100, 512: 167, 1024: 200, 2048: 212, 4096: 214})
+    assert tried == [256, 512, 1024, 2048, 4096]
+    assert tflops == pytest.approx(0.214)
+
+
+def test_the_cpu_matmul_stops_at_a_call_of_the_longest_call_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # gaining all the way, the 2048³ call takes 0.11 s, past CPU_MATMUL_CALL_S
+    tried, tflops = grow(monkeypatch, {256: 50, 512: 80, 1024: 120, 2048: 160})
+    assert tried == [256, 512, 1024, 2048]
+    assert tflops == pytest.approx(0.160)
 
 
 @pytest.mark.cuda

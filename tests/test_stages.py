@@ -473,3 +473,109 @@ def test_every_figure_advise_quotes_of_a_row_is_the_one_the_results_table_shows(
         shown = cells[(case_ids[statement.scope], statement.impl)]
         for header in ("FLOP/B", "useful TFLOP/s", "roofline eff.", "executed ×"):
             assert f"{shown[header]}" in text_of(statement), (header, shown[header], text_of(statement))
+
+
+@pytest.mark.parametrize(
+    "shapes", [[], [[]], [[2, 16, 32]], [[2, 16, 32], [], [96, 32]], [[9, 2, 16], [9, 16, 48], [1]], [[], []]]
+)
+def test_an_ops_shape_label_is_its_non_empty_shapes_without_spaces(shapes: list[list[int]]) -> None:
+    import re
+
+    assert stages_module.shapes_text(shapes) == re.sub(r"\s+", "", str([shape for shape in shapes if shape]))
+
+
+def _case_calls(names: list[str]) -> tuple[Any, list[tuple[Any, Any]]]:
+    """A small case and each implementation's warm call on it."""
+    from mhabench.run.inputs import make_inputs
+    from mhabench.run.steps import prepare
+    from mhabench.scenario.cases import expand_cases
+
+    data = {
+        "name": "s",
+        "device": "cpu",
+        "scenarios": [{"name": "s", "batch": 2, "seq_len": 16, "d_model": 32, "heads": 4, "causal": True}],
+    }
+    (case,) = expand_cases(parse_config(data, "s.yaml"), torch.device("cpu"))
+    inputs = make_inputs(case, torch.device("cpu"))
+    calls = []
+    for name in names:
+        spec = get_spec(name)
+        step = prepare(spec, case, inputs.weights, inputs.x)[1]
+        with torch.inference_mode():
+            step.run()
+        calls.append((step.run, spec))
+    return case, calls
+
+
+def _counted(group: Any) -> list[tuple[object, ...]]:
+    """A breakdown's figures that do not depend on timing: per stage its ops, FLOPs, bytes and the model's."""
+    return [
+        (f.stage, f.ops, f.flops, f.bytes_moved, f.model_flops, f.model_bytes)
+        for f in read_breakdown(group.stage_breakdown)
+    ]
+
+
+def test_a_cases_calls_profiled_in_one_session_give_each_row_the_breakdown_it_gets_alone() -> None:
+    from mhabench.run.breakdown import profiled_breakdown, profiled_breakdowns
+
+    names = ["naive", "per_head", "fused", "torch_mha", "torch_mha_fast"]
+    case, calls = _case_calls(names)
+    cpu = torch.device("cpu")
+    shared = profiled_breakdowns(calls, case, cpu)
+    alone = [profiled_breakdown(call, spec, case, cpu) for call, spec in calls]
+    assert [group.breakdown_source for group in shared] == ["profiler"] * len(names)
+    assert [_counted(group) for group in shared] == [_counted(group) for group in alone]
+    assert all(_counted(group) for group in shared)
+
+
+def test_each_call_of_a_session_has_its_own_ops_and_a_preempted_one_is_profiled_again_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, calls = _case_calls(["fused", "naive"])
+    with torch.inference_mode():
+        firsts = stages_module._profile_cpu_session([call for call, _ in calls])
+        alone = [stages_module._profile_cpu_once(call) for call, _ in calls]
+
+    def names(ops: list[ProfiledOp]) -> list[object]:
+        return [(op.name, op.shapes, names(op.children)) for op in ops]
+
+    assert [names(first.ops) for first in firsts] == [names(one.ops) for one in alone]
+    assert names(firsts[0].ops) != names(firsts[1].ops)
+    preempted = [ProfiledCall(firsts[0].ops, 10.0, 9.5), ProfiledCall(firsts[1].ops, 30.0, 2.0)]
+    monkeypatch.setattr(stages_module, "_profile_cpu_session", lambda session: preempted)
+    again = _fake_profiles(monkeypatch, [(12.0, 12.0), (12.5, 12.5)])
+    (fused_units, fused_ms), (_, naive_ms) = stages_module.profile_cpu_each([call for call, _ in calls], 4)
+    assert fused_ms == 10.0 and fused_units and again == [12.0, 12.5] and naive_ms == 12.5  # median of 30, 12, 12.5
+
+
+def test_a_call_that_fails_in_the_shared_session_fails_only_its_own_rows_breakdown() -> None:
+    from mhabench.run.breakdown import profiled_breakdowns
+
+    case, calls = _case_calls(["fused", "naive"])
+
+    def broken() -> None:
+        raise RuntimeError("profiled call failed")
+
+    groups = profiled_breakdowns([calls[0], (broken, calls[1][1])], case, torch.device("cpu"))
+    assert groups[0].breakdown_source == "profiler" and _counted(groups[0])
+    assert groups[1].breakdown_source == "not measured: RuntimeError: profiled call failed"
+
+
+def test_a_breakdowns_json_holds_each_figures_fields_in_order() -> None:
+    figures = [
+        StageFigures("scores", 1.5, 0.25, 2048.0, None, 2048.0, 4096.0, 3, "aten::bmm [[2,16,8]]", 2),
+        StageFigures("other", 0.5, float("nan"), None, None, None, None, 0, "", 0),
+    ]
+    cell = breakdown_group(figures, "profiler").stage_breakdown
+    assert cell == json.dumps([dataclasses.asdict(f) for f in figures], separators=(",", ":"))
+
+
+def test_a_session_calls_its_first_call_twice_and_keeps_only_warm_profiles() -> None:
+    made: list[str] = []
+
+    def call(name: str) -> Any:
+        return lambda: made.append(name) or torch.ones(4).sum()
+
+    profiled = stages_module._profile_cpu_session([call("a"), call("b"), call("c")])
+    assert made == ["a", "a", "b", "c"]
+    assert len(profiled) == 3 and all(found.ops for found in profiled)

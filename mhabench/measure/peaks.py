@@ -255,24 +255,39 @@ def _best_seconds(fn: Callable[[], object], repeats: int) -> float:
     return best
 
 
-def _cpu_matmul_tflops(dtype: torch.dtype, max_size: int, min_call_s: float) -> float:
-    """Best matmul throughput, growing the square size until one call takes ``min_call_s``.
+def _cpu_matmul_tflops(dtype: torch.dtype, max_size: int, min_call_s: float, settled_call_s: float = math.inf) -> float:
+    """Best matmul throughput, growing the square size until one call takes ``min_call_s``, or until a call takes
+    ``settled_call_s`` and doubling the size raised the best throughput by no more than :data:`MATMUL_SETTLED`.
 
     Growing keeps the measurement to a few seconds even where a dtype is emulated
     (bf16 on a CPU without AMX/AVX512-BF16 runs at well under 1 GFLOP/s).
     """
-    size = 256
+    size, previous = 256, 0.0
     while True:
         a = torch.randn(size, size).to(dtype)
         b = torch.randn(size, size).to(dtype)
         seconds = _best_seconds(functools.partial(torch.matmul, a, b), repeats=5)
-        if seconds >= min_call_s or size >= max_size:
-            return 2 * size**3 / seconds / 1e12
-        size *= 2
+        tflops = 2 * size**3 / seconds / 1e12
+        settled = seconds >= settled_call_s and tflops <= (1 + MATMUL_SETTLED) * previous
+        if seconds >= min_call_s or settled or size >= max_size:
+            return tflops
+        size, previous = size * 2, tflops
+
+
+CPU_MATMUL_CALL_S = 0.1
+"""The probe's matmul grows until one call takes this long, at the most: the throughput of a large matmul, not a
+call's fixed cost, is timed."""
+CPU_MATMUL_SETTLED_CALL_S = 0.01
+"""It stops sooner once a call takes this long (10,000 times ``perf_counter``'s resolution) and doubling the size did
+not raise the throughput (:data:`MATMUL_SETTLED`): a larger matmul runs at the same rate. On the idle 2-vCPU VM
+(torch 2.13.0+cpu, one thread) the probe then stops at 1024³ (about 14 ms a call) instead of 2048³ (0.11 s a call),
+in a tenth of the time, within the spread of the old probe's figure (docs/findings/overhead.md)."""
+MATMUL_SETTLED = 0.05
+"""Doubling the size raised the best throughput by at most 5 %: the growth has settled."""
 
 
 def _cpu_peaks(dtype: torch.dtype) -> DevicePeaks:
-    tflops = _cpu_matmul_tflops(dtype, max_size=4096, min_call_s=0.1)
+    tflops = _cpu_matmul_tflops(dtype, 4096, CPU_MATMUL_CALL_S, CPU_MATMUL_SETTLED_CALL_S)
     source = torch.empty(64 * 2**20, dtype=torch.uint8).fill_(1)  # 64 MiB
     target = torch.empty_like(source)
     copy_s = _best_seconds(lambda: target.copy_(source), repeats=10)

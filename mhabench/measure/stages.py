@@ -21,7 +21,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -235,9 +234,27 @@ def profile_cpu(
     """The units of one typical profiled call of ``call`` and its wall time: the first call when nothing preempted
     it (:data:`RUNNING_SHARE`); else the faster of the first two when their wall times agree within
     :data:`AGREEING_WALL`; else the median-wall-time call of ``calls``."""
-    profiled = [_profile_cpu_once(call)]
-    if not profiled[0].preempted or calls == 1:
-        return _units(profiled[0], element_bytes)
+    return _typical(call, _profile_cpu_once(call), element_bytes, calls)
+
+
+def profile_cpu_each(
+    calls: Sequence[Callable[[], object]], element_bytes: int, most: int = PROFILED_CPU_CALLS
+) -> list[tuple[list[Unit], float]]:
+    """:func:`profile_cpu` of each of ``calls``, their first profiled calls made in one session of the profiler,
+    one after the other: a session's start and stop cost more than a small call's own profile, so a case's
+    implementations share one. Each call's ops are those inside its own range (:data:`CALL_RANGE`); a preempted one
+    is profiled again alone, as :func:`profile_cpu` would."""
+    firsts = _profile_cpu_session(calls)
+    return [_typical(call, first, element_bytes, most) for call, first in zip(calls, firsts, strict=True)]
+
+
+def _typical(
+    call: Callable[[], object], first: ProfiledCall, element_bytes: int, calls: int
+) -> tuple[list[Unit], float]:
+    """The units and wall time of the typical profiled call, ``first`` being the first one (:func:`profile_cpu`)."""
+    profiled = [first]
+    if not first.preempted or calls == 1:
+        return _units(first, element_bytes)
     profiled.append(_profile_cpu_once(call))
     if math.isclose(profiled[0].wall_ms, profiled[1].wall_ms, rel_tol=AGREEING_WALL):
         return _units(min(profiled, key=lambda found: found.wall_ms), element_bytes)
@@ -251,19 +268,42 @@ def _units(profiled: ProfiledCall, element_bytes: int) -> tuple[list[Unit], floa
     return [unit for op in profiled.ops for unit in _units_of(op, element_bytes)], profiled.wall_ms
 
 
-def _profile_cpu_once(call: Callable[[], object]) -> ProfiledCall:
-    """One call of ``call`` under torch's profiler (``record_shapes``): its op tree, wall and thread CPU time.
+def _cpu_profiler() -> torch.autograd.profiler.profile:
+    """torch's autograd profiler with the ops' shapes: the one ``torch.profiler.profile`` wraps, with the same Kineto
+    CPU events; the wrapper's first start looks up ``torch._inductor`` (to read a CUDA-graph setting), which imports
+    Dynamo and Inductor, seconds of a process's start on a small CPU for a setting a CPU profile never uses."""
+    return torch.autograd.profiler.profile(use_cpu=True, use_device=None, record_shapes=True, use_kineto=True)
 
-    The autograd profiler that ``torch.profiler.profile`` wraps, with the same Kineto CPU events: the wrapper's
-    first start looks up ``torch._inductor`` (to read a CUDA-graph setting), which imports Dynamo and Inductor,
-    seconds of a process's start on a small CPU for a setting a CPU profile never uses."""
-    profiler = torch.autograd.profiler.profile(use_cpu=True, use_device=None, record_shapes=True, use_kineto=True)
+
+def _profile_cpu_once(call: Callable[[], object]) -> ProfiledCall:
+    """One warm call of ``call`` under torch's profiler (:func:`_cpu_profiler`, :func:`_profile_cpu_session`): its op
+    tree, wall and thread CPU time."""
+    return _profile_cpu_session([call])[0]
+
+
+CALL_RANGE = "mhabench::profiled_call"
+"""The range (``record_function``) around each call of a profiling session: its ops are the ops inside it."""
+
+
+def _profile_cpu_session(calls: Sequence[Callable[[], object]]) -> list[ProfiledCall]:
+    """Each of ``calls`` once, in order, in one session of the profiler: their op trees, wall and thread CPU times.
+
+    The session's first call runs cold: right after the profiler starts, each op of a small call takes about twice
+    as long as in the next call, and the call itself two to three times as long (fused at n = 16 on the 2-vCPU VM:
+    419 µs against 159 µs unprofiled and 160–186 µs for the session's later calls). So the first call is made
+    twice and its cold profile dropped: every profiled call of a session is a warm one, whatever its place."""
+    profiler, times = _cpu_profiler(), []
     with quiet_profiler(), profiler:
-        start, thread_start = time.perf_counter(), time.thread_time()
-        call()
-        thread_ms = (time.thread_time() - thread_start) * 1e3
-        wall_ms = (time.perf_counter() - start) * 1e3
-    return ProfiledCall(op_tree(profiler.kineto_results.events()), wall_ms, thread_ms)
+        for call in [calls[0], *calls]:
+            with torch.autograd.profiler.record_function(CALL_RANGE):
+                start, thread_start = time.perf_counter(), time.thread_time()
+                call()
+                thread_ms = (time.thread_time() - thread_start) * 1e3
+                wall_ms = (time.perf_counter() - start) * 1e3
+            times.append((wall_ms, thread_ms))
+    ranges = [op for op in op_tree(profiler.kineto_results.events()) if op.name == CALL_RANGE]
+    warm = zip(ranges[1:], times[1:], strict=True)
+    return [ProfiledCall(found.children, wall_ms, thread_ms) for found, (wall_ms, thread_ms) in warm]
 
 
 # --- the profiler's ops as a tree --------------------------------------------------------------------------
@@ -306,9 +346,10 @@ def op_tree(events: Iterable[Any]) -> list[ProfiledOp]:
     profiled call."""
     by_thread: dict[int, list[ProfiledOp]] = {}
     for event in events:
-        if _hidden(event):
+        name = event.name()
+        if name in HIDDEN_OPS or _hidden(event):
             continue
-        op = ProfiledOp(event.name(), event.start_ns(), event.end_ns(), event.shapes())
+        op = ProfiledOp(name, event.start_ns(), event.end_ns(), event.shapes())
         by_thread.setdefault(event.start_thread_id(), []).append(op)
     roots: list[ProfiledOp] = []
     for ops in by_thread.values():
@@ -324,14 +365,18 @@ def op_tree(events: Iterable[Any]) -> list[ProfiledOp]:
 
 
 def _hidden(event: Any) -> bool:
-    """Left out of the tree, as torch's event list leaves it: a utility op, a hidden or async event, not the CPU's."""
+    """Left out of the tree, as torch's event list leaves it, besides the utility ops of :data:`HIDDEN_OPS`: a hidden
+    or async event, not the CPU's."""
     return (
-        event.name() in HIDDEN_OPS
-        or getattr(event, "is_hidden_event", lambda: False)()
+        getattr(event, "is_hidden_event", _never)()
         or event.device_type() != DeviceType.CPU
         or event.is_async()
         or event.start_thread_id() != event.end_thread_id()
     )
+
+
+def _never() -> bool:
+    return False
 
 
 def _units_of(op: ProfiledOp, element_bytes: int) -> list[Unit]:
@@ -342,8 +387,12 @@ def _units_of(op: ProfiledOp, element_bytes: int) -> list[Unit]:
         return [unit for child in op.children for unit in _units_of(child, element_bytes)]
     shapes = [list(shape) for shape in (op.shapes or [])]
     flops, moved = op_figures(kind, shapes, element_bytes)
-    text = re.sub(r"\s+", "", str([shape for shape in shapes if shape]))
-    return [Unit(op.name, kind, op.time_ms, flops, moved, text if shapes else "")]
+    return [Unit(op.name, kind, op.time_ms, flops, moved, shapes_text(shapes) if shapes else "")]
+
+
+def shapes_text(shapes: list[list[int]]) -> str:
+    """The op's non-empty input shapes as a label writes them: ``[[2,16,32],[96,32]]``."""
+    return "[" + ",".join("[" + ",".join(map(str, shape)) + "]" for shape in shapes if shape) + "]"
 
 
 def op_figures(kind: str, shapes: list[list[int]], element_bytes: int) -> tuple[float, float]:

@@ -46,6 +46,9 @@ class StageFigures:
         return _ratio(self.bytes_moved, self.model_bytes)
 
 
+FIGURE_FIELDS = tuple(field.name for field in dataclasses.fields(StageFigures))
+
+
 def _ratio(measured: float | None, model: float | None) -> float | None:
     if measured is None or model is None or not model or math.isnan(measured):
         return None
@@ -81,11 +84,17 @@ def breakdown_group(figures: list[StageFigures], source: str) -> StageBreakdown:
     """The row's group for a breakdown (the JSON cell and its top stage)."""
     top = max(figures, key=lambda figure: figure.time_ms, default=None)
     return StageBreakdown(
-        stage_breakdown=json.dumps([dataclasses.asdict(figure) for figure in figures], separators=(",", ":")),
+        stage_breakdown=json.dumps([_record(figure) for figure in figures], separators=(",", ":")),
         top_stage=None if top is None else top.stage,
         top_stage_share=None if top is None else top.time_share,
         breakdown_source=source,
     )
+
+
+def _record(figure: StageFigures) -> dict[str, object]:
+    """The figure's fields, in order: what ``dataclasses.asdict`` gives for its flat values, without its deep copy of
+    each one (every row of a run writes one per stage)."""
+    return {name: getattr(figure, name) for name in FIGURE_FIELDS}
 
 
 def read_breakdown(cell: object) -> list[StageFigures]:

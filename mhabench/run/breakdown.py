@@ -1,7 +1,8 @@
 """A row's breakdown by stage (docs/stages.md): profiled calls after the case's timing, or its counted kernels.
 
 The calls are never timed ones: the case's rounds are over when they run. It costs one call per row on CUDA and on
-the CPU one that nothing preempted, else two that agree or the median of three
+the CPU one that nothing preempted (the case's rows' first calls in one session of the profiler), else two that agree
+or the median of three
 (:func:`mhabench.measure.stages.profile_cpu`)
 (on the H100 GPU default sweep the 92 ok rows' medians add up to 5.3 s, run 20261126T070612Z-default-gpu), plus
 the profiler's overhead. On the CPU it runs under torch's profiler with shapes; on CUDA under the profiler's
@@ -49,6 +50,25 @@ def profiled_breakdown(call: Callable[[], object], spec: ImplSpec, case: Case, d
             raise
         return StageBreakdown(breakdown_source=f"not measured: {type(exc).__name__}: {exc}"[:200])
     return breakdown_group(stages.breakdown(units, model_stages(spec, case), total_ms), source)
+
+
+def profiled_breakdowns(
+    calls: Sequence[tuple[Callable[[], object], ImplSpec]], case: Case, device: torch.device
+) -> list[StageBreakdown]:
+    """:func:`profiled_breakdown` of each (call, implementation) of one case. On the CPU their first profiled calls
+    share one session of the profiler (:func:`mhabench.measure.stages.profile_cpu_each`); where that session fails,
+    each call is profiled alone, so a failure lands on the row whose call raised it."""
+    if case.mode == "train" or device.type != "cpu" or len(calls) < 2:
+        return [profiled_breakdown(call, spec, case, device) for call, spec in calls]
+    try:
+        with torch.inference_mode():  # no warm-up call: the case's timing rounds have just run these
+            profiled = stages.profile_cpu_each([call for call, _ in calls], DTYPES[case.dtype].itemsize)
+    except Exception:
+        return [profiled_breakdown(call, spec, case, device) for call, spec in calls]
+    return [
+        breakdown_group(stages.breakdown(units, model_stages(spec, case), total_ms), "profiler")
+        for (units, total_ms), (_, spec) in zip(profiled, calls, strict=True)
+    ]
 
 
 def counters_breakdown(kernels: Sequence[Mapping[str, Any]], spec: ImplSpec, case: Case) -> StageBreakdown:

@@ -63,9 +63,9 @@ from mhabench.results.schema import (
     RowStatus,
 )
 from mhabench.results.stages import StageBreakdown
-from mhabench.run.breakdown import SLICE_ONLY, profiled_breakdown
+from mhabench.run.breakdown import SLICE_ONLY, profiled_breakdowns
 from mhabench.run.inputs import CaseInputs, make_inputs
-from mhabench.run.memory_guard import case_too_big
+from mhabench.run.memory_guard import available_now, case_too_big
 from mhabench.run.ncu_profile import CounterSettings, case_counters
 from mhabench.run.placement import finished
 from mhabench.run.steps import Step, parameter_count, prepare
@@ -111,12 +111,19 @@ def modelled_cost(spec: ImplSpec, case: Case) -> ModelledCost | None:
 # --- screening: what is not even built --------------------------------------------------------
 
 
-def screen(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True) -> Outcome | None:
+def screen(
+    spec: ImplSpec,
+    case: Case,
+    device: torch.device,
+    guard: bool = True,
+    available: Callable[[torch.device], int] | None = None,
+) -> Outcome | None:
     """Why ``spec`` is not run on ``case`` here, or None: what ``run``, torchrun and ``check-timing`` all ask.
 
     ``unsupported``: a ``tensor_parallel`` > 1 case needs a layer that splits its heads, and the
     implementation's declared capabilities. ``skipped``: with ``guard``, its predicted peak (or the
-    float64 reference's) would not fit (``memory_guard``); without, such a case is tried and may be ``oom``.
+    float64 reference's) would not fit (``memory_guard``, reading the memory ``available`` there); without, such a
+    case is tried and may be ``oom``.
     """
     if case.tensor_parallel > 1 and not is_tensor_parallel(spec):
         return Outcome(
@@ -127,7 +134,7 @@ def screen(spec: ImplSpec, case: Case, device: torch.device, guard: bool = True)
     reason = spec.capabilities.unsupported_reason(spec.name, case.workload(), dtype=case.dtype, device_type=device.type)
     if reason is not None:
         return Outcome(RowStatus.UNSUPPORTED, reason, reason_code=reason.code.value)
-    too_big = case_too_big(spec, case, device) if guard else None
+    too_big = case_too_big(spec, case, device, available) if guard else None
     return Outcome(RowStatus.SKIPPED, too_big) if too_big is not None else None
 
 
@@ -257,7 +264,8 @@ def run_case(
     placed against; ``counters``: the hardware counters' settings (None: the rows get no hardware group).
     """
     timers = timers or SingleProcess(device, energy)
-    refused = {spec.name: timers.agree(screen(spec, case, device, guard)) for spec in specs}
+    available = available_now()  # read once for the case's screening
+    refused = {spec.name: timers.agree(screen(spec, case, device, guard, available)) for spec in specs}
     inputs = _inputs_or_failure(case, device) if None in refused.values() else None
     passed: list[Checked] = []
     for spec in specs:
@@ -445,23 +453,29 @@ def timed_rows(passed: list[Checked], case: Case, timing: TimingConfig, timers: 
         return []
     with caught_torch_messages():  # the timed calls repeat the checked one: what torch says again is in its note
         timed = timers.time(passed, timing, case.seed)
+    ok = [item for item in passed if not isinstance(timed[item.spec.name], BaseException)]
+    breakdowns = dict(zip((item.spec.name for item in ok), _stages(ok, case, timers), strict=True))
     rows = []
     for item in passed:
         groups = timed[item.spec.name]
         rows.append(
             failure_row(item.row.case, groups)
             if isinstance(groups, BaseException)
-            else item.row.with_groups(*groups, _stages(item, case, timers))
+            else item.row.with_groups(*groups, breakdowns[item.spec.name])
         )
     passed.clear()
     return rows
 
 
-def _stages(item: Checked, case: Case, timers: CaseTimers) -> StageBreakdown:
-    """The row's breakdown by stage from one more call, after the case's timing (a rank's slice has none)."""
+def _stages(timed: list[Checked], case: Case, timers: CaseTimers) -> list[StageBreakdown]:
+    """The timed rows' breakdowns by stage from one more call each, after the case's timing (a rank's slice has
+    none)."""
     if not timers.whole_layer:
-        return StageBreakdown(breakdown_source=SLICE_ONLY)
-    return profiled_breakdown(item.step.run, item.spec, case, torch.device(item.row.case.device))
+        return [StageBreakdown(breakdown_source=SLICE_ONLY) for _ in timed]
+    if not timed:
+        return []
+    calls = [(item.step.run, item.spec) for item in timed]
+    return profiled_breakdowns(calls, case, torch.device(timed[0].row.case.device))
 
 
 def _sampling(sampler: RoundSampler | str) -> bool:

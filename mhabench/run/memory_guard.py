@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -43,6 +44,20 @@ def available_bytes(device: torch.device) -> int:
     host_bytes = _meminfo_available() or _sysconf_available()
     cgroup_bytes = _cgroup_available()
     return host_bytes if cgroup_bytes is None else min(host_bytes, cgroup_bytes)
+
+
+def available_now() -> Callable[[torch.device], int]:
+    """:func:`available_bytes` as of one moment: each device read once, however many checks ask (a case's
+    implementations are screened one after the other before anything is built, so nothing changes between them). A
+    device that could not be read is read again when asked again."""
+    read: dict[torch.device, int] = {}
+
+    def available(device: torch.device) -> int:
+        if device not in read:
+            read[device] = available_bytes(device)
+        return read[device]
+
+    return available
 
 
 def _meminfo_available() -> int | None:
@@ -97,6 +112,7 @@ def fits(
     device: torch.device,
     safety: float = SAFETY,
     reference_device: torch.device | None = None,
+    available: Callable[[torch.device], int] | None = None,
 ) -> str | None:
     """None when the case fits, else why not: ``predicted 57.6 GB > available 21.9 GB``.
 
@@ -104,13 +120,13 @@ def fits(
     unless ``reference_device`` says otherwise), so it is checked first and on its own: a case whose
     reference cannot fit is the reference's failure, not the implementation's. Availability that
     cannot be read means no guard (``None``): refusing every case would be worse than the old
-    behaviour of trying.
+    behaviour of trying. ``available`` reads what a device has (:func:`available_bytes` when None).
     """
     checks = [("float64 reference needs", reference_bytes, reference_device or torch.device("cpu"))]
     checks.append(("predicted", predicted_bytes, device))
     for label, need_bytes, where in checks:
         try:
-            have_bytes = available_bytes(where)
+            have_bytes = (available or available_bytes)(where)
         except OSError:
             return None
         if need_bytes > have_bytes * safety:
@@ -119,9 +135,12 @@ def fits(
     return None
 
 
-def case_too_big(spec: ImplSpec, case: Case, device: torch.device) -> str | None:
-    """Why ``spec`` on ``case`` would not fit (its predicted peak, or the float64 reference's), or None."""
+def case_too_big(
+    spec: ImplSpec, case: Case, device: torch.device, available: Callable[[torch.device], int] | None = None
+) -> str | None:
+    """Why ``spec`` on ``case`` would not fit (its predicted peak, or the float64 reference's), or None; ``available``
+    as :func:`fits` takes it."""
     shape = case.workload()
     predicted = spec.cost(shape).predicted_peak_bytes if spec.cost else 0
     checked = dataclasses.replace(shape, kv_len=case.seq_len + 1) if shape.decode else shape  # all the cache
-    return fits(predicted, reference_bytes(checked), device, reference_device=device)
+    return fits(predicted, reference_bytes(checked), device, reference_device=device, available=available)

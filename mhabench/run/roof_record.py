@@ -1,8 +1,8 @@
 """A CPU's probed roofs, kept on this machine for the runs of the next hour.
 
-Probing a CPU's roofs (:func:`mhabench.measure.peaks.measured_peaks`: a matmul grown until one call takes 0.1 s,
-best of 5, and a 64 MiB copy) takes one to three seconds of every run on a 2-core machine, more than the rest of a
-small run's own work. So a probe is kept in the machine's cache folder (:func:`mhabench.results.calibration.
+Probing a CPU's roofs (:func:`mhabench.measure.peaks.measured_peaks`: a matmul grown until its rate settles, best
+of 5, and a 64 MiB copy, best of 10) takes a quarter to one second of every run on a 2-core machine, a large share
+of a small run's own work. So a probe is kept in the machine's cache folder (:func:`mhabench.results.calibration.
 cache_dir`, beside the calibration) per fingerprint (CPU model, torch, threads: :mod:`mhabench.results.fingerprint`),
 host name and dtype, and a run that starts within :data:`REUSE_MAX_AGE_S` of it takes those figures instead of
 probing again. A reused roof says so wherever it is read: ``reused_age_s`` and ``probed_at`` in the manifest's

@@ -36,6 +36,7 @@ from mhabench.results.store import MANIFEST_NAME, RunWriter, new_run_dir, read_m
 from mhabench.run import roof_record
 from mhabench.run.case import CudaContextLostError, identity, modelled_cost, run_case
 from mhabench.run.estimate import PlannedRow, RowKey, RunEstimate, estimate_run
+from mhabench.run.heap import earlier_objects_set_aside
 from mhabench.run.isolation import CaseJob, ChildSetup, isolated_case
 from mhabench.run.launch import check_launch
 from mhabench.run.ncu_profile import CounterSettings
@@ -124,7 +125,7 @@ def run(
     todo = pending(cases, specs, repeats, select, done_keys(writer))
     if progress:
         progress.start(sum(len(names) for _, _, names in todo))
-    with run_folder(writer.run_dir, manifest, writer) as live:
+    with run_folder(writer.run_dir, manifest, writer) as live, earlier_objects_set_aside():
         machine = Fingerprint.of(manifest.environment).key
         peaks = roofline_peaks(
             device, sorted({case.dtype for case in cases}), request.roofline, machine
