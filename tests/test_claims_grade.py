@@ -12,7 +12,7 @@ from mhabench.errors import InputError
 from mhabench.findings.check import TABLE_END, TABLE_START, rendered_page, rendered_readme
 from mhabench.findings.claims import Claim, Kind, parse_page
 from mhabench.findings.grade import Grade, Level, evidence, grade
-from mhabench.findings.prose import claim_text, readme_table
+from mhabench.findings.prose import claim_text, readme_table, statement
 from mhabench.findings.reading import CaseReading, Speedup, matches
 from mhabench.findings.report import ClaimRecord, GradeRecord, Report, RunRecord
 
@@ -252,3 +252,11 @@ def test_a_winner_the_run_ties_quotes_the_rival_it_is_tied_with() -> None:
     measured = grade(claim("winner", ["fused"]), three)
     assert measured.grade == Grade.CANNOT_TELL
     assert measured.pair == ("fused", "torch_mha_fast") and measured.ratio == pytest.approx(1.02)
+
+
+def test_a_claim_that_fixes_threads_or_allocator_says_so() -> None:
+    fixed = claim("winner", ["fused"]).model_copy(update={"threads": 1, "allocator": "system"})
+    assert statement(fixed) == "`fused` wins at heads 8 (1 thread, allocator system)"
+    assert statement(claim("winner", ["fused"])) == "`fused` wins at heads 8"
+    with pytest.raises(ValueError, match="allocator"):
+        Claim.model_validate({**claim("tie", ["a", "b"]).model_dump(), "allocator": "jemalloc"})

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from mhabench.cli import app
 from mhabench.errors import MhabenchError
 from mhabench.findings.check import README, rendered_page, rendered_readme, stored_reports
-from mhabench.findings.claims import parse_page
+from mhabench.findings.claims import Claim, parse_page
 from mhabench.findings.grade import Level
 from mhabench.findings.report import Report, build_report, load, report_path
 from mhabench.results.store import load_run
@@ -272,3 +272,42 @@ def test_a_run_with_library_implementations_records_the_commit_of_its_own_code(t
     record = run_record(load_run(run_dir))
     assert (record.commit, record.dirty) == ("e48d81880887f1e60a58cc3971bd5de5321bd664", False)
     assert record.config == "hf_attention.yaml" and record.processes == 3
+
+
+def test_a_claim_that_fixes_threads_or_allocator_is_graded_only_on_runs_made_so(tmp_path: Path) -> None:
+    from mhabench.findings.report import runs_as_claimed
+
+    runs = [load_run(path) for path in unpack(["20261127T113344Z-default", "20261127T115721Z-default"], tmp_path)]
+    spec = {"id": "c", "config": "default", "case": {"seq_len": 2048}, "kind": "winner", "impls": ["fused"]}
+    system = Claim.model_validate(spec | {"allocator": "system"})
+    steady_two = Claim.model_validate(spec | {"allocator": "steady", "threads": 2})
+    one_thread = Claim.model_validate(spec | {"threads": 1})
+    assert [runs_as_claimed(system, run) for run in runs] == [False, True]
+    assert [runs_as_claimed(steady_two, run) for run in runs] == [True, False]
+    assert [runs_as_claimed(one_thread, run) for run in runs] == [False, False]
+    assert [runs_as_claimed(Claim.model_validate(spec), run) for run in runs] == [True, True]
+    report = build_report("x.md", [system], runs, dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
+    assert [one.run_id for one in report.claims[0].grades] == ["20261127T115721Z-default"]
+
+
+def test_a_sitting_launches_a_claim_with_its_threads_and_allocator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mhabench.findings import check as checking
+
+    (stored,) = unpack(["20261127T120024Z-default"], tmp_path / "stored")
+    commands: list[list[str]] = []
+
+    def fake_run(command: list[str], check: bool) -> subprocess.CompletedProcess[str]:
+        commands.append(command)
+        shutil.copytree(stored, Path(command[command.index("--out") + 1]) / f"run-{len(commands)}")
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(checking.subprocess, "run", fake_run)
+    spec = {"id": "c", "config": "default", "case": {"seq_len": 512}, "kind": "winner", "impls": ["fused"]}
+    claims = [Claim.model_validate(spec | {"threads": 1}), Claim.model_validate(spec | {"id": "d"})]
+    checking.sittings(claims, 1, tmp_path / "out")
+    assert [command[3:] for command in commands] == [
+        ["run", "--threads", "1", "--replicates", "3", "--out", str(tmp_path / "out")],
+        ["run", "--replicates", "3", "--out", str(tmp_path / "out")],
+    ]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mhabench.errors import InputError, MhabenchError
-from mhabench.findings.claims import Block, Claim, parse_page, replace_texts
+from mhabench.findings.claims import Block, Claim, Setting, parse_page, replace_texts
 from mhabench.findings.prose import claim_text, readme_table
 from mhabench.findings.report import DEFAULT_CONFIG, Report, build_report, load, report_path, save
 from mhabench.results.store import Run, is_run_dir, load_run, require_results
@@ -41,15 +41,20 @@ def pages_named(findings: Path, which: str) -> list[Path]:
     return [page]
 
 
-def configs_of(claims: Sequence[Claim]) -> list[tuple[str, int]]:
-    """Each (config, replicates) the claims rest on, once, in page order."""
-    return list(dict.fromkeys((claim.config, claim.replicates) for claim in claims))
+def configs_of(claims: Sequence[Claim]) -> list[Setting]:
+    """Each setting (config, replicates, threads, allocator) the claims rest on, once, in page order."""
+    return list(dict.fromkeys(claim.setting for claim in claims))
 
 
-def launch(config: str, replicates: int, out_root: Path) -> Path:
-    """One run of ``config`` with ``--replicates`` in a fresh ``mhabench run`` process; its folder."""
+def launch(
+    config: str, replicates: int, out_root: Path, threads: int | None = None, allocator: str | None = None
+) -> Path:
+    """One run of ``config`` with ``--replicates`` (and ``--threads``, ``--allocator`` where given) in a fresh
+    ``mhabench run`` process; its folder."""
     before = set(out_root.glob("*")) if out_root.exists() else set()
     chosen = [] if config == DEFAULT_CONFIG else [config]
+    chosen += [] if threads is None else ["--threads", str(threads)]
+    chosen += [] if allocator is None else ["--allocator", allocator]
     command = [
         sys.executable,
         "-m",
@@ -74,10 +79,10 @@ def sittings(
     """``count`` sittings, one after another: each runs every config the claims rest on once."""
     runs = []
     for sitting in range(count):
-        for config, replicates in configs_of(claims):
+        for config, replicates, threads, allocator in configs_of(claims):
             load_1m = os.getloadavg()[0]
             say(f"sitting {sitting + 1}/{count}: {config} --replicates {replicates} (load average {load_1m:.1f})")
-            runs.append(require_results(load_run(launch(config, replicates, out_root))))
+            runs.append(require_results(load_run(launch(config, replicates, out_root, threads, allocator))))
     return runs
 
 

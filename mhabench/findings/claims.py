@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -52,6 +52,15 @@ class Kind(str, enum.Enum):
     EVERY_PROCESS = "every_process"
 
     __str__ = str.__str__
+
+
+class Setting(NamedTuple):
+    """A claim's runs: which config, how many processes, and the threads and allocator (None: not fixed)."""
+
+    config: str
+    replicates: int
+    threads: int | None
+    allocator: str | None
 
 
 IMPL_COUNT = {
@@ -82,6 +91,15 @@ class Claim(BaseModel):
     figure: tuple[float, float | None] | None = None
     """``ratio``: the stated range; ``every_process``: the bounds every process's ratio lies in."""
     replicates: Annotated[int, Field(ge=2)] = 3
+    threads: Annotated[int, Field(ge=1)] | None = None
+    """The torch threads the claim's runs use (``--threads``); None: any, the runs' own."""
+    allocator: Literal["steady", "system"] | None = None
+    """The CPU allocator policy of the claim's runs (``--allocator``); None: any, the runs' own."""
+
+    @property
+    def setting(self) -> Setting:
+        """How the claim's runs are launched: config, replicates, threads and allocator."""
+        return Setting(self.config, self.replicates, self.threads, self.allocator)
 
     @model_validator(mode="after")
     def _fits_kind(self) -> Claim:

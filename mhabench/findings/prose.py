@@ -21,6 +21,13 @@ def case_words(claim: Claim) -> str:
     )
 
 
+def setting_words(claim: Claim) -> str:
+    """`` (1 thread, allocator system)``: the run settings a claim fixes, or nothing."""
+    said = [f"{claim.threads} thread{'s' if claim.threads != 1 else ''}"] if claim.threads is not None else []
+    said += [f"allocator {claim.allocator}"] if claim.allocator is not None else []
+    return f" ({', '.join(said)})" if said else ""
+
+
 def bounds(low: float, high: float | None) -> str:
     return f"{low:.2f}× or more" if high is None else f"{low:.2f}–{high:.2f}×"
 
@@ -28,7 +35,7 @@ def bounds(low: float, high: float | None) -> str:
 def statement(claim: Claim) -> str:
     """What the claim says, in words: the block and nothing else."""
     names = [impl(name) for name in claim.impls]
-    where = f"at {case_words(claim)}"
+    where = f"at {case_words(claim)}{setting_words(claim)}"
     if claim.kind == Kind.WINNER:
         return f"{names[0]} wins {where}"
     if claim.kind == Kind.TIE:

@@ -98,6 +98,16 @@ def config_name(config: str) -> str:
     return DEFAULT_CONFIG if config == DEFAULT_CONFIG else Path(config).name
 
 
+def runs_as_claimed(claim: Claim, run: Run) -> bool:
+    """The run is of the claim's config, with the threads and allocator the claim fixes (if it fixes them)."""
+    environment = run.manifest.environment
+    return (
+        config_of(run) == config_name(claim.config)
+        and (claim.threads is None or environment.get("threads") == claim.threads)
+        and (claim.allocator is None or environment.get("allocator") == claim.allocator)
+    )
+
+
 def started(run: RunRecord) -> dt.datetime:
     return dt.datetime.fromisoformat(run.started_at)
 
@@ -130,7 +140,7 @@ def _number(value: float) -> float | None:
 def grade_claim(claim: Claim, runs: Sequence[Run]) -> ClaimRecord:
     """The claim graded on each of ``runs`` of its config (in start order), and the level that supports."""
     mine = sorted(
-        (run for run in runs if config_of(run) == config_name(claim.config)),
+        (run for run in runs if runs_as_claimed(claim, run)),
         key=lambda run: run.manifest.started_at or "",
     )
     grades = []
